@@ -1,0 +1,1 @@
+"""asaptrace.analyze (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""asaptrace.enrich (see DESIGN.md)."""

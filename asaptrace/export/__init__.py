@@ -1,0 +1,1 @@
+"""asaptrace.export (see DESIGN.md)."""

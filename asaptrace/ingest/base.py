@@ -1,0 +1,110 @@
+"""What every ingester returns and how formats are registered and detected.
+
+An ingester is a pure per-file function ``read(path, options) -> IngestResult``: picklable, free of
+globals, so the driver can map it over files with a process pool. Formats are registered in
+:data:`FORMATS` through :func:`register_format` — the built-ins the same way a user extension does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from asaptrace.accounting import Accounting
+from asaptrace.errors import UnsupportedFormat
+from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED, read_head
+from asaptrace.registry import Registry
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """Knobs shared by all ingesters."""
+
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """What a file says (or its name says) about which device it is."""
+
+    rank: int | None = None
+    source: str = "unknown"  # distributedInfo | filename:<rule> | order | map | …
+    world_size: int | None = None
+    dp: int | None = None
+    tp: int | None = None
+    pp: int | None = None
+    ep: int | None = None
+    host: str | None = None
+    device: int | None = None
+
+
+@dataclass
+class IngestResult:
+    """One source file, read: canonical tables (rank column still -1) plus what we learned."""
+
+    path: str
+    format: str
+    events: pa.Table
+    args: pa.Table
+    flows: pa.Table
+    streams: pa.Table
+    accounting: Accounting
+    rank_info: RankInfo = field(default_factory=RankInfo)
+    notes: dict[str, Any] = field(default_factory=dict)  # format-specific facts kept in meta.json
+
+    def with_rank(self, rank: int) -> IngestResult:
+        """Fill the rank column of every table."""
+
+        def fill(t: pa.Table) -> pa.Table:
+            i = t.schema.get_field_index("rank")
+            return t.set_column(i, "rank", pa.array([rank] * t.num_rows, pa.int32()))
+
+        return replace(
+            self,
+            events=fill(self.events),
+            args=fill(self.args),
+            flows=fill(self.flows),
+            streams=fill(self.streams),
+            rank_info=replace(self.rank_info, rank=rank),
+        )
+
+
+@dataclass(frozen=True)
+class Format:
+    """A registered source format."""
+
+    name: str
+    sniff: Callable[[Path, bytes], bool]  # (path, first decompressed bytes) -> is it mine?
+    read: Callable[[Path, IngestOptions], IngestResult]
+    description: str = ""
+
+
+FORMATS: Registry[Format] = Registry("ingest format")
+
+
+def register_format(fmt: Format) -> Format:
+    return FORMATS.register(fmt.name, fmt)
+
+
+def detect_format(path: str | Path) -> Format:
+    """The first registered format whose sniffer accepts the file, or :class:`UnsupportedFormat`."""
+    path = Path(path)
+    head = read_head(path)
+    if not head.strip():
+        raise UnsupportedFormat("file is empty or unreadable", path=path)
+    for _, fmt in FORMATS:
+        if fmt.sniff(path, head):
+            return fmt
+    known = ", ".join(FORMATS.names())
+    raise UnsupportedFormat(f"not a recognised profiler trace (known formats: {known})", path=path)
+
+
+def dictionary(values: pa.Array) -> pa.Array:
+    """Dictionary-encode a string array with int32 indices (the store's convention)."""
+    arr = values.dictionary_encode() if not pa.types.is_dictionary(values.type) else values
+    return pc.cast(arr, pa.dictionary(pa.int32(), pa.string()))

@@ -1,0 +1,316 @@
+"""Multi-file ingest: discover sources, read them in parallel, resolve ranks, write one store.
+
+Each file is read by its format's pure per-file function inside a worker process; the worker
+writes that file's table parts straight into the store's temporary directory (so memory stays
+bounded by one file per worker and no large table is pickled back), and returns a small summary.
+The driver then checks ranks (no duplicates), writes ranks/streams/meta, and commits atomically;
+on any error the temporary directory is removed and no store is left behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from asaptrace.accounting import Accounting
+from asaptrace.errors import RankError, UsageError
+from asaptrace.ingest.base import FORMATS, IngestOptions, RankInfo, detect_format
+from asaptrace.ingest.naming import rank_from_name
+from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role
+from asaptrace.store import StoreWriter, TraceStore, write_part
+
+RankFrom = Literal["auto", "content", "name", "order"]
+_TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite", ".db")
+
+
+@dataclass(frozen=True)
+class FileTask:
+    index: int
+    path: str
+    format: str | None  # None: detect
+    root: str  # the store's temporary directory
+    options: IngestOptions
+    rank_from: RankFrom
+    explicit_rank: int | None
+
+
+@dataclass
+class FileSummary:
+    """What a worker sends back for one source file (small: no event tables)."""
+
+    index: int
+    path: str
+    format: str
+    size: int
+    sha256: str
+    rank_info: RankInfo
+    accounting: Accounting
+    events: int
+    streams: pa.Table
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Sent to the progress callback after each file."""
+
+    files_done: int
+    files_total: int
+    bytes_done: int
+    bytes_total: int
+    events_done: int
+    last: FileSummary
+
+
+def discover(paths: Iterable[str | Path]) -> list[Path]:
+    """Expand folders into the trace files they hold (recursively, hidden entries skipped).
+
+    Files named explicitly are always taken (their format is detected by content later); inside
+    folders only names that look like traces are taken.
+    """
+    found: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_file():
+            found.append(p)
+        elif p.is_dir():
+            for q in sorted(p.rglob("*")):
+                rel = q.relative_to(p).parts
+                if q.is_file() and not any(part.startswith(".") for part in rel) and q.name.endswith(_TRACE_SUFFIXES):
+                    found.append(q)
+        else:
+            raise UsageError(f"{p}: no such file or directory")
+    unique = list(dict.fromkeys(f.resolve() for f in found))
+    if not unique:
+        raise UsageError("no trace files found in " + ", ".join(str(p) for p in paths))
+    return unique
+
+
+def _sha256_in_thread(path: Path) -> tuple[threading.Thread, dict[str, str]]:
+    """Hash the file on a second thread (hashlib releases the GIL), overlapping the parse."""
+    out: dict[str, str] = {}
+
+    def run() -> None:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(8 * 1024 * 1024), b""):
+                h.update(chunk)
+        out["sha256"] = h.hexdigest()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+
+def resolve_rank(info: RankInfo, path: Path, rank_from: RankFrom, explicit: int | None) -> RankInfo:
+    """Decide a file's rank: explicit (map/order) > content > file name, as ``rank_from`` allows."""
+    hint = rank_from_name(path)
+    extra = {}
+    if hint is not None:
+        extra = {k: v for k, v in (("dp", hint.dp), ("tp", hint.tp), ("pp", hint.pp), ("ep", hint.ep)) if v is not None}
+    base = RankInfo(**{**info.__dict__, **extra})
+    if explicit is not None:
+        return RankInfo(**{**base.__dict__, "rank": explicit, "source": "order" if rank_from == "order" else "map"})
+    if rank_from in ("auto", "content") and info.rank is not None:
+        return base
+    if rank_from in ("auto", "name") and hint is not None:
+        return RankInfo(**{**base.__dict__, "rank": hint.rank, "source": f"filename:{hint.rule}"})
+    where = {"auto": "no rank in the file (distributedInfo.rank) nor in its name (rank-N, workerN, TP-x-DP-y-…, "
+             "dp…_rank…)", "content": "no rank in the file (distributedInfo.rank)",
+             "name": "no rank in the file name"}[rank_from]
+    raise RankError(f"cannot tell which rank this is: {where}; pass --rank-from order or --rank-map FILE", path=path)
+
+
+def ingest_file(task: FileTask) -> FileSummary:
+    """Worker body: read one file, fill its rank, write its parts under the temporary root."""
+    path = Path(task.path)
+    hasher, digest = _sha256_in_thread(path)
+    fmt = FORMATS.get(task.format) if task.format else detect_format(path)
+    result = fmt.read(path, task.options)
+    info = resolve_rank(result.rank_info, path, task.rank_from, task.explicit_rank)
+    assert info.rank is not None
+    result = result.with_rank(info.rank)
+    part = f"{task.index:05d}"
+    root = Path(task.root)
+    for name in ("events", "args", "flows"):
+        table = getattr(result, name)
+        if table.num_rows:
+            write_part(root, name, part, table)
+    hasher.join()
+    return FileSummary(
+        index=task.index,
+        path=str(path),
+        format=fmt.name,
+        size=path.stat().st_size,
+        sha256=digest.get("sha256", ""),
+        rank_info=info,
+        accounting=result.accounting,
+        events=result.events.num_rows,
+        streams=result.streams,
+        notes=result.notes,
+    )
+
+
+def load_rank_map(path: str | Path) -> dict[str, int]:
+    """A rank map file: lines ``<file name or path> <rank>`` (whitespace, comma or '=' separated)."""
+    mapping: dict[str, int] = {}
+    p = Path(path)
+    try:
+        lines = p.read_text().splitlines()
+    except OSError as err:
+        raise UsageError(f"{p}: cannot read rank map ({err.strerror})") from None
+    for n, line in enumerate(lines, 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.replace(",", " ").replace("=", " ").split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            raise UsageError(f"{p}:{n}: expected '<file> <rank>', got {line!r}")
+        mapping[parts[0]] = int(parts[1])
+    return mapping
+
+
+def _explicit_ranks(files: list[Path], rank_from: RankFrom, rank_map: dict[str, int] | None) -> list[int | None]:
+    if rank_from == "order":
+        return list(range(len(files)))
+    if not rank_map:
+        return [None] * len(files)
+    out: list[int | None] = []
+    for f in files:
+        hit = rank_map.get(str(f), rank_map.get(f.name))
+        if hit is None:
+            raise UsageError(f"{f}: not listed in the rank map")
+        out.append(hit)
+    return out
+
+
+def ingest_paths(
+    paths: Iterable[str | Path],
+    out: str | Path,
+    *,
+    jobs: int | None = None,
+    options: IngestOptions | None = None,
+    rank_from: RankFrom = "auto",
+    rank_map: dict[str, int] | None = None,
+    format: str | None = None,
+    overwrite: bool = False,
+    progress: Callable[[Progress], None] | None = None,
+) -> TraceStore:
+    """Ingest trace files (or folders of them) into a new store at ``out``; returns the opened store."""
+    options = options or IngestOptions()
+    files = discover(paths)
+    if format is not None:
+        FORMATS.get(format)  # unknown name → RegistryError
+    explicit = _explicit_ranks(files, rank_from, rank_map)
+    sizes = [f.stat().st_size for f in files]
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(files)))
+    with StoreWriter(out, overwrite=overwrite) as writer:
+        tasks = [
+            FileTask(i, str(f), format, str(writer.tmp), options, rank_from, explicit[i]) for i, f in enumerate(files)
+        ]
+        summaries = _run(tasks, jobs, sizes, progress)
+        summaries.sort(key=lambda s: s.index)
+        _check_unique_ranks(summaries)
+        writer.write_table("ranks", _ranks_table(summaries))
+        writer.write_table("streams", pa.concat_tables([s.streams.cast(STREAMS_SCHEMA) for s in summaries]))
+        total = Accounting()
+        for s in summaries:
+            total = total.merge(s.accounting)
+        total.check("the store")
+        meta = {
+            "parallel": None,
+            "taxonomy_profile": None,
+            "enriched": False,
+            "accounting": total.to_json(),
+            "sources": [
+                {
+                    "path": s.path,
+                    "size": s.size,
+                    "sha256": s.sha256,
+                    "format": s.format,
+                    "rank": s.rank_info.rank,
+                    "accounting": s.accounting.to_json(),
+                    "notes": s.notes,
+                }
+                for s in summaries
+            ],
+        }
+        return writer.commit(meta)
+
+
+def _run(tasks: list[FileTask], jobs: int, sizes: list[int], progress: Callable[[Progress], None] | None
+         ) -> list[FileSummary]:
+    done: list[FileSummary] = []
+    state = {"bytes": 0, "events": 0}
+
+    def report(s: FileSummary) -> None:
+        done.append(s)
+        state["bytes"] += sizes[s.index]
+        state["events"] += s.accounting.read
+        if progress:
+            progress(Progress(len(done), len(tasks), state["bytes"], sum(sizes), state["events"], s))
+
+    if jobs == 1:
+        for t in tasks:
+            report(ingest_file(t))
+        return done
+    ctx = multiprocessing.get_context("spawn")  # fork is unsafe with polars/arrow thread pools
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        pending: set[Future[FileSummary]] = {pool.submit(ingest_file, t) for t in tasks}
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            for fut in finished:
+                err = fut.exception()
+                if err is not None:
+                    for p in pending:
+                        p.cancel()
+                    raise err
+                report(fut.result())
+    return done
+
+
+def _check_unique_ranks(summaries: list[FileSummary]) -> None:
+    seen: dict[int, str] = {}
+    for s in summaries:
+        r = s.rank_info.rank
+        assert r is not None
+        if r in seen:
+            raise RankError(
+                f"rank {r} is also claimed by {seen[r]} (found by {s.rank_info.source}); "
+                "pass --rank-map FILE or --rank-from order to say which file is which rank",
+                path=s.path,
+            )
+        seen[r] = s.path
+
+
+def _ranks_table(summaries: list[FileSummary]) -> pa.Table:
+    rows = [
+        {
+            "rank": s.rank_info.rank,
+            "role": Role.UNKNOWN.value,
+            "dp_group": s.rank_info.dp,
+            "tp_index": s.rank_info.tp,
+            "pp_index": s.rank_info.pp,
+            "ep_index": s.rank_info.ep,
+            "world_size": s.rank_info.world_size,
+            "host": s.rank_info.host,
+            "device": s.rank_info.device,
+            "clock_offset_ns": 0,
+            "clock_residual_ns": None,
+            "source_file": s.path,
+            "format": s.format,
+            "rank_source": s.rank_info.source,
+            "events": s.events,
+        }
+        for s in summaries
+    ]
+    return pa.Table.from_pylist(rows, schema=RANKS_SCHEMA).sort_by("rank")

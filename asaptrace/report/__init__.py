@@ -1,0 +1,1 @@
+"""asaptrace.report (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""asaptrace.synth (see DESIGN.md)."""

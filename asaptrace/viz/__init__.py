@@ -1,0 +1,1 @@
+"""asaptrace.viz (see DESIGN.md)."""
