@@ -30,7 +30,9 @@ app = typer.Typer(
 )
 
 StoreArg = Annotated[Path, typer.Argument(help="A store directory written by `asaptrace ingest`.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print a machine-readable JSON object instead of tables.")]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print a machine-readable JSON object instead of tables.")
+]
 
 
 def _version(value: bool) -> None:
@@ -54,7 +56,9 @@ def _root(
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Trace files or folders of them (one file per rank).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Store directory to create.")],
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Files read in parallel (default: CPU count).")] = 0,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", help="Files read in parallel (default: CPU count).")
+    ] = 0,
     rank_from: Annotated[
         str, typer.Option(help="Where ranks come from: auto (file content, then name), content, name, order.")
     ] = "auto",
@@ -77,8 +81,14 @@ def ingest(
     mapping = load_rank_map(rank_map) if rank_map else None
     with _IngestBar(enabled=not as_json) as bar:
         store = ingest_paths(
-            paths, output, jobs=jobs or None, options=options, rank_from=rank_from,  # type: ignore[arg-type]
-            rank_map=mapping, overwrite=force, progress=bar.update,
+            paths,
+            output,
+            jobs=jobs or None,
+            options=options,
+            rank_from=rank_from,  # type: ignore[arg-type]
+            rank_map=mapping,
+            overwrite=force,
+            progress=bar.update,
         )
     info = store_info(store)
     if as_json:
@@ -97,8 +107,13 @@ class _IngestBar:
     def __init__(self, *, enabled: bool) -> None:
         self.enabled = enabled and err.is_terminal
         self.bar = Progress(
-            TextColumn("ingest"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
-            TimeElapsedColumn(), console=err, transient=True,
+            TextColumn("ingest"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
         )
         self.task = None
 
@@ -135,18 +150,29 @@ def info(store: StoreArg, as_json: JsonOpt = False) -> None:
         return
     span = data["time_span"]
     acc = data["accounting"]
-    out.print(f"[bold]{data['store']}[/]  format v{data['format_version']}  {data['n_ranks']} ranks  "
-              f"{data['n_events']:,} events  span {human_ns(span['duration_ns'])}")
+    out.print(
+        f"[bold]{data['store']}[/]  format v{data['format_version']}  {data['n_ranks']} ranks  "
+        f"{data['n_events']:,} events  span {human_ns(span['duration_ns'])}"
+    )
     rejected = ", ".join(f"{k}: {v:,}" for k, v in acc["rejected"].items()) or "none"
     out.print(f"accounting: read {acc['read']:,} = kept {acc['kept']:,} + rejected ({rejected})")
     kinds = Table("kind", "events", "device time", title="by kind", title_justify="left")
     for kind, n in data["events_by_kind"].items():
         kinds.add_row(kind, f"{n:,}", human_ns(data["device_time_by_kind_ns"].get(kind)))
     out.print(kinds)
-    ranks = Table("rank", "role", "dp", "format", "events", "rank from", "source", title="ranks", title_justify="left")
+    ranks = Table(
+        "rank", "role", "dp", "format", "events", "rank from", "source", title="ranks", title_justify="left"
+    )
     for r in data["ranks"]:
-        ranks.add_row(str(r["rank"]), r["role"], "-" if r["dp_group"] is None else str(r["dp_group"]),
-                      r["format"], f"{r['events']:,}", r["rank_source"], Path(r["source_file"]).name)
+        ranks.add_row(
+            str(r["rank"]),
+            r["role"],
+            "-" if r["dp_group"] is None else str(r["dp_group"]),
+            r["format"],
+            f"{r['events']:,}",
+            r["rank_source"],
+            Path(r["source_file"]).name,
+        )
     out.print(ranks)
 
 

@@ -58,7 +58,9 @@ class StoreWriter:
             if not overwrite:
                 raise StoreError("already exists; pass --force to replace it", path=self.path)
             if not (self.path / "meta.json").is_file() and any(self.path.iterdir()):
-                raise StoreError("exists and is not an asaptrace store; refusing to replace it", path=self.path)
+                raise StoreError(
+                    "exists and is not an asaptrace store; refusing to replace it", path=self.path
+                )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = self.path.parent / f".{self.path.name}.tmp-{uuid.uuid4().hex[:8]}"
         self.tmp.mkdir()

@@ -18,11 +18,15 @@ INFO_SCHEMA_VERSION = 1
 def store_info(store: TraceStore) -> dict[str, Any]:
     """A JSON-ready description of ``store`` (see docs/reference/info-json.md)."""
     events = store.events()
-    span = events.select(
-        pl.col("ts_ns").min().alias("start_ns"),
-        (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end_ns"),
-        pl.len().alias("events"),
-    ).collect().row(0, named=True)
+    span = (
+        events.select(
+            pl.col("ts_ns").min().alias("start_ns"),
+            (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end_ns"),
+            pl.len().alias("events"),
+        )
+        .collect()
+        .row(0, named=True)
+    )
     by_kind = (
         events.group_by(pl.col("kind").cast(pl.String))
         .agg(
@@ -51,7 +55,9 @@ def store_info(store: TraceStore) -> dict[str, Any]:
             "duration_ns": None if start is None else end - start,
         },
         "events_by_kind": {r["kind"]: r["events"] for r in by_kind.iter_rows(named=True)},
-        "device_time_by_kind_ns": {r["kind"]: r["device_time_ns"] or 0 for r in by_kind.iter_rows(named=True)},
+        "device_time_by_kind_ns": {
+            r["kind"]: r["device_time_ns"] or 0 for r in by_kind.iter_rows(named=True)
+        },
         "accounting": {
             "read": meta["accounting"]["read"],
             "kept": meta["accounting"]["kept"],
@@ -74,6 +80,7 @@ def store_info(store: TraceStore) -> dict[str, Any]:
             for r in ranks.iter_rows(named=True)
         ],
         "sources": [
-            {k: s.get(k) for k in ("path", "size", "sha256", "format", "rank")} for s in meta.get("sources", [])
+            {k: s.get(k) for k in ("path", "size", "sha256", "format", "rank")}
+            for s in meta.get("sources", [])
         ],
     }

@@ -85,7 +85,11 @@ def discover(paths: Iterable[str | Path]) -> list[Path]:
         elif p.is_dir():
             for q in sorted(p.rglob("*")):
                 rel = q.relative_to(p).parts
-                if q.is_file() and not any(part.startswith(".") for part in rel) and q.name.endswith(_TRACE_SUFFIXES):
+                if (
+                    q.is_file()
+                    and not any(part.startswith(".") for part in rel)
+                    and q.name.endswith(_TRACE_SUFFIXES)
+                ):
                     found.append(q)
         else:
             raise UsageError(f"{p}: no such file or directory")
@@ -116,18 +120,29 @@ def resolve_rank(info: RankInfo, path: Path, rank_from: RankFrom, explicit: int 
     hint = rank_from_name(path)
     extra = {}
     if hint is not None:
-        extra = {k: v for k, v in (("dp", hint.dp), ("tp", hint.tp), ("pp", hint.pp), ("ep", hint.ep)) if v is not None}
+        extra = {
+            k: v
+            for k, v in (("dp", hint.dp), ("tp", hint.tp), ("pp", hint.pp), ("ep", hint.ep))
+            if v is not None
+        }
     base = RankInfo(**{**info.__dict__, **extra})
     if explicit is not None:
-        return RankInfo(**{**base.__dict__, "rank": explicit, "source": "order" if rank_from == "order" else "map"})
+        return RankInfo(
+            **{**base.__dict__, "rank": explicit, "source": "order" if rank_from == "order" else "map"}
+        )
     if rank_from in ("auto", "content") and info.rank is not None:
         return base
     if rank_from in ("auto", "name") and hint is not None:
         return RankInfo(**{**base.__dict__, "rank": hint.rank, "source": f"filename:{hint.rule}"})
-    where = {"auto": "no rank in the file (distributedInfo.rank) nor in its name (rank-N, workerN, TP-x-DP-y-…, "
-             "dp…_rank…)", "content": "no rank in the file (distributedInfo.rank)",
-             "name": "no rank in the file name"}[rank_from]
-    raise RankError(f"cannot tell which rank this is: {where}; pass --rank-from order or --rank-map FILE", path=path)
+    where = {
+        "auto": "no rank in the file (distributedInfo.rank) nor in its name (rank-N, workerN, TP-x-DP-y-…, "
+        "dp…_rank…)",
+        "content": "no rank in the file (distributedInfo.rank)",
+        "name": "no rank in the file name",
+    }[rank_from]
+    raise RankError(
+        f"cannot tell which rank this is: {where}; pass --rank-from order or --rank-map FILE", path=path
+    )
 
 
 def ingest_file(task: FileTask) -> FileSummary:
@@ -179,7 +194,9 @@ def load_rank_map(path: str | Path) -> dict[str, int]:
     return mapping
 
 
-def _explicit_ranks(files: list[Path], rank_from: RankFrom, rank_map: dict[str, int] | None) -> list[int | None]:
+def _explicit_ranks(
+    files: list[Path], rank_from: RankFrom, rank_map: dict[str, int] | None
+) -> list[int | None]:
     if rank_from == "order":
         return list(range(len(files)))
     if not rank_map:
@@ -215,7 +232,8 @@ def ingest_paths(
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(files)))
     with StoreWriter(out, overwrite=overwrite) as writer:
         tasks = [
-            FileTask(i, str(f), format, str(writer.tmp), options, rank_from, explicit[i]) for i, f in enumerate(files)
+            FileTask(i, str(f), format, str(writer.tmp), options, rank_from, explicit[i])
+            for i, f in enumerate(files)
         ]
         summaries = _run(tasks, jobs, sizes, progress)
         summaries.sort(key=lambda s: s.index)
@@ -247,8 +265,9 @@ def ingest_paths(
         return writer.commit(meta)
 
 
-def _run(tasks: list[FileTask], jobs: int, sizes: list[int], progress: Callable[[Progress], None] | None
-         ) -> list[FileSummary]:
+def _run(
+    tasks: list[FileTask], jobs: int, sizes: list[int], progress: Callable[[Progress], None] | None
+) -> list[FileSummary]:
     done: list[FileSummary] = []
     state = {"bytes": 0, "events": 0}
 

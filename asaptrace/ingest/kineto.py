@@ -62,6 +62,9 @@ SPAN_PHASES = ("X", "B", "i", "I", "R")
 FLOW_PHASES = ("s", "t", "f")
 
 
+_NO_RAW = msgspec.Raw(b"")
+
+
 class _Args(msgspec.Struct, gc=False):
     """The arguments we keep; every other key is skipped by the decoder."""
 
@@ -77,8 +80,9 @@ class _Args(msgspec.Struct, gc=False):
     pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
     in_split: Any = msgspec.field(default=None, name="In split size")
     out_split: Any = msgspec.field(default=None, name="Out split size")
-    input_dims: Any = msgspec.field(default=None, name="Input Dims")
-    input_type: Any = msgspec.field(default=None, name="Input type")
+    # shapes stay raw JSON text: no Python objects are built for them (they are on every cpu_op)
+    input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
     # metadata events
     name: Any = None
     labels: Any = None
@@ -181,7 +185,11 @@ def _short(err: Exception) -> str:
 
 def read_kineto(path: str | Path, options: IngestOptions | None = None) -> IngestResult:
     """Read one Kineto trace file into canonical tables (rank column = -1; the driver fills it)."""
-    options = options or IngestOptions()
+    with col.gc_paused():
+        return _read_kineto(Path(path), options or IngestOptions())
+
+
+def _read_kineto(path: Path, options: IngestOptions) -> IngestResult:
     path = Path(path)
     data = read_source_bytes(path, max_bytes=options.max_decompressed_bytes)
     if not data.strip():
@@ -194,7 +202,7 @@ def read_kineto(path: str | Path, options: IngestOptions | None = None) -> Inges
     base_ns = trace.baseTimeNanoseconds if isinstance(trace.baseTimeNanoseconds, int) else 0
 
     n = len(evs)
-    ph = col.strings([e.ph for e in evs])
+    ph = col.dict_strings([e.ph for e in evs]).cast(pa.string())
     pids_raw = [e.pid for e in evs]
     tids_raw = [e.tid for e in evs]
     ts = col.to_ns([e.ts for e in evs])
@@ -247,13 +255,13 @@ def read_kineto(path: str | Path, options: IngestOptions | None = None) -> Inges
         rejected.update(be_rej)
         rejected["unmatched_end"] += int(end_mask.sum()) - merged_ends
     ts_np = ts.to_numpy(zero_copy_only=False).astype("float64")
-    names = col.strings([e.name for e in evs])
+    names = col.dict_strings([e.name for e in evs])
     name_ok = pc.is_valid(names).to_numpy(zero_copy_only=False)
-    pid_ok = ~_none_mask(pids_raw).to_numpy(zero_copy_only=False)
-    tid_ok = ~_none_mask(tids_raw).to_numpy(zero_copy_only=False)
+    pid_none = (pid_ids == pid_table[None]) if None in pid_table else np.zeros(n, bool)
+    tid_none = (tid_ids == tid_table[None]) if None in tid_table else np.zeros(n, bool)
     reasons = [
         ("missing_name", ~name_ok),
-        ("missing_pid_or_tid", ~(pid_ok & tid_ok)),
+        ("missing_pid_or_tid", pid_none | tid_none),
         ("bad_ts", np.isnan(ts_np)),
         ("bad_dur", np.isnan(dur_np)),
         ("negative_dur", dur_np < 0),
@@ -267,16 +275,17 @@ def read_kineto(path: str | Path, options: IngestOptions | None = None) -> Inges
     idx = np.flatnonzero(good)
     kept["events"] = len(idx) + merged_ends
 
-    cats = col.strings([e.cat for e in evs]) if n else pa.array([], pa.string())
+    cats = col.dict_strings([e.cat for e in evs])
     take = pa.array(idx)
-    ev_cat = pc.take(cats, take)
+    ev_cat_dict = pc.take(cats, take)
+    ev_cat = ev_cat_dict.cast(pa.string())
     ev_pid = pid_ids[idx]
     is_device = pc.or_(
         pc.fill_null(pc.is_in(ev_cat, pa.array(sorted(DEVICE_CATS))), False),
         pc.is_in(pa.array(ev_pid, pa.int32()), pa.array(sorted(gpu_pids), pa.int32())),
     )
     kind = _kind_from_category(ev_cat, is_device)
-    sel = [evs[i] for i in idx]
+    sel = evs if len(idx) == n else [evs[i] for i in idx]
     args_list = [e.args for e in sel]
     corr = col.ints([a.correlation if a is not None else None for a in args_list])
     events = pa.table(
@@ -286,8 +295,8 @@ def read_kineto(path: str | Path, options: IngestOptions | None = None) -> Inges
             "stream": pa.array(tid_ids[idx], pa.int32()),
             "is_device": is_device,
             "kind": dictionary(kind),
-            "name": dictionary(pc.take(names, take)),
-            "cat": dictionary(ev_cat),
+            "name": pc.take(names, take),
+            "cat": ev_cat_dict,
             "ts_ns": pc.take(ts, take),
             "dur_ns": pa.array(dur_np[idx].astype(np.int64)),
             "step": pa.nulls(len(idx), pa.int32()),
@@ -298,7 +307,7 @@ def read_kineto(path: str | Path, options: IngestOptions | None = None) -> Inges
         },
         schema=EVENTS_SCHEMA,
     )
-    args = _args_table(args_list, idx)
+    args = _args_table(args_list, idx, ev_cat)
     streams = _complete_streams(streams, events, pid_table, tid_table)
     acc = Accounting(read=n_read, kept=kept, rejected=rejected).check(str(path))
     return IngestResult(
@@ -444,21 +453,54 @@ def _complete_streams(meta_rows: dict, events: pa.Table, pid_table: dict, tid_ta
     return pa.Table.from_pylist(out, schema=STREAMS_SCHEMA)
 
 
-def _json_text(v: Any) -> str | None:
-    if v is None:
-        return None
-    return v if isinstance(v, str) else msgspec.json.encode(v).decode()
+_encode = msgspec.json.Encoder().encode
 
 
-def _args_table(args_list: list[_Args | None], idx: np.ndarray) -> pa.Table:
-    """Rows for events that carry collective metadata, shapes, or step/layer annotation args."""
-    rows = [
+def _raw_texts(raws: list[msgspec.Raw]) -> pa.Array:
+    """Raw JSON spans → a string array without a Python object per value (empty span → null)."""
+    lengths = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
+    offsets = np.zeros(len(raws) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = b"".join(raws)
+    arr = pa.LargeStringArray.from_buffers(len(raws), pa.py_buffer(offsets), pa.py_buffer(data))
+    arr = arr.cast(pa.string())
+    if (lengths == 0).any():
+        arr = pc.if_else(pa.array(lengths == 0), pa.scalar(None, pa.string()), arr)
+    return arr
+
+
+def _json_texts(values: list[Any]) -> pa.Array:
+    """JSON text of each value (strings kept as they are), null for None; one C call per value."""
+    if not values:
+        return pa.array([], pa.string())
+    encoded = list(map(_encode, values))
+    arr = pa.array(encoded, pa.binary()).cast(pa.string())
+    # strings are kept as written (not JSON-quoted); None stays null
+    is_str = [isinstance(v, str) for v in values]
+    if any(is_str):
+        arr = pc.if_else(pa.array(is_str), pa.array([v if isinstance(v, str) else None for v in values],
+                                                    pa.string()), arr)
+    return pc.if_else(pc.equal(arr, "null"), pa.scalar(None, pa.string()), arr)
+
+
+#: Categories whose events never carry collective or step/layer annotation args. (cpu_op can:
+#: ``record_param_comms`` ops carry the collective metadata.)
+_PLAIN_CATS = pa.array(["cuda_runtime", "cuda_driver", "Runtime", "python_function"])
+
+
+def _args_table(args_list: list[_Args | None], idx: np.ndarray, cat: pa.Array) -> pa.Table:
+    """Rows for events that carry collective metadata, step/layer annotation args, or input shapes.
+
+    Two passes keep this cheap: shapes (common, on every cpu_op of a ``record_shapes`` trace) fill
+    three columns; the rare rich rows (NCCL kernels, annotations) fill all of them.
+    """
+    maybe_rich = np.flatnonzero(~pc.fill_null(pc.is_in(cat, _PLAIN_CATS), False).to_numpy(zero_copy_only=False))
+    rich = [
         j
-        for j, a in enumerate(args_list)
-        if a is not None
+        for j in maybe_rich.tolist()
+        if (a := args_list[j]) is not None
         and (
-            a.input_dims is not None
-            or a.collective is not None
+            a.collective is not None
             or a.in_nelems is not None
             or a.pg_ranks is not None
             or a.step is not None
@@ -468,8 +510,28 @@ def _args_table(args_list: list[_Args | None], idx: np.ndarray) -> pa.Table:
             or a.micro_batch is not None
         )
     ]
+    rich_set = set(rich)
+    dims = [j for j, a in enumerate(args_list) if a is not None and a.input_dims and j not in rich_set]
+    return pa.concat_tables([_rich_args(args_list, rich, idx), _dims_args(args_list, dims, idx)]).sort_by("eid")
+
+
+def _dims_args(args_list: list[_Args | None], rows: list[int], idx: np.ndarray) -> pa.Table:
     sel: list[_Args] = [args_list[j] for j in rows]  # type: ignore[misc]
-    extra = []
+    n = len(rows)
+    cols: dict[str, pa.Array] = {
+        f.name: pa.nulls(n, f.type) for f in ARGS_SCHEMA
+    }
+    cols["rank"] = pa.array(np.full(n, -1, np.int32))
+    cols["eid"] = pa.array(idx[rows].astype(np.int64) if rows else np.zeros(0, np.int64))
+    cols["external_id"] = col.ints([a.external_id for a in sel])
+    cols["input_dims"] = _raw_texts([a.input_dims for a in sel])
+    cols["input_type"] = _raw_texts([a.input_type for a in sel])
+    return pa.table(cols, schema=ARGS_SCHEMA)
+
+
+def _rich_args(args_list: list[_Args | None], rows: list[int], idx: np.ndarray) -> pa.Table:
+    sel: list[_Args] = [args_list[j] for j in rows]  # type: ignore[misc]
+    extra: list[str | None] = []
     for a in sel:
         d = {k: getattr(a, k) for k in _EXTRA_KEYS if getattr(a, k) is not None}
         extra.append(msgspec.json.encode(d).decode() if d else None)
@@ -485,11 +547,11 @@ def _args_table(args_list: list[_Args | None], idx: np.ndarray) -> pa.Table:
             "dtype": col.strings([a.dtype for a in sel]),
             "pg_name": col.strings([_s(a.pg_name) for a in sel]),
             "pg_desc": col.strings([_s(a.pg_desc) for a in sel]),
-            "pg_ranks": col.strings([_json_text(a.pg_ranks) for a in sel]),
-            "in_split": col.strings([_json_text(a.in_split) for a in sel]),
-            "out_split": col.strings([_json_text(a.out_split) for a in sel]),
-            "input_dims": col.strings([_json_text(a.input_dims) for a in sel]),
-            "input_type": col.strings([_json_text(a.input_type) for a in sel]),
+            "pg_ranks": _json_texts([a.pg_ranks for a in sel]),
+            "in_split": _json_texts([a.in_split for a in sel]),
+            "out_split": _json_texts([a.out_split for a in sel]),
+            "input_dims": _raw_texts([a.input_dims for a in sel]),
+            "input_type": _raw_texts([a.input_type for a in sel]),
             "extra": pa.array(extra, pa.string()),
         },
         schema=ARGS_SCHEMA,

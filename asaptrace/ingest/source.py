@@ -55,13 +55,28 @@ def read_source_bytes(path: str | Path, *, max_bytes: int = DEFAULT_MAX_DECOMPRE
 
 
 def read_head(path: str | Path, n: int = 65536) -> bytes:
-    """The first ``n`` decompressed bytes, for format detection (empty if unreadable)."""
+    """Up to the first ``n`` decompressed bytes, for format detection.
+
+    A truncated gzip still yields what precedes the cut (the full read reports the truncation);
+    a gzip that yields nothing at all is reported as corrupt here.
+    """
     path = Path(path)
     try:
-        if is_gzip(path):
-            with gzip.open(path, "rb") as f:
-                return f.read(n)
         with open(path, "rb") as f:
-            return f.read(n)
-    except (OSError, EOFError, zlib.error):
-        return b""
+            raw = f.read(n)
+            if raw[:2] != GZIP_MAGIC:
+                return raw
+            inflater = zlib.decompressobj(wbits=31)
+            out = inflater.decompress(raw, n)
+            while len(out) < n and not inflater.eof:
+                more = f.read(n)
+                if not more:
+                    break
+                out += inflater.decompress(inflater.unconsumed_tail + more, n - len(out))
+    except zlib.error as err:
+        raise CorruptTrace(f"corrupt gzip stream ({err})", path=path) from None
+    except OSError as err:
+        raise IngestError(f"cannot read file ({err.strerror or err})", path=path) from None
+    if not out:
+        raise CorruptTrace("corrupt or truncated gzip stream (nothing decompresses)", path=path)
+    return out

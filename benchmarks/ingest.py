@@ -1,0 +1,151 @@
+"""Ingest speed: asaptrace vs. a plain json.load loop vs. Holistic Trace Analysis, on the same file.
+
+Usage:  python benchmarks/ingest.py [--size-mb 400] [--workdir DIR] [--no-hta]
+
+Each measurement runs in a fresh subprocess so its peak RSS is its own. Figures are printed with
+ratios against the baselines measured in the same run (the machine is shared and noisy: absolute
+times drift, ratios hold). HTA runs in its own virtualenv (benchmarks/.venv-hta, created on first
+use with `pip install holistictraceanalysis`); where that cannot be installed it is skipped with a
+message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _kineto_gen import generate_kineto
+
+HERE = Path(__file__).resolve().parent
+
+_MEASURE = r"""
+import json, resource, sys, time
+path, out = sys.argv[1], sys.argv[2]
+t0 = time.perf_counter()
+{body}
+dt = time.perf_counter() - t0
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({{"seconds": dt, "rss_mb": rss, "events": n}}))
+"""
+
+BODIES = {
+    "asaptrace read_kineto (parse only)": """
+from asaptrace.ingest.kineto import read_kineto
+r = read_kineto(path)
+n = r.events.num_rows
+""",
+    "asaptrace ingest (parse + hash + Parquet store)": """
+from asaptrace.ingest.driver import ingest_paths
+s = ingest_paths([path], out, jobs=1, overwrite=True)
+n = s.meta["accounting"]["kept"]
+""",
+    "baseline: json.load + per-event loop": """
+with open(path) as f:
+    doc = json.load(f)
+cols = {k: [] for k in ("ph", "name", "cat", "pid", "tid", "ts", "dur", "corr")}
+for e in doc["traceEvents"]:
+    if e.get("ph") != "X":
+        continue
+    cols["ph"].append(e["ph"]); cols["name"].append(e["name"]); cols["cat"].append(e.get("cat"))
+    cols["pid"].append(e["pid"]); cols["tid"].append(e["tid"])
+    cols["ts"].append(int(float(e["ts"]) * 1000)); cols["dur"].append(int(float(e["dur"]) * 1000))
+    cols["corr"].append(e.get("args", {}).get("correlation"))
+n = len(cols["ph"])
+""",
+    "HTA 0.5 parse_trace_file": """
+from hta.common.trace import parse_trace_file
+meta, df, symbols = parse_trace_file(path)
+n = len(df)
+""",
+}
+
+
+def measure(python: str, body: str, path: Path, out: Path) -> dict | None:
+    code = _MEASURE.format(body=body)
+    proc = subprocess.run([python, "-c", code, str(path), str(out)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(
+            f"    failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}"
+        )
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def hta_python(no_hta: bool) -> str | None:
+    if no_hta:
+        return None
+    venv = HERE / ".venv-hta"
+    py = venv / "bin" / "python"
+    if not py.exists():
+        print("creating benchmarks/.venv-hta with holistictraceanalysis (first run only)…")
+        ok = (
+            subprocess.run([sys.executable, "-m", "venv", str(venv)]).returncode == 0
+            and subprocess.run([str(py), "-m", "pip", "install", "-q", "holistictraceanalysis"]).returncode
+            == 0
+        )
+        if not ok:
+            print("HTA unavailable (could not install holistictraceanalysis): skipped")
+            return None
+    return str(py)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size-mb", type=int, default=400)
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--no-hta", action="store_true", help="skip the HTA comparison")
+    ap.add_argument("--no-formats", action="store_true", help="skip the Ascend / nsys ingest figures")
+    args = ap.parse_args()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="asaptrace-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    trace = work / f"kineto-{args.size_mb}mb.json"
+    if not trace.exists():
+        t = time.perf_counter()
+        n = generate_kineto(trace, args.size_mb)
+        print(f"generated {trace} ({n:,} events) in {time.perf_counter() - t:.1f}s")
+    size_mb = trace.stat().st_size / 1e6
+    print(f"file: {trace.name}, {size_mb:.0f} MB\n")
+    results: dict[str, dict] = {}
+    hta = hta_python(args.no_hta)
+    for name, body in BODIES.items():
+        python = hta if name.startswith("HTA") else sys.executable
+        if python is None:
+            print(f"{name}: skipped")
+            continue
+        print(f"{name} …", flush=True)
+        r = measure(python, body, trace, work / "store")
+        if r:
+            results[name] = r
+    base = results.get("baseline: json.load + per-event loop")
+    hta_r = next((v for k, v in results.items() if k.startswith("HTA")), None)
+    print(
+        f"\n{'measurement':50s} {'s':>7s} {'MB/s':>7s} {'peak RSS':>9s} {'RSS/file':>8s} {'vs loop':>8s} {'vs HTA':>7s}"
+    )
+    for name, r in results.items():
+        mbps = size_mb / r["seconds"]
+        vs_base = f"{base['seconds'] / r['seconds']:.2f}x" if base else "-"
+        vs_hta = f"{hta_r['seconds'] / r['seconds']:.1f}x" if hta_r else "-"
+        print(
+            f"{name:50s} {r['seconds']:7.2f} {mbps:7.0f} {r['rss_mb']:7.0f}MB {r['rss_mb'] / size_mb:8.2f} "
+            f"{vs_base:>8s} {vs_hta:>7s}"
+        )
+    if not args.no_formats:
+        try:
+            from ingest_formats import bench_formats
+        except ImportError:
+            return
+        print("\nother formats:")
+        for row in bench_formats(work):
+            print(
+                f"  {row['format']:10s} {row['mb']:7.0f} MB {row['seconds']:7.2f} s {row['mb_per_s']:7.0f} MB/s"
+            )
+
+
+if __name__ == "__main__":
+    main()

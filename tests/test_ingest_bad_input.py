@@ -1,0 +1,127 @@
+"""Bad input: one line naming the file and the cause, exit code 2, and no store left behind."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from tests._cli import run_cli
+from tests._kineto_helpers import kernel, write_trace
+
+
+def _assert_clean_failure(tmp_path, run, *fragments: str) -> None:
+    assert run.code == 2, run
+    lines = [ln for ln in run.stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1, run.stderr
+    assert "Traceback" not in run.stderr
+    for frag in fragments:
+        assert frag in lines[0], lines[0]
+    left = [p.name for p in tmp_path.iterdir() if p.name.startswith((".out", "out"))]
+    assert left == [], f"something was left behind: {left}"
+
+
+def _good(tmp_path, name="good.json", rank=0):
+    return write_trace(tmp_path / "in" / name, [kernel("k", 1, 1)], rank=rank)
+
+
+def test_truncated_gzip(tmp_path):
+    data = gzip.compress(json.dumps({"traceEvents": [kernel("k", 1, 1)] * 200}).encode())
+    bad = tmp_path / "in" / "rank-1.json.gz"
+    bad.parent.mkdir()
+    bad.write_bytes(data[: len(data) // 2])
+    run = run_cli("ingest", _good(tmp_path), bad, "-o", tmp_path / "out")
+    _assert_clean_failure(tmp_path, run, str(bad), "truncated gzip")
+
+
+def test_truncated_json(tmp_path):
+    bad = tmp_path / "in" / "rank-1.json"
+    bad.parent.mkdir()
+    bad.write_text(json.dumps({"traceEvents": [kernel("k", 1, 1)] * 5})[:-20])
+    run = run_cli("ingest", bad, "-o", tmp_path / "out")
+    _assert_clean_failure(tmp_path, run, str(bad), "invalid JSON", "truncated")
+
+
+def test_not_json(tmp_path):
+    bad = tmp_path / "in" / "rank-1.json"
+    bad.parent.mkdir()
+    bad.write_text("this is a CSV, honest\n1,2,3\n")
+    run = run_cli("ingest", bad, "-o", tmp_path / "out")
+    _assert_clean_failure(tmp_path, run, str(bad), "not a recognised profiler trace")
+
+
+def test_empty_trace_events(tmp_path):
+    bad = write_trace(tmp_path / "in" / "rank-1.json", [])
+    run = run_cli("ingest", bad, "-o", tmp_path / "out")
+    _assert_clean_failure(tmp_path, run, str(bad), "no events")
+
+
+def test_mistyped_events_are_counted_not_fatal(tmp_path):
+    events = [
+        kernel("k", 1, 1),
+        {"ph": "X", "name": "k", "pid": 0, "tid": 7, "ts": "x", "dur": 1},
+        {"ph": "X", "name": "k", "pid": 0, "tid": 7, "ts": 3, "dur": [1]},
+    ]
+    f = write_trace(tmp_path / "in" / "t.json", events)
+    run = run_cli("ingest", f, "-o", tmp_path / "out", "--json")
+    assert run.code == 0, run
+    acc = json.loads(run.stdout)["accounting"]
+    assert acc == {"read": 3, "kept": 1, "rejected": {"bad_dur": 1, "bad_ts": 1}}
+
+
+def test_duplicate_rank_across_files(tmp_path):
+    a = _good(tmp_path, "a.json", rank=3)
+    b = _good(tmp_path, "b.json", rank=3)
+    run = run_cli("ingest", a, b, "-o", tmp_path / "out", "--jobs", "1")
+    _assert_clean_failure(tmp_path, run, "rank 3 is also claimed by", "--rank-map")
+
+
+def test_decompression_bomb_is_capped(tmp_path):
+    bomb = tmp_path / "in" / "rank-0.json.gz"
+    bomb.parent.mkdir()
+    # 64 MiB of spaces inside a valid JSON document compresses to ~64 KiB
+    payload = b'{"traceEvents": [' + b" " * (64 * 1024 * 1024) + b"]}"
+    bomb.write_bytes(gzip.compress(payload, compresslevel=9))
+    assert bomb.stat().st_size < 1024 * 1024
+    run = run_cli("ingest", bomb, "-o", tmp_path / "out", "--max-size", "16M")
+    _assert_clean_failure(tmp_path, run, str(bomb), "cap of 16777216 bytes", "--max-size")
+
+
+def test_file_with_no_rank_says_how_to_give_one(tmp_path):
+    f = write_trace(tmp_path / "in" / "trace.json", [kernel("k", 1, 1)], rank=None)
+    run = run_cli("ingest", f, "-o", tmp_path / "out")
+    _assert_clean_failure(tmp_path, run, str(f), "cannot tell which rank", "--rank-from order", "--rank-map")
+
+
+def test_rank_from_order_and_rank_map_fix_it(tmp_path):
+    a = write_trace(tmp_path / "in" / "x.json", [kernel("k", 1, 1)], rank=None)
+    b = write_trace(tmp_path / "in" / "y.json", [kernel("k", 1, 1)], rank=None)
+    run = run_cli("ingest", a, b, "-o", tmp_path / "o1", "--rank-from", "order", "--json")
+    assert run.code == 0, run
+    assert [
+        (r["rank"], r["source_file"].endswith(f"{n}.json"))
+        for r, n in zip(json.loads(run.stdout)["ranks"], "xy", strict=True)
+    ] == [(0, True), (1, True)]
+    mapping = tmp_path / "ranks.txt"
+    mapping.write_text("x.json 5\ny.json = 2\n")
+    run = run_cli("ingest", a, b, "-o", tmp_path / "o2", "--rank-map", mapping, "--json")
+    assert run.code == 0, run
+    got = {r["source_file"].rsplit("/", 1)[-1]: r["rank"] for r in json.loads(run.stdout)["ranks"]}
+    assert got == {"x.json": 5, "y.json": 2}
+
+
+@pytest.mark.parametrize("args", [["ingest", "missing.json", "-o", "out"], ["info", "no-store-here"]])
+def test_missing_paths(tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    run = run_cli(*args)
+    assert run.code == 2 and len(run.stderr.strip().splitlines()) == 1
+    assert "no such" in run.stderr
+
+
+def test_existing_output_needs_force(tmp_path):
+    f = _good(tmp_path)
+    assert run_cli("ingest", f, "-o", tmp_path / "out").code == 0
+    run = run_cli("ingest", f, "-o", tmp_path / "out")
+    assert run.code == 2 and "--force" in run.stderr
+    assert run_cli("ingest", f, "-o", tmp_path / "out", "--force").code == 0
