@@ -14,7 +14,9 @@ from rich.table import Table
 
 from asaptrace import __version__
 from asaptrace._cli_common import err, human_bytes, human_ns, out, parse_size, print_json, user_errors
+from asaptrace.analyze.diagnosis import Diagnosis, diagnose_store
 from asaptrace.analyze.store_info import store_info
+from asaptrace.enrich import enrich_store
 from asaptrace.ingest import IngestOptions
 from asaptrace.ingest.driver import Progress as IngestProgress
 from asaptrace.ingest.driver import ingest_paths, load_rank_map
@@ -32,6 +34,16 @@ app = typer.Typer(
 StoreArg = Annotated[Path, typer.Argument(help="A store directory written by `asaptrace ingest`.")]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print a machine-readable JSON object instead of tables.")
+]
+# options of the enrichment step, shared by `ingest` and `analyze`
+ParallelOpt = Annotated[
+    str | None, typer.Option("--parallel", help="Deployment when the traces do not say it, e.g. dp=8,tp=4,ep=32.")
+]
+BatchesOpt = Annotated[
+    Path | None, typer.Option("--batches", help="batches.jsonl sidecar: request lengths per step and DP group.")
+]
+TaxonomyOpt = Annotated[
+    Path | None, typer.Option("--taxonomy", help="TOML rule file mapping kernel names to kinds (tried first).")
 ]
 
 
@@ -69,6 +81,12 @@ def ingest(
         str, typer.Option(help="Refuse a file that is (or decompresses to) more than this, e.g. 512M, 8G.")
     ] = f"{DEFAULT_MAX_DECOMPRESSED // 1024**3}G",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing store at OUTPUT.")] = False,
+    parallel: ParallelOpt = None,
+    batches: BatchesOpt = None,
+    taxonomy: TaxonomyOpt = None,
+    no_enrich: Annotated[
+        bool, typer.Option("--no-enrich", help="Store the raw events only (no kinds, steps, layers, clock alignment).")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Read profiler traces into a store that every analysis reads.
@@ -90,6 +108,8 @@ def ingest(
             overwrite=force,
             progress=bar.update,
         )
+    if not no_enrich:
+        store = enrich_store(store, parallel=parallel, batches=batches, taxonomy=taxonomy)
     info = store_info(store)
     if as_json:
         print_json(info)
@@ -174,6 +194,109 @@ def info(store: StoreArg, as_json: JsonOpt = False) -> None:
             Path(r["source_file"]).name,
         )
     out.print(ranks)
+
+
+# -------------------------------------------------------------------------------------------- analyze
+@app.command()
+@user_errors
+def analyze(
+    store: StoreArg,
+    as_json: JsonOpt = False,
+    csv: Annotated[Path | None, typer.Option("--csv", help="Write every table as DIR/<table>.csv.")] = None,
+    parallel: ParallelOpt = None,
+    batches: BatchesOpt = None,
+    taxonomy: TaxonomyOpt = None,
+) -> None:
+    """Diagnose a store: who waited on whom, for how long, and why (findings ranked by time at stake).
+
+    Options re-enrich the store in memory (the store on disk is left as it is).
+
+    Example: asaptrace analyze run.store --csv tables/ ; asaptrace analyze run.store --json > diagnosis.json
+    """
+    diag = diagnose_store(TraceStore.open(store), parallel=parallel, batches=batches, taxonomy=taxonomy)
+    if csv is not None:
+        csv.mkdir(parents=True, exist_ok=True)
+        for name, table in diag.tables.items():
+            table.write_csv(csv / f"{name}.csv")
+    if as_json:
+        print_json(diag.to_json())
+        return
+    _print_diagnosis(diag)
+
+
+#: Tables `analyze` prints (the rest are in --json / --csv), with the columns shown.
+_SHOWN = {
+    "barrier_by_group": ["dp_group", "n_ranks", "mean_wait_ns", "last_share", "imposed_wait_ns"],
+    "barrier_by_rank": ["rank", "dp_group", "wait_ns", "exposed_wait_ns", "last_count", "wait_share"],
+    "imbalance_by_step": ["step", "n_groups", "tokens_ratio", "sum_sq_ratio", "attention_ratio", "max_sum_sq_group"],
+    "overlap_by_role": ["role", "n_ranks", "comm_ns", "exposed_comm_ns", "overlap_efficiency", "utilisation"],
+    "stragglers": ["rank", "dp_group", "last_share", "compute_ratio", "moe_ratio", "cause"],
+}
+
+
+def _cell(name: str, value: object) -> str:
+    if value is None:
+        return "-"
+    if name.endswith("_ns"):
+        return human_ns(int(value))  # type: ignore[call-overload]
+    if isinstance(value, float):
+        return f"{100 * value:.1f}%" if name.endswith(("_share", "efficiency", "utilisation")) else f"{value:.3g}"
+    return str(value)
+
+
+def _print_diagnosis(diag: Diagnosis) -> None:
+    out.print(f"[bold]{diag.meta.get('store')}[/]  {(diag.meta.get('parallel') or {}).get('deployment', '?')} "
+              f"deployment, taxonomy {diag.meta.get('taxonomy_profile')}")
+    for i, f in enumerate(diag.findings, 1):
+        colour = {"high": "red", "medium": "yellow", "low": "cyan"}.get(f.severity, "dim")
+        out.print(f"[bold]{i}.[/] [{colour}]{f.severity}[/] {f.text}")
+    for note in diag.notes:
+        out.print(f"[dim]note: {note}[/]")
+    for name, cols in _SHOWN.items():
+        table = diag.tables.get(name)
+        if table is None or table.height == 0 or (name.startswith("barrier") and (
+                diag.tables["barrier_instances"].height == 0
+                or (name == "barrier_by_rank" and diag.tables["barrier_by_group"].height))):
+            continue
+        if name == "stragglers":
+            table = table.filter(table["outlier"] | (table["last_count"] > 0)).sort("last_count", descending=True)
+        view = Table(*cols, title=name, title_justify="left")
+        for row in table.head(12).select(cols).iter_rows(named=True):
+            view.add_row(*[_cell(c, row[c]) for c in cols])
+        out.print(view)
+
+
+# ---------------------------------------------------------------------------------------------- synth
+@app.command()
+@user_errors
+def synth(
+    preset: Annotated[str | None, typer.Option(help="Built-in preset (see --list-presets).")] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("-o", "--out", help="Output directory (replaced if it is an earlier synth run).")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed (default: the preset's).")] = None,
+    steps: Annotated[int | None, typer.Option(help="Prefill steps to simulate.")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="kineto, ascend or both.")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="TOML file overriding the preset.")] = None,
+    list_presets: Annotated[bool, typer.Option("--list-presets", help="List built-in presets and exit.")] = False,
+) -> None:
+    """Generate synthetic MoE prefill traces (coupled or ASAP-disaggregated) with a truth.json sidecar.
+
+    Example: asaptrace synth --preset coupled -o runs/coupled && asaptrace ingest runs/coupled/kineto -o c.store
+    """
+    from asaptrace.synth import load_config, presets, synthesize
+
+    if list_presets:
+        for name, text in presets().items():
+            out.print(f"[bold]{name}[/]  {text}")
+        return
+    if out_dir is None:
+        raise typer.BadParameter("is required (unless --list-presets)", param_hint="-o/--out")
+    res = synthesize(load_config(preset, config, seed=seed, steps=steps, fmt=fmt), out_dir)
+    out.print(
+        f"wrote [bold]{res.out_dir}[/]: {res.world_size} ranks, {res.steps} steps, {res.events:,} events, "
+        f"{human_bytes(res.bytes_written)} in {res.seconds:.1f} s"
+    )
 
 
 def main() -> None:

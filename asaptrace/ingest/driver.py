@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from asaptrace.accounting import Accounting
 from asaptrace.errors import RankError, UsageError
+from asaptrace.ingest.ascend import ascend_sources, rank_root
 from asaptrace.ingest.base import FORMATS, IngestOptions, RankInfo, detect_format
 from asaptrace.ingest.naming import rank_from_name
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role
@@ -30,6 +31,7 @@ from asaptrace.store import StoreWriter, TraceStore, write_part
 
 RankFrom = Literal["auto", "content", "name", "order"]
 _TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite", ".db")
+_TRACE_NAMES = ("kernel_details.csv",)  # an Ascend rank folder whose timeline is missing
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ def discover(paths: Iterable[str | Path]) -> list[Path]:
                 if (
                     q.is_file()
                     and not any(part.startswith(".") for part in rel)
-                    and q.name.endswith(_TRACE_SUFFIXES)
+                    and (q.name.endswith(_TRACE_SUFFIXES) or q.name in _TRACE_NAMES)
                 ):
                     found.append(q)
         else:
@@ -203,7 +205,8 @@ def _explicit_ranks(
         return [None] * len(files)
     out: list[int | None] = []
     for f in files:
-        hit = rank_map.get(str(f), rank_map.get(f.name))
+        root = rank_root(f)  # every Ascend timeline is named trace_view.json: key by its rank folder
+        hit = rank_map.get(str(f), rank_map.get(f.name if root is None else root.name, rank_map.get(f.name)))
         if hit is None:
             raise UsageError(f"{f}: not listed in the rank map")
         out.append(hit)
@@ -224,7 +227,7 @@ def ingest_paths(
 ) -> TraceStore:
     """Ingest trace files (or folders of them) into a new store at ``out``; returns the opened store."""
     options = options or IngestOptions()
-    files = discover(paths)
+    files = ascend_sources(discover(paths))  # an Ascend rank folder is one source
     if format is not None:
         FORMATS.get(format)  # unknown name → RegistryError
     explicit = _explicit_ranks(files, rank_from, rank_map)

@@ -1,0 +1,145 @@
+"""The Diagnosis: every analysis table of a store plus ranked findings in plain words.
+
+:func:`diagnose` runs the analyses on (events, ranks, batches) and turns their tables into
+findings, each with the time at stake (``cost_ns``, per rank on average) used to rank them.
+:func:`diagnose_store` is the convenience the faces call: it reads a store lazily, enriching it in
+memory first when it was never enriched or when the caller overrides the parallel layout, the
+batches or the taxonomy (the store on disk is not modified).
+
+The JSON form (:meth:`Diagnosis.to_json`) is a versioned schema that scripts can rely on
+(documented in ``docs/reference/columns.md``)::
+
+    {"schema_version": 1, "store": ..., "meta": {...}, "notes": [...],
+     "findings": [{"code", "severity", "cost_ns", "text", "data"}, ...],
+     "tables": {name: [row, ...], ...}}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from asaptrace.analyze import barrier as bw
+from asaptrace.analyze._common import lazy
+from asaptrace.analyze.breakdown import step_breakdown
+from asaptrace.analyze.findings import Finding, rank_findings
+from asaptrace.analyze.imbalance import fit_attention, imbalance_by_group, imbalance_by_step
+from asaptrace.analyze.overlap import overlap_by_rank, overlap_by_role
+from asaptrace.analyze.straggler import straggler_groups, stragglers
+from asaptrace.analyze.ttft import ttft_by_bucket, ttft_requests
+from asaptrace.enrich.instances import match_instances
+from asaptrace.store import TraceStore
+
+SCHEMA_VERSION = 1
+
+__all__ = ["SCHEMA_VERSION", "TABLE_NAMES", "Diagnosis", "Finding", "diagnose", "diagnose_store"]
+
+#: Tables every Diagnosis carries (possibly empty), in display order.
+TABLE_NAMES = (
+    "barrier_instances", "barrier_by_rank", "barrier_by_group", "barrier_by_layer", "barrier_by_step",
+    "barrier_by_rank_layer", "receive_waits", "step_breakdown", "imbalance_by_group", "imbalance_by_step",
+    "imbalance_fit", "overlap_by_rank", "overlap_by_role", "stragglers", "straggler_groups", "ttft_requests",
+    "ttft_by_bucket", "clock",
+)
+
+
+@dataclass
+class Diagnosis:
+    """The tables of every analysis, the ranked findings, notes on what enrichment could not do."""
+
+    tables: dict[str, pl.DataFrame]
+    findings: list[Finding]
+    notes: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "store": self.meta.get("store"),
+            "meta": {k: v for k, v in self.meta.items() if k != "store"},
+            "notes": self.notes,
+            "findings": [f.to_json() for f in self.findings],
+            "tables": {name: self.tables[name].to_dicts() for name in TABLE_NAMES if name in self.tables},
+        }
+
+
+# --------------------------------------------------------------------------------------------- assembly
+def diagnose(
+    events: pl.LazyFrame | pl.DataFrame,
+    ranks: pl.LazyFrame | pl.DataFrame,
+    *,
+    batches: pl.LazyFrame | pl.DataFrame | None = None,
+    meta: dict[str, Any] | None = None,
+) -> Diagnosis:
+    """Run every analysis and rank the findings."""
+    meta = dict(meta or {})
+    ev = lazy(events)
+    rk = lazy(ranks).collect()
+    # reduce early: device work only, the columns the analyses read
+    dev = ev.filter(pl.col("is_device")).select(
+        "rank", "stream", "is_device", "kind", "name", "ts_ns", "dur_ns", "step", "layer", "micro_batch"
+    ).collect()
+    b = batches.collect() if isinstance(batches, pl.LazyFrame) else batches
+    inst = match_instances(dev, rk)
+    barrier = bw.barrier_wait(dev, rk, instances=inst)
+    receive = bw.receive_wait(dev, rk)
+    waits = pl.concat([barrier, receive]) if receive.height else barrier
+    breakdown = step_breakdown(dev, rk, barrier=waits)
+    by_group_imb = imbalance_by_group(dev, rk, batches=b, breakdown=breakdown)
+    ov = overlap_by_rank(dev, rk)
+    t: dict[str, pl.DataFrame] = {
+        "barrier_instances": barrier,
+        "barrier_by_rank": bw.wait_by_rank(barrier, breakdown),
+        "barrier_by_group": bw.wait_by_group(barrier),
+        "barrier_by_layer": bw.wait_by_layer(barrier),
+        "barrier_by_step": bw.wait_by_step(barrier, breakdown),
+        "barrier_by_rank_layer": bw.wait_by_rank_layer(waits),
+        "receive_waits": receive,
+        "step_breakdown": breakdown,
+        "imbalance_by_group": by_group_imb,
+        "imbalance_by_step": imbalance_by_step(by_group_imb),
+        "imbalance_fit": fit_attention(by_group_imb),
+        "overlap_by_rank": ov,
+        "overlap_by_role": overlap_by_role(ov),
+        "stragglers": stragglers(dev, rk, barrier=barrier, imbalance=by_group_imb),
+        "straggler_groups": straggler_groups(barrier, by_group_imb),
+        "clock": rk.select("rank", pl.col("clock_offset_ns").alias("offset_ns"),
+                           pl.col("clock_residual_ns").alias("residual_ns")).sort("rank"),
+    }
+    t["ttft_requests"] = ttft_requests(b, breakdown=breakdown)
+    t["ttft_by_bucket"] = ttft_by_bucket(t["ttft_requests"])
+    notes = list(meta.pop("notes", []))
+    incomplete = inst.filter(~pl.col("complete")).get_column("instance").n_unique()
+    if incomplete:
+        notes.append(f"{incomplete} collective instances miss some ranks and were left out of the barrier analysis")
+    findings = rank_findings(t, rk, meta)
+    return Diagnosis(tables=t, findings=findings, notes=notes, meta=meta)
+
+
+def diagnose_store(
+    store: TraceStore,
+    *,
+    parallel: Any = None,
+    batches: Any = None,
+    taxonomy: Any = None,
+) -> Diagnosis:
+    """Diagnose a store (enriched in memory first when needed or when options override it)."""
+    from asaptrace.enrich.pipeline import enrich_frames, read_tables
+
+    meta: dict[str, Any] = {"store": str(store.path)}
+    if store.meta.get("enriched") and parallel is None and batches is None and taxonomy is None:
+        events, ranks, bt = store.events(), store.ranks(), store.scan("batches")
+        m = store.meta
+    else:
+        result = enrich_frames(read_tables(store), parallel=parallel, taxonomy=taxonomy, batches=batches)
+        events, ranks, bt = (result.tables[n].lazy() for n in ("events", "ranks", "batches"))
+        m = {**store.meta, **result.meta}
+        meta["enriched_in_memory"] = True
+    meta.update(
+        parallel=m.get("parallel"), taxonomy_profile=m.get("taxonomy_profile"), clock=m.get("clock"),
+        segmentation=m.get("segmentation"), batches_source=m.get("batches_source"),
+    )
+    notes = [*(m.get("segmentation") or {}).get("notes", []), *(m.get("clock") or {}).get("notes", [])]
+    return diagnose(events, ranks, batches=bt, meta={**meta, "notes": notes})

@@ -1,0 +1,398 @@
+"""Segmentation: the step, layer and micro-batch of every event.
+
+From annotations when the trace has them, in this order of trust:
+
+1. **The annotation tree.** Annotation spans (``user_annotation`` / ``gpu_user_annotation``) of one
+   (rank, pid, stream) nest; a span's own step/layer/micro-batch come from its args (the ``extra``
+   JSON of the args table: ``step``, ``layer``, ``micro_batch``) or its name (the taxonomy's
+   ``step_annotations`` / ``layer_annotations`` patterns, e.g. ``prefill_step#3``, ``layer#17``),
+   and what a span lacks it inherits from its ancestors.
+2. **Host events** take the values of their innermost enclosing host span.
+3. **Device events** take the values of the host launch that shares their correlation id (the
+   kernel belongs to the layer that launched it, even when two micro-batches overlap on two
+   streams); failing that, of the innermost device span on their own stream; failing that, the
+   step of the step span that contains them on their rank.
+
+Without annotations (or for what they leave unassigned):
+
+4. **Steps from gaps**: a rank's device timeline is cut where it is idle for longer than
+   ``max(min_step_gap_ns, 20 × median gap)``. When ranks disagree on the number of steps, all
+   events go to step 0 and the note says so.
+5. **Layers from the order of dispatch/combine**: within a (rank, step), the k-th run of
+   dispatch kernels and the combine run after it form MoE layer k (counted from 0 among MoE layers,
+   not the model's layer id); a compute kernel belongs to layer k when k combine runs ended before
+   it started; events after the last combine have no layer. Micro-batches stay unknown.
+
+The annotation context (names of the enclosing spans, from outermost to innermost, digits
+replaced by ``N``) is returned alongside, for taxonomy rules that depend on it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from asaptrace.enrich.taxonomy import Taxonomy
+from asaptrace.schema import Kind
+
+_EXTRA_DTYPE = pl.Struct({"step": pl.Int64, "layer": pl.Int64, "micro_batch": pl.Int64})
+_DIGITS = re.compile(r"\d+")
+DEFAULT_MIN_STEP_GAP_NS = 1_000_000
+_MAX_DEPTH = 64
+
+
+@dataclass
+class SegmentNotes:
+    """What segmentation did, for meta.json and the Diagnosis."""
+
+    step_source: str = "none"  # annotations | gaps | single
+    layer_source: str = "none"  # annotations | comm_order | none
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"step_source": self.step_source, "layer_source": self.layer_source, "notes": self.notes}
+
+
+def annotation_spans(events: pl.DataFrame, args: pl.DataFrame, taxonomy: Taxonomy) -> pl.DataFrame:
+    """Annotation spans with their own and inherited step/layer/micro-batch and their context path.
+
+    Columns: rank, pid, stream, is_device, eid, name, ts_ns, end_ns, parent (row index or -1),
+    step, layer, micro_batch (effective, nullable), own_step, is_step_span, is_layer_span, context.
+    """
+    ann = (
+        events.filter(pl.col("kind").cast(pl.String) == Kind.ANNOTATION)
+        .select(
+            "rank", "pid", "stream", "is_device", "eid",
+            pl.col("name").cast(pl.String), "ts_ns", (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"),
+        )
+    )
+    extra = (
+        args.filter(pl.col("extra").is_not_null())
+        .select("rank", "eid", pl.col("extra").str.json_decode(_EXTRA_DTYPE).alias("x"))
+        .unnest("x")
+        .rename({"step": "arg_step", "layer": "arg_layer", "micro_batch": "arg_mb"})
+    )
+    ann = ann.join(extra, on=["rank", "eid"], how="left")
+    names = ann.get_column("name").unique().to_list()
+    parsed = pl.DataFrame(
+        [_parse_name(n, taxonomy) for n in names],
+        schema={"name": pl.String, "name_step": pl.Int64, "name_is_step": pl.Boolean, "name_layer": pl.Int64},
+        orient="row",
+    )
+    ann = ann.join(parsed, on="name", how="left")
+    ann = ann.with_columns(
+        is_layer_span=pl.col("arg_layer").is_not_null() | pl.col("name_layer").is_not_null(),
+    ).with_columns(
+        is_step_span=(pl.col("name_is_step") | (pl.col("arg_step").is_not_null() & ~pl.col("is_layer_span"))),
+        own_layer=pl.coalesce("arg_layer", "name_layer"),
+        own_mb=pl.col("arg_mb"),
+    )
+    # a step span named without a number (vLLM's execute_context_…) is numbered by its order
+    ordinal = (pl.col("ts_ns").rank("ordinal").over("rank", "is_device", "is_step_span") - 1).cast(pl.Int64)
+    ann = ann.with_columns(
+        own_step=pl.coalesce(
+            "arg_step", "name_step",
+            pl.when(pl.col("is_step_span")).then(ordinal).otherwise(None),
+        )
+    ).sort(["rank", "pid", "stream", "ts_ns", "end_ns"], descending=[False, False, False, False, True])
+    return _build_tree(ann)
+
+
+def _parse_name(name: str, taxonomy: Taxonomy) -> tuple[str, int | None, bool, int | None]:
+    step, is_step, layer = None, False, None
+    for pat in taxonomy.step_annotations:
+        m = pat.search(name)
+        if m:
+            is_step = True
+            step = int(m.group(1)) if m.groups() and m.group(1) is not None else None
+            break
+    for pat in taxonomy.layer_annotations:
+        m = pat.search(name)
+        if m and m.groups():
+            layer = int(m.group(1))
+            break
+    return name, step, is_step, layer
+
+
+def _build_tree(ann: pl.DataFrame) -> pl.DataFrame:
+    """Parent links by a stack walk per (rank, pid, stream); values inherited from ancestors."""
+    n = ann.height
+    grp = ann.select(pl.struct("rank", "pid", "stream").rank("dense")).to_series().to_numpy() if n else np.zeros(0)
+    start = ann.get_column("ts_ns").to_numpy()
+    end = ann.get_column("end_ns").to_numpy()
+    names_s = ann.get_column("name")
+    short = {n: _DIGITS.sub("N", n) for n in names_s.unique().to_list()}
+    names = names_s.replace_strict(short, return_dtype=pl.String).to_list() if n else []
+
+    def col(name: str) -> list:
+        return ann.get_column(name).to_list()
+
+    own_step, own_layer, own_mb = col("own_step"), col("own_layer"), col("own_mb")
+    parent = np.full(n, -1, dtype=np.int64)
+    step: list[int | None] = [None] * n
+    layer: list[int | None] = [None] * n
+    mb: list[int | None] = [None] * n
+    context: list[str] = [""] * n
+    stack: list[int] = []
+    current = None
+    for i in range(n):
+        if grp[i] != current:
+            stack.clear()
+            current = grp[i]
+        while stack and end[stack[-1]] <= start[i] and not (end[stack[-1]] == start[stack[-1]] == start[i]):
+            stack.pop()
+        p = stack[-1] if stack else -1
+        parent[i] = p
+        own_name = names[i]
+        if p >= 0:
+            step[i] = own_step[i] if own_step[i] is not None else step[p]
+            layer[i] = own_layer[i] if own_layer[i] is not None else layer[p]
+            mb[i] = own_mb[i] if own_mb[i] is not None else mb[p]
+            context[i] = f"{context[p]}/{own_name}"
+        else:
+            step[i], layer[i], mb[i], context[i] = own_step[i], own_layer[i], own_mb[i], own_name
+        stack.append(i)
+    return ann.with_columns(
+        parent=pl.Series(parent, dtype=pl.Int64),
+        step=pl.Series(step, dtype=pl.Int64),
+        layer=pl.Series(layer, dtype=pl.Int64),
+        micro_batch=pl.Series(mb, dtype=pl.Int64),
+        context=pl.Series(context, dtype=pl.String),
+    ).with_row_index("span")
+
+
+def _innermost(points: pl.DataFrame, spans: pl.DataFrame, device: bool, by: list[str]
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Id (``span``) of the innermost host (device) span with the same ``by`` keys containing each
+    point's ts_ns. ``points`` needs ``by`` + ts_ns + a row id ``_row``; returns (``_row``, span or -1).
+    """
+    subset = spans.filter(pl.col("is_device") == device)
+    if points.height == 0 or subset.height == 0:
+        return points.get_column("_row").to_numpy(), np.full(points.height, -1, dtype=np.int64)
+    left = points.select([*by, "ts_ns", "_row"]).sort("ts_ns")
+    # among spans starting together the inner one comes later in tree order; asof takes the last
+    right = subset.select([*by, pl.col("ts_ns").alias("_start"), "span"]).sort("_start", "span")
+    hit = left.join_asof(right, left_on="ts_ns", right_on="_start", by=by, strategy="backward",
+                         check_sortedness=False)
+    rows = hit.get_column("_row").to_numpy()
+    idx = hit.get_column("span").fill_null(-1).to_numpy().astype(np.int64)
+    ts = hit.get_column("ts_ns").to_numpy()
+    span_start = spans.get_column("ts_ns").to_numpy()
+    span_end = spans.get_column("end_ns").to_numpy()
+    parent = spans.get_column("parent").to_numpy()
+    for _ in range(_MAX_DEPTH):
+        ok = idx >= 0
+        safe = np.where(ok, idx, 0)
+        inside = (ts < span_end[safe]) | (ts == span_start[safe])
+        walk = ok & ~inside
+        if not walk.any():
+            break
+        idx[walk] = parent[idx[walk]]
+    return rows, idx
+
+
+def segment(
+    events: pl.DataFrame,
+    args: pl.DataFrame,
+    taxonomy: Taxonomy,
+) -> tuple[pl.DataFrame, pl.DataFrame, SegmentNotes]:
+    """Fill step/layer/micro_batch from annotations; add a ``context`` column (enclosing span names).
+
+    Returns (events with step/layer/micro_batch/context, the annotation spans, notes). Events the
+    annotations leave unassigned keep nulls; :func:`fill_from_structure` handles them once kinds
+    are known.
+    """
+    notes = SegmentNotes()
+    spans = annotation_spans(events, args, taxonomy)
+    ev = events.drop("step", "layer", "micro_batch").with_row_index("_row")
+    n = ev.height
+    span_of = np.full(n, -1, dtype=np.int64)
+    if spans.height:
+        is_ann = (ev.get_column("kind").cast(pl.String) == Kind.ANNOTATION).to_numpy()
+        host = ev.filter(~pl.col("is_device"))
+        # 2. host events: innermost host span on their own thread
+        rows, idx = _innermost(host, spans, False, ["rank", "pid", "stream"])
+        span_of[rows] = idx
+        # annotation events are their own span
+        own = ev.filter(is_ann).join(spans.select("rank", "eid", "span"), on=["rank", "eid"], how="left")
+        span_of[own.get_column("_row").to_numpy()] = own.get_column("span").fill_null(-1).to_numpy()
+        # 3a. device events: the span of their launch (same rank, same correlation id)
+        dev = ev.filter(pl.col("is_device") & ~pl.Series(is_ann))
+        launches = (
+            ev.with_columns(_span=pl.Series(span_of))
+            .filter(~pl.col("is_device") & pl.col("corr").is_not_null() & (pl.col("_span") >= 0))
+            .group_by("rank", "corr")
+            .agg(pl.col("_span").first())
+        )
+        linked = dev.join(launches, on=["rank", "corr"], how="left")
+        span_of[linked.get_column("_row").to_numpy()] = linked.get_column("_span").fill_null(-1).to_numpy()
+        # 3b. not linked: innermost device span on their own stream
+        rest = dev.filter(pl.lit(pl.Series(span_of)).gather(pl.col("_row")) < 0)
+        if rest.height:
+            rows, idx = _innermost(rest, spans, True, ["rank", "pid", "stream"])
+            span_of[rows] = idx
+    values = _span_values(spans, span_of)
+    ev = ev.with_columns(values).drop("_row")
+    # 3c. still no step: the step span that contains the event on its rank (any stream)
+    ev = _step_from_rank_spans(ev, spans)
+    has_steps = spans.height > 0 and spans.get_column("is_step_span").any()
+    has_layers = spans.height > 0 and spans.get_column("is_layer_span").any()
+    notes.step_source = "annotations" if has_steps else "none"
+    notes.layer_source = "annotations" if has_layers else "none"
+    return ev, spans, notes
+
+
+def _span_values(spans: pl.DataFrame, span_of: np.ndarray) -> list[pl.Series]:
+    valid = span_of >= 0
+    safe = np.where(valid, span_of, 0)
+
+    def pick(name: str, dtype: pl.DataType) -> pl.Series:
+        if spans.height == 0:
+            return pl.Series(name, [None] * len(span_of), dtype=dtype)
+        src = spans.get_column(name)
+        taken = src.gather(safe)
+        return taken.set(pl.Series(~valid), None).cast(dtype).alias(name)
+
+    return [
+        pick("step", pl.Int32),
+        pick("layer", pl.Int16),
+        pick("micro_batch", pl.Int8),
+        pick("context", pl.String),
+    ]
+
+
+def _step_from_rank_spans(ev: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
+    if spans.height == 0:
+        return ev
+    steps = (
+        spans.filter(pl.col("is_step_span") & pl.col("own_step").is_not_null())
+        .group_by("rank", "own_step")
+        .agg(pl.col("ts_ns").min().alias("_s"), pl.col("end_ns").max().alias("_e"))
+        .sort("_s")
+    )
+    if steps.height == 0:
+        return ev
+    missing = ev.with_row_index("_row").filter(pl.col("step").is_null() & pl.col("is_device"))
+    if missing.height == 0:
+        return ev
+    hit = missing.select("_row", "rank", "ts_ns").sort("ts_ns").join_asof(
+        steps, left_on="ts_ns", right_on="_s", by="rank", strategy="backward", check_sortedness=False
+    ).filter(pl.col("ts_ns") < pl.col("_e"))
+    fill = np.full(ev.height, -1, dtype=np.int64)
+    fill[hit.get_column("_row").to_numpy()] = hit.get_column("own_step").to_numpy()
+    fill_s = pl.Series("_fill", fill).cast(pl.Int32)
+    return ev.with_columns(
+        step=pl.when(pl.col("step").is_null() & (fill_s >= 0)).then(fill_s).otherwise(pl.col("step"))
+    )
+
+
+# ----------------------------------------------------------------------------------- without annotations
+def fill_from_structure(
+    events: pl.DataFrame, notes: SegmentNotes, *, min_step_gap_ns: int = DEFAULT_MIN_STEP_GAP_NS
+) -> pl.DataFrame:
+    """Steps from gaps and layers from dispatch/combine order where annotations said nothing.
+
+    Needs final kinds. Only ranks with no step (layer) annotations at all are filled, so a trace
+    with annotations is never second-guessed.
+    """
+    ev = events
+    dev = pl.col("is_device") & (pl.col("kind").cast(pl.String) != Kind.ANNOTATION)
+    ranks_without_steps = (
+        ev.filter(dev).group_by("rank").agg(pl.col("step").is_not_null().any().alias("has"))
+        .filter(~pl.col("has")).get_column("rank")
+    )
+    if ranks_without_steps.len():
+        ev = _steps_from_gaps(ev, ranks_without_steps, notes, min_step_gap_ns)
+    ranks_without_layers = (
+        ev.filter(dev).group_by("rank").agg(pl.col("layer").is_not_null().any().alias("has"))
+        .filter(~pl.col("has")).get_column("rank")
+    )
+    if ranks_without_layers.len():
+        ev = _layers_from_comm_order(ev, ranks_without_layers, notes)
+    return ev
+
+
+def _steps_from_gaps(ev: pl.DataFrame, ranks: pl.Series, notes: SegmentNotes, min_gap: int) -> pl.DataFrame:
+    ev = ev.with_row_index("_row")
+    dev = ev.filter(
+        pl.col("rank").is_in(ranks.implode()) & pl.col("is_device")
+        & (pl.col("kind").cast(pl.String) != Kind.ANNOTATION)
+    ).select("_row", "rank", "ts_ns", "dur_ns").sort("rank", "ts_ns")
+    dev = dev.with_columns(
+        _prev_end=(pl.col("ts_ns") + pl.col("dur_ns")).cum_max().shift(1).over("rank"),
+    ).with_columns(_gap=(pl.col("ts_ns") - pl.col("_prev_end")).clip(lower_bound=0))
+    positive = dev.filter(pl.col("_gap") > 0).get_column("_gap")
+    threshold = max(min_gap, int(20 * positive.median())) if positive.len() else min_gap
+    dev = dev.with_columns(
+        _step=(pl.col("_gap").fill_null(0) > threshold).cast(pl.Int32).cum_sum().over("rank")
+    )
+    counts = dev.group_by("rank").agg(pl.col("_step").max()).get_column("_step").unique()
+    if counts.len() > 1:
+        notes.notes.append(
+            f"steps could not be told apart from idle gaps (ranks disagree: {sorted(counts.to_list())} boundaries); "
+            "all events without a step annotation were put in step 0"
+        )
+        dev = dev.with_columns(_step=pl.lit(0, pl.Int32))
+        notes.step_source = notes.step_source if notes.step_source == "annotations" else "single"
+    else:
+        n = int(counts[0]) + 1 if counts.len() else 1
+        notes.step_source = notes.step_source if notes.step_source == "annotations" else (
+            "gaps" if n > 1 else "single")
+        if n > 1:
+            notes.notes.append(f"{n} steps found from idle gaps longer than {threshold} ns (no step annotations)")
+    fill = np.full(ev.height, -1, dtype=np.int64)
+    fill[dev.get_column("_row").to_numpy()] = dev.get_column("_step").to_numpy()
+    fill_s = pl.Series(fill).cast(pl.Int32)
+    # host events of those ranks: no step (their timeline is not the device's)
+    return ev.with_columns(
+        step=pl.when(fill_s >= 0).then(fill_s).otherwise(pl.col("step"))
+    ).drop("_row")
+
+
+def _layers_from_comm_order(ev: pl.DataFrame, ranks: pl.Series, notes: SegmentNotes) -> pl.DataFrame:
+    ev = ev.with_row_index("_row")
+    kind = pl.col("kind").cast(pl.String)
+    dev = ev.filter(
+        pl.col("rank").is_in(ranks.implode()) & pl.col("is_device") & (kind != Kind.ANNOTATION)
+    ).select("_row", "rank", "step", "ts_ns", "dur_ns", kind.alias("k")).sort("rank", "step", "ts_ns")
+    comm = dev.filter(pl.col("k").is_in([Kind.DISPATCH, Kind.COMBINE]))
+    if comm.height == 0:
+        return ev.drop("_row")
+    keys = ["rank", "step"]
+    comm = comm.with_columns(
+        _run=(pl.col("k") != pl.col("k").shift(1)).fill_null(True).cast(pl.Int32).cum_sum().over(keys)
+    )
+    runs = comm.group_by([*keys, "_run", "k"]).agg(
+        pl.col("ts_ns").min().alias("_start"), (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("_end")
+    ).sort([*keys, "_start"])
+    runs = runs.with_columns(
+        _n_dispatch=(pl.col("k") == Kind.DISPATCH).cast(pl.Int32).cum_sum().over(keys),
+    ).with_columns(_layer=(pl.col("_n_dispatch") - 1))
+    # a combine run before any dispatch has no layer
+    runs = runs.with_columns(_layer=pl.when(pl.col("_layer") >= 0).then(pl.col("_layer")).otherwise(None))
+    comm = comm.join(runs.select([*keys, "_run", "_layer"]), on=[*keys, "_run"], how="left")
+    n_layers = runs.group_by(keys).agg(pl.col("_n_dispatch").max().alias("_n"))
+    combine_ends = runs.filter(pl.col("k") == Kind.COMBINE).select([*keys, "_end"]).sort("_end").with_columns(
+        _done=pl.int_range(1, pl.len() + 1).over(keys)
+    )
+    other = dev.filter(~pl.col("k").is_in([Kind.DISPATCH, Kind.COMBINE])).sort("ts_ns")
+    other = other.join_asof(
+        combine_ends, left_on="ts_ns", right_on="_end", by=keys, strategy="backward", check_sortedness=False
+    ).join(n_layers, on=keys, how="left").with_columns(
+        _layer=pl.col("_done").fill_null(0)
+    ).with_columns(_layer=pl.when(pl.col("_layer") < pl.col("_n")).then(pl.col("_layer")).otherwise(None))
+    fill = np.full(ev.height, -1, dtype=np.int64)
+    for part in (comm, other):
+        fill[part.get_column("_row").to_numpy()] = part.get_column("_layer").fill_null(-1).to_numpy()
+    fill_s = pl.Series(fill).cast(pl.Int16)
+    notes.layer_source = notes.layer_source if notes.layer_source == "annotations" else "comm_order"
+    notes.notes.append(
+        "layers numbered from the order of dispatch/combine kernels (no layer annotations): "
+        "layer k is the k-th MoE layer of the step, micro-batches unknown"
+    )
+    return ev.with_columns(
+        layer=pl.when(fill_s >= 0).then(fill_s).otherwise(pl.col("layer"))
+    ).drop("_row")
