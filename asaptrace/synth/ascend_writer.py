@@ -73,16 +73,11 @@ def _dur(ns: int) -> str:
 
 def write_ascend(tl: Timeline, out_dir: Path, *, compresslevel: int = 6) -> tuple[list[Path], int]:
     """One rank folder per rank in ``out_dir``; returns the timeline paths and the events written."""
-    order = np.lexsort((tl.k_start, tl.k_rank))
-    bounds = np.searchsorted(tl.k_rank[order], np.arange(tl.world_size + 1))
-    anns: dict[int, list] = {}
-    for a in tl.annotations:
-        anns.setdefault(a.rank, []).append(a)
     paths, total = [], 0
-    for r in range(tl.world_size):
+    for r, sel, anns in tl.by_rank():
         root = out_dir / rank_folder(tl, r)
         (root / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True, exist_ok=True)
-        events = render_rank(tl, r, order[bounds[r] : bounds[r + 1]], anns.get(r, []))
+        events = render_rank(tl, r, sel, anns)
         path = root / "ASCEND_PROFILER_OUTPUT" / "trace_view.json.gz"
         write_gzip(path, ("[" + ", ".join(events) + "]").encode(), compresslevel)
         paths.append(path)

@@ -80,15 +80,9 @@ def kineto_file_name(rank: int) -> str:
 def write_kineto(tl: Timeline, out_dir: Path, *, compresslevel: int = 6) -> tuple[list[Path], int]:
     """One gzipped trace per rank in ``out_dir``; returns the paths and the number of events written."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    order = np.lexsort((tl.k_start, tl.k_rank))
-    bounds = np.searchsorted(tl.k_rank[order], np.arange(tl.world_size + 1))
-    ann_by_rank: dict[int, list] = {}
-    for a in tl.annotations:
-        ann_by_rank.setdefault(a.rank, []).append(a)
     paths, events = [], 0
-    for r in range(tl.world_size):
-        sel = order[bounds[r] : bounds[r + 1]]
-        text, n = render_rank(tl, r, sel, ann_by_rank.get(r, []))
+    for r, sel, anns in tl.by_rank():
+        text, n = render_rank(tl, r, sel, anns)
         path = out_dir / kineto_file_name(r)
         write_gzip(path, text.encode(), compresslevel)
         paths.append(path)

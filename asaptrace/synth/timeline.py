@@ -8,6 +8,7 @@ this layer format-free is what lets one run be written in both formats with iden
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +77,16 @@ class Timeline:
     @property
     def kernel_count(self) -> int:
         return len(self.k_rank)
+
+    def by_rank(self) -> Iterator[tuple[int, np.ndarray, list[Annotation]]]:
+        """Per rank: (rank, its kernel rows sorted by start, its annotations) — what a writer renders."""
+        order = np.lexsort((self.k_start, self.k_rank))
+        bounds = np.searchsorted(self.k_rank[order], np.arange(self.world_size + 1))
+        anns: dict[int, list[Annotation]] = {}
+        for a in self.annotations:
+            anns.setdefault(a.rank, []).append(a)
+        for r in range(self.world_size):
+            yield r, order[bounds[r] : bounds[r + 1]], anns.get(r, [])
 
 
 @dataclass(frozen=True)
