@@ -16,7 +16,7 @@ from asaptrace.cli import app
 OUT = Path(__file__).resolve().parent / "cli-reference.md"
 
 
-def _opt_row(p) -> str:  # noqa: ANN001 (typer vendors click; its Parameter type is private)
+def _opt_row(p) -> str:  # p: a typer parameter (typer vendors click; its types are private)
     names = ", ".join(f"`{n}`" for n in [*p.opts, *p.secondary_opts])
     ann = p.type_descriptor.annotation
     kind = "flag" if getattr(p, "is_flag", False) else getattr(ann, "__name__", str(ann)).replace("NoneType", "")

@@ -1,4 +1,7 @@
-"""Kineto ingester on hand-built traces: every expected value below is worked out by hand."""
+"""Kineto ingester on hand-built traces: every expected value below is worked out by hand.
+
+Every test runs once per decoder (the C scanner and msgspec): both must give these answers.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import pytest
 
 from asaptrace.ingest.kineto import read_kineto
 from tests._kineto_helpers import cpu_op, gpu_process, kernel, write_trace
+from tests._kscan_helpers import kineto_decoder  # noqa: F401  (autouse: every test, both decoders)
 
 
 def _events(result) -> pl.DataFrame:

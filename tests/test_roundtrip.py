@@ -1,7 +1,8 @@
 """Round trip: ingest → store → re-read equals a direct, independent reading of the JSON.
 
 Hypothesis generates traces mixing int, float and string times, int and string pids/tids, long
-templated names, bare-list and object documents, plain and gzipped files.
+templated names, bare-list and object documents, plain and gzipped files. Every test runs once per
+Kineto decoder (C scanner, msgspec).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from asaptrace.ingest.driver import ingest_paths
+from tests._kscan_helpers import kineto_decoder  # noqa: F401  (autouse: every test, both decoders)
 
 names = st.one_of(
     st.sampled_from(["aten::mm", "void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 64, 4>>(Params)",

@@ -9,14 +9,27 @@ relative to it). Phases: complete ``X``; ``B``/``E`` pairs matched per (pid, tid
 (counters ``C``, async ``b``/``e``/``n``, samples, objects) are counted as rejected with their phase
 in the reason. Every event read is kept or rejected: ``read == kept + Σ rejected``.
 
-The fast path decodes the whole file with msgspec into typed structs (≈ 1 µs per event) and builds
-columns with Arrow; an event of the wrong shape makes the file go through a per-event lenient path
-that rejects just that event.
+Two decoders turn the bytes into the same per-event columns
+(:class:`~asaptrace.ingest._kineto_decode.EventColumns`); everything after that — phase masks,
+B/E matching, rejections, accounting, tables — is shared:
+
+* the C scanner ``asaptrace.ingest._kscan`` (compiled by ``pip install``): one pass over the bytes
+  into columnar buffers, no Python object per event. Times convert exactly from their decimal text
+  (``1694128201435418.123`` µs → ``1694128201435418123`` ns, more than 3 decimals rounded half to
+  even), also for JSON floats;
+* msgspec (typed structs, ≈ 1 µs per event): the fallback when the extension is not built, and the
+  path for files the strict C scanner declines — those are re-read by msgspec, so errors carry the
+  same messages and odd-but-valid files read as before. JSON float times go through float64 here.
+
+Set the environment variable ``ASAPTRACE_NO_CSCAN=1`` to force the msgspec path (to compare the two,
+or to rule the extension out when chasing a problem).
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +41,16 @@ import pyarrow.compute as pc
 from asaptrace.accounting import Accounting
 from asaptrace.errors import CorruptTrace
 from asaptrace.ingest import _columns as col
-from asaptrace.ingest.base import Format, IngestOptions, IngestResult, RankInfo, dictionary, register_format
+from asaptrace.ingest import _kineto_cscan as cscan
+from asaptrace.ingest._kineto_decode import (
+    EventColumns,
+    Times,
+    _Args,
+    decode_python,
+    first_char,
+    is_rich,
+)
+from asaptrace.ingest.base import Format, IngestOptions, IngestResult, RankInfo, register_format
 from asaptrace.ingest.source import read_source_bytes
 from asaptrace.schema import ARGS_SCHEMA, EVENTS_SCHEMA, FLOWS_SCHEMA, STREAMS_SCHEMA, Kind
 
@@ -60,68 +82,7 @@ CATEGORY_KIND: dict[str, str] = {
 
 SPAN_PHASES = ("X", "B", "i", "I", "R")
 FLOW_PHASES = ("s", "t", "f")
-
-
-_NO_RAW = msgspec.Raw(b"")
-
-
-class _Args(msgspec.Struct, gc=False):
-    """The arguments we keep; every other key is skipped by the decoder."""
-
-    correlation: Any = None
-    external_id: Any = msgspec.field(default=None, name="External id")
-    collective: Any = msgspec.field(default=None, name="Collective name")
-    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
-    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
-    group_size: Any = msgspec.field(default=None, name="Group size")
-    dtype: Any = None
-    pg_name: Any = msgspec.field(default=None, name="Process Group Name")
-    pg_desc: Any = msgspec.field(default=None, name="Process Group Description")
-    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
-    in_split: Any = msgspec.field(default=None, name="In split size")
-    out_split: Any = msgspec.field(default=None, name="Out split size")
-    # shapes stay raw JSON text: no Python objects are built for them (they are on every cpu_op)
-    input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
-    input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
-    # metadata events
-    name: Any = None
-    labels: Any = None
-    # step / layer annotations (asaptrace synth writes these; serving engines may too)
-    step: Any = None
-    layer: Any = None
-    micro_batch: Any = None
-    dp_group: Any = None
-    seq_lens: Any = None
-    cached_lens: Any = None
-    request_ids: Any = None
-
-
-_RARE = ("collective", "in_nelems", "pg_ranks", "step", "layer", "seq_lens", "dp_group", "micro_batch")
-_EXTRA_KEYS = ("step", "layer", "micro_batch", "dp_group", "seq_lens", "cached_lens", "request_ids")
-
-
-class _Event(msgspec.Struct, gc=False):
-    ph: Any = None
-    name: Any = None
-    cat: Any = None
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
-    id: Any = None
-    args: _Args | None = None
-
-
-class _Trace(msgspec.Struct):
-    traceEvents: list[_Event] | None = None  # noqa: N815 (the file's key)
-    distributedInfo: Any = None  # noqa: N815
-    displayTimeUnit: Any = None  # noqa: N815
-    baseTimeNanoseconds: Any = None  # noqa: N815
-    deviceProperties: Any = None  # noqa: N815
-
-
-_trace_decoder = msgspec.json.Decoder(_Trace)
-_list_decoder = msgspec.json.Decoder(list[_Event])
+INSTANT_PHASES = ("i", "I", "R")
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -134,53 +95,10 @@ def sniff(path: Path, head: bytes) -> bool:
     return False
 
 
-def _decode(data: bytes, path: Path) -> tuple[_Trace, Counter[str], int]:
-    """Decode the document; returns (trace, rejected-by-reason, events read)."""
-    stripped = data.lstrip()
-    is_list = stripped[:1] == b"["
-    try:
-        if is_list:
-            trace = _Trace(traceEvents=_list_decoder.decode(data))
-        else:
-            trace = _trace_decoder.decode(data)
-        events = trace.traceEvents
-        if events is None:
-            raise CorruptTrace("JSON object has no 'traceEvents' list", path=path)
-        return trace, Counter(), len(events)
-    except msgspec.ValidationError:
-        pass  # some event has the wrong shape: go through the lenient path below
-    except msgspec.DecodeError as err:
-        raise CorruptTrace(f"invalid JSON ({_short(err)})", path=path) from None
-    doc = msgspec.json.decode(data)
-    if is_list:
-        raw_events, header = doc, {}
-    elif isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
-        raw_events, header = doc["traceEvents"], doc
-    else:
-        raise CorruptTrace("JSON object has no 'traceEvents' list", path=path)
-    rejected: Counter[str] = Counter()
-    good: list[_Event] = []
-    for raw in raw_events:
-        if not isinstance(raw, dict):
-            rejected["not_an_object"] += 1
-            continue
-        try:
-            good.append(msgspec.convert(raw, _Event))
-        except msgspec.ValidationError:
-            rejected["malformed_args"] += 1
-    trace = _Trace(
-        traceEvents=good,
-        distributedInfo=header.get("distributedInfo"),
-        displayTimeUnit=header.get("displayTimeUnit"),
-        baseTimeNanoseconds=header.get("baseTimeNanoseconds"),
-        deviceProperties=header.get("deviceProperties"),
-    )
-    return trace, rejected, len(raw_events)
-
-
-def _short(err: Exception) -> str:
-    msg = str(err)
-    return "input is truncated" if "truncated" in msg.lower() else msg
+def c_scanner_enabled() -> bool:
+    """Whether :func:`read_kineto` tries the C scanner: built, and not switched off by
+    ``ASAPTRACE_NO_CSCAN`` (read at each call, so a test or a user can flip it at run time)."""
+    return cscan.available() and os.environ.get("ASAPTRACE_NO_CSCAN", "") in ("", "0")
 
 
 def read_kineto(path: str | Path, options: IngestOptions | None = None) -> IngestResult:
@@ -190,83 +108,103 @@ def read_kineto(path: str | Path, options: IngestOptions | None = None) -> Inges
 
 
 def _read_kineto(path: Path, options: IngestOptions) -> IngestResult:
-    path = Path(path)
     data = read_source_bytes(path, max_bytes=options.max_decompressed_bytes)
-    if not data.strip():
+    if not first_char(data):
         raise CorruptTrace("file is empty", path=path)
-    trace, rejected, n_read = _decode(data, path)
-    del data
-    evs: list[_Event] = trace.traceEvents or []
-    if n_read == 0:
+    cols = decode_columns(data, path)
+    del data  # the C path keeps no reference to the input (msgspec's Raw shapes do): freed here
+    return _tables(cols, path)
+
+
+def decode_columns(data: bytes, path: Path) -> EventColumns:
+    """The file's per-event columns, from the C scanner when it is enabled and accepts the file."""
+    if c_scanner_enabled():
+        cols = cscan.decode_c(data, path)
+        if cols is not None:
+            return cols
+    return decode_python(data, path)
+
+
+class _Phases:
+    """Boolean masks of the events whose ``ph`` is one of some phases (decided once per distinct
+    phase string, then gathered by dictionary code)."""
+
+    def __init__(self, ph: pa.DictionaryArray) -> None:
+        self.values = ph.dictionary.to_pylist()
+        self.codes = ph.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+
+    def mask(self, phases: tuple[str, ...]) -> np.ndarray:
+        hit = np.array([v in phases for v in self.values] + [False], dtype=bool)  # [-1]: no phase
+        return hit[self.codes]
+
+    def count(self, where: np.ndarray) -> Counter[str | None]:
+        """Events per phase string (None: no phase) among ``where``."""
+        codes = self.codes[where]
+        out: Counter[str | None] = Counter()
+        missing = int((codes < 0).sum())
+        if missing:
+            out[None] = missing
+        for code, c in enumerate(np.bincount(codes[codes >= 0], minlength=len(self.values)).tolist()):
+            if c:
+                out[self.values[code]] += c
+        return out
+
+
+def _tables(c: EventColumns, path: Path) -> IngestResult:
+    """The shared downstream: per-event columns → canonical tables with balanced accounting."""
+    if c.n_read == 0:
         raise CorruptTrace("no events ('traceEvents' is empty)", path=path)
-    base_ns = trace.baseTimeNanoseconds if isinstance(trace.baseTimeNanoseconds, int) else 0
-
-    n = len(evs)
-    ph = col.dict_strings([e.ph for e in evs]).cast(pa.string())
-    pids_raw = [e.pid for e in evs]
-    tids_raw = [e.tid for e in evs]
-    ts = col.to_ns([e.ts for e in evs])
-    if base_ns:
-        ts = pc.add(ts, base_ns)
-    eid = np.arange(n, dtype=np.int64)
-
-    is_span = pc.is_in(ph, pa.array(SPAN_PHASES))
-    is_end = pc.equal(ph, "E")
-    is_flow = pc.is_in(ph, pa.array(FLOW_PHASES))
-    is_meta = pc.equal(ph, "M")
-    is_other = pc.invert(pc.or_kleene(pc.or_kleene(is_span, is_end), pc.or_kleene(is_flow, is_meta)))
-    is_other = pc.fill_null(is_other, True)
+    rejected: Counter[str] = Counter(c.rejected)
+    base = c.header.get("baseTimeNanoseconds")
+    base_ns = base if isinstance(base, int) and not isinstance(base, bool) and col.INT64_MIN <= base <= col.INT64_MAX \
+        else 0
+    ts = _shifted(c.ts, base_ns)
+    ph = _Phases(c.ph)
+    is_span = ph.mask(SPAN_PHASES)
+    is_end = ph.mask(("E",))
+    is_flow = ph.mask(FLOW_PHASES)
+    is_meta = ph.mask(("M",))
+    is_other = ~(is_span | is_end | is_flow | is_meta)
 
     # phases we do not keep
-    if pc.any(is_other).as_py():
-        for p, c in Counter(pc.filter(ph, is_other).to_pylist()).items():
-            rejected["missing_phase" if p is None else f"unsupported_phase:{p}"] += c
-
-    pid_ids, pid_table = col.id_map(pids_raw)
-    tid_ids, tid_table = col.id_map(tids_raw)
+    if is_other.any():
+        for p, k in ph.count(is_other).items():
+            rejected["missing_phase" if p is None else f"unsupported_phase:{p}"] += k
 
     # ---- metadata → streams table
-    streams, gpu_pids = _streams_from_metadata(evs, pc.filter(pa.array(eid), pc.fill_null(is_meta, False)),
-                                               pid_table, tid_table)
-
+    meta_rows = np.flatnonzero(is_meta)
+    streams, gpu_pids = _streams_from_metadata(c, meta_rows)
     kept: Counter[str] = Counter()
-    kept["metadata"] = int(pc.sum(pc.fill_null(is_meta, False)).as_py() or 0)
+    kept["metadata"] = len(meta_rows)
 
     # ---- flows
-    flow_idx = np.flatnonzero(pc.fill_null(is_flow, False).to_numpy(zero_copy_only=False))
-    flows, flow_rej = _flows(evs, flow_idx, ts, pid_ids, tid_ids)
+    flows, flow_rej = _flows(c, np.flatnonzero(is_flow), ts)
     rejected.update(flow_rej)
     kept["flows"] = flows.num_rows
 
     # ---- spans (X, B/E matched, instants)
-    span_mask = pc.fill_null(is_span, False).to_numpy(zero_copy_only=False)
-    end_mask = pc.fill_null(is_end, False).to_numpy(zero_copy_only=False)
-    dur = pa.nulls(n, pa.int64())
-    if span_mask.any():
-        dur = col.to_ns([e.dur for e in evs])
-    ph_np = np.asarray(ph.to_pylist(), dtype=object) if (end_mask.any() or pc.any(pc.equal(ph, "B")).as_py()) \
-        else None
-    dur_np = dur.to_numpy(zero_copy_only=False).astype("float64")  # NaN where null
-    instants = pc.fill_null(pc.is_in(ph, pa.array(["i", "I", "R"])), False).to_numpy(zero_copy_only=False)
-    dur_np[instants] = 0.0
+    span_mask = is_span.copy()
+    dur_np, dur_ok = c.dur.values.copy(), c.dur.valid.copy()
+    instants = ph.mask(INSTANT_PHASES)
+    dur_np[instants] = 0
+    dur_ok[instants] = True
+    ts_np, ts_ok = ts.values, ts.valid
+    is_begin = ph.mask(("B",))
     merged_ends = 0
-    if ph_np is not None:
-        merged_ends, be_rej = _match_begin_end(ph_np, pid_ids, tid_ids, ts, dur_np, span_mask)
+    if is_end.any() or is_begin.any():
+        merged_ends, be_rej = _match_begin_end(is_begin, is_end, c.pid.ids, c.tid.ids, ts_np, ts_ok, dur_np, dur_ok,
+                                               span_mask)
         rejected.update(be_rej)
-        rejected["unmatched_end"] += int(end_mask.sum()) - merged_ends
-    ts_np = ts.to_numpy(zero_copy_only=False).astype("float64")
-    names = col.dict_strings([e.name for e in evs])
-    name_ok = pc.is_valid(names).to_numpy(zero_copy_only=False)
-    pid_none = (pid_ids == pid_table[None]) if None in pid_table else np.zeros(n, bool)
-    tid_none = (tid_ids == tid_table[None]) if None in tid_table else np.zeros(n, bool)
+        rejected["unmatched_end"] += int(is_end.sum()) - merged_ends
+    name_ok = c.name.is_valid().to_numpy(zero_copy_only=False)
     reasons = [
         ("missing_name", ~name_ok),
-        ("missing_pid_or_tid", pid_none | tid_none),
-        ("bad_ts", np.isnan(ts_np)),
-        ("bad_dur", np.isnan(dur_np)),
-        ("negative_dur", dur_np < 0),
+        ("missing_pid_or_tid", c.pid.missing | c.tid.missing),
+        ("bad_ts", ~ts_ok),
+        ("bad_dur", ~dur_ok),
+        ("negative_dur", dur_ok & (dur_np < 0)),
     ]
-    good = span_mask.copy()
+    good = span_mask
     for reason, bad in reasons:
         hit = good & bad
         if hit.any():
@@ -275,41 +213,33 @@ def _read_kineto(path: Path, options: IngestOptions) -> IngestResult:
     idx = np.flatnonzero(good)
     kept["events"] = len(idx) + merged_ends
 
-    cats = col.dict_strings([e.cat for e in evs])
     take = pa.array(idx)
-    ev_cat_dict = pc.take(cats, take)
-    ev_cat = ev_cat_dict.cast(pa.string())
-    ev_pid = pid_ids[idx]
-    is_device = pc.or_(
-        pc.fill_null(pc.is_in(ev_cat, pa.array(sorted(DEVICE_CATS))), False),
-        pc.is_in(pa.array(ev_pid, pa.int32()), pa.array(sorted(gpu_pids), pa.int32())),
-    )
-    kind = _kind_from_category(ev_cat, is_device)
-    sel = evs if len(idx) == n else [evs[i] for i in idx]
-    args_list = [e.args for e in sel]
-    corr = col.ints([a.correlation if a is not None else None for a in args_list])
+    ev_cat = pc.take(c.cat, take)
+    ev_pid = c.pid.ids[idx]
+    is_device = _dict_mask(ev_cat, DEVICE_CATS) | np.isin(ev_pid, np.array(sorted(gpu_pids), np.int32))
     events = pa.table(
         {
             "rank": pa.array(np.full(len(idx), -1, np.int32)),
             "pid": pa.array(ev_pid, pa.int32()),
-            "stream": pa.array(tid_ids[idx], pa.int32()),
-            "is_device": is_device,
-            "kind": dictionary(kind),
-            "name": pc.take(names, take),
-            "cat": ev_cat_dict,
-            "ts_ns": pc.take(ts, take),
+            "stream": pa.array(c.tid.ids[idx], pa.int32()),
+            "is_device": pa.array(is_device),
+            "kind": _kind_from_category(ev_cat, is_device),
+            "name": pc.take(c.name, take),
+            "cat": ev_cat,
+            "ts_ns": pa.array(ts_np[idx]),
             "dur_ns": pa.array(dur_np[idx].astype(np.int64)),
             "step": pa.nulls(len(idx), pa.int32()),
             "layer": pa.nulls(len(idx), pa.int16()),
             "micro_batch": pa.nulls(len(idx), pa.int8()),
-            "corr": corr,
+            "corr": c.corr(idx),
             "eid": pa.array(idx.astype(np.int64)),
         },
         schema=EVENTS_SCHEMA,
     )
-    args = _args_table(args_list, idx, ev_cat)
-    streams = _complete_streams(streams, events, pid_table, tid_table)
-    acc = Accounting(read=n_read, kept=kept, rejected=rejected).check(str(path))
+    args = _args_table(c, idx, ev_cat)
+    streams = _complete_streams(streams, events, c.pid.table, c.tid.table)
+    acc = Accounting(read=c.n_read, kept=kept, rejected=rejected).check(str(path))
+    unit = c.header.get("displayTimeUnit")
     return IngestResult(
         path=str(path),
         format=FORMAT_NAME,
@@ -318,47 +248,74 @@ def _read_kineto(path: Path, options: IngestOptions) -> IngestResult:
         flows=flows,
         streams=streams,
         accounting=acc,
-        rank_info=_rank_info(trace, events),
-        notes={
-            "display_time_unit": trace.displayTimeUnit if isinstance(trace.displayTimeUnit, str) else None,
-            "base_time_ns": base_ns or None,
-        },
+        rank_info=_rank_info(c.header, events),
+        notes={"display_time_unit": unit if isinstance(unit, str) else None, "base_time_ns": base_ns or None},
     )
 
 
-def _none_mask(values: list[Any]) -> pa.Array:
-    return pa.array([v is None for v in values], pa.bool_())
+def _shifted(ts: Times, base_ns: int) -> Times:
+    """ts + baseTimeNanoseconds; a sum beyond int64 is an unusable time, never a wrap."""
+    if not base_ns:
+        return ts
+    v = ts.values
+    fits = v <= col.INT64_MAX - base_ns if base_ns > 0 else v >= col.INT64_MIN - base_ns
+    return Times(np.where(fits, v, 0) + np.int64(base_ns), ts.valid & fits)
 
 
-def _kind_from_category(cat: pa.Array, is_device: pa.Array) -> pa.Array:
-    keys = pa.array(list(CATEGORY_KIND))
-    vals = pa.array([str(v) for v in CATEGORY_KIND.values()])
-    pos = pc.index_in(cat, keys)
-    mapped = pc.take(vals, pos)
-    fallback = pc.if_else(is_device, pa.scalar(str(Kind.OTHER)), pa.scalar(str(Kind.HOST)))
-    return pc.coalesce(mapped, fallback)
+def _codes(arr: pa.DictionaryArray) -> np.ndarray:
+    """Dictionary indices as numpy, -1 where null."""
+    return arr.indices.fill_null(-1).to_numpy(zero_copy_only=False)
 
 
-def _match_begin_end(ph: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: pa.Array, dur: np.ndarray,
-                     span_mask: np.ndarray) -> tuple[int, Counter[str]]:
+def _strings_at(arr: pa.DictionaryArray, rows: np.ndarray) -> pa.Array:
+    """Plain strings of the given rows (null where null): only those rows are materialised."""
+    codes = _codes(arr)[rows]
+    missing = codes < 0
+    return arr.dictionary.take(pa.array(codes, mask=missing) if missing.any() else pa.array(codes))
+
+
+def _dict_mask(arr: pa.DictionaryArray, values: frozenset[str]) -> np.ndarray:
+    """Membership decided once per dictionary entry (null → False)."""
+    hit = np.array([v in values for v in arr.dictionary.to_pylist()] + [False], bool)
+    return hit[_codes(arr)]
+
+
+_KINDS = sorted({str(k) for k in CATEGORY_KIND.values()} | {str(Kind.OTHER), str(Kind.HOST)})
+_KIND_CODE = {k: i for i, k in enumerate(_KINDS)}
+
+
+def _kind_from_category(cat: pa.DictionaryArray, is_device: np.ndarray) -> pa.DictionaryArray:
+    """Dictionary-encoded kind: the category's kind where it names one, else device → other, host."""
+    by_entry = np.array([_KIND_CODE[str(CATEGORY_KIND[v])] if v in CATEGORY_KIND else -1
+                         for v in cat.dictionary.to_pylist()] + [-1], np.int32)
+    codes = by_entry[_codes(cat)]
+    fallback = np.where(is_device, _KIND_CODE[str(Kind.OTHER)], _KIND_CODE[str(Kind.HOST)]).astype(np.int32)
+    return pa.DictionaryArray.from_arrays(pa.array(np.where(codes >= 0, codes, fallback)), pa.array(_KINDS))
+
+
+def _match_begin_end(is_begin: np.ndarray, is_end: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray,
+                     ts_ok: np.ndarray, dur: np.ndarray, dur_ok: np.ndarray, span_mask: np.ndarray
+                     ) -> tuple[int, Counter[str]]:
     """Pair B with the next E on the same (pid, tid) stack; writes the B's duration into ``dur``.
 
-    Unmatched B events are dropped from ``span_mask`` and rejected; returns (ends merged, rejections).
+    Events are taken in time order (no time last, ties by file order). Unmatched B events are
+    dropped from ``span_mask`` and rejected; returns (ends merged, rejections).
     """
-    ts_list = ts.to_pylist()
-    order = sorted(np.flatnonzero((ph == "B") | (ph == "E")), key=lambda i: (ts_list[i] is None, ts_list[i] or 0, i))
+    rows = np.flatnonzero(is_begin | is_end)
+    order = rows[np.lexsort((rows, np.where(ts_ok[rows], ts[rows], 0), ~ts_ok[rows]))]
     stacks: dict[tuple[int, int], list[int]] = {}
     merged = 0
     rej: Counter[str] = Counter()
-    for i in order:
+    for i in order.tolist():
         key = (int(pid[i]), int(tid[i]))
-        if ph[i] == "B":
+        if is_begin[i]:
             stacks.setdefault(key, []).append(i)
         else:
             stack = stacks.get(key)
-            if stack and ts_list[i] is not None and ts_list[stack[-1]] is not None:
+            if stack and ts_ok[i] and ts_ok[stack[-1]]:
                 b = stack.pop()
-                dur[b] = ts_list[i] - ts_list[b]
+                dur[b] = ts[i] - ts[b]
+                dur_ok[b] = True
                 merged += 1
     for stack in stacks.values():
         for b in stack:
@@ -367,55 +324,49 @@ def _match_begin_end(ph: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: pa.Ar
     return merged, rej
 
 
-def _flows(evs: list[_Event], idx: np.ndarray, ts: pa.Array, pid_ids: np.ndarray, tid_ids: np.ndarray
-           ) -> tuple[pa.Table, Counter[str]]:
+def _flows(c: EventColumns, idx: np.ndarray, ts: Times) -> tuple[pa.Table, Counter[str]]:
     rej: Counter[str] = Counter()
-    take = pa.array(idx, pa.int64())
-    f_ts = pc.take(ts, take)
-    ids = [evs[i].id for i in idx]
-    ok = np.array([v is not None for v in ids], dtype=bool) & pc.is_valid(f_ts).to_numpy(zero_copy_only=False)
+    ids = c.flow_ids(idx)
+    ok = ids.is_valid().to_numpy(zero_copy_only=False) & ts.valid[idx]
     if (~ok).any():
         rej["bad_flow"] += int((~ok).sum())
     keep = idx[ok]
-    sel = [evs[i] for i in keep]
     table = pa.table(
         {
             "rank": pa.array(np.full(len(keep), -1, np.int32)),
-            "flow_id": pa.array([str(e.id) for e in sel], pa.string()),
-            "phase": col.strings([e.ph for e in sel]),
-            "cat": col.strings([e.cat for e in sel]),
-            "name": col.strings([e.name for e in sel]),
-            "pid": pa.array(pid_ids[keep], pa.int32()),
-            "stream": pa.array(tid_ids[keep], pa.int32()),
-            "ts_ns": pc.take(ts, pa.array(keep, pa.int64())),
+            "flow_id": ids.filter(pa.array(ok)),
+            "phase": _strings_at(c.ph, keep),
+            "cat": _strings_at(c.cat, keep),
+            "name": _strings_at(c.name, keep),
+            "pid": pa.array(c.pid.ids[keep], pa.int32()),
+            "stream": pa.array(c.tid.ids[keep], pa.int32()),
+            "ts_ns": pa.array(ts.values[keep]),
         },
         schema=FLOWS_SCHEMA,
     )
     return table, rej
 
 
-def _streams_from_metadata(evs: list[_Event], meta_idx: pa.Array, pid_table: dict, tid_table: dict
+def _streams_from_metadata(c: EventColumns, rows: np.ndarray
                            ) -> tuple[dict[tuple[int, int | None], dict[str, Any]], set[int]]:
     """Collect process/thread names and labels from ``M`` events; returns rows keyed by (pid, tid|None)."""
-    rows: dict[tuple[int, int | None], dict[str, Any]] = {}
+    out: dict[tuple[int, int | None], dict[str, Any]] = {}
     gpu_pids: set[int] = set()
-    for i in meta_idx.to_pylist():
-        e = evs[i]
-        if e.pid is None or e.args is None:
+    names = _strings_at(c.name, rows).to_pylist()
+    for i, name, args in zip(rows.tolist(), names, c.args(rows), strict=True):
+        if c.pid.missing[i] or args is None:
             continue
-        pid = pid_table.get(e.pid)
-        if pid is None:
-            continue
-        value = e.args.name if e.name in ("process_name", "thread_name") else e.args.labels
-        if e.name == "process_name":
-            rows.setdefault((pid, None), {})["process_name"] = _s(value)
-        elif e.name == "process_labels":
-            rows.setdefault((pid, None), {})["process_label"] = _s(value)
+        pid = int(c.pid.ids[i])
+        value = args.name if name in ("process_name", "thread_name") else args.labels
+        if name == "process_name":
+            out.setdefault((pid, None), {})["process_name"] = _s(value)
+        elif name == "process_labels":
+            out.setdefault((pid, None), {})["process_label"] = _s(value)
             if isinstance(value, str) and value.upper().startswith(("GPU", "NPU", "XPU")):
                 gpu_pids.add(pid)
-        elif e.name == "thread_name" and e.tid is not None and e.tid in tid_table:
-            rows.setdefault((pid, tid_table[e.tid]), {})["thread_name"] = _s(value)
-    return rows, gpu_pids
+        elif name == "thread_name" and not c.tid.missing[i]:
+            out.setdefault((pid, int(c.tid.ids[i])), {})["thread_name"] = _s(value)
+    return out, gpu_pids
 
 
 def _s(v: Any) -> str | None:
@@ -456,23 +407,10 @@ def _complete_streams(meta_rows: dict, events: pa.Table, pid_table: dict, tid_ta
 _encode = msgspec.json.Encoder().encode
 
 
-def _raw_texts(raws: list[msgspec.Raw]) -> pa.Array:
-    """Raw JSON spans → a string array without a Python object per value (empty span → null)."""
-    lengths = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
-    offsets = np.zeros(len(raws) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    data = b"".join(raws)
-    arr = pa.LargeStringArray.from_buffers(len(raws), pa.py_buffer(offsets), pa.py_buffer(data))
-    arr = arr.cast(pa.string())
-    if (lengths == 0).any():
-        arr = pc.if_else(pa.array(lengths == 0), pa.scalar(None, pa.string()), arr)
-    return arr
-
-
 def _json_texts(values: list[Any]) -> pa.Array:
     """JSON text of each value (strings kept as they are), null for None; one C call per value."""
-    if not values:
-        return pa.array([], pa.string())
+    if all(v is None or isinstance(v, str) for v in values):  # the usual case: no encoding needed
+        return pa.array(values, pa.string())
     encoded = list(map(_encode, values))
     arr = pa.array(encoded, pa.binary()).cast(pa.string())
     # strings are kept as written (not JSON-quoted); None stays null
@@ -485,81 +423,81 @@ def _json_texts(values: list[Any]) -> pa.Array:
 
 #: Categories whose events never carry collective or step/layer annotation args. (cpu_op can:
 #: ``record_param_comms`` ops carry the collective metadata.)
-_PLAIN_CATS = pa.array(["cuda_runtime", "cuda_driver", "Runtime", "python_function"])
+_PLAIN_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "python_function"})
 
 
-def _args_table(args_list: list[_Args | None], idx: np.ndarray, cat: pa.Array) -> pa.Table:
+def _args_table(c: EventColumns, idx: np.ndarray, cat: pa.DictionaryArray) -> pa.Table:
     """Rows for events that carry collective metadata, step/layer annotation args, or input shapes.
 
-    Two passes keep this cheap: shapes (common, on every cpu_op of a ``record_shapes`` trace) fill
-    three columns; the rare rich rows (NCCL kernels, annotations) fill all of them.
+    Shapes are common (on every cpu_op of a ``record_shapes`` trace) and fill three columns from
+    the raw text; the rare rich rows (NCCL kernels, annotations) are decoded and fill all of them.
+    The table is built in event order directly (rows = rich ∪ shapes), so nothing is sorted.
     """
-    maybe_rich = np.flatnonzero(~pc.fill_null(pc.is_in(cat, _PLAIN_CATS), False).to_numpy(zero_copy_only=False))
-    rich = [
-        j
-        for j in maybe_rich.tolist()
-        if (a := args_list[j]) is not None
-        and (
-            a.collective is not None
-            or a.in_nelems is not None
-            or a.pg_ranks is not None
-            or a.step is not None
-            or a.layer is not None
-            or a.seq_lens is not None
-            or a.dp_group is not None
-            or a.micro_batch is not None
-        )
-    ]
-    rich_set = set(rich)
-    dims = [j for j, a in enumerate(args_list) if a is not None and a.input_dims and j not in rich_set]
-    return pa.concat_tables([_rich_args(args_list, rich, idx), _dims_args(args_list, dims, idx)]).sort_by("eid")
-
-
-def _dims_args(args_list: list[_Args | None], rows: list[int], idx: np.ndarray) -> pa.Table:
-    sel: list[_Args] = [args_list[j] for j in rows]  # type: ignore[misc]
+    maybe_rich = np.flatnonzero(~_dict_mask(cat, _PLAIN_CATS))
+    cand = maybe_rich[c.rich_candidates(idx[maybe_rich])]
+    rich: list[int] = []
+    rich_args: list[_Args] = []
+    for j, a in zip(cand.tolist(), c.args(idx[cand]), strict=True):
+        if is_rich(a):
+            rich.append(j)
+            rich_args.append(a)  # type: ignore[arg-type]
+    rich_pos = np.array(rich, np.int64)
+    in_table = c.has_dims(idx)
+    in_table[rich_pos] = True
+    rows = np.flatnonzero(in_table)  # positions into idx, in event order
+    eids = idx[rows]
     n = len(rows)
+    at = np.searchsorted(rich_pos, rows)
+    is_r = at < len(rich_pos)
+    is_r[is_r] = rich_pos[at[is_r]] == rows[is_r]
+    rich_index = pa.array(np.where(is_r, at, 0), mask=~is_r)  # row → its rich entry (null: shapes only)
+    dims, types = c.shape_texts(eids)
     cols: dict[str, pa.Array] = {
-        f.name: pa.nulls(n, f.type) for f in ARGS_SCHEMA
+        "rank": pa.array(np.full(n, -1, np.int32)),
+        "eid": pa.array(eids.astype(np.int64)),
+        "external_id": c.external_id(eids),
+        "input_dims": dims,
+        "input_type": types,
     }
-    cols["rank"] = pa.array(np.full(n, -1, np.int32))
-    cols["eid"] = pa.array(idx[rows].astype(np.int64) if rows else np.zeros(0, np.int64))
-    cols["external_id"] = col.ints([a.external_id for a in sel])
-    cols["input_dims"] = _raw_texts([a.input_dims for a in sel])
-    cols["input_type"] = _raw_texts([a.input_type for a in sel])
-    return pa.table(cols, schema=ARGS_SCHEMA)
+    for name, arr in _rich_columns(rich_args).items():
+        cols[name] = pc.take(arr, rich_index) if rich_args else pa.nulls(n, arr.type)
+    return pa.table({f.name: cols[f.name] for f in ARGS_SCHEMA}, schema=ARGS_SCHEMA)
 
 
-def _rich_args(args_list: list[_Args | None], rows: list[int], idx: np.ndarray) -> pa.Table:
-    sel: list[_Args] = [args_list[j] for j in rows]  # type: ignore[misc]
-    extra: list[str | None] = []
-    for a in sel:
-        d = {k: getattr(a, k) for k in _EXTRA_KEYS if getattr(a, k) is not None}
-        extra.append(msgspec.json.encode(d).decode() if d else None)
-    return pa.table(
-        {
-            "rank": pa.array(np.full(len(rows), -1, np.int32)),
-            "eid": pa.array(idx[rows].astype(np.int64) if rows else np.zeros(0, np.int64)),
-            "external_id": col.ints([a.external_id for a in sel]),
-            "collective": col.strings([a.collective for a in sel]),
-            "in_nelems": col.ints([a.in_nelems for a in sel]),
-            "out_nelems": col.ints([a.out_nelems for a in sel]),
-            "group_size": col.ints([a.group_size for a in sel], pa.int32()),
-            "dtype": col.strings([a.dtype for a in sel]),
-            "pg_name": col.strings([_s(a.pg_name) for a in sel]),
-            "pg_desc": col.strings([_s(a.pg_desc) for a in sel]),
-            "pg_ranks": _json_texts([a.pg_ranks for a in sel]),
-            "in_split": _json_texts([a.in_split for a in sel]),
-            "out_split": _json_texts([a.out_split for a in sel]),
-            "input_dims": _raw_texts([a.input_dims for a in sel]),
-            "input_type": _raw_texts([a.input_type for a in sel]),
-            "extra": pa.array(extra, pa.string()),
-        },
-        schema=ARGS_SCHEMA,
-    )
+def _rich_columns(sel: list[_Args]) -> dict[str, pa.Array]:
+    """The columns only rich rows fill, one entry per rich row."""
+
+    def field(name: str) -> list[Any]:
+        return list(map(attrgetter(name), sel))
+
+    extra_cols = [field(k) for k in _EXTRA_KEYS]
+    has_extra = np.zeros(len(sel), bool)
+    for values in extra_cols:
+        has_extra |= np.fromiter((v is not None for v in values), bool, len(sel))
+    extra: list[str | None] = [None] * len(sel)
+    for i in np.flatnonzero(has_extra).tolist():
+        extra[i] = _encode({k: v[i] for k, v in zip(_EXTRA_KEYS, extra_cols, strict=True) if v[i] is not None}).decode()
+    return {
+        "collective": col.strings(field("collective")),
+        "in_nelems": col.int_values(field("in_nelems")),
+        "out_nelems": col.int_values(field("out_nelems")),
+        "group_size": col.int_values(field("group_size"), pa.int32()),
+        "dtype": col.strings(field("dtype")),
+        "pg_name": col.strings([_s(v) for v in field("pg_name")]),
+        "pg_desc": col.strings([_s(v) for v in field("pg_desc")]),
+        "pg_ranks": _json_texts(field("pg_ranks")),
+        "in_split": _json_texts(field("in_split")),
+        "out_split": _json_texts(field("out_split")),
+        "extra": pa.array(extra, pa.string()),
+    }
 
 
-def _rank_info(trace: _Trace, events: pa.Table) -> RankInfo:
-    info = trace.distributedInfo if isinstance(trace.distributedInfo, dict) else {}
+_EXTRA_KEYS = ("step", "layer", "micro_batch", "dp_group", "seq_lens", "cached_lens", "request_ids")
+
+
+def _rank_info(header: dict[str, Any], events: pa.Table) -> RankInfo:
+    dist = header.get("distributedInfo")
+    info = dist if isinstance(dist, dict) else {}
     rank = info.get("rank")
     world = info.get("world_size")
     ok = isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0
