@@ -217,7 +217,7 @@ def ingest_paths(
     paths: Iterable[str | Path],
     out: str | Path,
     *,
-    jobs: int | None = None,
+    jobs: int | None = 1,
     options: IngestOptions | None = None,
     rank_from: RankFrom = "auto",
     rank_map: dict[str, int] | None = None,
@@ -225,14 +225,20 @@ def ingest_paths(
     overwrite: bool = False,
     progress: Callable[[Progress], None] | None = None,
 ) -> TraceStore:
-    """Ingest trace files (or folders of them) into a new store at ``out``; returns the opened store."""
+    """Ingest trace files (or folders of them) into a new store at ``out``; returns the opened store.
+
+    ``jobs`` files are read in parallel worker processes (``None``: one per CPU). Workers are
+    *spawned*, so a script that calls this with ``jobs != 1`` must do so under
+    ``if __name__ == "__main__":`` (the usual multiprocessing rule); the default stays serial so a
+    plain script or notebook just works. The CLI reads files in parallel by default.
+    """
     options = options or IngestOptions()
     files = ascend_sources(discover(paths))  # an Ascend rank folder is one source
     if format is not None:
         FORMATS.get(format)  # unknown name → RegistryError
     explicit = _explicit_ranks(files, rank_from, rank_map)
     sizes = [f.stat().st_size for f in files]
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(files)))
+    jobs = max(1, min(jobs if jobs is not None else os.cpu_count() or 1, len(files)))
     with StoreWriter(out, overwrite=overwrite) as writer:
         tasks = [
             FileTask(i, str(f), format, str(writer.tmp), options, rank_from, explicit[i])
