@@ -37,13 +37,16 @@ JsonOpt = Annotated[
 ]
 # options of the enrichment step, shared by `ingest` and `analyze`
 ParallelOpt = Annotated[
-    str | None, typer.Option("--parallel", help="Deployment when the traces do not say it, e.g. dp=8,tp=4,ep=32.")
+    str | None,
+    typer.Option("--parallel", help="Deployment when the traces do not say it, e.g. dp=8,tp=4,ep=32."),
 ]
 BatchesOpt = Annotated[
-    Path | None, typer.Option("--batches", help="batches.jsonl sidecar: request lengths per step and DP group.")
+    Path | None,
+    typer.Option("--batches", help="batches.jsonl sidecar: request lengths per step and DP group."),
 ]
 TaxonomyOpt = Annotated[
-    Path | None, typer.Option("--taxonomy", help="TOML rule file mapping kernel names to kinds (tried first).")
+    Path | None,
+    typer.Option("--taxonomy", help="TOML rule file mapping kernel names to kinds (tried first)."),
 ]
 
 
@@ -85,7 +88,10 @@ def ingest(
     batches: BatchesOpt = None,
     taxonomy: TaxonomyOpt = None,
     no_enrich: Annotated[
-        bool, typer.Option("--no-enrich", help="Store the raw events only (no kinds, steps, layers, clock alignment).")
+        bool,
+        typer.Option(
+            "--no-enrich", help="Store the raw events only (no kinds, steps, layers, clock alignment)."
+        ),
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -175,7 +181,11 @@ def info(store: StoreArg, as_json: JsonOpt = False) -> None:
         f"{data['n_events']:,} events  span {human_ns(span['duration_ns'])}"
     )
     rejected = ", ".join(f"{k}: {v:,}" for k, v in acc["rejected"].items()) or "none"
-    out.print(f"accounting: read {acc['read']:,} = kept {acc['kept']:,} + rejected ({rejected})")
+    kept = ", ".join(f"{k} {v:,}" for k, v in acc["kept_by_table"].items())
+    out.print(
+        f"accounting: read {acc['read']:,} = kept {acc['kept']:,} ({kept}) + rejected ({rejected})",
+        soft_wrap=True,
+    )
     kinds = Table("kind", "events", "device time", title="by kind", title_justify="left")
     for kind, n in data["events_by_kind"].items():
         kinds.add_row(kind, f"{n:,}", human_ns(data["device_time_by_kind_ns"].get(kind)))
@@ -228,7 +238,14 @@ def analyze(
 _SHOWN = {
     "barrier_by_group": ["dp_group", "n_ranks", "mean_wait_ns", "last_share", "imposed_wait_ns"],
     "barrier_by_rank": ["rank", "dp_group", "wait_ns", "exposed_wait_ns", "last_count", "wait_share"],
-    "imbalance_by_step": ["step", "n_groups", "tokens_ratio", "sum_sq_ratio", "attention_ratio", "max_sum_sq_group"],
+    "imbalance_by_step": [
+        "step",
+        "n_groups",
+        "tokens_ratio",
+        "sum_sq_ratio",
+        "attention_ratio",
+        "max_sum_sq_group",
+    ],
     "overlap_by_role": ["role", "n_ranks", "comm_ns", "exposed_comm_ns", "overlap_efficiency", "utilisation"],
     "stragglers": ["rank", "dp_group", "last_share", "compute_ratio", "moe_ratio", "cause"],
 }
@@ -240,13 +257,19 @@ def _cell(name: str, value: object) -> str:
     if name.endswith("_ns"):
         return human_ns(int(value))  # type: ignore[call-overload]
     if isinstance(value, float):
-        return f"{100 * value:.1f}%" if name.endswith(("_share", "efficiency", "utilisation")) else f"{value:.3g}"
+        return (
+            f"{100 * value:.1f}%"
+            if name.endswith(("_share", "efficiency", "utilisation"))
+            else f"{value:.3g}"
+        )
     return str(value)
 
 
 def _print_diagnosis(diag: Diagnosis) -> None:
-    out.print(f"[bold]{diag.meta.get('store')}[/]  {(diag.meta.get('parallel') or {}).get('deployment', '?')} "
-              f"deployment, taxonomy {diag.meta.get('taxonomy_profile')}")
+    out.print(
+        f"[bold]{diag.meta.get('store')}[/]  {(diag.meta.get('parallel') or {}).get('deployment', '?')} "
+        f"deployment, taxonomy {diag.meta.get('taxonomy_profile')}"
+    )
     for i, f in enumerate(diag.findings, 1):
         colour = {"high": "red", "medium": "yellow", "low": "cyan"}.get(f.severity, "dim")
         out.print(f"[bold]{i}.[/] [{colour}]{f.severity}[/] {f.text}")
@@ -254,12 +277,22 @@ def _print_diagnosis(diag: Diagnosis) -> None:
         out.print(f"[dim]note: {note}[/]")
     for name, cols in _SHOWN.items():
         table = diag.tables.get(name)
-        if table is None or table.height == 0 or (name.startswith("barrier") and (
-                diag.tables["barrier_instances"].height == 0
-                or (name == "barrier_by_rank" and diag.tables["barrier_by_group"].height))):
+        if (
+            table is None
+            or table.height == 0
+            or (
+                name.startswith("barrier")
+                and (
+                    diag.tables["barrier_instances"].height == 0
+                    or (name == "barrier_by_rank" and diag.tables["barrier_by_group"].height)
+                )
+            )
+        ):
             continue
         if name == "stragglers":
-            table = table.filter(table["outlier"] | (table["last_count"] > 0)).sort("last_count", descending=True)
+            table = table.filter(table["outlier"] | (table["last_count"] > 0)).sort(
+                "last_count", descending=True
+            )
         view = Table(*cols, title=name, title_justify="left")
         for row in table.head(12).select(cols).iter_rows(named=True):
             view.add_row(*[_cell(c, row[c]) for c in cols])
@@ -272,13 +305,16 @@ def _print_diagnosis(diag: Diagnosis) -> None:
 def synth(
     preset: Annotated[str | None, typer.Option(help="Built-in preset (see --list-presets).")] = None,
     out_dir: Annotated[
-        Path | None, typer.Option("-o", "--out", help="Output directory (replaced if it is an earlier synth run).")
+        Path | None,
+        typer.Option("-o", "--out", help="Output directory (replaced if it is an earlier synth run)."),
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed (default: the preset's).")] = None,
     steps: Annotated[int | None, typer.Option(help="Prefill steps to simulate.")] = None,
     fmt: Annotated[str | None, typer.Option("--format", help="kineto, ascend or both.")] = None,
     config: Annotated[Path | None, typer.Option("--config", help="TOML file overriding the preset.")] = None,
-    list_presets: Annotated[bool, typer.Option("--list-presets", help="List built-in presets and exit.")] = False,
+    list_presets: Annotated[
+        bool, typer.Option("--list-presets", help="List built-in presets and exit.")
+    ] = False,
 ) -> None:
     """Generate synthetic MoE prefill traces (coupled or ASAP-disaggregated) with a truth.json sidecar.
 

@@ -34,7 +34,8 @@ def test_info_json_is_the_documented_object(tmp_path):
     assert run.code == 0
     data = json.loads(run.stdout)
     assert data["schema_version"] == 1
-    assert data["accounting"] == {"read": 12, "kept": 10, "rejected": {"bad_ts": 2}}
+    assert data["accounting"] == {"read": 12, "kept": 10, "kept_by_table": {"events": 6, "metadata": 4},
+                                  "rejected": {"bad_ts": 2}}
     assert [
         (r["rank"], r["format"], r["events"], r["source_file"].rsplit("/", 1)[-1]) for r in data["ranks"]
     ] == [(0, "kineto", 3, "rank0.json"), (1, "kineto", 3, "rank1.json")]
@@ -51,7 +52,7 @@ def test_info_table_shows_accounting_and_ranks(tmp_path):
     run_cli("ingest", folder, "-o", tmp_path / "s")
     run = run_cli("info", tmp_path / "s")
     assert run.code == 0
-    assert "read 12 = kept 10 + rejected (bad_ts: 2)" in run.stdout
+    assert "read 12 = kept 10 (events 6, metadata 4) + rejected (bad_ts: 2)" in run.stdout
     assert "rank0.json" in run.stdout and "rank1.json" in run.stdout
 
 

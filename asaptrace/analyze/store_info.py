@@ -61,6 +61,7 @@ def store_info(store: TraceStore) -> dict[str, Any]:
         "accounting": {
             "read": meta["accounting"]["read"],
             "kept": meta["accounting"]["kept"],
+            "kept_by_table": meta["accounting"].get("kept_by_table", {}),
             "rejected": meta["accounting"]["rejected"],
         },
         "ranks": [
