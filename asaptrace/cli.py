@@ -16,10 +16,10 @@ from asaptrace import __version__
 from asaptrace._cli_common import err, human_bytes, human_ns, out, parse_size, print_json, user_errors
 from asaptrace.analyze.diagnosis import Diagnosis, diagnose_store
 from asaptrace.analyze.store_info import store_info
-from asaptrace.enrich import enrich_store
+from asaptrace.enrich.pipeline import build_store
 from asaptrace.ingest import IngestOptions
 from asaptrace.ingest.driver import Progress as IngestProgress
-from asaptrace.ingest.driver import ingest_paths, load_rank_map
+from asaptrace.ingest.driver import load_rank_map
 from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED
 from asaptrace.store import TraceStore
 
@@ -104,18 +104,20 @@ def ingest(
     options = IngestOptions(max_decompressed_bytes=parse_size(max_size))
     mapping = load_rank_map(rank_map) if rank_map else None
     with _IngestBar(enabled=not as_json) as bar:
-        store = ingest_paths(
+        store = build_store(
             paths,
             output,
+            overwrite=force,
+            enrich=not no_enrich,
+            parallel=parallel,
+            taxonomy=taxonomy,
+            batches=batches,
             jobs=jobs or None,
             options=options,
-            rank_from=rank_from,  # type: ignore[arg-type]
+            rank_from=rank_from,
             rank_map=mapping,
-            overwrite=force,
             progress=bar.update,
         )
-    if not no_enrich:
-        store = enrich_store(store, parallel=parallel, batches=batches, taxonomy=taxonomy)
     info = store_info(store)
     if as_json:
         print_json(info)
