@@ -70,7 +70,8 @@ def test_findings_name_who_waited_on_whom(store_path):
     assert run.code == 0, run.stderr
     text = " ".join(run.stdout.split())
     assert "DP group 1 arrived last at 100% of barriers" in text
-    assert "its Σs² was 1.3× the mean while its token count was 1× the mean" in text
+    # group 1 = [2000]: Σs² 4e6 vs group 0 = [1000, 1000]: 2e6 → 4e6 / 3e6 = 1.33; tokens 2000 vs 2000
+    assert "its Σs² was 1.33× the mean while its token count was 1.00× the mean" in text
     assert "Rank 3 holds a hot expert: its MoE kernels take 1.80× the median" in text
 
 

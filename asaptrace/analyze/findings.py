@@ -140,7 +140,7 @@ def _straggler_findings(t: dict[str, pl.DataFrame], n_ranks: int) -> list[Findin
         if rel is not None:
             sq, tok = rel
             data.update(sum_sq_vs_mean=sq, tokens_vs_mean=tok)
-            text += f"; its Σs² was {sq:.2g}× the mean while its token count was {tok:.2g}× the mean"
+            text += f"; its Σs² was {sq:.2f}× the mean while its token count was {tok:.2f}× the mean"
         if g["cause"] == "load":
             text += " — load-induced: it is last when its batch is the heaviest"
         elif g["cause"] == "persistent":
