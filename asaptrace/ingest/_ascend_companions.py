@@ -160,13 +160,18 @@ def read_kernel_details(path: Path) -> tuple[pl.DataFrame, Counter[str], int]:
 
 
 def _us_to_ns(expr: pl.Expr) -> pl.Expr:
-    """Decimal µs text → int64 ns, exactly (no float rounding); null when not a number."""
-    parts = expr.str.extract_groups(r"^(-?)(\d+)(?:\.(\d{0,9})\d*)?$")
-    whole = parts.struct.field("2").cast(pl.Int64, strict=False)
-    frac = parts.struct.field("3").fill_null("").str.pad_end(9, "0").str.slice(0, 9)
+    """Decimal µs text → int64 ns, exactly (no float rounding); null when not a number.
+
+    A plain ``contains`` check plus a split at the point: regex capture groups cost several
+    times more on a large CSV.
+    """
+    ok = expr.str.contains(r"^-?\d+(?:\.\d*)?$")
+    parts = expr.str.strip_prefix("-").str.split_exact(".", 1)
+    whole = parts.struct.field("field_0").cast(pl.Int64, strict=False)
+    frac = parts.struct.field("field_1").fill_null("").str.slice(0, 9).str.pad_end(9, "0")
     frac_units = frac.cast(pl.Int64, strict=False)  # nine fraction digits: units of 1e-9 µs = 1e-6 ns
     value = whole * 1000 + frac_units // 1_000_000
-    return pl.when(parts.struct.field("1") == "-").then(-value).otherwise(value)
+    return pl.when(ok).then(pl.when(expr.str.starts_with("-")).then(-value).otherwise(value))
 
 
 def _first_line(err: BaseException) -> str:

@@ -14,8 +14,6 @@ the framework-op arrow; a correlation the source already carries is never overwr
 
 from __future__ import annotations
 
-import bisect
-
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -67,52 +65,57 @@ def launch_corr(events: pa.Table, flows: pa.Table) -> pa.Array:
 
 
 def _bind_flow_ends(events: pa.Table, flows: pa.Table) -> np.ndarray:
-    """For each flow point, the row of the innermost event on its (pid, stream) enclosing its time."""
-    ev = pl.DataFrame(
-        {
-            "pid": events["pid"].to_numpy(),
-            "stream": events["stream"].to_numpy(),
-            "ts": events["ts_ns"].to_numpy(),
-            "end": events["ts_ns"].to_numpy() + events["dur_ns"].to_numpy(),
-            "row": np.arange(events.num_rows, dtype=np.int64),
-        }
-    ).sort(["ts", "end"], descending=[False, True])  # equal starts: the innermost (shortest) last
-    pts = pl.DataFrame(
-        {
-            "pid": flows["pid"].to_numpy(),
-            "stream": flows["stream"].to_numpy(),
-            "ts": flows["ts_ns"].to_numpy(),
-            "point": np.arange(flows.num_rows, dtype=np.int64),
-        }
-    ).sort("ts")
-    hit = pts.join_asof(ev, on="ts", by=["pid", "stream"], check_sortedness=False).sort("point")
-    rows = hit["row"].fill_null(-1).to_numpy().copy()
-    inside = hit["end"].fill_null(-1).to_numpy() >= hit["ts"].to_numpy()
-    misses = np.flatnonzero((rows >= 0) & ~inside)
-    rows[(rows >= 0) & ~inside] = -1
-    if len(misses):
-        rows[misses] = _climb(ev, hit, misses)
+    """For each flow point, the row of the innermost event on its (pid, stream) enclosing its time.
+
+    Events are sorted once by (pid, stream, start, longest first); a point's candidate is the last
+    slice of its thread starting at or before it (a binary search), and when that one has already
+    ended the search climbs back to an enclosing parent (at most ``_MAX_WALK`` steps) — all numpy.
+    """
+    e_pid, e_stream = events["pid"].to_numpy(), events["stream"].to_numpy()
+    ts = events["ts_ns"].to_numpy()
+    end = ts + events["dur_ns"].to_numpy()
+    p_pid, p_stream, p_ts = flows["pid"].to_numpy(), flows["stream"].to_numpy(), flows["ts_ns"].to_numpy()
+    e_key = _thread_key(e_pid, e_stream)
+    p_key = _thread_key(p_pid, p_stream)
+    # equal starts: the innermost (shortest) last; exact ties keep polars' own sort order, then the
+    # rows are grouped by thread (stable), as the as-of join by thread used to see them
+    by_time = (
+        pl.DataFrame({"ts": ts, "end": end, "row": np.arange(len(ts), dtype=np.int64)})
+        .sort(["ts", "end"], descending=[False, True])["row"].to_numpy()
+    )
+    order = by_time[np.argsort(e_key[by_time], kind="stable")]
+    s_key, s_ts, s_end = e_key[order], ts[order], end[order]
+    # per thread: the last slice starting at or before each point (-1 below the thread's first)
+    j = np.full(len(p_ts), -1, dtype=np.int64)
+    lo = np.zeros(len(p_ts), dtype=np.int64)
+    p_order = np.argsort(p_key, kind="stable")
+    keys, first = np.unique(p_key[p_order], return_index=True)
+    bounds = zip(keys.tolist(), first.tolist(), [*first[1:].tolist(), len(p_order)], strict=True)
+    for k, p0, p1 in bounds:
+        a, b = int(np.searchsorted(s_key, k, side="left")), int(np.searchsorted(s_key, k, side="right"))
+        at = p_order[p0:p1]
+        lo[at] = a
+        j[at] = a + np.searchsorted(s_ts[a:b], p_ts[at], side="right") - 1
+    valid = j >= lo
+    rows = np.full(len(p_ts), -1, dtype=np.int64)
+    jj = np.where(valid, j, 0)
+    inside = valid & (s_end[jj] >= p_ts) if len(s_end) else valid
+    rows[inside] = order[j[inside]]
+    climb = np.flatnonzero(valid & ~inside)
+    cur = j[climb] - 1
+    floor = lo[climb]
+    t = p_ts[climb]
+    for _ in range(_MAX_WALK - 1):
+        live = cur >= floor
+        if not live.any():
+            break
+        climb, cur, floor, t = climb[live], cur[live], floor[live], t[live]
+        found = s_end[cur] >= t
+        rows[climb[found]] = order[cur[found]]
+        keep = ~found
+        climb, cur, floor, t = climb[keep], cur[keep] - 1, floor[keep], t[keep]
     return rows
 
 
-def _climb(ev: pl.DataFrame, hit: pl.DataFrame, misses: np.ndarray) -> np.ndarray:
-    """The latest-starting slice had ended: look further back for an enclosing (parent) slice."""
-    groups: dict[tuple[int, int], tuple[list[int], np.ndarray, np.ndarray]] = {}
-    for (pid, stream), g in ev.group_by(["pid", "stream"]):
-        g = g.sort(["ts", "end"], descending=[False, True])
-        groups[(int(pid), int(stream))] = (g["ts"].to_list(), g["end"].to_numpy(), g["row"].to_numpy())
-    pid = hit["pid"].to_numpy()
-    stream = hit["stream"].to_numpy()
-    ts = hit["ts"].to_numpy()
-    out = np.full(len(misses), -1, dtype=np.int64)
-    for k, i in enumerate(misses):
-        starts, gends, grows = groups[(int(pid[i]), int(stream[i]))]
-        j = bisect.bisect_right(starts, int(ts[i])) - 1
-        for _ in range(_MAX_WALK):
-            if j < 0:
-                break
-            if gends[j] >= ts[i]:
-                out[k] = grows[j]
-                break
-            j -= 1
-    return out
+def _thread_key(pid: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    return (pid.astype(np.int64) << 32) | (stream.astype(np.int64) & 0xFFFFFFFF)

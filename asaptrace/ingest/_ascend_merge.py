@@ -41,7 +41,7 @@ class Build:
     new_streams: list[dict[str, Any]] = field(default_factory=list)
 
     def fresh_pid(self) -> int:
-        used = set(self.events["pid"].to_pylist()) | set(self.streams["pid"].to_pylist())
+        used = set(pc.unique(self.events["pid"]).to_pylist()) | set(self.streams["pid"].to_pylist())
         used |= {r["pid"] for r in self.new_streams}
         return min([0, *used]) - 1
 
@@ -69,7 +69,7 @@ class Build:
 def _device_frame(b: Build, roles: dict[tuple[int, int], str], prefer: str | None = None) -> pl.DataFrame:
     """Device slices of the timeline: name, ts_ns, eid (only role ``prefer`` when it has any)."""
     ev = b.events.select(["pid", "stream", "is_device", "name", "ts_ns", "eid"])
-    df = pl.from_arrow(ev).with_columns(pl.col("name").cast(pl.String)).filter(pl.col("is_device"))
+    df = pl.from_arrow(ev.filter(ev["is_device"])).with_columns(pl.col("name").cast(pl.String))
     if prefer is not None:
         keys = [k for k, r in roles.items() if r == prefer]
         if keys:
@@ -122,7 +122,7 @@ def add_kernel_details(b: Build, path: Path, acc: Accounting, notes: dict[str, A
             notes["warnings"].append(f"{outside} of {n} rows of {path.name} lie outside the timeline's time span "
                                      "(a CSV of another run?) and were not used")
     notes["kernel_details"] = {"rows": n, "matched": matched.height, "added": rest.height, "outside": outside}
-    devices = [d for d in kd["device"].to_list() if d is not None]
+    devices = kd["device"].drop_nulls().to_list()
     if rest.height == 0:
         return devices
     dev_pids = [k[0] for k, r in roles.items() if r == "device"]

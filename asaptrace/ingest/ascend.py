@@ -62,7 +62,7 @@ from asaptrace.ingest._ascend_companions import (
 )
 from asaptrace.ingest._ascend_links import launch_corr
 from asaptrace.ingest._ascend_merge import Build, add_communication, add_kernel_details
-from asaptrace.ingest.base import Format, IngestOptions, IngestResult, RankInfo, dictionary, register_format
+from asaptrace.ingest.base import Format, IngestOptions, IngestResult, RankInfo, register_format
 from asaptrace.ingest.source import GZIP_MAGIC
 from asaptrace.schema import ARGS_SCHEMA, EVENTS_SCHEMA, FLOWS_SCHEMA, STREAMS_SCHEMA, Kind
 
@@ -258,7 +258,11 @@ def read_ascend(path: str | Path, options: IngestOptions | None = None) -> Inges
 
 
 def _classify(events: pa.Table, streams: pa.Table) -> tuple[pa.Table, pa.Table, dict[tuple[int, int], str]]:
-    """Apply Ascend's process layout to is_device / kind / cat; returns the (pid, stream) → role map."""
+    """Apply Ascend's process layout to is_device / kind / cat; returns the (pid, stream) → role map.
+
+    Roles are decided once per distinct (pid, stream) and spread to the events as integer codes, so
+    the per-event work is numpy / Arrow only.
+    """
     proc: dict[int, str] = {}
     thread: dict[tuple[int, int], str] = {}
     for r in streams.select(["pid", "stream", "process_name", "thread_name"]).to_pylist():
@@ -268,45 +272,83 @@ def _classify(events: pa.Table, streams: pa.Table) -> tuple[pa.Table, pa.Table, 
             thread[(r["pid"], r["stream"])] = r["thread_name"]
     roles: dict[tuple[int, int], str] = {}
     pairs = {(r["pid"], r["stream"]) for r in streams.select(["pid", "stream"]).to_pylist()}
+    inv = np.zeros(0, dtype=np.intp)
+    uniq_pairs: list[tuple[int, int]] = []
     if events.num_rows:
-        pairs |= set(zip(events["pid"].to_pylist(), events["stream"].to_pylist(), strict=True))
+        pid = events["pid"].to_numpy()
+        stream = events["stream"].to_numpy()
+        key = (pid.astype(np.int64) << 32) | (stream.astype(np.int64) & 0xFFFFFFFF)
+        _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        # first-appearance order, so the set (and the roles dict) iterate as if built event by event
+        order = np.argsort(first, kind="stable")
+        seen = list(zip(pid[first[order]].tolist(), stream[first[order]].tolist(), strict=True))
+        pairs |= set(seen)
+        uniq_pairs = list(zip(pid[first].tolist(), stream[first].tolist(), strict=True))
     for p, s in pairs:
         role = _role(proc.get(p), thread.get((p, s)))
         if role is not None:
             roles[(p, s)] = role
     if events.num_rows == 0 or not roles:
         return events, _stream_devices(streams, roles), roles
-    pid = events["pid"].to_numpy()
-    stream = events["stream"].to_numpy()
-    key = (pid.astype(np.int64) << 32) | (stream.astype(np.int64) & 0xFFFFFFFF)
-    uniq, inv = np.unique(key, return_inverse=True)
-    role_u = np.array([roles.get((int(k >> 32), _as_int32(int(k) & 0xFFFFFFFF)), "") for k in uniq], dtype=object)
-    role = role_u[inv]
-    unsure = np.flatnonzero(role == "hccl?")
-    if len(unsure):
-        names = pc.take(events["name"], pa.array(unsure)).cast(pa.string()).to_pylist()
-        role[unsure] = ["hccl_op" if (nm or "").startswith(_HCCL_OP_PREFIXES) else "hccl_task" for nm in names]
-    cat = events["cat"].combine_chunks().cast(pa.string())
-    kind = events["kind"].combine_chunks().cast(pa.string())
-    no_cat = pc.is_null(cat).to_numpy(zero_copy_only=False)
+    codes = {name: c for c, name in enumerate(_ROLE_CODES)}
+    role = np.array([codes[roles.get(k, "")] for k in uniq_pairs], dtype=np.int8)[inv.reshape(-1)]
+    unsure = role == codes["hccl?"]
+    if unsure.any():
+        names = events["name"].combine_chunks().cast(pa.string())
+        is_op = np.zeros(events.num_rows, dtype=bool)
+        for prefix in _HCCL_OP_PREFIXES:
+            is_op |= pc.fill_null(pc.starts_with(names, prefix), False).to_numpy(zero_copy_only=False)
+        role[unsure & is_op] = codes["hccl_op"]
+        role[unsure & ~is_op] = codes["hccl_task"]
+    no_cat = events["cat"].is_null().to_numpy(zero_copy_only=False)
     is_dev = events["is_device"].to_numpy(zero_copy_only=False).copy()
+    kind_sets: list[tuple[np.ndarray, str]] = []
+    cat_sets: list[tuple[np.ndarray, str]] = []
     for name, (dev, knd, label) in _ROLES.items():
-        m = role == name
+        m = role == codes[name]
         if not m.any():
             continue
         is_dev[m] = dev
-        reclass = m if name == "overlap" else (m & no_cat)
-        kind = pc.if_else(pa.array(reclass), pa.scalar(knd), kind)
-        cat = pc.if_else(pa.array(m & no_cat), pa.scalar(label), cat)
+        kind_sets.append((m if name == "overlap" else (m & no_cat), knd))
+        cat_sets.append((m & no_cat, label))
     out = events
-    for col, arr in (("is_device", pa.array(is_dev, pa.bool_())), ("kind", dictionary(kind)),
-                     ("cat", dictionary(cat))):
+    for col, arr in (("is_device", pa.array(is_dev, pa.bool_())), ("kind", _relabel(events["kind"], kind_sets)),
+                     ("cat", _relabel(events["cat"], cat_sets))):
         out = out.set_column(out.schema.get_field_index(col), col, arr)
     return out, _stream_devices(streams, roles), roles
 
 
-def _as_int32(v: int) -> int:
-    return v - (1 << 32) if v >= (1 << 31) else v
+def _relabel(column: pa.ChunkedArray, sets: list[tuple[np.ndarray, str]]) -> pa.Array:
+    """``column`` (strings) with the rows of each mask set to its label, dictionary-encoded exactly
+    as :func:`dictionary` encodes the decoded strings (values in order of first use).
+
+    Works on the dictionary indices, so no per-row string is built or compared.
+    """
+    arr = column.combine_chunks()
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_encode()
+    values = [*arr.dictionary.to_pylist(), *(label for _, label in sets)]
+    idx = pc.fill_null(arr.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    base = len(values) - len(sets)
+    for r, (mask, _) in enumerate(sets):
+        idx[mask] = base + r
+    # one id per distinct string (a dictionary may repeat a value, or hold a null)
+    ids: dict[str, int] = {}
+    value_id = np.array([-1 if v is None else ids.setdefault(v, len(ids)) for v in values] or [-1], np.int64)
+    code = np.where(idx >= 0, value_id[np.maximum(idx, 0)], -1)
+    present, first = np.unique(code, return_index=True)
+    used = present[np.argsort(first, kind="stable")]
+    used = used[used >= 0]  # -1 = null, which a dictionary does not hold
+    new_code = np.full(len(ids) + 1, -1, dtype=np.int64)
+    new_code[used] = np.arange(len(used))
+    out = new_code[code]
+    names = list(ids)
+    return pa.DictionaryArray.from_arrays(pa.array(out.astype(np.int32), pa.int32(), mask=out < 0),
+                                          pa.array([names[u] for u in used.tolist()], pa.string()))
+
+
+#: integer codes of the roles while they are spread over events ("" = no role, "hccl?" = by name)
+_ROLE_CODES = ("", "hccl?", *_ROLES)
 
 
 def _role(process: str | None, thread: str | None) -> str | None:
