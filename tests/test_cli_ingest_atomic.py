@@ -34,11 +34,3 @@ def test_bad_batches_sidecar_names_file_and_line(tmp_path):
     assert run.code == 2 and "batches.jsonl" in run.stderr, run
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
 
-
-def test_enriched_store_replaces_only_with_force(tmp_path):
-    f = _trace(tmp_path)
-    assert run_cli("ingest", f, "-o", tmp_path / "out").code == 0
-    run = run_cli("ingest", f, "-o", tmp_path / "out")
-    assert run.code == 2 and "--force" in run.stderr
-    assert run_cli("ingest", f, "-o", tmp_path / "out", "--force").code == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "out"]

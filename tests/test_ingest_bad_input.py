@@ -125,3 +125,4 @@ def test_existing_output_needs_force(tmp_path):
     run = run_cli("ingest", f, "-o", tmp_path / "out")
     assert run.code == 2 and "--force" in run.stderr
     assert run_cli("ingest", f, "-o", tmp_path / "out", "--force").code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "out"]  # no temporary left behind
