@@ -38,7 +38,7 @@ T = TypeVar("T")
 def build(ranks: int, steps: int, work: Path) -> TraceStore:
     """A raw (not enriched) store of a coupled run of ``ranks`` devices."""
     conf = work / f"r{ranks}.toml"
-    conf.write_text(f"[deployment]\nmode = \"coupled\"\ndp = {ranks // TP}\ntp = {TP}\nmicro_batches = 2\n")
+    conf.write_text(f'[deployment]\nmode = "coupled"\ndp = {ranks // TP}\ntp = {TP}\nmicro_batches = 2\n')
     cfg = load_config("coupled", conf, steps=steps, fmt="kineto")
     run = synthesize(cfg, work / f"r{ranks}")
     return ingest_paths([run.out_dir / "kineto"], work / f"r{ranks}.store", overwrite=True)
@@ -58,8 +58,10 @@ def main() -> None:
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="asaptrace-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    print(f"{'ranks':>5} {'events':>10} {'baseline s':>10} {'enrich s':>9} {'ev/s':>10} {'x base':>7} "
-          f"{'analyze s':>9} {'ev/s':>10} {'x base':>7}")
+    print(
+        f"{'ranks':>5} {'events':>10} {'baseline s':>10} {'enrich s':>9} {'ev/s':>10} {'x base':>7} "
+        f"{'analyze s':>9} {'ev/s':>10} {'x base':>7}"
+    )
     try:
         for ranks in args.ranks:
             raw = build(ranks, args.steps, work)
@@ -70,8 +72,10 @@ def main() -> None:
             enriched, t_enrich = timed(lambda raw=raw, out=out: enrich_store(raw, out))
             diag, t_analyze = timed(lambda enriched=enriched: diagnose_store(enriched))
             assert diag.tables["barrier_instances"].height > 0
-            print(f"{ranks:>5} {n:>10,} {base:>10.3f} {t_enrich:>9.2f} {n / t_enrich:>10,.0f} "
-                  f"{t_enrich / base:>7.1f} {t_analyze:>9.2f} {n / t_analyze:>10,.0f} {t_analyze / base:>7.1f}")
+            print(
+                f"{ranks:>5} {n:>10,} {base:>10.3f} {t_enrich:>9.2f} {n / t_enrich:>10,.0f} "
+                f"{t_enrich / base:>7.1f} {t_analyze:>9.2f} {n / t_analyze:>10,.0f} {t_analyze / base:>7.1f}"
+            )
             shutil.rmtree(work / f"r{ranks}", ignore_errors=True)
     finally:
         if args.keep is None:

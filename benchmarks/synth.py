@@ -60,9 +60,13 @@ def main() -> int:
 
     print(f"preset {args.preset}: {tl.world_size} ranks, {cfg.model.layers} layers, {args.steps} step(s)")
     print(f"  simulate          {t_sim:7.2f} s   ({tl.kernel_count:,} kernels)")
-    print(f"  write (asaptrace) {t_write:7.2f} s   {n_events / t_write:12,.0f} events/s   "
-          f"({n_events:,} events, {gz_bytes / 2**20:.1f} MiB gzipped)")
-    print(f"  write (baseline)  {t_base:7.2f} s   {n_events / t_base:12,.0f} events/s   (json.dumps per event)")
+    print(
+        f"  write (asaptrace) {t_write:7.2f} s   {n_events / t_write:12,.0f} events/s   "
+        f"({n_events:,} events, {gz_bytes / 2**20:.1f} MiB gzipped)"
+    )
+    print(
+        f"  write (baseline)  {t_base:7.2f} s   {n_events / t_base:12,.0f} events/s   (json.dumps per event)"
+    )
     print(f"  ratio             {t_base / t_write:7.2f} x faster than the baseline")
     print(f"  end to end        {t_sim + t_write:7.2f} s for the step(s)")
     return 0

@@ -38,38 +38,85 @@ class RankTrace:
     events: list[dict[str, Any]] = field(default_factory=list)
     _corr: int = 1
 
-    def kernel(self, name: str, ts: int, dur: int, *, stream: int = COMPUTE_STREAM, launch_at: int | None = None,
-               cat: str = "kernel") -> None:
+    def kernel(
+        self,
+        name: str,
+        ts: int,
+        dur: int,
+        *,
+        stream: int = COMPUTE_STREAM,
+        launch_at: int | None = None,
+        cat: str = "kernel",
+    ) -> None:
         """A device kernel; with ``launch_at`` also its host cudaLaunchKernel (same correlation id)."""
-        ev: dict[str, Any] = {"ph": "X", "cat": cat, "name": name, "pid": self.rank % 8, "tid": stream,
-                              "ts": ts + self.offset_us, "dur": dur, "args": {"stream": stream}}
+        ev: dict[str, Any] = {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": self.rank % 8,
+            "tid": stream,
+            "ts": ts + self.offset_us,
+            "dur": dur,
+            "args": {"stream": stream},
+        }
         if launch_at is not None:
             corr = self._corr
             self._corr += 1
             ev["args"]["correlation"] = corr
-            self.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": HOST_PID,
-                                "tid": HOST_PID, "ts": launch_at + self.offset_us, "dur": 1,
-                                "args": {"correlation": corr}})
+            self.events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": HOST_PID,
+                    "tid": HOST_PID,
+                    "ts": launch_at + self.offset_us,
+                    "dur": 1,
+                    "args": {"correlation": corr},
+                }
+            )
         self.events.append(ev)
 
-    def annotation(self, name: str, ts: int, dur: int, args: dict[str, Any] | None = None, *,
-                   device: bool = False, stream: int = COMPUTE_STREAM) -> None:
+    def annotation(
+        self,
+        name: str,
+        ts: int,
+        dur: int,
+        args: dict[str, Any] | None = None,
+        *,
+        device: bool = False,
+        stream: int = COMPUTE_STREAM,
+    ) -> None:
         """A ``user_annotation`` span on the host thread (or its ``gpu_user_annotation`` device copy)."""
-        self.events.append({
-            "ph": "X", "cat": "gpu_user_annotation" if device else "user_annotation", "name": name,
-            "pid": self.rank % 8 if device else HOST_PID, "tid": stream if device else HOST_PID,
-            "ts": ts + self.offset_us, "dur": dur, "args": dict(args or {}),
-        })
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": "gpu_user_annotation" if device else "user_annotation",
+                "name": name,
+                "pid": self.rank % 8 if device else HOST_PID,
+                "tid": stream if device else HOST_PID,
+                "ts": ts + self.offset_us,
+                "dur": dur,
+                "args": dict(args or {}),
+            }
+        )
 
     def document(self) -> dict[str, Any]:
         meta = [
             {"name": "process_labels", "ph": "M", "pid": HOST_PID, "tid": 0, "args": {"labels": "CPU"}},
-            {"name": "process_labels", "ph": "M", "pid": self.rank % 8, "tid": 0,
-             "args": {"labels": f"GPU {self.rank % 8}"}},
+            {
+                "name": "process_labels",
+                "ph": "M",
+                "pid": self.rank % 8,
+                "tid": 0,
+                "args": {"labels": f"GPU {self.rank % 8}"},
+            },
         ]
-        return {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": self.rank,
-                                                         "world_size": self.world},
-                "traceEvents": meta + self.events}
+        return {
+            "schemaVersion": 1,
+            "distributedInfo": {"backend": "nccl", "rank": self.rank, "world_size": self.world},
+            "traceEvents": meta + self.events,
+        }
 
 
 def write_traces(directory: Path, traces: list[RankTrace]) -> Path:
@@ -96,8 +143,12 @@ EXPECTED_DISPATCH_WAIT_US = (200, 200, 0, 20)
 EXPECTED_COMBINE_WAIT_US = (40, 40, 40, 0)
 
 
-def moe_scenario(*, annotations: bool = True, offsets_us: tuple[int, ...] = (0, 0, 0, 0),
-                 seq_lens: dict[int, list[int]] | None = None) -> list[RankTrace]:
+def moe_scenario(
+    *,
+    annotations: bool = True,
+    offsets_us: tuple[int, ...] = (0, 0, 0, 0),
+    seq_lens: dict[int, list[int]] | None = None,
+) -> list[RankTrace]:
     """Four ranks (DP groups {0, 1} and {2, 3}, TP2), one prefill step, two MoE layers, DeepEP names.
 
     Per layer each rank runs attention (ATTN_US) on stream 7, dispatch on stream 20 from the end of

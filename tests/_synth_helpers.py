@@ -29,8 +29,16 @@ def tiny(preset: str = "coupled", **sections: dict[str, Any]) -> SynthConfig:
     """A preset shrunk to 6 layers (2 dense), 16 experts and 4 + 4 ranks: simulated in milliseconds."""
     cfg = load_config(preset)
     model = replace(cfg.model, layers=6, dense_layers=2, experts=16, top_k=4)
-    dep = replace(cfg.deployment, dp=2, tp=2, attn_dp=2, attn_tp=2, expert_devices=4, step_tokens=65536,
-                  devices_per_node=2)
+    dep = replace(
+        cfg.deployment,
+        dp=2,
+        tp=2,
+        attn_dp=2,
+        attn_tp=2,
+        expert_devices=4,
+        step_tokens=65536,
+        devices_per_node=2,
+    )
     cfg = replace(cfg, model=model, deployment=dep)
     for name, changes in sections.items():
         cfg = replace(cfg, **{name: replace(getattr(cfg, name), **changes)})

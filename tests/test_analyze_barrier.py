@@ -80,17 +80,34 @@ def test_step_breakdown_adds_up(store, barrier):
     bd = step_breakdown(store.events(), store.ranks(), barrier=barrier).sort("rank")
     r0, r3 = bd.row(0, named=True), bd.row(3, named=True)
     # rank 0: compute 300, wait 480, transfer 60, idle 10 (the host gap before layer 1) = 850
-    assert (r0["compute_ns"], r0["wait_ns"], r0["transfer_ns"], r0["idle_ns"]) == (300 * US, 480 * US, 60 * US,
-                                                                                     10 * US)
+    assert (r0["compute_ns"], r0["wait_ns"], r0["transfer_ns"], r0["idle_ns"]) == (
+        300 * US,
+        480 * US,
+        60 * US,
+        10 * US,
+    )
     # rank 3: compute 740, wait 40, transfer 60, idle 10 = 850
-    assert (r3["compute_ns"], r3["wait_ns"], r3["transfer_ns"], r3["idle_ns"]) == (740 * US, 40 * US, 60 * US,
-                                                                                     10 * US)
+    assert (r3["compute_ns"], r3["wait_ns"], r3["transfer_ns"], r3["idle_ns"]) == (
+        740 * US,
+        40 * US,
+        60 * US,
+        10 * US,
+    )
     total = bd.select(pl.col("compute_ns") + pl.col("wait_ns") + pl.col("transfer_ns") + pl.col("idle_ns"))
     assert total.to_series().to_list() == bd.get_column("step_time_ns").to_list()
 
 
 def test_identity_violation_is_a_named_error():
-    bad = pl.DataFrame({"rank": [0], "step": [0], "compute_ns": [1], "wait_ns": [1], "transfer_ns": [1],
-                        "idle_ns": [1], "step_time_ns": [5]})
+    bad = pl.DataFrame(
+        {
+            "rank": [0],
+            "step": [0],
+            "compute_ns": [1],
+            "wait_ns": [1],
+            "transfer_ns": [1],
+            "idle_ns": [1],
+            "step_time_ns": [5],
+        }
+    )
     with pytest.raises(BreakdownIdentityError, match="does not add up"):
         check_identity(bad)

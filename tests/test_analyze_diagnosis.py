@@ -14,13 +14,30 @@ from tests._cli import run_cli
 
 US = 1000
 REQUIRED = {
-    "barrier_instances": {"step", "layer", "micro_batch", "op", "rank", "dp_group", "arrival_ns", "release_ns",
-                          "wait_ns", "transfer_ns"},
+    "barrier_instances": {
+        "step",
+        "layer",
+        "micro_batch",
+        "op",
+        "rank",
+        "dp_group",
+        "arrival_ns",
+        "release_ns",
+        "wait_ns",
+        "transfer_ns",
+    },
     "barrier_by_rank": {"rank", "dp_group", "wait_ns", "wait_share"},
     "barrier_by_group": {"dp_group", "wait_ns", "imposed_wait_ns", "last_share"},
     "imbalance_by_step": {"step", "tokens_ratio", "sum_sq_ratio", "attention_ratio"},
-    "overlap_by_rank": {"rank", "compute_ns", "comm_ns", "overlapped_ns", "exposed_comm_ns", "idle_ns",
-                        "overlap_efficiency"},
+    "overlap_by_rank": {
+        "rank",
+        "compute_ns",
+        "comm_ns",
+        "overlapped_ns",
+        "exposed_comm_ns",
+        "idle_ns",
+        "overlap_efficiency",
+    },
     "stragglers": {"rank", "last_count", "last_share", "cause"},
     "clock": {"rank", "offset_ns", "residual_ns"},
 }
@@ -29,8 +46,9 @@ REQUIRED = {
 @pytest.fixture(scope="module")
 def store_path(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("diag")
-    traces = write_traces(tmp / "t", moe_scenario(seq_lens={0: [1000, 1000], 1: [2000]},
-                                                 offsets_us=(0, 300, 0, -70)))
+    traces = write_traces(
+        tmp / "t", moe_scenario(seq_lens={0: [1000, 1000], 1: [2000]}, offsets_us=(0, 300, 0, -70))
+    )
     run = run_cli("ingest", traces, "-o", tmp / "s")
     assert run.code == 0, run.stderr
     return tmp / "s"
@@ -130,5 +148,7 @@ def test_ingest_passes_parallel_and_taxonomy_to_enrichment(tmp_path):
     ranks = store.read("ranks").sort("rank")
     assert ranks.get_column("dp_group").to_list() == [0, 0, 1, 1]
     assert ranks.get_column("role").to_list() == ["fused"] * 4
-    kinds = store.read("events").filter(pl.col("is_device")).get_column("kind").cast(pl.String).unique().to_list()
+    kinds = (
+        store.read("events").filter(pl.col("is_device")).get_column("kind").cast(pl.String).unique().to_list()
+    )
     assert "attention" not in kinds  # the user's rule made flash_fwd plain compute

@@ -23,8 +23,11 @@ def _raw(folder):
     for path in sorted(folder.glob("worker*.json")):
         doc = json.loads(path.read_text())
         events = doc["traceEvents"]
-        nccl = sorted((e["ts"], e["ts"] + e["dur"], e["name"]) for e in events
-                      if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel"))
+        nccl = sorted(
+            (e["ts"], e["ts"] + e["dur"], e["name"])
+            for e in events
+            if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel")
+        )
         first = min(e["ts"] for e in events if e.get("ph") == "X")
         out[doc["distributedInfo"]["rank"]] = {"nccl": nccl, "first": first}
     return out

@@ -13,8 +13,15 @@ from asaptrace.enrich import enrich_store
 from tests._analysis_helpers import ingest, moe_scenario, write_traces
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "reference" / "columns.md"
-DTYPES = {pl.Int64: "int64", pl.Int32: "int32", pl.Int16: "int16", pl.Int8: "int8", pl.Float64: "float64",
-          pl.String: "str", pl.Boolean: "bool"}
+DTYPES = {
+    pl.Int64: "int64",
+    pl.Int32: "int32",
+    pl.Int16: "int16",
+    pl.Int8: "int8",
+    pl.Float64: "float64",
+    pl.String: "str",
+    pl.Boolean: "bool",
+}
 
 
 def _documented() -> dict[str, list[tuple[str, str]]]:
@@ -23,7 +30,9 @@ def _documented() -> dict[str, list[tuple[str, str]]]:
     for line in DOC.read_text().splitlines():
         if m := re.match(r"^## `(\w+)`", line):
             current = tables.setdefault(m.group(1), [])
-        elif current is not None and (m := re.match(r"^\| (\w+) \| (\w+) \|", line)) and m.group(1) != "column":
+        elif (
+            current is not None and (m := re.match(r"^\| (\w+) \| (\w+) \|", line)) and m.group(1) != "column"
+        ):
             current.append((m.group(1), m.group(2)))
     return tables
 

@@ -40,10 +40,22 @@ def test_ratios_are_exact(store):
 
 
 def test_cached_prefix_is_not_new_work():
-    batches = pl.DataFrame({"step": [0, 0], "dp_group": [0, 1], "seq_len": [3000, 2000], "cached_len": [1000, 0]})
-    events = pl.DataFrame(schema={"rank": pl.Int32, "stream": pl.Int32, "is_device": pl.Boolean, "kind": pl.String,
-                                  "step": pl.Int32, "layer": pl.Int16, "micro_batch": pl.Int8, "ts_ns": pl.Int64,
-                                  "dur_ns": pl.Int64})
+    batches = pl.DataFrame(
+        {"step": [0, 0], "dp_group": [0, 1], "seq_len": [3000, 2000], "cached_len": [1000, 0]}
+    )
+    events = pl.DataFrame(
+        schema={
+            "rank": pl.Int32,
+            "stream": pl.Int32,
+            "is_device": pl.Boolean,
+            "kind": pl.String,
+            "step": pl.Int32,
+            "layer": pl.Int16,
+            "micro_batch": pl.Int8,
+            "ts_ns": pl.Int64,
+            "dur_ns": pl.Int64,
+        }
+    )
     ranks = pl.DataFrame({"rank": [0, 1], "dp_group": [0, 1], "role": ["fused", "fused"]})
     g = imbalance_by_group(events, ranks, batches=batches).sort("dp_group")
     # group 0: 3000 − 1000 new tokens, 3000² − 1000² = 8M; group 1: 2000, 4M
@@ -56,9 +68,10 @@ def test_fit_recovers_the_cost_model():
     t = [1000, 2000, 3000, 1500]
     q = [1_000_000, 4_000_000, 3_000_000, 2_250_000]
     a = [round(5000 + 30 * x + 0.002 * y) for x, y in zip(t, q, strict=True)]
-    by_group = pl.DataFrame({"tokens": t, "sum_sq": q, "attention_ns": a, "wait_ns": [None] * 4,
-                             "predicted_wait_ns": [None] * 4}, schema_overrides={"wait_ns": pl.Int64,
-                                                                                  "predicted_wait_ns": pl.Int64})
+    by_group = pl.DataFrame(
+        {"tokens": t, "sum_sq": q, "attention_ns": a, "wait_ns": [None] * 4, "predicted_wait_ns": [None] * 4},
+        schema_overrides={"wait_ns": pl.Int64, "predicted_wait_ns": pl.Int64},
+    )
     f = fit_attention(by_group).row(0, named=True)
     assert f["cost_basis"] == "seq_lens"
     assert f["c0_ns"] == pytest.approx(5000, abs=1e-3)

@@ -37,7 +37,9 @@ def test_hand_worked_overlap(tmp_path):
 
 
 def test_deepep_without_annotations_counts_as_communication(tmp_path):
-    store = enrich_store(ingest(write_traces(tmp_path / "t", moe_scenario(annotations=False)), tmp_path / "s"))
+    store = enrich_store(
+        ingest(write_traces(tmp_path / "t", moe_scenario(annotations=False)), tmp_path / "s")
+    )
     ov = overlap_by_rank(store.events(), store.ranks()).sort("rank")
     r0 = ov.row(0, named=True)
     # rank 0: dispatch 100..320 and 530..750, combine 370..420 and 800..850 → 540 µs, none hidden

@@ -33,7 +33,9 @@ def run(tmp_path_factory):
         if name not in _cache:
             folder = SAMPLES / name
             if not (folder / "truth.json").is_file():
-                pytest.skip(f"sample trace {folder} is absent (regenerate with `asaptrace synth --preset {name}`)")
+                pytest.skip(
+                    f"sample trace {folder} is absent (regenerate with `asaptrace synth --preset {name}`)"
+                )
             store = ingest_paths([folder / RUNS[name]], tmp_path_factory.mktemp(name) / "s", jobs=2)
             store = enrich_store(store)
             truth = json.loads((folder / "truth.json").read_text())
@@ -72,10 +74,17 @@ def test_disaggregated_clocks_are_reported_unalignable(run):
 def test_wait_per_rank_and_layer_within_5_percent_or_10_us(run, name):
     truth, _, diag = run(name)
     w = pl.DataFrame(truth["waits"])
-    expected = w.group_by("rank", "step", "layer").agg(pl.col("wait_ns").sum().alias("truth")).with_columns(
-        layer=pl.when(pl.col("layer") >= 0).then(pl.col("layer")))  # truth's layer −1: the step's all-gather
+    expected = (
+        w.group_by("rank", "step", "layer")
+        .agg(pl.col("wait_ns").sum().alias("truth"))
+        .with_columns(layer=pl.when(pl.col("layer") >= 0).then(pl.col("layer")))
+    )  # truth's layer −1: the step's all-gather
     got = diag.tables["barrier_by_rank_layer"].select(
-        pl.col("rank").cast(pl.Int64), pl.col("step").cast(pl.Int64), pl.col("layer").cast(pl.Int64), "wait_ns")
+        pl.col("rank").cast(pl.Int64),
+        pl.col("step").cast(pl.Int64),
+        pl.col("layer").cast(pl.Int64),
+        "wait_ns",
+    )
     joined = expected.join(got, on=["rank", "step", "layer"], how="full", nulls_equal=True, coalesce=True)
     assert joined.height == expected.height == got.height
     err = (pl.col("wait_ns") - pl.col("truth")).abs()
@@ -88,15 +97,21 @@ def test_sum_sq_imbalance_is_exact(run, name):
     truth, _, diag = run(name)
     steps = diag.tables["imbalance_by_step"].sort("step")
     assert steps.get_column("sum_sq_ratio").to_list() == pytest.approx(
-        [s["sum_sq_imbalance"] for s in truth["steps"]], rel=2e-6)
+        [s["sum_sq_imbalance"] for s in truth["steps"]], rel=2e-6
+    )
     assert steps.get_column("tokens_ratio").to_list() == pytest.approx(
-        [s["token_imbalance"] for s in truth["steps"]], rel=2e-6)
+        [s["token_imbalance"] for s in truth["steps"]], rel=2e-6
+    )
     # per group, exactly (integers) from the generator's batches: new tokens s − c, new work s² − c²
     b = pl.DataFrame(truth["batches"])
-    exact = b.group_by("step", "dp_group").agg(
-        (pl.col("seq_len") ** 2 - pl.col("cached_len") ** 2).sum().alias("sum_sq"),
-        (pl.col("seq_len") - pl.col("cached_len")).sum().alias("tokens"),
-    ).sort("step", "dp_group")
+    exact = (
+        b.group_by("step", "dp_group")
+        .agg(
+            (pl.col("seq_len") ** 2 - pl.col("cached_len") ** 2).sum().alias("sum_sq"),
+            (pl.col("seq_len") - pl.col("cached_len")).sum().alias("tokens"),
+        )
+        .sort("step", "dp_group")
+    )
     groups = diag.tables["imbalance_by_group"].sort("step", "dp_group")
     assert groups.select("sum_sq", "tokens").rows() == exact.select("sum_sq", "tokens").rows()
 
@@ -114,8 +129,10 @@ def test_disaggregated_sum_sq_imbalance_is_exact(run):
 @pytest.mark.parametrize("name", ["coupled", "coupled-ascend"])
 def test_straggler_group_is_the_heaviest_sum_sq(run, name):
     truth, _, diag = run(name)
-    heaviest = {s["step"]: max(range(len(s["group_sum_sq"])), key=s["group_sum_sq"].__getitem__)
-                for s in truth["steps"]}
+    heaviest = {
+        s["step"]: max(range(len(s["group_sum_sq"])), key=s["group_sum_sq"].__getitem__)
+        for s in truth["steps"]
+    }
     groups = diag.tables["straggler_groups"]
     top = groups.row(0, named=True)
     assert set(heaviest.values()) == {top["dp_group"]}

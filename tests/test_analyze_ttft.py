@@ -37,8 +37,12 @@ def test_ttft_split_per_request_and_bucket(tmp_path):
     req = ttft_requests(store.scan("batches"), breakdown=bd).sort("request_id")
     a = req.row(0, named=True)
     # group 0: step window 0..850 µs, exposed wait 480 µs on both ranks; request a arrived at −1000 µs
-    assert (a["queue_ns"], a["wait_ns"], a["kernel_ns"], a["ttft_ns"]) == (1000 * US, 480 * US, 370 * US,
-                                                                             1850 * US)
+    assert (a["queue_ns"], a["wait_ns"], a["kernel_ns"], a["ttft_ns"]) == (
+        1000 * US,
+        480 * US,
+        370 * US,
+        1850 * US,
+    )
     c = req.row(2, named=True)
     # group 1: exposed waits 80 and 40 µs → 60; no arrival known → no queueing, no TTFT
     assert (c["wait_ns"], c["kernel_ns"], c["queue_ns"], c["ttft_ns"]) == (60 * US, 790 * US, None, None)

@@ -33,4 +33,3 @@ def test_bad_batches_sidecar_names_file_and_line(tmp_path):
     run = run_cli("ingest", _trace(tmp_path), "-o", tmp_path / "out", "--batches", sidecar)
     assert run.code == 2 and "batches.jsonl" in run.stderr, run
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
-

@@ -34,8 +34,12 @@ def test_info_json_is_the_documented_object(tmp_path):
     assert run.code == 0
     data = json.loads(run.stdout)
     assert data["schema_version"] == 1
-    assert data["accounting"] == {"read": 12, "kept": 10, "kept_by_table": {"events": 6, "metadata": 4},
-                                  "rejected": {"bad_ts": 2}}
+    assert data["accounting"] == {
+        "read": 12,
+        "kept": 10,
+        "kept_by_table": {"events": 6, "metadata": 4},
+        "rejected": {"bad_ts": 2},
+    }
     assert [
         (r["rank"], r["format"], r["events"], r["source_file"].rsplit("/", 1)[-1]) for r in data["ranks"]
     ] == [(0, "kineto", 3, "rank0.json"), (1, "kineto", 3, "rank1.json")]
@@ -43,7 +47,11 @@ def test_info_json_is_the_documented_object(tmp_path):
     assert data["time_span"] == {"start_ns": 90_000, "end_ns": 115_000, "duration_ns": 25_000}
     # the taxonomy names flash_fwd attention and deep_ep…dispatch a dispatch
     assert data["events_by_kind"] == {"attention": 2, "dispatch": 2, "host": 2}
-    assert data["device_time_by_kind_ns"] == {"attention": (10 + 10) * 1000, "dispatch": (4 + 5) * 1000, "host": 0}
+    assert data["device_time_by_kind_ns"] == {
+        "attention": (10 + 10) * 1000,
+        "dispatch": (4 + 5) * 1000,
+        "host": 0,
+    }
     assert len(data["sources"]) == 2 and all(len(s["sha256"]) == 64 for s in data["sources"])
 
 

@@ -21,10 +21,21 @@ US = 1000
 
 
 def _instances(ends: dict[int, list[int]]) -> pl.DataFrame:
-    rows = [{"instance": i, "rank": r, "end_ns": e, "complete": True, "n_ranks": len(ends)}
-            for r, es in ends.items() for i, e in enumerate(es)]
-    return pl.DataFrame(rows, schema={"instance": pl.Int64, "rank": pl.Int32, "end_ns": pl.Int64,
-                                      "complete": pl.Boolean, "n_ranks": pl.Int32})
+    rows = [
+        {"instance": i, "rank": r, "end_ns": e, "complete": True, "n_ranks": len(ends)}
+        for r, es in ends.items()
+        for i, e in enumerate(es)
+    ]
+    return pl.DataFrame(
+        rows,
+        schema={
+            "instance": pl.Int64,
+            "rank": pl.Int32,
+            "end_ns": pl.Int64,
+            "complete": pl.Boolean,
+            "n_ranks": pl.Int32,
+        },
+    )
 
 
 def test_offsets_recovered_and_an_outlier_ignored():
@@ -49,9 +60,16 @@ def test_alignment_impossible_without_shared_collectives():
 
 def test_rank_without_shared_instance_is_reported_not_guessed():
     inst = _instances({0: [100, 200, 300], 1: [150, 250, 350]})
-    lonely = pl.DataFrame({"instance": [7, 7, 8, 8, 9, 9], "rank": [2, 3] * 3, "end_ns": [10, 20, 30, 40, 50, 60],
-                           "complete": [True] * 6,
-                           "n_ranks": [2] * 6}, schema=inst.schema)
+    lonely = pl.DataFrame(
+        {
+            "instance": [7, 7, 8, 8, 9, 9],
+            "rank": [2, 3] * 3,
+            "end_ns": [10, 20, 30, 40, 50, 60],
+            "complete": [True] * 6,
+            "n_ranks": [2] * 6,
+        },
+        schema=inst.schema,
+    )
     offsets, notes = estimate_offsets(pl.concat([inst, lonely]), [0, 1, 2, 3])
     assert offsets.get_column("offset_ns").to_list() == [0, 50, 0, 0]
     assert offsets.get_column("aligned").to_list() == [True, True, False, False]
@@ -75,8 +93,10 @@ def test_enrich_is_idempotent(tmp_path):
     once = enrich_store(raw, tmp_path / "once")
     once_events = once.read("events").sort("rank", "eid")
     twice = enrich_store(once)  # in place, from an already aligned store
-    assert twice.read("ranks").get_column("clock_offset_ns").to_list() == \
-        once.read("ranks").get_column("clock_offset_ns").to_list()
+    assert (
+        twice.read("ranks").get_column("clock_offset_ns").to_list()
+        == once.read("ranks").get_column("clock_offset_ns").to_list()
+    )
     assert twice.read("events").sort("rank", "eid").equals(once_events)
 
 

@@ -23,8 +23,10 @@ US = 1000
 
 
 def _device(store) -> pl.DataFrame:
-    return store.read("events").filter(pl.col("is_device")).with_columns(
-        pl.col("kind").cast(pl.String), pl.col("name").cast(pl.String)
+    return (
+        store.read("events")
+        .filter(pl.col("is_device"))
+        .with_columns(pl.col("kind").cast(pl.String), pl.col("name").cast(pl.String))
     )
 
 
@@ -40,7 +42,9 @@ def test_annotated_kernels_get_step_and_layer_of_their_launch(tmp_path):
 
 
 def test_deepep_trace_without_annotations_is_segmented_from_comm_order(tmp_path):
-    store = enrich_store(ingest(write_traces(tmp_path / "t", moe_scenario(annotations=False)), tmp_path / "s"))
+    store = enrich_store(
+        ingest(write_traces(tmp_path / "t", moe_scenario(annotations=False)), tmp_path / "s")
+    )
     dev = _device(store)
     # dispatch and combine recognised from DeepEP names alone
     assert dev.filter(pl.col("name") == DISPATCH).get_column("kind").unique().to_list() == ["dispatch"]

@@ -52,8 +52,10 @@ def test_communication_is_not_recognised_by_prefix_alone():
 
 def test_profiles_are_selected_from_what_the_trace_contains():
     assert select_taxonomy(["ncclKernel_AllReduce_x"]).label == "nccl+common"
-    assert select_taxonomy(["void deep_ep::internode::dispatch<1>()", "ncclDevKernel_AllGather"]).label == \
-        "deepep+nccl+common"
+    assert (
+        select_taxonomy(["void deep_ep::internode::dispatch<1>()", "ncclDevKernel_AllGather"]).label
+        == "deepep+nccl+common"
+    )
     assert select_taxonomy(["volta_sgemm_128x32_nt"]).label == "common"
 
 

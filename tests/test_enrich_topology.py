@@ -10,10 +10,24 @@ from asaptrace.errors import UsageError
 
 
 def _ranks(n: int) -> pl.DataFrame:
-    return pl.DataFrame({"rank": list(range(n)), "role": ["unknown"] * n, "dp_group": [None] * n,
-                         "tp_index": [None] * n, "ep_index": [None] * n, "world_size": [None] * n},
-                        schema={"rank": pl.Int32, "role": pl.String, "dp_group": pl.Int32, "tp_index": pl.Int32,
-                                "ep_index": pl.Int32, "world_size": pl.Int32})
+    return pl.DataFrame(
+        {
+            "rank": list(range(n)),
+            "role": ["unknown"] * n,
+            "dp_group": [None] * n,
+            "tp_index": [None] * n,
+            "ep_index": [None] * n,
+            "world_size": [None] * n,
+        },
+        schema={
+            "rank": pl.Int32,
+            "role": pl.String,
+            "dp_group": pl.Int32,
+            "tp_index": pl.Int32,
+            "ep_index": pl.Int32,
+            "world_size": pl.Int32,
+        },
+    )
 
 
 def _events(kinds: dict[int, list[str]]) -> pl.DataFrame:
@@ -56,7 +70,9 @@ def test_parallel_option_that_does_not_fit_the_store():
 
 def test_roles_from_the_kinds_a_rank_runs():
     kinds = {0: ["attention", "moe"], 1: ["attention", "dispatch"], 2: ["moe", "combine"], 3: ["compute"]}
-    annotated = pl.DataFrame({"rank": [0, 1], "dp_group": [0, 0]}, schema={"rank": pl.Int32, "dp_group": pl.Int32})
+    annotated = pl.DataFrame(
+        {"rank": [0, 1], "dp_group": [0, 0]}, schema={"rank": pl.Int32, "dp_group": pl.Int32}
+    )
     ranks, meta = assign_topology(_ranks(4), _events(kinds), annotated_dp=annotated)
     r = ranks.sort("rank")
     assert r.get_column("role").to_list() == ["fused", "attention", "expert", "unknown"]

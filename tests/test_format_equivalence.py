@@ -41,9 +41,23 @@ def _same(a: pl.DataFrame, b: pl.DataFrame, key: list[str], cols: list[str]) -> 
 def test_same_waits_at_every_instance(both):
     k, a = both["kineto"].tables, both["ascend"].tables
     # the op label of a plain collective is its kernel name (NCCL vs HCCL), so match on the instance
-    _same(k["barrier_instances"], a["barrier_instances"], ["instance", "rank"],
-          ["step", "layer", "micro_batch", "kind", "dp_group", "arrival_ns", "release_ns", "wait_ns",
-           "transfer_ns", "last_rank"])
+    _same(
+        k["barrier_instances"],
+        a["barrier_instances"],
+        ["instance", "rank"],
+        [
+            "step",
+            "layer",
+            "micro_batch",
+            "kind",
+            "dp_group",
+            "arrival_ns",
+            "release_ns",
+            "wait_ns",
+            "transfer_ns",
+            "last_rank",
+        ],
+    )
 
 
 def test_same_rollups_and_imbalance(both):
@@ -51,8 +65,12 @@ def test_same_rollups_and_imbalance(both):
     _same(k["barrier_by_rank"], a["barrier_by_rank"], ["rank"], ["dp_group", "wait_ns"])
     shares = k["barrier_by_rank"].join(a["barrier_by_rank"], on="rank", suffix="_a")
     assert ((shares["wait_share"] - shares["wait_share_a"]).abs() < 1e-3).all()
-    _same(k["barrier_by_group"], a["barrier_by_group"], ["dp_group"], ["mean_wait_ns", "last_share",
-                                                                        "imposed_wait_ns"])
+    _same(
+        k["barrier_by_group"],
+        a["barrier_by_group"],
+        ["dp_group"],
+        ["mean_wait_ns", "last_share", "imposed_wait_ns"],
+    )
     _same(k["imbalance_by_step"], a["imbalance_by_step"], ["step"], ["tokens_ratio", "sum_sq_ratio"])
     _same(k["clock"], a["clock"], ["rank"], ["offset_ns"])
 

@@ -100,8 +100,10 @@ def test_device_tasks_streams_and_exact_times(small):
 
 def test_process_roles_hccl_and_overlap_are_not_double_device_work(small):
     ev = _events(read_ascend(small))
-    got = {n: (_one(ev, n)["is_device"], _one(ev, n)["kind"], _one(ev, n)["cat"])
-           for n in ("hcom_allReduce__123_0_1", "Notify_Wait", "Memcpy", "Computing", "Free", "AscendCL@aclnnMm")}
+    got = {
+        n: (_one(ev, n)["is_device"], _one(ev, n)["kind"], _one(ev, n)["cat"])
+        for n in ("hcom_allReduce__123_0_1", "Notify_Wait", "Memcpy", "Computing", "Free", "AscendCL@aclnnMm")
+    }
     assert got == {
         "hcom_allReduce__123_0_1": (True, "collective", "hccl_op"),  # op thread "… Communication"
         "Notify_Wait": (True, "other", "hccl_task"),  # inner task on "Plane 0": inside the op
@@ -151,7 +153,9 @@ def test_accounting_counts_every_event(small):
 
 def test_kernel_details_fills_gaps_dedups_and_rejects_other_runs(tmp_path):
     timeline = rank_folder(
-        tmp_path, "r_ascend_pt", small_trace(),
+        tmp_path,
+        "r_ascend_pt",
+        small_trace(),
         kernel_details=[
             kd_row(MM, "1100.500", "30.250", shapes='"8192,512;512,4096"'),  # same task as the timeline's K1
             kd_row("aclnnSoftmax_SoftmaxV2", "1250.000", "3.500", stream=5, op_type="SoftmaxV2"),  # missing
@@ -169,21 +173,35 @@ def test_kernel_details_fills_gaps_dedups_and_rejects_other_runs(tmp_path):
     assert acc.rejected["kernel_details_bad_row"] == 2
     assert acc.kept["events"] == 15 + 1 and acc.kept["args"] == 1  # K1's shapes
     added = _one(ev, "aclnnSoftmax_SoftmaxV2")
-    assert (added["ts_ns"], added["dur_ns"], added["stream"], added["pid"], added["is_device"], added["kind"],
-            added["cat"]) == (1_250_000, 3_500, 5, HW, True, "compute", "kernel_details")
+    assert (
+        added["ts_ns"],
+        added["dur_ns"],
+        added["stream"],
+        added["pid"],
+        added["is_device"],
+        added["kind"],
+        added["cat"],
+    ) == (1_250_000, 3_500, 5, HW, True, "compute", "kernel_details")
     assert ev.filter(pl.col("name") == MM).height == 1  # not duplicated
     args = pl.from_arrow(r.args)
     k1_args = args.filter(pl.col("eid") == _one(ev, MM)["eid"]).to_dicts()[0]
-    assert k1_args["input_dims"] == "8192,512;512,4096" and json.loads(k1_args["extra"])["op_type"] == "MatMulV2"
+    assert (
+        k1_args["input_dims"] == "8192,512;512,4096" and json.loads(k1_args["extra"])["op_type"] == "MatMulV2"
+    )
     assert acc.read == acc.kept_total + acc.rejected_total
 
 
 def test_communication_json_times_become_collective_metadata(tmp_path):
-    comm = {"step1": {"collective": {
-        "hcom_allReduce__123_0_1@987": comm_op(1400.0, 0.1, 0.02, 0.07, 0.05),
-        "hcom_broadcast__5_0_1@987": comm_op(1500.0, 0.01, 0.005, 0.004, 0.0),  # not on the timeline
-        "Total Op Info": {"Communication Time Info": {"Elapse Time(ms)": 0.11}},  # roll-up, not an op
-    }, "p2p": {}}}
+    comm = {
+        "step1": {
+            "collective": {
+                "hcom_allReduce__123_0_1@987": comm_op(1400.0, 0.1, 0.02, 0.07, 0.05),
+                "hcom_broadcast__5_0_1@987": comm_op(1500.0, 0.01, 0.005, 0.004, 0.0),  # not on the timeline
+                "Total Op Info": {"Communication Time Info": {"Elapse Time(ms)": 0.11}},  # roll-up, not an op
+            },
+            "p2p": {},
+        }
+    }
     trace = small_trace()
     next(e for e in trace if e.get("name") == "hcom_allReduce__123_0_1")["args"] = {"step": 2}
     r = read_ascend(rank_folder(tmp_path, "r_ascend_pt", trace, communication=comm))
@@ -194,12 +212,23 @@ def test_communication_json_times_become_collective_metadata(tmp_path):
     extra = json.loads(row["extra"])
     assert extra["step"] == 2
     # ms → ns: 0.1 ms = 100_000 ns, 0.02 → 20_000, 0.07 → 70_000, 0.05 → 50_000
-    assert (extra["hccl_elapse_ns"], extra["hccl_transit_ns"], extra["hccl_wait_ns"], extra["hccl_sync_ns"]) == (
-        100_000, 20_000, 70_000, 50_000)
+    assert (
+        extra["hccl_elapse_ns"],
+        extra["hccl_transit_ns"],
+        extra["hccl_wait_ns"],
+        extra["hccl_sync_ns"],
+    ) == (100_000, 20_000, 70_000, 50_000)
     assert (row["collective"], row["pg_name"], extra["hccl_step"]) == ("allReduce", "987", "step1")
     bc = _one(ev, "hcom_broadcast__5_0_1")
     assert (bc["ts_ns"], bc["dur_ns"], bc["kind"], bc["is_device"], bc["cat"], bc["pid"], bc["stream"]) == (
-        1_500_000, 10_000, "collective", True, "communication_json", HCCL, 1)
+        1_500_000,
+        10_000,
+        "collective",
+        True,
+        "communication_json",
+        HCCL,
+        1,
+    )
     assert r.accounting.read == len(small_trace()) + 2
     assert r.accounting.kept["events"] == 16 and r.accounting.kept["args"] == 1
 
@@ -214,16 +243,22 @@ def test_communication_op_without_start_time_matches_by_order(tmp_path):
 
 def test_folder_without_timeline_reads_kernel_details(tmp_path):
     root = tmp_path / "dp0_pp0_tp0_ep3_rank3_ascend_pt"
-    kd = write_kernel_details(root / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv",
-                              [kd_row("GroupedMatmul_1", "10.000", "5.000", stream=2),
-                               kd_row("hcom_alltoallv_1", "20.000", "7.000", stream=4, core="HCCL")])
+    kd = write_kernel_details(
+        root / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv",
+        [
+            kd_row("GroupedMatmul_1", "10.000", "5.000", stream=2),
+            kd_row("hcom_alltoallv_1", "20.000", "7.000", stream=4, core="HCCL"),
+        ],
+    )
     (root / "profiler_info_3.json").write_text("{}")
     assert ascend_sources(discover([tmp_path])) == [kd.resolve()]
     assert detect_format(kd).name == "ascend"
     r = read_ascend(kd)
     ev = _events(r)
     assert ev.select("name", "ts_ns", "dur_ns", "stream", "kind").rows() == [
-        ("GroupedMatmul_1", 10_000, 5_000, 2, "compute"), ("hcom_alltoallv_1", 20_000, 7_000, 4, "collective")]
+        ("GroupedMatmul_1", 10_000, 5_000, 2, "compute"),
+        ("hcom_alltoallv_1", 20_000, 7_000, 4, "collective"),
+    ]
     assert r.accounting.read == 2 and r.rank_info.rank == 3 and r.rank_info.source == "profiler_info"
 
 
@@ -233,17 +268,27 @@ def test_cluster_folder_one_source_per_rank_through_the_driver(tmp_path):
         name = f"dp0_pp0_tp{r}_ep{r}_rank{r}_ascend_pt"
         rank_folder(cluster, name, small_trace(), communication={"step": {"collective": {}, "p2p": {}}})
         write_json(cluster / name / f"profiler_info_{r}.json", {"config": {}})
-        write_json(cluster / name / "profiler_metadata.json", {"distributed_args": {"rank": r, "world_size": 2}})
+        write_json(
+            cluster / name / "profiler_metadata.json", {"distributed_args": {"rank": r, "world_size": 2}}
+        )
         (cluster / name / f"PROF_000001_x/device_{4 + r}").mkdir(parents=True)
         write_json(cluster / name / "PROF_000001_x" / "mindstudio_profiler_output" / "msprof_1.json", [])
     files = discover([cluster])
     sources = ascend_sources(files)
-    assert sources == [(cluster / f"dp0_pp0_tp{r}_ep{r}_rank{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
-                        / "trace_view.json").resolve() for r in (0, 1)]
+    assert sources == [
+        (
+            cluster / f"dp0_pp0_tp{r}_ep{r}_rank{r}_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json"
+        ).resolve()
+        for r in (0, 1)
+    ]
     store = ingest_paths(sources, tmp_path / "store", jobs=1)
     ranks = store.read("ranks").sort("rank")
-    assert ranks.select("rank", "tp_index", "ep_index", "world_size", "device", "format", "rank_source").rows() == [
-        (0, 0, 0, 2, 4, "ascend", "profiler_metadata"), (1, 1, 1, 2, 5, "ascend", "profiler_metadata")]
+    assert ranks.select(
+        "rank", "tp_index", "ep_index", "world_size", "device", "format", "rank_source"
+    ).rows() == [
+        (0, 0, 0, 2, 4, "ascend", "profiler_metadata"),
+        (1, 1, 1, 2, 5, "ascend", "profiler_metadata"),
+    ]
 
 
 def test_rank_and_parallel_indices_from_the_folder_name(small, tmp_path):
@@ -251,7 +296,8 @@ def test_rank_and_parallel_indices_from_the_folder_name(small, tmp_path):
     ranks = store.read("ranks")
     # dp1_pp0_tp2_ep5_rank6_ascend_pt: the driver's name rule gives rank, DP, PP, TP; EP comes from the reader
     assert ranks.select("rank", "dp_group", "pp_index", "tp_index", "ep_index", "rank_source").rows() == [
-        (6, 1, 0, 2, 5, "filename:vllm-ascend")]
+        (6, 1, 0, 2, 5, "filename:vllm-ascend")
+    ]
 
 
 def test_sources_fold_companions_beside_a_bare_timeline(tmp_path):
@@ -259,8 +305,9 @@ def test_sources_fold_companions_beside_a_bare_timeline(tmp_path):
     write_json(tmp_path / "run" / "communication.json", {})
     write_json(tmp_path / "run" / "profiler_info_0.json", {})
     other = write_json(tmp_path / "run" / "rank1.pt.trace.json", {"traceEvents": []})
-    assert ascend_sources([t, tmp_path / "run" / "communication.json", tmp_path / "run" / "profiler_info_0.json",
-                           other]) == [t, other]
+    assert ascend_sources(
+        [t, tmp_path / "run" / "communication.json", tmp_path / "run" / "profiler_info_0.json", other]
+    ) == [t, other]
 
 
 def test_rank_folder_with_nothing_to_read_is_a_one_line_error(tmp_path):
@@ -314,7 +361,9 @@ def test_communication_json_that_is_not_json(tmp_path):
 
 
 def test_malformed_communication_ops_are_counted(tmp_path):
-    comm = {"step": {"collective": {"hcom_x__1": {"no time info": 1}, "hcom_y__2": comm_op(None, 1, 1, 0, 0)}}}
+    comm = {
+        "step": {"collective": {"hcom_x__1": {"no time info": 1}, "hcom_y__2": comm_op(None, 1, 1, 0, 0)}}
+    }
     r = read_ascend(rank_folder(tmp_path, "r_ascend_pt", small_trace(), communication=comm))
     assert r.accounting.rejected["communication_json_malformed"] == 1
     assert r.accounting.rejected["communication_json_unmatched"] == 1  # no start time, not on the timeline
@@ -351,10 +400,15 @@ def test_sample_processes_streams_and_kinds(sample):
     hw_raw = [e for e in raw if e["ph"] == "X" and proc[e["pid"]] == "Ascend Hardware"]
     assert dev.height == len(hw_raw) == 276
     assert sorted(zip(dev["name"], dev["ts_ns"], dev["stream"], strict=True)) == sorted(
-        (e["name"], _ns(e["ts"]), e["tid"]) for e in hw_raw)
+        (e["name"], _ns(e["ts"]), e["tid"]) for e in hw_raw
+    )
     assert Counter(ev["kind"]) == {"compute": 276, "annotation": 547, "host": 1007 + 382}
     names = set(dev["name"])
-    assert {"aclnnInplaceZero_ZerosLikeAiCore_ZerosLike", "MEMCPY_ASYNC", "aclnnReduceSum_CastAiCpu_Cast"} <= names
+    assert {
+        "aclnnInplaceZero_ZerosLikeAiCore_ZerosLike",
+        "MEMCPY_ASYNC",
+        "aclnnReduceSum_CastAiCpu_Cast",
+    } <= names
 
 
 def test_sample_launch_links_match_the_host_to_device_arrows(sample):
@@ -371,8 +425,16 @@ def test_sample_launch_links_match_the_host_to_device_arrows(sample):
         s, f = pair["s"], pair["f"]
         task = next(e for e in x if e["pid"] == f["pid"] and e["tid"] == f["tid"] and e["ts"] == f["ts"])
         # the launching CANN call: the innermost slice of the arrow's thread enclosing its start
-        host = min((e for e in x if e["pid"] == s["pid"] and e["tid"] == s["tid"]
-                    and _ns(e["ts"]) <= _ns(s["ts"]) <= _ns(e["ts"]) + _ns(e["dur"])), key=lambda e: e["dur"])
+        host = min(
+            (
+                e
+                for e in x
+                if e["pid"] == s["pid"]
+                and e["tid"] == s["tid"]
+                and _ns(e["ts"]) <= _ns(s["ts"]) <= _ns(e["ts"]) + _ns(e["dur"])
+            ),
+            key=lambda e: e["dur"],
+        )
         c_task = key[(task["name"], _ns(task["ts"]), task["tid"])]
         assert c_task is not None and c_task == key[(host["name"], _ns(host["ts"]), host["tid"])]
     assert ev.filter(pl.col("is_device") & pl.col("corr").is_not_null()).height == 274

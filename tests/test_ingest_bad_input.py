@@ -67,7 +67,12 @@ def test_mistyped_events_are_counted_not_fatal(tmp_path):
     run = run_cli("ingest", f, "-o", tmp_path / "out", "--json")
     assert run.code == 0, run
     acc = json.loads(run.stdout)["accounting"]
-    assert acc == {"read": 3, "kept": 1, "kept_by_table": {"events": 1}, "rejected": {"bad_dur": 1, "bad_ts": 1}}
+    assert acc == {
+        "read": 3,
+        "kept": 1,
+        "kept_by_table": {"events": 1},
+        "rejected": {"bad_dur": 1, "bad_ts": 1},
+    }
 
 
 def test_duplicate_rank_across_files(tmp_path):

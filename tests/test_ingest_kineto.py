@@ -14,15 +14,20 @@ from tests._kscan_helpers import kineto_decoder  # noqa: F401  (autouse: every t
 
 
 def _events(result) -> pl.DataFrame:
-    return pl.from_arrow(result.events).with_columns(pl.col("name").cast(pl.String), pl.col("kind").cast(pl.String))
+    return pl.from_arrow(result.events).with_columns(
+        pl.col("name").cast(pl.String), pl.col("kind").cast(pl.String)
+    )
 
 
 def test_times_int_float_string_are_exact_ns(tmp_path):
-    f = write_trace(tmp_path / "t.json", [
-        kernel("a", 1000, 5),              # int µs
-        kernel("b", 1000.5, 2.25),         # float µs
-        kernel("c", "1694128201435418.123", "7.001"),  # string µs, epoch magnitude: exact via Decimal
-    ])
+    f = write_trace(
+        tmp_path / "t.json",
+        [
+            kernel("a", 1000, 5),  # int µs
+            kernel("b", 1000.5, 2.25),  # float µs
+            kernel("c", "1694128201435418.123", "7.001"),  # string µs, epoch magnitude: exact via Decimal
+        ],
+    )
     ev = _events(read_kineto(f)).sort("eid")
     assert ev["ts_ns"].to_list() == [1_000_000, 1_000_500, 1_694_128_201_435_418_123]
     assert ev["dur_ns"].to_list() == [5_000, 2_250, 7_001]
@@ -30,8 +35,12 @@ def test_times_int_float_string_are_exact_ns(tmp_path):
 
 def test_base_time_is_added_and_display_unit_does_not_scale(tmp_path):
     # Kineto writes ts relative to baseTimeNanoseconds; displayTimeUnit is only a viewer hint.
-    f = write_trace(tmp_path / "t.json", [kernel("a", 10.5, 2)], displayTimeUnit="ms",
-                    baseTimeNanoseconds=1_700_000_000_000_000_000)
+    f = write_trace(
+        tmp_path / "t.json",
+        [kernel("a", 10.5, 2)],
+        displayTimeUnit="ms",
+        baseTimeNanoseconds=1_700_000_000_000_000_000,
+    )
     r = read_kineto(f)
     ev = _events(r)
     assert ev["ts_ns"].to_list() == [1_700_000_000_000_010_500]
@@ -43,10 +52,10 @@ def test_begin_end_pairs_become_spans_and_orphans_are_rejected(tmp_path):
     events = [
         {"ph": "B", "name": "outer", "pid": 1, "tid": 1, "ts": 100},
         {"ph": "B", "name": "inner", "pid": 1, "tid": 1, "ts": 110},
-        {"ph": "E", "pid": 1, "tid": 1, "ts": 120},   # closes inner: 10 µs
-        {"ph": "E", "pid": 1, "tid": 1, "ts": 150},   # closes outer: 50 µs
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 120},  # closes inner: 10 µs
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 150},  # closes outer: 50 µs
         {"ph": "B", "name": "never_closed", "pid": 1, "tid": 2, "ts": 200},
-        {"ph": "E", "pid": 9, "tid": 9, "ts": 300},   # closes nothing
+        {"ph": "E", "pid": 9, "tid": 9, "ts": 300},  # closes nothing
     ]
     r = read_kineto(write_trace(tmp_path / "t.json", events))
     ev = _events(r).sort("ts_ns")
@@ -88,8 +97,12 @@ def test_device_vs_host_from_category_and_old_names(tmp_path):
     ]
     ev = _events(read_kineto(write_trace(tmp_path / "t.json", events))).sort("ts_ns")
     assert ev.select("name", "is_device", "kind").rows() == [
-        ("new", True, "compute"), ("old", True, "compute"), ("copy", True, "memcpy"),
-        ("aten::mm", False, "host"), ("cudaLaunchKernel", False, "host"), ("aten::add", False, "host"),
+        ("new", True, "compute"),
+        ("old", True, "compute"),
+        ("copy", True, "memcpy"),
+        ("aten::mm", False, "host"),
+        ("cudaLaunchKernel", False, "host"),
+        ("aten::add", False, "host"),
     ]
 
 
@@ -123,21 +136,50 @@ def test_bare_list_and_gzip(tmp_path):
 
 def test_correlation_and_collective_metadata_are_kept(tmp_path):
     events = [
-        kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", 10, 5, corr=60047,
-               **{"Collective name": "allreduce", "In msg nelems": 6637568, "Out msg nelems": 6637568,
-                  "Group size": 2, "dtype": "Float", "Process Group Ranks": "[0, 1]", "External id": 12945}),
-        cpu_op("aten::mm", 1, 3, **{"Input Dims": [[4, 8], [8, 2]], "Input type": ["float", "float"],
-                                    "External id": 7}),
-        {"ph": "X", "cat": "gpu_user_annotation", "name": "layer#3", "pid": 0, "tid": 7, "ts": 9, "dur": 20,
-         "args": {"step": 1, "layer": 3, "micro_batch": 0}},
+        kernel(
+            "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+            10,
+            5,
+            corr=60047,
+            **{
+                "Collective name": "allreduce",
+                "In msg nelems": 6637568,
+                "Out msg nelems": 6637568,
+                "Group size": 2,
+                "dtype": "Float",
+                "Process Group Ranks": "[0, 1]",
+                "External id": 12945,
+            },
+        ),
+        cpu_op(
+            "aten::mm",
+            1,
+            3,
+            **{"Input Dims": [[4, 8], [8, 2]], "Input type": ["float", "float"], "External id": 7},
+        ),
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": "layer#3",
+            "pid": 0,
+            "tid": 7,
+            "ts": 9,
+            "dur": 20,
+            "args": {"step": 1, "layer": 3, "micro_batch": 0},
+        },
     ]
     r = read_kineto(write_trace(tmp_path / "t.json", events))
     ev = _events(r)
     assert ev.filter(pl.col("name").str.starts_with("nccl"))["corr"].to_list() == [60047]
     args = pl.from_arrow(r.args).join(ev.select("eid", "name"), on="eid")
     nccl = args.filter(pl.col("name").str.starts_with("nccl")).row(0, named=True)
-    assert (nccl["collective"], nccl["in_nelems"], nccl["group_size"], nccl["pg_ranks"], nccl["external_id"]) == (
-        "allreduce", 6637568, 2, "[0, 1]", 12945)
+    assert (
+        nccl["collective"],
+        nccl["in_nelems"],
+        nccl["group_size"],
+        nccl["pg_ranks"],
+        nccl["external_id"],
+    ) == ("allreduce", 6637568, 2, "[0, 1]", 12945)
     mm = args.filter(pl.col("name") == "aten::mm").row(0, named=True)
     assert mm["input_dims"].replace(" ", "") == "[[4,8],[8,2]]" and mm["external_id"] == 7
     layer = args.filter(pl.col("name") == "layer#3").row(0, named=True)

@@ -40,8 +40,11 @@ def _q(conn, sql):
 def test_sample_kernels_with_device_stream_names_and_times(sample):
     _path, conn, r = sample
     (base,) = _q(conn, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")[0]
-    raw = _q(conn, "SELECT s.value, k.start, k.end, k.deviceId, k.streamId, k.correlationId "
-                   "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName")
+    raw = _q(
+        conn,
+        "SELECT s.value, k.start, k.end, k.deviceId, k.streamId, k.correlationId "
+        "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName",
+    )
     ev = _events(r)
     got = ev.filter(pl.col("cat") == "kernel").select("name", "ts_ns", "dur_ns", "pid", "stream", "corr")
     assert sorted(got.rows()) == sorted((n, s + base, e - s, d, st, c) for n, s, e, d, st, c in raw)
@@ -53,25 +56,38 @@ def test_sample_memcpy_runtime_and_nvtx_counts(sample):
     _, conn, r = sample
     ev = _events(r)
     kinds = dict(_q(conn, "SELECT copyKind, count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1"))
-    assert Counter(ev.filter(pl.col("cat") == "gpu_memcpy")["name"]) == {"Memcpy HtoD": kinds[1],
-                                                                          "Memcpy DtoH": kinds[2]}
+    assert Counter(ev.filter(pl.col("cat") == "gpu_memcpy")["name"]) == {
+        "Memcpy HtoD": kinds[1],
+        "Memcpy DtoH": kinds[2],
+    }
     (n_rt,) = _q(conn, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME")[0]
     rt = ev.filter(pl.col("cat") == "cuda_runtime")
     assert rt.height == n_rt == 95 and set(rt["kind"]) == {"host"} and not rt["is_device"].any()
     (g,) = _q(conn, "SELECT DISTINCT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME")[0]
     assert set(rt["pid"]) == {(g >> 24) & 0xFFFFFF} and set(rt["stream"]) == {g & 0xFFFFFF}
-    ranges = _q(conn, "SELECT coalesce(n.text, s.value) FROM NVTX_EVENTS n LEFT JOIN StringIds s "
-                      "ON s.id = n.textId WHERE n.eventType = 59")
+    ranges = _q(
+        conn,
+        "SELECT coalesce(n.text, s.value) FROM NVTX_EVENTS n LEFT JOIN StringIds s "
+        "ON s.id = n.textId WHERE n.eventType = 59",
+    )
     nv = ev.filter(pl.col("cat") == "nvtx")
     assert Counter(nv["name"]) == Counter(x for (x,) in ranges)
-    assert {"MPI_Send", "MPI_Recv", "saxpy", "MPI_Init"} <= set(nv["name"]) and set(nv["kind"]) == {"annotation"}
+    assert {"MPI_Send", "MPI_Recv", "saxpy", "MPI_Init"} <= set(nv["name"]) and set(nv["kind"]) == {
+        "annotation"
+    }
 
 
 def test_sample_kernels_link_to_their_launch_calls(sample):
     _, conn, r = sample
     ev = _events(r)
-    launches = {c for (c,) in _q(conn, "SELECT r.correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
-                                       "ON s.id = r.nameId WHERE s.value LIKE 'cudaLaunchKernel%'")}
+    launches = {
+        c
+        for (c,) in _q(
+            conn,
+            "SELECT r.correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
+            "ON s.id = r.nameId WHERE s.value LIKE 'cudaLaunchKernel%'",
+        )
+    }
     kernel_corr = set(ev.filter(pl.col("cat") == "kernel")["corr"])
     assert kernel_corr == launches
     host = ev.filter((pl.col("cat") == "cuda_runtime") & pl.col("corr").is_in(list(kernel_corr)))
@@ -80,8 +96,13 @@ def test_sample_kernels_link_to_their_launch_calls(sample):
 
 def test_sample_accounting_rank_and_streams(sample):
     _path, conn, r = sample
-    tables = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-              "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
+    tables = (
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+        "CUPTI_ACTIVITY_KIND_MEMSET",
+        "CUPTI_ACTIVITY_KIND_RUNTIME",
+        "NVTX_EVENTS",
+    )
     total = sum(_q(conn, f"SELECT count(*) FROM {t}")[0][0] for t in tables)
     acc = r.accounting
     assert acc.read == total == 139
@@ -91,7 +112,12 @@ def test_sample_accounting_rank_and_streams(sample):
     # nsys' MPI tracing names the thread "MPI Rank 0"; PMI_SIZE=2 in the recorded launch environment
     (thread,) = _q(conn, "SELECT text FROM NVTX_EVENTS WHERE eventType = 39")[0]
     assert thread == "MPI Rank 0"
-    assert (r.rank_info.rank, r.rank_info.source, r.rank_info.world_size, r.rank_info.device) == (0, "nvtx", 2, 0)
+    assert (r.rank_info.rank, r.rank_info.source, r.rank_info.world_size, r.rank_info.device) == (
+        0,
+        "nvtx",
+        2,
+        0,
+    )
     (host,) = _q(conn, "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname'")[0]
     assert r.rank_info.host == host
     streams = pl.from_arrow(r.streams)
@@ -120,7 +146,8 @@ T = global_tid(4242, 4243)
 def newer_export(path: Path, **kw) -> Path:
     """Schema 3.x: META_DATA_EXPORT, kernel names only in ``shortName``, an enum table."""
     return nsys_db(
-        path, strings=STRINGS,
+        path,
+        strings=STRINGS,
         kernels=[(1000, 1500, 2, 13, 7, 1), (2000, 1900, 2, 13, 8, 4)],  # the second ends before it starts
         runtime=[(900, 950, T, 7, 2)],
         memcpy=[(3000, 3100, 2, 14, 9, 8)],
@@ -133,8 +160,15 @@ def newer_export(path: Path, **kw) -> Path:
             (1400, 1450, 59, "in domain", None, T, 4),
             (1500, 1501, 62, "payload?", None, T, 0),  # a type we do not read
         ],
-        enum_types={"NvtxMark": 34, "NvtxPushPopRange": 59, "NvtxStartEndRange": 60, "NvtxDomainCreate": 75,
-                    "NvtxThread": 39, "NvtxCategory": 33, "NvtxDomainDestroy": 76},
+        enum_types={
+            "NvtxMark": 34,
+            "NvtxPushPopRange": 59,
+            "NvtxStartEndRange": 60,
+            "NvtxDomainCreate": 75,
+            "NvtxThread": 39,
+            "NvtxCategory": 33,
+            "NvtxDomainDestroy": 76,
+        },
         **kw,
     )
 
@@ -142,11 +176,17 @@ def newer_export(path: Path, **kw) -> Path:
 def test_newer_schema_names_nvtx_kinds_and_rejections(tmp_path):
     r = read_nsys(newer_export(tmp_path / "run_rank5.sqlite"))
     ev = _events(r)
-    rows = {n: (ts, dur, kind) for n, ts, dur, kind in ev.select("name", "ts_ns", "dur_ns", "kind").iter_rows()}
+    rows = {
+        n: (ts, dur, kind) for n, ts, dur, kind in ev.select("name", "ts_ns", "dur_ns", "kind").iter_rows()
+    }
     assert rows["flash_fwd_kernel"] == (1000, 500, "compute")
     assert rows["Memcpy DtoD"] == (3000, 100, "memcpy")
     assert rows["cudaLaunchKernel"] == (900, 50, "host")
-    assert rows["prefill_step#0"] == (800, 1800, "annotation") and rows["layer#0"] == (1000, 600, "annotation")
+    assert rows["prefill_step#0"] == (800, 1800, "annotation") and rows["layer#0"] == (
+        1000,
+        600,
+        "annotation",
+    )
     assert rows["mark"] == (1300, 0, "annotation")
     assert "grouped_gemm" not in rows and "unfinished" not in rows
     acc = r.accounting
@@ -167,8 +207,13 @@ def test_rank_from_the_recorded_launch_environment(tmp_path):
 
 
 def test_older_schema_with_demangled_names_and_no_version(tmp_path):
-    p = nsys_db(tmp_path / "old.sqlite", strings=STRINGS, kernels=[(10, 20, 0, 7, 1, 1)], version=None,
-                name_column="demangledName")
+    p = nsys_db(
+        tmp_path / "old.sqlite",
+        strings=STRINGS,
+        kernels=[(10, 20, 0, 7, 1, 1)],
+        version=None,
+        name_column="demangledName",
+    )
     r = read_nsys(p)
     assert _events(r)["name"].to_list() == ["flash_fwd_kernel"] and r.notes["export_schema_version"] is None
 

@@ -113,7 +113,16 @@ def test_times_convert_exactly_from_their_decimal_text(text, ns):
 
 @pytest.mark.parametrize(
     "text",
-    ["9223372036854776", '"1_000"', '"NaN"', '"abc"', "true", "[1]", "1e400", '"1.0000000000000000000000001"'],
+    [
+        "9223372036854776",
+        '"1_000"',
+        '"NaN"',
+        '"abc"',
+        "true",
+        "[1]",
+        "1e400",
+        '"1.0000000000000000000000001"',
+    ],
 )
 def test_times_the_scanner_cannot_convert_are_left_to_python(text):
     # int64 overflow, forms only Decimal reads, non-numbers, more digits than Decimal keeps exact
@@ -126,8 +135,7 @@ def test_strings_are_unescaped_and_dictionary_encoded():
     codes, (data, offsets) = res["name"]
     assert np.frombuffer(codes, np.int32).tolist() == [0, 1, 0, -1]  # -1: not a string
     offs = np.frombuffer(offsets, np.int64).tolist()
-    assert [data[a:b].decode() for a, b in pairwise(offs)] == [
-        'a"b\\c/d\x08\x0c\n\r\té😀', "plain"]
+    assert [data[a:b].decode() for a, b in pairwise(offs)] == ['a"b\\c/d\x08\x0c\n\r\té😀', "plain"]
 
 
 def test_escaped_keys_match_and_the_last_duplicate_wins():
@@ -139,15 +147,18 @@ def test_escaped_keys_match_and_the_last_duplicate_wins():
 
 def test_ids_are_ints_strings_or_left_to_python():
     res = scan(b'[{"pid": 5, "tid": "stream 7", "id": 1.5}, {"pid": null}]')
-    pid, pid_status = (np.frombuffer(b, t).tolist() for b, t in zip(res["pid"][:2], (np.int64, np.uint8),
-                                                                   strict=True))
+    pid, pid_status = (
+        np.frombuffer(b, t).tolist() for b, t in zip(res["pid"][:2], (np.int64, np.uint8), strict=True)
+    )
     assert pid_status == [1, 0] and pid[0] == 5
     assert _column(res, "tid") == (0, 3)  # code 0 in the tid dictionary
     assert _column(res, "id")[1] == 2  # a float id: Python applies str()
 
 
 def test_header_spans_and_the_args_python_needs():
-    doc = b'{"displayTimeUnit": "ms", "traceEvents": [{"args": {"step": 1, "x": [1, {"y": 2}]}}, {"args": []}]}'
+    doc = (
+        b'{"displayTimeUnit": "ms", "traceEvents": [{"args": {"step": 1, "x": [1, {"y": 2}]}}, {"args": []}]}'
+    )
     res = scan(doc)
     a, b = res["header"]["displayTimeUnit"]
     assert doc[a:b] == b'"ms"' and res["header"]["distributedInfo"] is None
@@ -186,9 +197,14 @@ class Raw:
 
 _chars = st.characters(blacklist_categories=("Cs",))  # no lone surrogates: they are not UTF-8
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(_chars, max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(_chars, max_size=6), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(_chars, max_size=6), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 micros = st.integers(0, 2**40)
@@ -196,26 +212,69 @@ times = st.one_of(
     st.integers(-(10**6), 2**40),
     micros.map(lambda k: k / 1024),  # exactly representable; × 1000 can land on .5: half to even
     st.tuples(micros, st.integers(0, 999_999)).map(lambda t: f"{t[0]}.{t[1]}"),
-    st.sampled_from([" 12.5 ", "1e3", "+7", "-0", "1.5E+2", ".5", "5.", "1_000", "NaN", "abc", "", "Infinity"]),
-    st.sampled_from([Raw("1.5E+2"), Raw("-0"), Raw("-0.0"), Raw("1e-400"), Raw("1e400"), Raw("2.5E-1"),
-                     Raw("12345678901234567890123"), Raw("9223372036854776")]),
-    st.none(), st.booleans(), st.just([1]),
+    st.sampled_from(
+        [" 12.5 ", "1e3", "+7", "-0", "1.5E+2", ".5", "5.", "1_000", "NaN", "abc", "", "Infinity"]
+    ),
+    st.sampled_from(
+        [
+            Raw("1.5E+2"),
+            Raw("-0"),
+            Raw("-0.0"),
+            Raw("1e-400"),
+            Raw("1e400"),
+            Raw("2.5E-1"),
+            Raw("12345678901234567890123"),
+            Raw("9223372036854776"),
+        ]
+    ),
+    st.none(),
+    st.booleans(),
+    st.just([1]),
 )
 ids = st.one_of(
-    st.integers(-5, 2**20), st.integers(2**31, 2**40), st.sampled_from(["Spans", "Traces", "stream 7", "é"]),
+    st.integers(-5, 2**20),
+    st.integers(2**31, 2**40),
+    st.sampled_from(["Spans", "Traces", "stream 7", "é"]),
     st.none(),
 )
 odd_ids = st.one_of(ids, st.sampled_from([1.0, 2.5, True, Raw("12345678901234567890123"), [1]]))
 names = st.one_of(
-    st.sampled_from(["aten::mm", "ncclKernel_AllReduce", "void flash::flash_fwd_kernel<Traits<128, 64>>(Params)",
-                     "process_name", "thread_name", "process_labels"]),
-    st.text(_chars, max_size=12), st.integers(),
+    st.sampled_from(
+        [
+            "aten::mm",
+            "ncclKernel_AllReduce",
+            "void flash::flash_fwd_kernel<Traits<128, 64>>(Params)",
+            "process_name",
+            "thread_name",
+            "process_labels",
+        ]
+    ),
+    st.text(_chars, max_size=12),
+    st.integers(),
 )
-cats = st.sampled_from(["kernel", "cpu_op", "cuda_runtime", "gpu_memcpy", "user_annotation", "gpu_user_annotation",
-                        "Kernel", "ac2g", "python_function"]) | st.text(_chars, max_size=5) | st.none()
-ints_or_text = st.one_of(st.integers(-(2**63), 2**63), st.sampled_from(["123", " 42 ", "--5", "x"]),
-                         st.floats(allow_nan=False, allow_infinity=False),
-                         st.none())
+cats = (
+    st.sampled_from(
+        [
+            "kernel",
+            "cpu_op",
+            "cuda_runtime",
+            "gpu_memcpy",
+            "user_annotation",
+            "gpu_user_annotation",
+            "Kernel",
+            "ac2g",
+            "python_function",
+        ]
+    )
+    | st.text(_chars, max_size=5)
+    | st.none()
+)
+ints_or_text = st.one_of(
+    st.integers(-(2**63), 2**63),
+    st.sampled_from(["123", " 42 ", "--5", "x"]),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.none(),
+)
 dims = st.recursive(st.integers(0, 10**4), lambda inner: st.lists(inner, max_size=3), max_leaves=6)
 args_objects = st.fixed_dictionaries(
     {},
@@ -244,7 +303,8 @@ args_objects = st.fixed_dictionaries(
 events = st.fixed_dictionaries(
     {},
     optional={
-        "ph": st.sampled_from(["X"] * 6 + ["B", "E", "i", "I", "R", "s", "t", "f", "M", "C", "b", ""]) | st.integers(),
+        "ph": st.sampled_from(["X"] * 6 + ["B", "E", "i", "I", "R", "s", "t", "f", "M", "C", "b", ""])
+        | st.integers(),
         "name": names,
         "cat": cats,
         "pid": ids,
@@ -267,14 +327,23 @@ def documents(draw, event_strategy=elements) -> bytes:
     if draw(st.booleans()):
         top: Any = evs
     else:
-        header = draw(st.fixed_dictionaries({}, optional={
-            "schemaVersion": st.just(1),
-            "distributedInfo": st.fixed_dictionaries({"rank": st.integers(-1, 7) | st.text(max_size=2)}),
-            "baseTimeNanoseconds": st.sampled_from([1_700_000_000_000_000_000, 5, True, "7", 2**64, 1.5]),
-            "displayTimeUnit": st.sampled_from(["ms", "ns", 5]),
-            "deviceProperties": json_values,
-            "other": json_values,
-        }))
+        header = draw(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "schemaVersion": st.just(1),
+                    "distributedInfo": st.fixed_dictionaries(
+                        {"rank": st.integers(-1, 7) | st.text(max_size=2)}
+                    ),
+                    "baseTimeNanoseconds": st.sampled_from(
+                        [1_700_000_000_000_000_000, 5, True, "7", 2**64, 1.5]
+                    ),
+                    "displayTimeUnit": st.sampled_from(["ms", "ns", 5]),
+                    "deviceProperties": json_values,
+                    "other": json_values,
+                },
+            )
+        )
         top = dict(draw(st.permutations([*header.items(), ("traceEvents", evs)])))
     return _Writer(draw(st.randoms(use_true_random=False))).dump(top).encode()
 
@@ -307,8 +376,10 @@ class _Writer:
             if pairs and self.rnd.random() < 0.2:
                 dup = (self.rnd.choice(pairs)[0], self.rnd.choice([0, "dup", None, 1.5, {"step": 1}, []]))
                 pairs.insert(self.rnd.randint(0, len(pairs)), dup)
-            body = ",".join(f"{self.ws()}{self.string(k)}{self.ws()}:{self.ws()}{self.dump(x)}{self.ws()}"
-                            for k, x in pairs)
+            body = ",".join(
+                f"{self.ws()}{self.string(k)}{self.ws()}:{self.ws()}{self.dump(x)}{self.ws()}"
+                for k, x in pairs
+            )
             return "{" + body + self.ws() + "}"
         if isinstance(v, list):
             return "[" + ",".join(self.ws() + self.dump(x) + self.ws() for x in v) + self.ws() + "]"
@@ -321,7 +392,9 @@ def _write(d: str, data: bytes, gz: bool = False) -> Path:
     return path
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(doc=documents())
 def test_both_decoders_read_generated_traces_alike(doc):
     assert _decoder_used(doc) == "c"
@@ -329,9 +402,16 @@ def test_both_decoders_read_generated_traces_alike(doc):
         _assert_same(_write(d, doc))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(doc=documents(st.fixed_dictionaries({"ph": st.just("X"), "name": names, "pid": odd_ids, "tid": odd_ids,
-                                            "ts": times, "dur": times})))
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(
+    doc=documents(
+        st.fixed_dictionaries(
+            {"ph": st.just("X"), "name": names, "pid": odd_ids, "tid": odd_ids, "ts": times, "dur": times}
+        )
+    )
+)
 def test_odd_pid_values_read_alike(doc):
     # floats, bools, lists and huge ints as pids go through the msgspec path's id_map, value by value
     with tempfile.TemporaryDirectory() as d:
@@ -354,8 +434,9 @@ def test_real_traces_read_alike_and_times_are_exact(path):
     assert c.accounting == m.accounting and (c.rank_info, c.notes) == (m.rank_info, m.notes)
     assert plain(c.args) == plain(m.args) and plain(c.streams) == plain(m.streams)
     ce, me = plain(c.events), plain(m.events)
-    assert [{k: v for k, v in e.items() if k not in ("ts_ns", "dur_ns")} for e in ce] == \
-        [{k: v for k, v in e.items() if k not in ("ts_ns", "dur_ns")} for e in me]
+    assert [{k: v for k, v in e.items() if k not in ("ts_ns", "dur_ns")} for e in ce] == [
+        {k: v for k, v in e.items() if k not in ("ts_ns", "dur_ns")} for e in me
+    ]
     # the C path converts each time from its decimal text: check against Decimal, independently
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt") as f:
@@ -374,14 +455,17 @@ def test_real_traces_read_alike_and_times_are_exact(path):
         tol = 1 + math.ulp(float(src.get("ts", 0))) * 1000
         assert abs(ev_c["ts_ns"] - ev_m["ts_ns"]) <= tol and abs(ev_c["dur_ns"] - ev_m["dur_ns"]) <= 2 * tol
     assert n_exact > 0
-    assert [{k: v for k, v in f.items() if k != "ts_ns"} for f in plain(c.flows)] == \
-        [{k: v for k, v in f.items() if k != "ts_ns"} for f in plain(m.flows)]
+    assert [{k: v for k, v in f.items() if k != "ts_ns"} for f in plain(c.flows)] == [
+        {k: v for k, v in f.items() if k != "ts_ns"} for f in plain(m.flows)
+    ]
 
 
 # ------------------------------------------------------------------------------------ bad input
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(doc=documents(), cut=st.floats(0, 1, exclude_max=True))
 def test_truncated_files_raise_the_same_one_line_error(doc, cut):
     doc = doc.rstrip()
@@ -395,12 +479,20 @@ def test_truncated_files_raise_the_same_one_line_error(doc, cut):
     assert isinstance(msg, str) and msg.startswith("CorruptTrace: invalid JSON")
 
 
-_mutations = st.lists(st.tuples(st.sampled_from(["set", "insert", "delete"]), st.floats(0, 1, exclude_max=True),
-                                st.sampled_from(list(b'{}[]",:\\ 0123456789.eE-+tfnul\x00\x1f\x7f\x80\xbf\xc3\xe2\xf0\xff'))),
-                      min_size=1, max_size=4)
+_mutations = st.lists(
+    st.tuples(
+        st.sampled_from(["set", "insert", "delete"]),
+        st.floats(0, 1, exclude_max=True),
+        st.sampled_from(list(b'{}[]",:\\ 0123456789.eE-+tfnul\x00\x1f\x7f\x80\xbf\xc3\xe2\xf0\xff')),
+    ),
+    min_size=1,
+    max_size=4,
+)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(doc=documents(), mutations=_mutations)
 def test_garbled_files_never_crash_and_the_scanner_is_never_laxer_than_msgspec(doc, mutations):
     data = bytearray(doc)
@@ -453,8 +545,10 @@ def test_deep_nesting_is_refused_without_recursion(tmp_path):
 def test_nesting_the_scanner_declines_is_read_by_msgspec(tmp_path):
     # 300 levels: over the scanner's cap (256), under msgspec's: msgspec reads the file
     deep = "[" * 300 + "]" * 300
-    doc = f'{{"traceEvents": [{{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "args": {deep}}},' \
-          f'{{"ph": "X", "name": "ok", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "args": {{"x": {deep}}}}}]}}'.encode()
+    doc = (
+        f'{{"traceEvents": [{{"ph": "X", "name": "k", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "args": {deep}}},'
+        f'{{"ph": "X", "name": "ok", "pid": 1, "tid": 1, "ts": 1, "dur": 2, "args": {{"x": {deep}}}}}]}}'.encode()
+    )
     assert _decoder_used(doc) == "msgspec"
     r = _assert_same(_write(str(tmp_path), doc))
     assert not isinstance(r, str)

@@ -27,8 +27,10 @@ def _process_names(events: list[dict]) -> dict[int, str]:
 def test_folders_are_named_like_vllm_ascend_and_the_top_level_is_a_list(written):
     _, files, events = written
     assert [f.parents[1].name for f in files] == [
-        "dp0_pp0_tp0_ep0_rank0_ascend_pt", "dp0_pp0_tp1_ep1_rank1_ascend_pt",
-        "dp1_pp0_tp0_ep2_rank2_ascend_pt", "dp1_pp0_tp1_ep3_rank3_ascend_pt",
+        "dp0_pp0_tp0_ep0_rank0_ascend_pt",
+        "dp0_pp0_tp1_ep1_rank1_ascend_pt",
+        "dp1_pp0_tp0_ep2_rank2_ascend_pt",
+        "dp1_pp0_tp1_ep3_rank3_ascend_pt",
     ]
     assert isinstance(events, list)
     assert all(isinstance(e["ts"], str) for e in events if "ts" in e)  # µs as decimal strings
@@ -53,9 +55,18 @@ def test_processes_and_records_have_the_real_sample_shape(written):
         return out
 
     r, o = keys_by_kind(real), keys_by_kind(ours)
-    for kind in [("X", "cpu_op", "Python"), ("X", None, "Ascend Hardware"), ("X", None, "CANN"),
-                 ("X", None, "Overlap Analysis"), ("s", "async_npu", "Python"), ("f", "async_npu", "Ascend Hardware"),
-                 ("M", None, "process_name"), ("M", None, "thread_name"), ("M", None, "process_labels"), "hw-args"]:
+    for kind in [
+        ("X", "cpu_op", "Python"),
+        ("X", None, "Ascend Hardware"),
+        ("X", None, "CANN"),
+        ("X", None, "Overlap Analysis"),
+        ("s", "async_npu", "Python"),
+        ("f", "async_npu", "Ascend Hardware"),
+        ("M", None, "process_name"),
+        ("M", None, "thread_name"),
+        ("M", None, "process_labels"),
+        "hw-args",
+    ]:
         assert o[kind] and o[kind] <= r[kind], f"{kind}: ours {o[kind]} vs real {r[kind]}"
 
 
@@ -63,7 +74,12 @@ def test_fused_moe_and_hccl_names_and_annotations(written):
     _, _, events = written
     names = _process_names(events)
     hw = {e["name"] for e in events if e["ph"] == "X" and names.get(e["pid"]) == "Ascend Hardware"}
-    assert {"FusedInferAttentionScore", "MoeDistributeDispatchV2", "MoeDistributeCombineV2", "GroupedMatmul"} <= hw
+    assert {
+        "FusedInferAttentionScore",
+        "MoeDistributeDispatchV2",
+        "MoeDistributeCombineV2",
+        "GroupedMatmul",
+    } <= hw
     comm = [e for e in events if e["ph"] == "X" and names.get(e["pid"]) == "Communication"]
     assert any(e["name"].startswith("hcom_allGather_") for e in comm)
     spans = [e for e in events if e.get("cat") == "user_annotation"]

@@ -22,14 +22,19 @@ def test_run_from_a_config_file_then_rerun_from_the_written_config_is_identical(
     res = run_cli("synth", "--config", cfg_file, "-o", tmp_path / "a", "--seed", "9")
     assert res.code == 0, res.stderr
     assert "4 ranks, 1 steps" in " ".join(res.stdout.split())
-    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["README.md", "ascend", "config.toml", "kineto",
-                                                                   "truth.json"]
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [
+        "README.md",
+        "ascend",
+        "config.toml",
+        "kineto",
+        "truth.json",
+    ]
     res = run_cli("synth", "--config", tmp_path / "a" / "config.toml", "-o", tmp_path / "b")
     assert res.code == 0, res.stderr
     for rel in ("kineto/rank002.pt.trace.json.gz", "truth.json"):
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
     assert b'"seed": 9' not in gzip.decompress((tmp_path / "a/kineto/rank000.pt.trace.json.gz").read_bytes())
-    assert 'seed = 9' in (tmp_path / "a" / "config.toml").read_text()
+    assert "seed = 9" in (tmp_path / "a" / "config.toml").read_text()
 
 
 def test_user_errors_are_one_line_and_exit_2(tmp_path):

@@ -12,8 +12,12 @@ from tests._synth_helpers import tiny
 
 def _reqs(lengths: list[int]) -> Requests:
     n = len(lengths)
-    return Requests([f"r{i}" for i in range(n)], np.arange(n, dtype=np.int64) * 1000, np.array(lengths, np.int64),
-                    np.zeros(n, np.int64))
+    return Requests(
+        [f"r{i}" for i in range(n)],
+        np.arange(n, dtype=np.int64) * 1000,
+        np.array(lengths, np.int64),
+        np.zeros(n, np.int64),
+    )
 
 
 def test_admission_takes_the_fifo_prefix_that_fits_and_always_one():
@@ -47,8 +51,9 @@ def test_coupled_and_disaggregated_plans_admit_the_same_requests():
     coupled = plan_coupled(reqs, steps=3, step_tokens=20000, dp=4, micro_batches=2)
     disagg = plan_disaggregated(reqs, steps=3, step_tokens=20000, groups=2, dual_batch=True)
     for c, d in zip(coupled, disagg, strict=True):
-        assert sorted(np.concatenate(list(c.slots.values())).tolist()) == \
-            sorted(np.concatenate(list(d.slots.values())).tolist())
+        assert sorted(np.concatenate(list(c.slots.values())).tolist()) == sorted(
+            np.concatenate(list(d.slots.values())).tolist()
+        )
         assert c.ready_ns == d.ready_ns
     assert set(disagg[0].slots) == {(0, 0), (1, 0), (0, 1), (1, 1)}  # 2 groups × 2 interleaved batches
 

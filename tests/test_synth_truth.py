@@ -42,8 +42,11 @@ def test_written_comm_kernels_minus_clock_offset_reproduce_truth_waits(coupled_r
     for i in range(len(w["rank"])):
         key = (w["step"][i], w["layer"][i], w["micro_batch"][i], w["op"][i])
         inst[key].append((w["rank"][i], w["arrival_ns"][i], w["wait_ns"][i]))
-    family = {"dispatch": "notify", "combine": "combine", "allgather": "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, "
-              "unsigned long, ncclWork*)"}
+    family = {
+        "dispatch": "notify",
+        "combine": "combine",
+        "allgather": "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+    }
     checked = 0
     for (_step, _layer, _mb, op), rows in inst.items():
         durs = {r: kernels[r][(family[op], arrival)] for r, arrival, _ in rows}  # KeyError = no such kernel
@@ -64,8 +67,11 @@ def test_step_annotations_carry_the_truth_batch_composition(coupled_run):
     b = truth["batches"]
     for r, trace in traces.items():
         group = r // 2
-        steps = [e for e in trace["traceEvents"] if e.get("cat") == "user_annotation"
-                 and e["name"].startswith("prefill_step#")]
+        steps = [
+            e
+            for e in trace["traceEvents"]
+            if e.get("cat") == "user_annotation" and e["name"].startswith("prefill_step#")
+        ]
         assert len(steps) == 2
         for e in steps:
             s = e["args"]["step"]
@@ -85,9 +91,13 @@ def test_every_kernel_has_a_launch_with_its_correlation_and_a_flow(coupled_run):
         kernels = [e for e in ev if e.get("cat") == "kernel"]
         flows = {(e["ph"], e["id"]) for e in ev if e.get("cat") == "ac2g"}
         assert {k["args"]["correlation"] for k in kernels} == launches
-        assert all(("s", k["args"]["correlation"]) in flows and ("f", k["args"]["correlation"]) in flows
-                   for k in kernels)
-        assert all(k["pid"] == trace["distributedInfo"]["rank"] % 2 for k in kernels)  # 2 devices per node here
+        assert all(
+            ("s", k["args"]["correlation"]) in flows and ("f", k["args"]["correlation"]) in flows
+            for k in kernels
+        )
+        assert all(
+            k["pid"] == trace["distributedInfo"]["rank"] % 2 for k in kernels
+        )  # 2 devices per node here
 
 
 def test_sum_sq_spread_drives_the_per_layer_wait_in_the_coupled_sample():
@@ -118,11 +128,15 @@ def test_hot_expert_and_slow_device_are_the_stragglers_of_the_hot_expert_sample(
     last = defaultdict(lambda: defaultdict(int))  # op → rank → instances where it arrived last
     inst = defaultdict(list)
     for i in range(len(w["rank"])):
-        inst[(w["step"][i], w["layer"][i], w["micro_batch"][i], w["op"][i])].append((w["wait_ns"][i], w["rank"][i]))
+        inst[(w["step"][i], w["layer"][i], w["micro_batch"][i], w["op"][i])].append(
+            (w["wait_ns"][i], w["rank"][i])
+        )
     for (_, _, _, op), rows in inst.items():
         last[op][min(rows)[1]] += 1
     assert set(last["combine"]) == {9}  # the hot expert's rank is last into every combine
-    assert max(last["dispatch"], key=last["dispatch"].get) == 22  # the slow device most often last to dispatch
+    assert (
+        max(last["dispatch"], key=last["dispatch"].get) == 22
+    )  # the slow device most often last to dispatch
 
 
 def test_clock_offsets_are_per_node_by_default_with_rank_zero_the_reference():
@@ -151,8 +165,12 @@ def test_disaggregated_experts_serve_work_in_arrival_order_and_groups_never_wait
     # items of different groups and layers interleave on the MoE devices
     assert len(set(it["group"][:8])) > 1
     # each group's combine-receive is released by its own result, never by another group
-    result = {(g, s, L, b): r for g, s, L, b, r in zip(it["group"], it["step"], it["layer"], it["micro_batch"],
-                                                        it["result_ns"], strict=True)}
+    result = {
+        (g, s, L, b): r
+        for g, s, L, b, r in zip(
+            it["group"], it["step"], it["layer"], it["micro_batch"], it["result_ns"], strict=True
+        )
+    }
     w = truth["waits"]
     for i in range(len(w["rank"])):
         g = w["rank"][i] // 2

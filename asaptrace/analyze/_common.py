@@ -21,8 +21,14 @@ def device_activity(events: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
         lazy(events)
         .filter(pl.col("is_device") & (kind != Kind.ANNOTATION))
         .select(
-            "rank", "stream", "step", "layer", "micro_batch", kind.alias("kind"),
-            pl.col("ts_ns").alias("start"), (pl.col("ts_ns") + pl.col("dur_ns")).alias("end"),
+            "rank",
+            "stream",
+            "step",
+            "layer",
+            "micro_batch",
+            kind.alias("kind"),
+            pl.col("ts_ns").alias("start"),
+            (pl.col("ts_ns") + pl.col("dur_ns")).alias("end"),
         )
         .with_columns(is_comm=pl.col("kind").is_in(COMM))
         .collect()

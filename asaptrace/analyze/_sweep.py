@@ -17,8 +17,14 @@ def coverage(intervals: pl.DataFrame, keys: list[str], n_cats: int) -> pl.DataFr
     """Columns: ``keys``, mask (int64), ns (int64 total length), segments (int64 count)."""
     iv = intervals.filter(pl.col("end") > pl.col("start"))
     if iv.height == 0:
-        return pl.DataFrame(schema={**{k: intervals.schema[k] for k in keys}, "mask": pl.Int64, "ns": pl.Int64,
-                                    "segments": pl.Int64})
+        return pl.DataFrame(
+            schema={
+                **{k: intervals.schema[k] for k in keys},
+                "mask": pl.Int64,
+                "ns": pl.Int64,
+                "segments": pl.Int64,
+            }
+        )
     deltas = [
         pl.when(pl.col("cat") == c).then(pl.col("d")).otherwise(0).alias(f"_d{c}") for c in range(n_cats)
     ]
@@ -28,7 +34,9 @@ def coverage(intervals: pl.DataFrame, keys: list[str], n_cats: int) -> pl.DataFr
             iv.select(*keys, pl.col("end").alias("t"), "cat", pl.lit(-1, pl.Int64).alias("d")),
         ]
     ).with_columns(deltas)
-    agg = bounds.group_by([*keys, "t"]).agg([pl.col(f"_d{c}").sum() for c in range(n_cats)]).sort([*keys, "t"])
+    agg = (
+        bounds.group_by([*keys, "t"]).agg([pl.col(f"_d{c}").sum() for c in range(n_cats)]).sort([*keys, "t"])
+    )
     counts = [pl.col(f"_d{c}").cum_sum().over(keys).alias(f"_c{c}") for c in range(n_cats)]
     mask = pl.sum_horizontal([(pl.col(f"_c{c}") > 0).cast(pl.Int64) * (1 << c) for c in range(n_cats)])
     seg = agg.with_columns(counts).with_columns(

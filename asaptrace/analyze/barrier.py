@@ -81,9 +81,24 @@ def barrier_wait(
     )
     out = inst.join(last_rank, on=_INST, how="left").join(last_group, on=_INST, how="left")
     return out.select(
-        "instance", "step", "layer", "micro_batch", "op", "kind", "seq", "rank", "dp_group", "arrival_ns",
-        "release_ns", "end_ns", "wait_ns", "transfer_ns", "is_last",
-        pl.col("last_rank").cast(pl.Int32), pl.col("last_dp_group").cast(pl.Int32), "n_ranks",
+        "instance",
+        "step",
+        "layer",
+        "micro_batch",
+        "op",
+        "kind",
+        "seq",
+        "rank",
+        "dp_group",
+        "arrival_ns",
+        "release_ns",
+        "end_ns",
+        "wait_ns",
+        "transfer_ns",
+        "is_last",
+        pl.col("last_rank").cast(pl.Int32),
+        pl.col("last_dp_group").cast(pl.Int32),
+        "n_ranks",
     ).sort("instance", "rank")
 
 
@@ -106,26 +121,55 @@ def receive_wait(events: pl.LazyFrame | pl.DataFrame, ranks: pl.LazyFrame | pl.D
         .filter(pl.col("is_device") & (kind == Kind.COMBINE))
         .join(attn.lazy(), on="rank", how="inner")
         .group_by("rank", "dp_group", "step", "layer", "micro_batch")
-        .agg(pl.col("ts_ns").min().alias("arrival_ns"), (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end_ns"))
+        .agg(
+            pl.col("ts_ns").min().alias("arrival_ns"),
+            (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("end_ns"),
+        )
         .collect()
     )
     if rec.height == 0:
         return _empty()
-    return rec.with_columns(
-        instance=pl.lit(None, pl.Int64), op=pl.lit("combine_receive"), kind=pl.lit(Kind.COMBINE.value),
-        seq=pl.lit(0, pl.Int32), release_ns=pl.col("end_ns"), wait_ns=pl.col("end_ns") - pl.col("arrival_ns"),
-        transfer_ns=pl.lit(None, pl.Int64), is_last=pl.lit(None, pl.Boolean), last_rank=pl.lit(None, pl.Int32),
-        last_dp_group=pl.lit(None, pl.Int32), n_ranks=pl.lit(1, pl.Int32),
-    ).select(_empty().columns).cast(_empty().schema).sort("rank", "step", "layer", "micro_batch")  # type: ignore[arg-type]
+    return (
+        rec.with_columns(
+            instance=pl.lit(None, pl.Int64),
+            op=pl.lit("combine_receive"),
+            kind=pl.lit(Kind.COMBINE.value),
+            seq=pl.lit(0, pl.Int32),
+            release_ns=pl.col("end_ns"),
+            wait_ns=pl.col("end_ns") - pl.col("arrival_ns"),
+            transfer_ns=pl.lit(None, pl.Int64),
+            is_last=pl.lit(None, pl.Boolean),
+            last_rank=pl.lit(None, pl.Int32),
+            last_dp_group=pl.lit(None, pl.Int32),
+            n_ranks=pl.lit(1, pl.Int32),
+        )
+        .select(_empty().columns)
+        .cast(_empty().schema)
+        .sort("rank", "step", "layer", "micro_batch")
+    )  # type: ignore[arg-type]
 
 
 def _empty() -> pl.DataFrame:
     return pl.DataFrame(
         schema={
-            "instance": pl.Int64, "step": pl.Int32, "layer": pl.Int16, "micro_batch": pl.Int8, "op": pl.String,
-            "kind": pl.String, "seq": pl.Int32, "rank": pl.Int32, "dp_group": pl.Int32, "arrival_ns": pl.Int64,
-            "release_ns": pl.Int64, "end_ns": pl.Int64, "wait_ns": pl.Int64, "transfer_ns": pl.Int64,
-            "is_last": pl.Boolean, "last_rank": pl.Int32, "last_dp_group": pl.Int32, "n_ranks": pl.Int32,
+            "instance": pl.Int64,
+            "step": pl.Int32,
+            "layer": pl.Int16,
+            "micro_batch": pl.Int8,
+            "op": pl.String,
+            "kind": pl.String,
+            "seq": pl.Int32,
+            "rank": pl.Int32,
+            "dp_group": pl.Int32,
+            "arrival_ns": pl.Int64,
+            "release_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "wait_ns": pl.Int64,
+            "transfer_ns": pl.Int64,
+            "is_last": pl.Boolean,
+            "last_rank": pl.Int32,
+            "last_dp_group": pl.Int32,
+            "n_ranks": pl.Int32,
         }
     )
 
@@ -160,8 +204,15 @@ def wait_by_rank(barrier: pl.DataFrame, breakdown: pl.DataFrame) -> pl.DataFrame
         exposed_wait_ns=pl.col("exposed_wait_ns").fill_null(0),
     )
     return out.select(
-        "rank", pl.col("dp_group").cast(pl.Int32), "n_instances", "wait_ns", "exposed_wait_ns", "transfer_ns",
-        "last_count", "step_time_ns", share(pl.col("exposed_wait_ns"), pl.col("step_time_ns")).alias("wait_share"),
+        "rank",
+        pl.col("dp_group").cast(pl.Int32),
+        "n_instances",
+        "wait_ns",
+        "exposed_wait_ns",
+        "transfer_ns",
+        "last_count",
+        "step_time_ns",
+        share(pl.col("exposed_wait_ns"), pl.col("step_time_ns")).alias("wait_share"),
     ).sort("rank")
 
 
@@ -176,37 +227,70 @@ def wait_by_group(barrier: pl.DataFrame) -> pl.DataFrame:
     """
     b = barrier.filter(pl.col("dp_group").is_not_null())
     if b.height == 0:
-        return pl.DataFrame(schema={"dp_group": pl.Int32, "n_ranks": pl.Int64, "wait_ns": pl.Int64,
-                                    "mean_wait_ns": pl.Int64, "last_count": pl.Int64, "last_share": pl.Float64,
-                                    "imposed_wait_ns": pl.Int64, "caused_wait_ns": pl.Int64})
+        return pl.DataFrame(
+            schema={
+                "dp_group": pl.Int32,
+                "n_ranks": pl.Int64,
+                "wait_ns": pl.Int64,
+                "mean_wait_ns": pl.Int64,
+                "last_count": pl.Int64,
+                "last_share": pl.Float64,
+                "imposed_wait_ns": pl.Int64,
+                "caused_wait_ns": pl.Int64,
+            }
+        )
     n_inst = b.get_column("instance").n_unique()
     ready = b.group_by("instance", "dp_group").agg(
         pl.col("arrival_ns").max().alias("ready"), pl.col("release_ns").first().alias("release")
     )
-    others = ready.sort("instance", "ready", descending=[False, True]).group_by("instance", maintain_order=True).agg(
-        pl.col("ready").get(1, null_on_oob=True).alias("second")
+    others = (
+        ready.sort("instance", "ready", descending=[False, True])
+        .group_by("instance", maintain_order=True)
+        .agg(pl.col("ready").get(1, null_on_oob=True).alias("second"))
     )
-    last = b.select("instance", "last_dp_group").unique().join(others, on="instance").join(
-        ready.select("instance", pl.col("release").alias("_rel")).unique("instance"), on="instance"
-    ).with_columns(imposed=(pl.col("_rel") - pl.col("second")).fill_null(0))
-    caused = b.filter(pl.col("dp_group") != pl.col("last_dp_group")).group_by("last_dp_group").agg(
-        pl.col("wait_ns").sum().alias("caused_wait_ns")
+    last = (
+        b.select("instance", "last_dp_group")
+        .unique()
+        .join(others, on="instance")
+        .join(ready.select("instance", pl.col("release").alias("_rel")).unique("instance"), on="instance")
+        .with_columns(imposed=(pl.col("_rel") - pl.col("second")).fill_null(0))
     )
-    blame = last.group_by("last_dp_group").agg(
-        pl.len().cast(pl.Int64).alias("last_count"), pl.col("imposed").sum().cast(pl.Int64).alias("imposed_wait_ns")
-    ).join(caused, on="last_dp_group", how="left").rename({"last_dp_group": "dp_group"})
+    caused = (
+        b.filter(pl.col("dp_group") != pl.col("last_dp_group"))
+        .group_by("last_dp_group")
+        .agg(pl.col("wait_ns").sum().alias("caused_wait_ns"))
+    )
+    blame = (
+        last.group_by("last_dp_group")
+        .agg(
+            pl.len().cast(pl.Int64).alias("last_count"),
+            pl.col("imposed").sum().cast(pl.Int64).alias("imposed_wait_ns"),
+        )
+        .join(caused, on="last_dp_group", how="left")
+        .rename({"last_dp_group": "dp_group"})
+    )
     per = b.group_by("dp_group").agg(
         pl.col("rank").n_unique().cast(pl.Int64).alias("n_ranks"), pl.col("wait_ns").sum().cast(pl.Int64)
     )
-    out = per.join(blame, on="dp_group", how="left").with_columns(
-        mean_wait_ns=(pl.col("wait_ns") // pl.col("n_ranks")).cast(pl.Int64),
-        last_count=pl.col("last_count").fill_null(0),
-        imposed_wait_ns=pl.col("imposed_wait_ns").fill_null(0),
-        caused_wait_ns=pl.col("caused_wait_ns").fill_null(0).cast(pl.Int64),
-    ).with_columns(last_share=pl.col("last_count") / n_inst)
+    out = (
+        per.join(blame, on="dp_group", how="left")
+        .with_columns(
+            mean_wait_ns=(pl.col("wait_ns") // pl.col("n_ranks")).cast(pl.Int64),
+            last_count=pl.col("last_count").fill_null(0),
+            imposed_wait_ns=pl.col("imposed_wait_ns").fill_null(0),
+            caused_wait_ns=pl.col("caused_wait_ns").fill_null(0).cast(pl.Int64),
+        )
+        .with_columns(last_share=pl.col("last_count") / n_inst)
+    )
     return out.select(
-        pl.col("dp_group").cast(pl.Int32), "n_ranks", "wait_ns", "mean_wait_ns", "last_count", "last_share",
-        "imposed_wait_ns", "caused_wait_ns",
+        pl.col("dp_group").cast(pl.Int32),
+        "n_ranks",
+        "wait_ns",
+        "mean_wait_ns",
+        "last_count",
+        "last_share",
+        "imposed_wait_ns",
+        "caused_wait_ns",
     ).sort("dp_group")
 
 
@@ -216,12 +300,16 @@ def wait_by_layer(barrier: pl.DataFrame) -> pl.DataFrame:
     Columns: layer (int16), n_instances (int64), wait_ns (int64), mean_wait_ns (int64),
     max_wait_ns (int64).
     """
-    return barrier.group_by("layer").agg(
-        pl.col("instance").n_unique().cast(pl.Int64).alias("n_instances"),
-        pl.col("wait_ns").sum().cast(pl.Int64),
-        pl.col("wait_ns").mean().round(0).cast(pl.Int64).alias("mean_wait_ns"),
-        pl.col("wait_ns").max().cast(pl.Int64).alias("max_wait_ns"),
-    ).sort("layer", nulls_last=True)
+    return (
+        barrier.group_by("layer")
+        .agg(
+            pl.col("instance").n_unique().cast(pl.Int64).alias("n_instances"),
+            pl.col("wait_ns").sum().cast(pl.Int64),
+            pl.col("wait_ns").mean().round(0).cast(pl.Int64).alias("mean_wait_ns"),
+            pl.col("wait_ns").max().cast(pl.Int64).alias("max_wait_ns"),
+        )
+        .sort("layer", nulls_last=True)
+    )
 
 
 def wait_by_step(barrier: pl.DataFrame, breakdown: pl.DataFrame) -> pl.DataFrame:
@@ -231,16 +319,24 @@ def wait_by_step(barrier: pl.DataFrame, breakdown: pl.DataFrame) -> pl.DataFrame
     step_time_ns (int64, Σ over ranks), wait_share (float64, exposed_wait_ns / step_time_ns).
     """
     w = barrier.group_by("step").agg(
-        pl.col("instance").n_unique().cast(pl.Int64).alias("n_instances"), pl.col("wait_ns").sum().cast(pl.Int64)
+        pl.col("instance").n_unique().cast(pl.Int64).alias("n_instances"),
+        pl.col("wait_ns").sum().cast(pl.Int64),
     )
     s = breakdown.group_by("step").agg(
-        pl.col("wait_ns").sum().cast(pl.Int64).alias("exposed_wait_ns"), pl.col("step_time_ns").sum().cast(pl.Int64)
+        pl.col("wait_ns").sum().cast(pl.Int64).alias("exposed_wait_ns"),
+        pl.col("step_time_ns").sum().cast(pl.Int64),
     )
     out = s.join(w, on="step", how="full", coalesce=True).with_columns(
-        pl.col("n_instances").fill_null(0), pl.col("wait_ns").fill_null(0), pl.col("exposed_wait_ns").fill_null(0)
+        pl.col("n_instances").fill_null(0),
+        pl.col("wait_ns").fill_null(0),
+        pl.col("exposed_wait_ns").fill_null(0),
     )
     return out.select(
-        pl.col("step").cast(pl.Int32), "n_instances", "wait_ns", "exposed_wait_ns", "step_time_ns",
+        pl.col("step").cast(pl.Int32),
+        "n_instances",
+        "wait_ns",
+        "exposed_wait_ns",
+        "step_time_ns",
         share(pl.col("exposed_wait_ns"), pl.col("step_time_ns")).alias("wait_share"),
     ).sort("step", nulls_last=True)
 
@@ -253,11 +349,22 @@ def wait_by_rank_layer(barrier: pl.DataFrame) -> pl.DataFrame:
     Columns: rank (int32), dp_group (int32), step (int32), layer (int16), wait_ns (int64),
     dispatch_wait_ns (int64), combine_wait_ns (int64).
     """
-    return barrier.group_by("rank", "step", "layer").agg(
-        pl.col("dp_group").first(),
-        pl.col("wait_ns").sum().cast(pl.Int64),
-        pl.col("wait_ns").filter(pl.col("kind") == "dispatch").sum().cast(pl.Int64).alias("dispatch_wait_ns"),
-        pl.col("wait_ns").filter(pl.col("kind") == "combine").sum().cast(pl.Int64).alias("combine_wait_ns"),
-    ).select("rank", "dp_group", "step", "layer", "wait_ns", "dispatch_wait_ns", "combine_wait_ns").sort(
-        "rank", "step", "layer", nulls_last=True
+    return (
+        barrier.group_by("rank", "step", "layer")
+        .agg(
+            pl.col("dp_group").first(),
+            pl.col("wait_ns").sum().cast(pl.Int64),
+            pl.col("wait_ns")
+            .filter(pl.col("kind") == "dispatch")
+            .sum()
+            .cast(pl.Int64)
+            .alias("dispatch_wait_ns"),
+            pl.col("wait_ns")
+            .filter(pl.col("kind") == "combine")
+            .sum()
+            .cast(pl.Int64)
+            .alias("combine_wait_ns"),
+        )
+        .select("rank", "dp_group", "step", "layer", "wait_ns", "dispatch_wait_ns", "combine_wait_ns")
+        .sort("rank", "step", "layer", nulls_last=True)
     )

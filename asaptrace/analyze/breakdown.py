@@ -55,11 +55,19 @@ def step_breakdown(
     """Per (rank, step): step time split into compute, exposed wait, exposed transfer, idle."""
     act = device_activity(events)
     work = act.select(
-        *_KEYS, "start", "end",
-        pl.when(pl.col("is_comm")).then(pl.lit(_COMM)).otherwise(pl.lit(_COMPUTE)).cast(pl.Int64).alias("cat"),
+        *_KEYS,
+        "start",
+        "end",
+        pl.when(pl.col("is_comm"))
+        .then(pl.lit(_COMM))
+        .otherwise(pl.lit(_COMPUTE))
+        .cast(pl.Int64)
+        .alias("cat"),
     )
     waits = barrier.filter(pl.col("wait_ns") > 0).select(
-        *_KEYS, pl.col("arrival_ns").alias("start"), pl.min_horizontal("release_ns", "end_ns").alias("end"),
+        *_KEYS,
+        pl.col("arrival_ns").alias("start"),
+        pl.min_horizontal("release_ns", "end_ns").alias("end"),
         pl.lit(_WAIT, pl.Int64).alias("cat"),
     )
     iv = pl.concat([work, waits.cast(work.schema)])  # type: ignore[arg-type]
@@ -72,16 +80,29 @@ def step_breakdown(
         pl.col("ns").filter(pl.col("mask") == 0).sum().alias("idle_ns"),
         pl.col("ns").sum().alias("_covered"),
     )
-    window = work.group_by(_KEYS).agg(pl.col("start").min().alias("start_ns"), pl.col("end").max().alias("end_ns"))
+    window = work.group_by(_KEYS).agg(
+        pl.col("start").min().alias("start_ns"), pl.col("end").max().alias("end_ns")
+    )
     out = window.join(buckets, on=_KEYS, how="left", nulls_equal=True).with_columns(
         step_time_ns=pl.col("end_ns") - pl.col("start_ns"),
-        **{c: pl.col(c).fill_null(0).cast(pl.Int64) for c in ("compute_ns", "wait_ns", "transfer_ns", "idle_ns")},
+        **{
+            c: pl.col(c).fill_null(0).cast(pl.Int64)
+            for c in ("compute_ns", "wait_ns", "transfer_ns", "idle_ns")
+        },
     )
     check_identity(out)
     out = out.join(rank_groups(ranks).select("rank", "dp_group"), on="rank", how="left")
     return out.select(
-        "rank", pl.col("dp_group").cast(pl.Int32), pl.col("step").cast(pl.Int32), "start_ns", "end_ns",
-        "step_time_ns", "compute_ns", "wait_ns", "transfer_ns", "idle_ns",
+        "rank",
+        pl.col("dp_group").cast(pl.Int32),
+        pl.col("step").cast(pl.Int32),
+        "start_ns",
+        "end_ns",
+        "step_time_ns",
+        "compute_ns",
+        "wait_ns",
+        "transfer_ns",
+        "idle_ns",
     ).sort("rank", "step", nulls_last=True)
 
 

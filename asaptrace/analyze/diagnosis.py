@@ -38,10 +38,24 @@ __all__ = ["SCHEMA_VERSION", "TABLE_NAMES", "Diagnosis", "Finding", "diagnose", 
 
 #: Tables every Diagnosis carries (possibly empty), in display order.
 TABLE_NAMES = (
-    "barrier_instances", "barrier_by_rank", "barrier_by_group", "barrier_by_layer", "barrier_by_step",
-    "barrier_by_rank_layer", "receive_waits", "step_breakdown", "imbalance_by_group", "imbalance_by_step",
-    "imbalance_fit", "overlap_by_rank", "overlap_by_role", "stragglers", "straggler_groups", "ttft_requests",
-    "ttft_by_bucket", "clock",
+    "barrier_instances",
+    "barrier_by_rank",
+    "barrier_by_group",
+    "barrier_by_layer",
+    "barrier_by_step",
+    "barrier_by_rank_layer",
+    "receive_waits",
+    "step_breakdown",
+    "imbalance_by_group",
+    "imbalance_by_step",
+    "imbalance_fit",
+    "overlap_by_rank",
+    "overlap_by_role",
+    "stragglers",
+    "straggler_groups",
+    "ttft_requests",
+    "ttft_by_bucket",
+    "clock",
 )
 
 
@@ -78,9 +92,13 @@ def diagnose(
     ev = lazy(events)
     rk = lazy(ranks).collect()
     # reduce early: device work only, the columns the analyses read
-    dev = ev.filter(pl.col("is_device")).select(
-        "rank", "stream", "is_device", "kind", "name", "ts_ns", "dur_ns", "step", "layer", "micro_batch"
-    ).collect()
+    dev = (
+        ev.filter(pl.col("is_device"))
+        .select(
+            "rank", "stream", "is_device", "kind", "name", "ts_ns", "dur_ns", "step", "layer", "micro_batch"
+        )
+        .collect()
+    )
     b = batches.collect() if isinstance(batches, pl.LazyFrame) else batches
     inst = match_instances(dev, rk)
     barrier = bw.barrier_wait(dev, rk, instances=inst)
@@ -105,15 +123,20 @@ def diagnose(
         "overlap_by_role": overlap_by_role(ov),
         "stragglers": stragglers(dev, rk, barrier=barrier, imbalance=by_group_imb),
         "straggler_groups": straggler_groups(barrier, by_group_imb),
-        "clock": rk.select("rank", pl.col("clock_offset_ns").alias("offset_ns"),
-                           pl.col("clock_residual_ns").alias("residual_ns")).sort("rank"),
+        "clock": rk.select(
+            "rank",
+            pl.col("clock_offset_ns").alias("offset_ns"),
+            pl.col("clock_residual_ns").alias("residual_ns"),
+        ).sort("rank"),
     }
     t["ttft_requests"] = ttft_requests(b, breakdown=breakdown)
     t["ttft_by_bucket"] = ttft_by_bucket(t["ttft_requests"])
     notes = list(meta.pop("notes", []))
     incomplete = inst.filter(~pl.col("complete")).get_column("instance").n_unique()
     if incomplete:
-        notes.append(f"{incomplete} collective instances miss some ranks and were left out of the barrier analysis")
+        notes.append(
+            f"{incomplete} collective instances miss some ranks and were left out of the barrier analysis"
+        )
     findings = rank_findings(t, rk, meta)
     return Diagnosis(tables=t, findings=findings, notes=notes, meta=meta)
 
@@ -138,8 +161,11 @@ def diagnose_store(
         m = {**store.meta, **result.meta}
         meta["enriched_in_memory"] = True
     meta.update(
-        parallel=m.get("parallel"), taxonomy_profile=m.get("taxonomy_profile"), clock=m.get("clock"),
-        segmentation=m.get("segmentation"), batches_source=m.get("batches_source"),
+        parallel=m.get("parallel"),
+        taxonomy_profile=m.get("taxonomy_profile"),
+        clock=m.get("clock"),
+        segmentation=m.get("segmentation"),
+        batches_source=m.get("batches_source"),
     )
     notes = [*(m.get("segmentation") or {}).get("notes", []), *(m.get("clock") or {}).get("notes", [])]
     return diagnose(events, ranks, batches=bt, meta={**meta, "notes": notes})

@@ -27,9 +27,13 @@ class Finding:
     data: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"code": self.code, "severity": self.severity, "cost_ns": self.cost_ns, "text": self.text,
-                "data": self.data}
-
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "cost_ns": self.cost_ns,
+            "text": self.text,
+            "data": self.data,
+        }
 
 
 def fmt_ns(ns: float | int | None) -> str:
@@ -75,18 +79,32 @@ def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
         total = int(bd.get_column("step_time_ns").sum())
         n_att = rec.get_column("rank").n_unique()
         share = exposed / total if total else 0.0
-        return [Finding(
-            "receive_wait", _severity(share),
-            f"No barrier (asynchronous deployment): attention devices wait only for their own results — "
-            f"{fmt_ns(raw / n_att)} per attention device in combine receives, of which {fmt_ns(exposed / n_att)} "
-            f"is exposed (compute idle), {_pct(share)} of step time.",
-            cost_ns=exposed // n_ranks,
-            data={"receive_wait_ns": raw, "exposed_wait_ns": exposed, "step_time_ns": total, "wait_share": share},
-        )]
+        return [
+            Finding(
+                "receive_wait",
+                _severity(share),
+                f"No barrier (asynchronous deployment): attention devices wait only for their own results — "
+                f"{fmt_ns(raw / n_att)} per attention device in combine receives, of which {fmt_ns(exposed / n_att)} "
+                f"is exposed (compute idle), {_pct(share)} of step time.",
+                cost_ns=exposed // n_ranks,
+                data={
+                    "receive_wait_ns": raw,
+                    "exposed_wait_ns": exposed,
+                    "step_time_ns": total,
+                    "wait_share": share,
+                },
+            )
+        ]
     if b.height == 0:
-        text = ("No matched collective instances: no barrier wait could be measured"
-                + (" (asynchronous disaggregated deployment: dispatch/combine are not barriers)"
-                   if deployment == "disaggregated" else "") + ".")
+        text = (
+            "No matched collective instances: no barrier wait could be measured"
+            + (
+                " (asynchronous disaggregated deployment: dispatch/combine are not barriers)"
+                if deployment == "disaggregated"
+                else ""
+            )
+            + "."
+        )
         return [Finding("no_barrier", "info", text)]
     wait = int(bd.get_column("wait_ns").sum())
     total = int(bd.get_column("step_time_ns").sum())
@@ -94,7 +112,8 @@ def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
     n_inst = b.get_column("instance").n_unique()
     out = [
         Finding(
-            "barrier_wait", _severity(share),
+            "barrier_wait",
+            _severity(share),
             f"Barrier wait cost {_pct(share)} of step time: {fmt_ns(wait / n_ranks)} per rank on average, "
             f"exposed (not hidden under compute), over {n_inst} matched collective instances.",
             cost_ns=wait // n_ranks,
@@ -106,13 +125,19 @@ def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
     fw = first.sort("wait_ns", descending=True).row(0, named=True)
     out.append(
         Finding(
-            "longest_wait", "info",
+            "longest_wait",
+            "info",
             f"Longest single wait: rank {worst['rank']} waited {fmt_ns(worst['wait_ns'])} at {_where(worst)} for "
             f"rank {worst['last_rank']}. At the first instance ({_where(fw)}) rank {fw['rank']} waited longest "
             f"({fmt_ns(fw['wait_ns'])}) and rank {fw['last_rank']} arrived last.",
-            data={"rank": worst["rank"], "wait_ns": worst["wait_ns"], "instance": worst["instance"],
-                  "last_rank": worst["last_rank"], "first_instance_longest_wait_rank": fw["rank"],
-                  "first_instance_last_rank": fw["last_rank"]},
+            data={
+                "rank": worst["rank"],
+                "wait_ns": worst["wait_ns"],
+                "instance": worst["instance"],
+                "last_rank": worst["last_rank"],
+                "first_instance_longest_wait_rank": fw["rank"],
+                "first_instance_last_rank": fw["last_rank"],
+            },
         )
     )
     return out
@@ -151,31 +176,66 @@ def _straggler_findings(t: dict[str, pl.DataFrame], n_ranks: int) -> list[Findin
             text += f" (mostly because of rank {culprit})"
         text += f"; the other ranks waited {fmt_ns(caused_ns / n_ranks)} each for it on average."
         share = g["last_share"] or 0.0
-        out.append(Finding("straggler_group", "high" if share >= 0.5 else "medium", text,
-                           cost_ns=caused_ns // n_ranks, data=data))
+        out.append(
+            Finding(
+                "straggler_group",
+                "high" if share >= 0.5 else "medium",
+                text,
+                cost_ns=caused_ns // n_ranks,
+                data=data,
+            )
+        )
     st = t["stragglers"]
     for r in st.filter(pl.col("outlier")).iter_rows(named=True):
         b = t["barrier_instances"]
-        caused_ns = int(b.filter((pl.col("last_rank") == r["rank"]) & (pl.col("rank") != r["rank"]))
-                        .get_column("wait_ns").sum()) if b.height else 0
-        test = {"dixon_q95": "Dixon's Q test, 95%", "3sigma": "3σ test"}.get(r["outlier_test"], r["outlier_test"])
+        caused_ns = (
+            int(
+                b.filter((pl.col("last_rank") == r["rank"]) & (pl.col("rank") != r["rank"]))
+                .get_column("wait_ns")
+                .sum()
+            )
+            if b.height
+            else 0
+        )
+        test = {"dixon_q95": "Dixon's Q test, 95%", "3sigma": "3σ test"}.get(
+            r["outlier_test"], r["outlier_test"]
+        )
         if r["cause"] == "slow_device":
-            versus = {"dp_group_peers": "those of its DP-group peers (same batch)",
-                      "load_fit": "its batches' Σs/Σs² predict", "all_ranks": "the median rank's"}
-            text = (f"Rank {r['rank']} is a slow device: its non-MoE kernels take {r['compute_ratio']:.2f}× as long as "
-                    f"{versus.get(r['compute_baseline'], 'expected')} ({test}); it arrived last at "
-                    f"{_pct(r['last_share'])} of barriers.")
+            versus = {
+                "dp_group_peers": "those of its DP-group peers (same batch)",
+                "load_fit": "its batches' Σs/Σs² predict",
+                "all_ranks": "the median rank's",
+            }
+            text = (
+                f"Rank {r['rank']} is a slow device: its non-MoE kernels take {r['compute_ratio']:.2f}× as long as "
+                f"{versus.get(r['compute_baseline'], 'expected')} ({test}); it arrived last at "
+                f"{_pct(r['last_share'])} of barriers."
+            )
         else:
-            text = (f"Rank {r['rank']} holds a hot expert: its MoE kernels take {r['moe_ratio']:.2f}× the median "
-                    f"({test}); it arrived last at {_pct(r['last_share'])} of barriers.")
-        out.append(Finding(r["cause"], "high", text, cost_ns=caused_ns // n_ranks,
-                           data={**r, "caused_wait_ns": caused_ns}))
+            text = (
+                f"Rank {r['rank']} holds a hot expert: its MoE kernels take {r['moe_ratio']:.2f}× the median "
+                f"({test}); it arrived last at {_pct(r['last_share'])} of barriers."
+            )
+        out.append(
+            Finding(
+                r["cause"],
+                "high",
+                text,
+                cost_ns=caused_ns // n_ranks,
+                data={**r, "caused_wait_ns": caused_ns},
+            )
+        )
     if not groups.height and st.height and st.get_column("last_count").sum() > 0:
         r = st.sort("last_count", descending=True).row(0, named=True)
-        out.append(Finding("straggler_rank", "medium",
-                           f"Rank {r['rank']} arrived last at {_pct(r['last_share'])} of barriers "
-                           f"({r['last_count']} of them).", data={"rank": r["rank"], "last_count": r["last_count"],
-                                                                  "last_share": r["last_share"]}))
+        out.append(
+            Finding(
+                "straggler_rank",
+                "medium",
+                f"Rank {r['rank']} arrived last at {_pct(r['last_share'])} of barriers "
+                f"({r['last_count']} of them).",
+                data={"rank": r["rank"], "last_count": r["last_count"], "last_share": r["last_share"]},
+            )
+        )
     return out
 
 
@@ -206,35 +266,60 @@ def _imbalance_findings(t: dict[str, pl.DataFrame], n_ranks: int, *, coupled: bo
     f = fit.row(0, named=True)
     if f["cost_basis"] == "measured_attention":
         worst = steps.get_column("attention_ratio").max()
-        return [Finding("lengths_unknown", "info",
-                        "Request lengths are unknown (no seq_lens annotations, no --batches sidecar): imbalance is "
-                        f"measured with attention time only; the slowest DP group's attention was up to "
-                        f"{worst:.2f}× the mean.", data={"max_attention_ratio": worst})]
+        return [
+            Finding(
+                "lengths_unknown",
+                "info",
+                "Request lengths are unknown (no seq_lens annotations, no --batches sidecar): imbalance is "
+                f"measured with attention time only; the slowest DP group's attention was up to "
+                f"{worst:.2f}× the mean.",
+                data={"max_attention_ratio": worst},
+            )
+        ]
     sq = steps.get_column("sum_sq_ratio")
     tok = steps.get_column("tokens_ratio")
     att = steps.get_column("attention_ratio")
-    text = (f"Σs² imbalance: the heaviest DP group's Σs² was {sq.mean():.2f}× the mean on average (up to "
-            f"{sq.max():.2f}×) while tokens were {tok.mean():.2f}×; measured attention {att.mean():.2f}×.")
-    data = {"mean_sum_sq_ratio": sq.mean(), "max_sum_sq_ratio": sq.max(), "mean_tokens_ratio": tok.mean(),
-            "mean_attention_ratio": att.mean(), **f}
+    text = (
+        f"Σs² imbalance: the heaviest DP group's Σs² was {sq.mean():.2f}× the mean on average (up to "
+        f"{sq.max():.2f}×) while tokens were {tok.mean():.2f}×; measured attention {att.mean():.2f}×."
+    )
+    data = {
+        "mean_sum_sq_ratio": sq.mean(),
+        "max_sum_sq_ratio": sq.max(),
+        "mean_tokens_ratio": tok.mean(),
+        "mean_attention_ratio": att.mean(),
+        **f,
+    }
     if not coupled:
-        text += (" No barrier couples the DP groups here, so the imbalance costs no waiting; attention time fits "
-                 f"c0 + c1·Σs + c2·Σs² with R² = {f['r2']:.2f}." if f["r2"] is not None else
-                 " No barrier couples the DP groups here, so the imbalance costs no waiting.")
+        text += (
+            " No barrier couples the DP groups here, so the imbalance costs no waiting; attention time fits "
+            f"c0 + c1·Σs + c2·Σs² with R² = {f['r2']:.2f}."
+            if f["r2"] is not None
+            else " No barrier couples the DP groups here, so the imbalance costs no waiting."
+        )
         return [Finding("sumsq_imbalance", "info", text, data=data)]
     text += " Balanced token counts do not balance the barrier."
     if f["r2"] is not None:
         text += f" Attention time fits c0 + c1·Σs + c2·Σs² with R² = {f['r2']:.2f}"
         if f["explained_wait_share"] is not None:
-            text += f"; the DP groups' length mix accounts for at least {_pct(f['explained_wait_share'])} of the " \
-                    "exposed barrier wait"
+            text += (
+                f"; the DP groups' length mix accounts for at least {_pct(f['explained_wait_share'])} of the "
+                "exposed barrier wait"
+            )
             if f["wait_r2"] is not None:
                 text += f" and ranks the groups' waits with R² = {f['wait_r2']:.2f}"
         text += "."
     wait = t["barrier_by_step"].get_column("exposed_wait_ns").sum()
     explained = f["explained_wait_share"] or 0.0
-    return [Finding("sumsq_imbalance", "high" if sq.mean() >= 1.5 else "medium", text,
-                    cost_ns=int(wait * explained) // n_ranks, data=data)]
+    return [
+        Finding(
+            "sumsq_imbalance",
+            "high" if sq.mean() >= 1.5 else "medium",
+            text,
+            cost_ns=int(wait * explained) // n_ranks,
+            data=data,
+        )
+    ]
 
 
 def _overlap_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str | None) -> list[Finding]:
@@ -250,22 +335,41 @@ def _overlap_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
         span = int(ov.get_column("span_ns").sum())
         transfer = int(t["step_breakdown"].get_column("transfer_ns").sum())
         waited = max(exposed - transfer, 0)
-        text = (f"Overlap efficiency {_pct(eff)}: of {fmt_ns(comm / n_ranks)} of communication per rank, "
-                f"{fmt_ns(exposed / n_ranks)} is exposed ({_pct(exposed / span if span else None)} of the device "
-                "span)")
+        text = (
+            f"Overlap efficiency {_pct(eff)}: of {fmt_ns(comm / n_ranks)} of communication per rank, "
+            f"{fmt_ns(exposed / n_ranks)} is exposed ({_pct(exposed / span if span else None)} of the device "
+            "span)"
+        )
         if waited:
             text += f", of which {fmt_ns(waited / n_ranks)} is barrier wait and {fmt_ns(transfer / n_ranks)} transfer"
-        out.append(Finding(
-            "overlap", "info" if eff >= 0.5 else "low", text + ".",
-            cost_ns=transfer // n_ranks,
-            data={"overlap_efficiency": eff, "comm_ns": comm, "exposed_comm_ns": exposed,
-                  "exposed_transfer_ns": transfer},
-        ))
+        out.append(
+            Finding(
+                "overlap",
+                "info" if eff >= 0.5 else "low",
+                text + ".",
+                cost_ns=transfer // n_ranks,
+                data={
+                    "overlap_efficiency": eff,
+                    "comm_ns": comm,
+                    "exposed_comm_ns": exposed,
+                    "exposed_transfer_ns": transfer,
+                },
+            )
+        )
     if deployment == "disaggregated" and roles.height:
-        parts = [f"{r['role']} devices {_pct(r['utilisation'])} busy ({r['n_bubbles']} bubbles, "
-                 f"mean {fmt_ns(r['mean_bubble_ns'])})" for r in roles.iter_rows(named=True)]
-        out.append(Finding("utilisation", "info", "Utilisation by role: " + "; ".join(parts) + ".",
-                           data={"roles": roles.to_dicts()}))
+        parts = [
+            f"{r['role']} devices {_pct(r['utilisation'])} busy ({r['n_bubbles']} bubbles, "
+            f"mean {fmt_ns(r['mean_bubble_ns'])})"
+            for r in roles.iter_rows(named=True)
+        ]
+        out.append(
+            Finding(
+                "utilisation",
+                "info",
+                "Utilisation by role: " + "; ".join(parts) + ".",
+                data={"roles": roles.to_dicts()},
+            )
+        )
     return out
 
 
@@ -274,12 +378,15 @@ def _ttft_findings(t: dict[str, pl.DataFrame]) -> list[Finding]:
     if tb.height < 2 or tb.get_column("wait_share").is_null().all():
         return []
     first, last = tb.row(0, named=True), tb.row(tb.height - 1, named=True)
-    return [Finding(
-        "ttft_wait", "info",
-        f"Short requests pay for the barrier: {first['bucket']} requests spend {_pct(first['wait_share'])} of their "
-        f"step waiting, {last['bucket']} requests {_pct(last['wait_share'])}.",
-        data={"buckets": tb.to_dicts()},
-    )]
+    return [
+        Finding(
+            "ttft_wait",
+            "info",
+            f"Short requests pay for the barrier: {first['bucket']} requests spend {_pct(first['wait_share'])} of their "
+            f"step waiting, {last['bucket']} requests {_pct(last['wait_share'])}.",
+            data={"buckets": tb.to_dicts()},
+        )
+    ]
 
 
 def _clock_findings(t: dict[str, pl.DataFrame], meta: dict[str, Any]) -> list[Finding]:
@@ -288,24 +395,35 @@ def _clock_findings(t: dict[str, pl.DataFrame], meta: dict[str, Any]) -> list[Fi
     if c.height < 2:
         return []
     if clock.get("status") == "impossible":
-        return [Finding("clock", "info", "Clocks could not be aligned (too few collective instances shared "
-                                         "across ranks to align on); cross-rank times are used as recorded.",
-                        data=clock)]
+        return [
+            Finding(
+                "clock",
+                "info",
+                "Clocks could not be aligned (too few collective instances shared "
+                "across ranks to align on); cross-rank times are used as recorded.",
+                data=clock,
+            )
+        ]
     if c.height == 0 or c.get_column("residual_ns").is_null().all():
         return []
     span = int(c.get_column("offset_ns").max() - c.get_column("offset_ns").min())  # type: ignore[operator]
     resid = int(c.get_column("residual_ns").max())  # type: ignore[arg-type]
-    text = (f"Clocks aligned on {clock.get('n_instances', '?')} collective instances: offsets span {fmt_ns(span)} "
-            f"(reference rank {clock.get('reference_rank')}), residual at most {fmt_ns(resid)}.")
+    text = (
+        f"Clocks aligned on {clock.get('n_instances', '?')} collective instances: offsets span {fmt_ns(span)} "
+        f"(reference rank {clock.get('reference_rank')}), residual at most {fmt_ns(resid)}."
+    )
     severity = "info"
     if resid > UNRELIABLE_RESIDUAL_NS:
         severity = "medium"
-        text += (" The alignment is unreliable: after it, collective end times still disagree by up to "
-                 f"{fmt_ns(resid)} (the matched kernels may not synchronise, e.g. point-to-point sends, or the "
-                 "trace holds only part of a larger group), so cross-rank waits are approximate.")
+        text += (
+            " The alignment is unreliable: after it, collective end times still disagree by up to "
+            f"{fmt_ns(resid)} (the matched kernels may not synchronise, e.g. point-to-point sends, or the "
+            "trace holds only part of a larger group), so cross-rank waits are approximate."
+        )
     elif span <= 2 * max(resid, 1_000):
         text += " The ranks' clocks already agreed; differences in trace start times are not clock skew."
     if clock.get("status") == "partial":
         text += " " + " ".join(clock.get("notes", []))
-    return [Finding("clock", severity, text, data={"offset_span_ns": span, "max_residual_ns": resid, **clock})]
-
+    return [
+        Finding("clock", severity, text, data={"offset_span_ns": span, "max_residual_ns": resid, **clock})
+    ]

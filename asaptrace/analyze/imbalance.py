@@ -60,12 +60,18 @@ def imbalance_by_group(
         pl.col("attn").mean().round(0).cast(pl.Int64).alias("attention_ns"),
     )
     lengths = _lengths(batches)
-    out = attn.join(lengths, on=_BY, how="full", coalesce=True) if lengths.height else attn.with_columns(
-        n_requests=pl.lit(None, pl.Int64), tokens=pl.lit(None, pl.Int64), sum_sq=pl.lit(None, pl.Int64)
+    out = (
+        attn.join(lengths, on=_BY, how="full", coalesce=True)
+        if lengths.height
+        else attn.with_columns(
+            n_requests=pl.lit(None, pl.Int64), tokens=pl.lit(None, pl.Int64), sum_sq=pl.lit(None, pl.Int64)
+        )
     )
     if breakdown is not None and breakdown.height:
-        w = breakdown.filter(pl.col("dp_group").is_not_null()).group_by(_BY).agg(
-            pl.col("wait_ns").mean().round(0).cast(pl.Int64)
+        w = (
+            breakdown.filter(pl.col("dp_group").is_not_null())
+            .group_by(_BY)
+            .agg(pl.col("wait_ns").mean().round(0).cast(pl.Int64))
         )
         out = out.join(w, on=_BY, how="left")
     else:
@@ -76,13 +82,25 @@ def imbalance_by_group(
         c0, c1, c2, _ = coef
         pred = (c0 + c1 * pl.col("tokens").cast(pl.Float64) + c2 * pl.col("sum_sq").cast(pl.Float64)).round(0)
         out = out.with_columns(predicted_attention_ns=pred.cast(pl.Int64)).with_columns(
-            predicted_wait_ns=(pl.col("predicted_attention_ns").max().over("step") - pl.col("predicted_attention_ns"))
+            predicted_wait_ns=(
+                pl.col("predicted_attention_ns").max().over("step") - pl.col("predicted_attention_ns")
+            )
         )
     else:
-        out = out.with_columns(predicted_attention_ns=pl.lit(None, pl.Int64), predicted_wait_ns=pl.lit(None, pl.Int64))
+        out = out.with_columns(
+            predicted_attention_ns=pl.lit(None, pl.Int64), predicted_wait_ns=pl.lit(None, pl.Int64)
+        )
     return out.select(
-        "step", "dp_group", pl.col("n_ranks").fill_null(0), "n_requests", "tokens", "sum_sq", "attention_ns",
-        "predicted_attention_ns", "wait_ns", "predicted_wait_ns",
+        "step",
+        "dp_group",
+        pl.col("n_ranks").fill_null(0),
+        "n_requests",
+        "tokens",
+        "sum_sq",
+        "attention_ns",
+        "predicted_attention_ns",
+        "wait_ns",
+        "predicted_wait_ns",
     ).sort(_BY, nulls_last=True)
 
 
@@ -94,9 +112,15 @@ def _lengths(batches: pl.LazyFrame | pl.DataFrame | None) -> pl.DataFrame:
         return pl.DataFrame()
     s = pl.col("seq_len").cast(pl.Int64)
     c = pl.col("cached_len").cast(pl.Int64).fill_null(0)
-    return b.group_by(_BY).agg(
-        pl.len().cast(pl.Int64).alias("n_requests"), (s - c).sum().alias("tokens"), (s * s - c * c).sum().alias("sum_sq")
-    ).with_columns(pl.col("step").cast(pl.Int32), pl.col("dp_group").cast(pl.Int32))
+    return (
+        b.group_by(_BY)
+        .agg(
+            pl.len().cast(pl.Int64).alias("n_requests"),
+            (s - c).sum().alias("tokens"),
+            (s * s - c * c).sum().alias("sum_sq"),
+        )
+        .with_columns(pl.col("step").cast(pl.Int32), pl.col("dp_group").cast(pl.Int32))
+    )
 
 
 def _fit(by_group: pl.DataFrame) -> tuple[float, float, float, float] | None:
@@ -146,12 +170,23 @@ def fit_attention(by_group: pl.DataFrame) -> pl.DataFrame:
         {
             "n_points": [by_group.height],
             "cost_basis": ["seq_lens" if known else "measured_attention"],
-            "c0_ns": [c0], "c1_ns_per_token": [c1], "c2_ns_per_token2": [c2], "r2": [r2],
-            "explained_wait_share": [explained], "wait_r2": [wait_r2],
+            "c0_ns": [c0],
+            "c1_ns_per_token": [c1],
+            "c2_ns_per_token2": [c2],
+            "r2": [r2],
+            "explained_wait_share": [explained],
+            "wait_r2": [wait_r2],
         },
-        schema={"n_points": pl.Int64, "cost_basis": pl.String, "c0_ns": pl.Float64, "c1_ns_per_token": pl.Float64,
-                "c2_ns_per_token2": pl.Float64, "r2": pl.Float64, "explained_wait_share": pl.Float64,
-                "wait_r2": pl.Float64},
+        schema={
+            "n_points": pl.Int64,
+            "cost_basis": pl.String,
+            "c0_ns": pl.Float64,
+            "c1_ns_per_token": pl.Float64,
+            "c2_ns_per_token2": pl.Float64,
+            "r2": pl.Float64,
+            "explained_wait_share": pl.Float64,
+            "wait_r2": pl.Float64,
+        },
     )
 
 
@@ -165,13 +200,22 @@ def imbalance_by_step(by_group: pl.DataFrame) -> pl.DataFrame:
     def argmax(c: str, name: str) -> pl.Expr:
         return pl.col("dp_group").sort_by(pl.col(c), descending=True, nulls_last=True).first().alias(name)
 
-    return by_group.group_by("step").agg(
-        pl.len().cast(pl.Int64).alias("n_groups"),
-        ratio("tokens"), ratio("sum_sq"), ratio("attention_ns").alias("attention_ratio"),
-        argmax("sum_sq", "max_sum_sq_group").cast(pl.Int32),
-        argmax("attention_ns", "max_attention_group").cast(pl.Int32),
-        pl.col("wait_ns").sum().cast(pl.Int64),
-    ).with_columns(
-        pl.when(pl.col("sum_sq_ratio").is_null()).then(None).otherwise(pl.col("max_sum_sq_group"))
-        .alias("max_sum_sq_group")
-    ).sort("step", nulls_last=True)
+    return (
+        by_group.group_by("step")
+        .agg(
+            pl.len().cast(pl.Int64).alias("n_groups"),
+            ratio("tokens"),
+            ratio("sum_sq"),
+            ratio("attention_ns").alias("attention_ratio"),
+            argmax("sum_sq", "max_sum_sq_group").cast(pl.Int32),
+            argmax("attention_ns", "max_attention_group").cast(pl.Int32),
+            pl.col("wait_ns").sum().cast(pl.Int64),
+        )
+        .with_columns(
+            pl.when(pl.col("sum_sq_ratio").is_null())
+            .then(None)
+            .otherwise(pl.col("max_sum_sq_group"))
+            .alias("max_sum_sq_group")
+        )
+        .sort("step", nulls_last=True)
+    )

@@ -57,8 +57,14 @@ def overlap_by_rank(
     """Per rank: compute, communication, overlapped, exposed communication, idle (columns above)."""
     act = device_activity(events)
     iv = act.select(
-        "rank", "start", "end",
-        pl.when(pl.col("is_comm")).then(pl.lit(_COMM)).otherwise(pl.lit(_COMPUTE)).cast(pl.Int64).alias("cat"),
+        "rank",
+        "start",
+        "end",
+        pl.when(pl.col("is_comm"))
+        .then(pl.lit(_COMM))
+        .otherwise(pl.lit(_COMPUTE))
+        .cast(pl.Int64)
+        .alias("cat"),
     )
     cov = coverage(iv, ["rank"], 2)
     mask = pl.col("mask")
@@ -70,32 +76,62 @@ def overlap_by_rank(
         pl.col("ns").filter(mask == 2).sum().alias("exposed_comm_ns"),
         pl.col("ns").filter(mask == 0).sum().alias("idle_ns"),
     )
-    bad = per.filter(pl.col("compute_ns") + pl.col("exposed_comm_ns") + pl.col("idle_ns") != pl.col("span_ns"))
+    bad = per.filter(
+        pl.col("compute_ns") + pl.col("exposed_comm_ns") + pl.col("idle_ns") != pl.col("span_ns")
+    )
     if bad.height:
         r = bad.row(0, named=True)
         raise OverlapIdentityError(f"overlap of rank {r['rank']} does not add up: {r}")
     gaps = idle_gaps(iv.filter(pl.col("cat") == _COMPUTE), ["rank"], min_gap_ns=bubble_min_ns)
     out = per.join(gaps, on="rank", how="left").join(rank_groups(ranks), on="rank", how="left")
     return out.select(
-        pl.col("rank").cast(pl.Int32), pl.col("dp_group").cast(pl.Int32), "role",
-        *[pl.col(c).cast(pl.Int64) for c in
-          ("span_ns", "compute_ns", "comm_ns", "overlapped_ns", "exposed_comm_ns", "idle_ns")],
+        pl.col("rank").cast(pl.Int32),
+        pl.col("dp_group").cast(pl.Int32),
+        "role",
+        *[
+            pl.col(c).cast(pl.Int64)
+            for c in ("span_ns", "compute_ns", "comm_ns", "overlapped_ns", "exposed_comm_ns", "idle_ns")
+        ],
         share(pl.col("overlapped_ns"), pl.col("comm_ns")).alias("overlap_efficiency"),
         share(pl.col("compute_ns"), pl.col("span_ns")).alias("utilisation"),
-        pl.col("n_bubbles").fill_null(0).cast(pl.Int64), pl.col("bubble_ns").fill_null(0).cast(pl.Int64),
+        pl.col("n_bubbles").fill_null(0).cast(pl.Int64),
+        pl.col("bubble_ns").fill_null(0).cast(pl.Int64),
     ).sort("rank")
 
 
 def overlap_by_role(by_rank: pl.DataFrame) -> pl.DataFrame:
     """Sums of :func:`overlap_by_rank` per role (columns in the module docstring)."""
-    sums = ["span_ns", "compute_ns", "comm_ns", "overlapped_ns", "exposed_comm_ns", "idle_ns", "n_bubbles",
-            "bubble_ns"]
-    out = by_rank.group_by("role").agg(pl.len().cast(pl.Int64).alias("n_ranks"),
-                                       *[pl.col(c).sum().cast(pl.Int64) for c in sums])
-    return out.with_columns(
-        overlap_efficiency=share(pl.col("overlapped_ns"), pl.col("comm_ns")),
-        utilisation=share(pl.col("compute_ns"), pl.col("span_ns")),
-        mean_bubble_ns=pl.when(pl.col("n_bubbles") > 0).then(pl.col("bubble_ns") // pl.col("n_bubbles"))
-        .otherwise(None).cast(pl.Int64),
-    ).select("role", "n_ranks", *sums[:6], "overlap_efficiency", "utilisation", "n_bubbles", "bubble_ns",
-             "mean_bubble_ns").sort("role")
+    sums = [
+        "span_ns",
+        "compute_ns",
+        "comm_ns",
+        "overlapped_ns",
+        "exposed_comm_ns",
+        "idle_ns",
+        "n_bubbles",
+        "bubble_ns",
+    ]
+    out = by_rank.group_by("role").agg(
+        pl.len().cast(pl.Int64).alias("n_ranks"), *[pl.col(c).sum().cast(pl.Int64) for c in sums]
+    )
+    return (
+        out.with_columns(
+            overlap_efficiency=share(pl.col("overlapped_ns"), pl.col("comm_ns")),
+            utilisation=share(pl.col("compute_ns"), pl.col("span_ns")),
+            mean_bubble_ns=pl.when(pl.col("n_bubbles") > 0)
+            .then(pl.col("bubble_ns") // pl.col("n_bubbles"))
+            .otherwise(None)
+            .cast(pl.Int64),
+        )
+        .select(
+            "role",
+            "n_ranks",
+            *sums[:6],
+            "overlap_efficiency",
+            "utilisation",
+            "n_bubbles",
+            "bubble_ns",
+            "mean_bubble_ns",
+        )
+        .sort("role")
+    )

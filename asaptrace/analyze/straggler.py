@@ -92,27 +92,48 @@ def stragglers(
         dur.filter(pl.col("kind") == Kind.MOE).sum().alias("moe_ns"),
     )
     if barrier.height:
-        late = barrier.with_columns(
-            _late=pl.col("arrival_ns") - pl.col("arrival_ns").median().over("instance")
-        ).group_by("rank").agg(
-            pl.len().cast(pl.Int64).alias("n_instances"),
-            (pl.col("rank") == pl.col("last_rank")).sum().cast(pl.Int64).alias("last_count"),
-            pl.col("_late").mean().round(0).cast(pl.Int64).alias("mean_lateness_ns"),
+        late = (
+            barrier.with_columns(_late=pl.col("arrival_ns") - pl.col("arrival_ns").median().over("instance"))
+            .group_by("rank")
+            .agg(
+                pl.len().cast(pl.Int64).alias("n_instances"),
+                (pl.col("rank") == pl.col("last_rank")).sum().cast(pl.Int64).alias("last_count"),
+                pl.col("_late").mean().round(0).cast(pl.Int64).alias("mean_lateness_ns"),
+            )
         )
         n_inst = barrier.get_column("instance").n_unique()
     else:
-        late = pl.DataFrame(schema={"rank": pl.Int32, "n_instances": pl.Int64, "last_count": pl.Int64,
-                                    "mean_lateness_ns": pl.Int64})
+        late = pl.DataFrame(
+            schema={
+                "rank": pl.Int32,
+                "n_instances": pl.Int64,
+                "last_count": pl.Int64,
+                "mean_lateness_ns": pl.Int64,
+            }
+        )
         n_inst = 0
-    t = rk.join(work, on="rank", how="left").join(late, on="rank", how="left").with_columns(
-        pl.col("compute_ns").fill_null(0), pl.col("attention_ns").fill_null(0), pl.col("moe_ns").fill_null(0),
-        pl.col("n_instances").fill_null(0), pl.col("last_count").fill_null(0),
-    ).with_columns(_other=pl.col("compute_ns") - pl.col("moe_ns"), _grp=pl.coalesce("dp_group", pl.lit(-1)))
+    t = (
+        rk.join(work, on="rank", how="left")
+        .join(late, on="rank", how="left")
+        .with_columns(
+            pl.col("compute_ns").fill_null(0),
+            pl.col("attention_ns").fill_null(0),
+            pl.col("moe_ns").fill_null(0),
+            pl.col("n_instances").fill_null(0),
+            pl.col("last_count").fill_null(0),
+        )
+        .with_columns(
+            _other=pl.col("compute_ns") - pl.col("moe_ns"), _grp=pl.coalesce("dp_group", pl.lit(-1))
+        )
+    )
     group_size = pl.len().over("_grp")
     peer_median = pl.col("_other").median().over("_grp")
     expected = _expected_attention(imbalance)
-    t = t.join(expected, on="dp_group", how="left") if expected is not None else t.with_columns(
-        _expected=pl.lit(None, pl.Float64))
+    t = (
+        t.join(expected, on="dp_group", how="left")
+        if expected is not None
+        else t.with_columns(_expected=pl.lit(None, pl.Float64))
+    )
     ratio = (
         pl.when(pl.col("dp_group").is_null())
         .then(pl.col("_other") / pl.col("_other").median())
@@ -121,15 +142,18 @@ def stragglers(
         .otherwise(pl.col("attention_ns") / pl.col("_expected"))
     )
     baseline = (
-        pl.when(pl.col("dp_group").is_null()).then(pl.lit("all_ranks"))
-        .when(group_size > 1).then(pl.lit("dp_group_peers"))
+        pl.when(pl.col("dp_group").is_null())
+        .then(pl.lit("all_ranks"))
+        .when(group_size > 1)
+        .then(pl.lit("dp_group_peers"))
         .otherwise(pl.lit("load_fit"))
     )
     moe_median = pl.col("moe_ns").filter(pl.col("moe_ns") > 0).median()
     t = t.with_columns(
         compute_baseline=baseline,
         compute_ratio=pl.when(ratio.is_finite() & (ratio > 0)).then(ratio).otherwise(None),
-        moe_ratio=pl.when((pl.col("moe_ns") > 0) & (moe_median > 0)).then(pl.col("moe_ns") / moe_median)
+        moe_ratio=pl.when((pl.col("moe_ns") > 0) & (moe_median > 0))
+        .then(pl.col("moe_ns") / moe_median)
         .otherwise(None),
         last_share=(pl.col("last_count") / n_inst) if n_inst else pl.lit(None, pl.Float64),
     ).sort("rank")
@@ -146,15 +170,31 @@ def stragglers(
         cause=pl.Series(cause.tolist(), dtype=pl.String),
     )
     return t.select(
-        pl.col("rank").cast(pl.Int32), pl.col("dp_group").cast(pl.Int32), "role", "n_instances", "last_count",
-        "last_share", "mean_lateness_ns", *[pl.col(c).cast(pl.Int64) for c in ("compute_ns", "attention_ns", "moe_ns")],
-        "compute_ratio", "compute_baseline", "moe_ratio", "outlier", "outlier_metric", "outlier_test", "cause",
+        pl.col("rank").cast(pl.Int32),
+        pl.col("dp_group").cast(pl.Int32),
+        "role",
+        "n_instances",
+        "last_count",
+        "last_share",
+        "mean_lateness_ns",
+        *[pl.col(c).cast(pl.Int64) for c in ("compute_ns", "attention_ns", "moe_ns")],
+        "compute_ratio",
+        "compute_baseline",
+        "moe_ratio",
+        "outlier",
+        "outlier_metric",
+        "outlier_test",
+        "cause",
     )
 
 
 def _expected_attention(imbalance: pl.DataFrame | None) -> pl.DataFrame | None:
     """Per DP group: Σ over steps of the fitted attention time (None without a fit)."""
-    if imbalance is None or imbalance.height == 0 or imbalance.get_column("predicted_attention_ns").is_null().all():
+    if (
+        imbalance is None
+        or imbalance.height == 0
+        or imbalance.get_column("predicted_attention_ns").is_null().all()
+    ):
         return None
     return imbalance.group_by("dp_group").agg(
         pl.col("predicted_attention_ns").sum().cast(pl.Float64).alias("_expected")
@@ -163,23 +203,36 @@ def _expected_attention(imbalance: pl.DataFrame | None) -> pl.DataFrame | None:
 
 def straggler_groups(barrier: pl.DataFrame, imbalance: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per DP group: how often it was ready last, and whether that follows its load (see above)."""
-    schema = {"dp_group": pl.Int32, "last_count": pl.Int64, "last_share": pl.Float64, "steps_last": pl.Int64,
-              "load_matched_steps": pl.Int64, "cause": pl.String}
+    schema = {
+        "dp_group": pl.Int32,
+        "last_count": pl.Int64,
+        "last_share": pl.Float64,
+        "steps_last": pl.Int64,
+        "load_matched_steps": pl.Int64,
+        "cause": pl.String,
+    }
     b = barrier.filter(pl.col("last_dp_group").is_not_null())
     if b.height == 0:
         return pl.DataFrame(schema=schema)
     inst = b.select("instance", "step", "last_dp_group").unique("instance")
     n_inst = inst.height
     counts = inst.group_by("last_dp_group").agg(pl.len().cast(pl.Int64).alias("last_count"))
-    per_step = inst.group_by("step", "last_dp_group").agg(pl.len().alias("n")).sort(
-        ["step", "n", "last_dp_group"], descending=[False, True, False]
-    ).group_by("step", maintain_order=True).agg(pl.col("last_dp_group").first().alias("g"))
+    per_step = (
+        inst.group_by("step", "last_dp_group")
+        .agg(pl.len().alias("n"))
+        .sort(["step", "n", "last_dp_group"], descending=[False, True, False])
+        .group_by("step", maintain_order=True)
+        .agg(pl.col("last_dp_group").first().alias("g"))
+    )
     n_steps = per_step.height
     if imbalance is not None and imbalance.height:
         load_col = "sum_sq" if imbalance.get_column("sum_sq").is_not_null().any() else "attention_ns"
-        top = imbalance.filter(pl.col(load_col).is_not_null()).sort(
-            ["step", load_col], descending=[False, True]
-        ).group_by("step", maintain_order=True).agg(pl.col("dp_group").first().alias("top"))
+        top = (
+            imbalance.filter(pl.col(load_col).is_not_null())
+            .sort(["step", load_col], descending=[False, True])
+            .group_by("step", maintain_order=True)
+            .agg(pl.col("dp_group").first().alias("top"))
+        )
         per_step = per_step.join(top, on="step", how="left", nulls_equal=True)
     else:
         per_step = per_step.with_columns(top=pl.lit(None, pl.Int32))
@@ -187,18 +240,31 @@ def straggler_groups(barrier: pl.DataFrame, imbalance: pl.DataFrame | None = Non
         pl.len().cast(pl.Int64).alias("steps_last"),
         (pl.col("g") == pl.col("top")).fill_null(False).sum().cast(pl.Int64).alias("load_matched_steps"),
     )
-    out = counts.rename({"last_dp_group": "dp_group"}).join(
-        steps.rename({"g": "dp_group"}), on="dp_group", how="left"
-    ).with_columns(
-        pl.col("steps_last").fill_null(0), pl.col("load_matched_steps").fill_null(0),
-        last_share=pl.col("last_count") / n_inst,
-    ).with_columns(
-        cause=pl.when((pl.col("steps_last") > 0) & (2 * pl.col("load_matched_steps") >= pl.col("steps_last"))
-                      & (pl.col("load_matched_steps") > 0))
-        .then(pl.lit("load"))
-        .when((n_steps >= 2) & (2 * pl.col("steps_last") >= n_steps) & (pl.col("steps_last") > 0))
-        .then(pl.lit("persistent"))
-        .otherwise(None)
+    out = (
+        counts.rename({"last_dp_group": "dp_group"})
+        .join(steps.rename({"g": "dp_group"}), on="dp_group", how="left")
+        .with_columns(
+            pl.col("steps_last").fill_null(0),
+            pl.col("load_matched_steps").fill_null(0),
+            last_share=pl.col("last_count") / n_inst,
+        )
+        .with_columns(
+            cause=pl.when(
+                (pl.col("steps_last") > 0)
+                & (2 * pl.col("load_matched_steps") >= pl.col("steps_last"))
+                & (pl.col("load_matched_steps") > 0)
+            )
+            .then(pl.lit("load"))
+            .when((n_steps >= 2) & (2 * pl.col("steps_last") >= n_steps) & (pl.col("steps_last") > 0))
+            .then(pl.lit("persistent"))
+            .otherwise(None)
+        )
     )
-    return out.select(pl.col("dp_group").cast(pl.Int32), "last_count", "last_share", "steps_last",
-                      "load_matched_steps", "cause").sort("last_count", descending=True)
+    return out.select(
+        pl.col("dp_group").cast(pl.Int32),
+        "last_count",
+        "last_share",
+        "steps_last",
+        "load_matched_steps",
+        "cause",
+    ).sort("last_count", descending=True)

@@ -55,16 +55,31 @@ def ttft_requests(
     bucket_edges: Sequence[int] = DEFAULT_BUCKET_EDGES,
 ) -> pl.DataFrame:
     """Per request: queueing, kernel time, wait and TTFT (columns above)."""
-    schema = {"request_id": pl.String, "step": pl.Int32, "dp_group": pl.Int32, "seq_len": pl.Int64,
-              "bucket": pl.String, "arrival_ns": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64,
-              "queue_ns": pl.Int64, "kernel_ns": pl.Int64, "wait_ns": pl.Int64, "ttft_ns": pl.Int64}
+    schema = {
+        "request_id": pl.String,
+        "step": pl.Int32,
+        "dp_group": pl.Int32,
+        "seq_len": pl.Int64,
+        "bucket": pl.String,
+        "arrival_ns": pl.Int64,
+        "start_ns": pl.Int64,
+        "end_ns": pl.Int64,
+        "queue_ns": pl.Int64,
+        "kernel_ns": pl.Int64,
+        "wait_ns": pl.Int64,
+        "ttft_ns": pl.Int64,
+    }
     if batches is None:
         return pl.DataFrame(schema=schema)
     b = batches.collect() if isinstance(batches, pl.LazyFrame) else batches
     if b.height == 0 or breakdown.height == 0:
         return pl.DataFrame(schema=schema)
-    win = breakdown.filter(pl.col("dp_group").is_not_null()).group_by("step", "dp_group").agg(
-        pl.col("start_ns").min(), pl.col("end_ns").max(), pl.col("wait_ns").mean().round(0).cast(pl.Int64)
+    win = (
+        breakdown.filter(pl.col("dp_group").is_not_null())
+        .group_by("step", "dp_group")
+        .agg(
+            pl.col("start_ns").min(), pl.col("end_ns").max(), pl.col("wait_ns").mean().round(0).cast(pl.Int64)
+        )
     )
     r = b.with_columns(pl.col("step").cast(pl.Int32), pl.col("dp_group").cast(pl.Int32)).join(
         win, on=["step", "dp_group"], how="inner"
@@ -76,22 +91,35 @@ def ttft_requests(
         ttft_ns=pl.col("end_ns") - pl.col("arrival_ns"),
     )
     return r.select(
-        "request_id", "step", "dp_group", pl.col("seq_len").cast(pl.Int64), "bucket",
-        *[pl.col(c).cast(pl.Int64) for c in ("arrival_ns", "start_ns", "end_ns", "queue_ns", "kernel_ns", "wait_ns",
-                                             "ttft_ns")],
+        "request_id",
+        "step",
+        "dp_group",
+        pl.col("seq_len").cast(pl.Int64),
+        "bucket",
+        *[
+            pl.col(c).cast(pl.Int64)
+            for c in ("arrival_ns", "start_ns", "end_ns", "queue_ns", "kernel_ns", "wait_ns", "ttft_ns")
+        ],
     ).sort("step", "dp_group", "seq_len")
 
 
 def ttft_by_bucket(requests: pl.DataFrame) -> pl.DataFrame:
     """Means per length bucket (columns in the module docstring)."""
     mean = lambda c: pl.col(c).mean().round(0).cast(pl.Int64).alias(f"mean_{c}")  # noqa: E731
-    out = requests.group_by("bucket").agg(
-        pl.len().cast(pl.Int64).alias("n_requests"),
-        pl.col("seq_len").mean().alias("mean_seq_len"),
-        mean("ttft_ns"), mean("queue_ns"), mean("kernel_ns"), mean("wait_ns"),
-    ).with_columns(
-        wait_share=pl.when((pl.col("mean_kernel_ns") + pl.col("mean_wait_ns")) > 0)
-        .then(pl.col("mean_wait_ns") / (pl.col("mean_kernel_ns") + pl.col("mean_wait_ns")))
-        .otherwise(None)
+    out = (
+        requests.group_by("bucket")
+        .agg(
+            pl.len().cast(pl.Int64).alias("n_requests"),
+            pl.col("seq_len").mean().alias("mean_seq_len"),
+            mean("ttft_ns"),
+            mean("queue_ns"),
+            mean("kernel_ns"),
+            mean("wait_ns"),
+        )
+        .with_columns(
+            wait_share=pl.when((pl.col("mean_kernel_ns") + pl.col("mean_wait_ns")) > 0)
+            .then(pl.col("mean_wait_ns") / (pl.col("mean_kernel_ns") + pl.col("mean_wait_ns")))
+            .otherwise(None)
+        )
     )
     return out.sort("mean_seq_len")

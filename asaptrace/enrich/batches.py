@@ -47,19 +47,38 @@ def _rows_of(obj: dict[str, Any], where: str, path: Path) -> list[dict[str, Any]
         ids = obj.get("request_ids") or [None] * len(lens)
         cached = obj.get("cached_lens") or [None] * len(lens)
         if len(ids) != len(lens) or len(cached) != len(lens):
-            raise UsageError(f"{where}: 'request_ids'/'cached_lens' must have as many items as 'seq_lens'",
-                             path=path)
+            raise UsageError(
+                f"{where}: 'request_ids'/'cached_lens' must have as many items as 'seq_lens'", path=path
+            )
         return [
-            {"step": step, "dp_group": group, "micro_batch": mb, "request_id": None if i is None else str(i),
-             "seq_len": s, "cached_len": c, "arrival_ns": None}
+            {
+                "step": step,
+                "dp_group": group,
+                "micro_batch": mb,
+                "request_id": None if i is None else str(i),
+                "seq_len": s,
+                "cached_len": c,
+                "arrival_ns": None,
+            }
             for s, i, c in zip(lens, ids, cached, strict=True)
         ]
     seq = obj.get("seq_len")
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        raise UsageError(f"{where}: needs 'seq_len' (a non-negative integer) or 'seq_lens' (a list)", path=path)
+        raise UsageError(
+            f"{where}: needs 'seq_len' (a non-negative integer) or 'seq_lens' (a list)", path=path
+        )
     rid = obj.get("request_id")
-    return [{"step": step, "dp_group": group, "micro_batch": mb, "request_id": None if rid is None else str(rid),
-             "seq_len": seq, "cached_len": obj.get("cached_len"), "arrival_ns": obj.get("arrival_ns")}]
+    return [
+        {
+            "step": step,
+            "dp_group": group,
+            "micro_batch": mb,
+            "request_id": None if rid is None else str(rid),
+            "seq_len": seq,
+            "cached_len": obj.get("cached_len"),
+            "arrival_ns": obj.get("arrival_ns"),
+        }
+    ]
 
 
 def read_batches_sidecar(path: str | Path) -> pl.DataFrame:
@@ -90,7 +109,9 @@ def read_batches_sidecar(path: str | Path) -> pl.DataFrame:
 
 def batches_from_annotations(spans: pl.DataFrame, args: pl.DataFrame) -> pl.DataFrame:
     """Batches written in step-span args (one copy per (step, dp_group) is kept)."""
-    steps = spans.filter(pl.col("is_step_span") & pl.col("own_step").is_not_null()).select("rank", "eid", "own_step")
+    steps = spans.filter(pl.col("is_step_span") & pl.col("own_step").is_not_null()).select(
+        "rank", "eid", "own_step"
+    )
     if steps.height == 0:
         return empty_batches()
     with_args = steps.join(args.select("rank", "eid", "extra"), on=["rank", "eid"], how="inner").filter(
@@ -122,9 +143,14 @@ def annotated_dp_groups(spans: pl.DataFrame, args: pl.DataFrame) -> pl.DataFrame
     steps = spans.filter(pl.col("is_step_span")).select("rank", "eid")
     if steps.height == 0:
         return pl.DataFrame(schema={"rank": pl.Int32, "dp_group": pl.Int32})
-    got = steps.join(args.select("rank", "eid", "extra"), on=["rank", "eid"], how="inner").filter(
-        pl.col("extra").is_not_null()
-    ).select("rank", pl.col("extra").str.json_decode(pl.Struct({"dp_group": pl.Int64})).struct.field("dp_group"))
+    got = (
+        steps.join(args.select("rank", "eid", "extra"), on=["rank", "eid"], how="inner")
+        .filter(pl.col("extra").is_not_null())
+        .select(
+            "rank",
+            pl.col("extra").str.json_decode(pl.Struct({"dp_group": pl.Int64})).struct.field("dp_group"),
+        )
+    )
     got = got.filter(pl.col("dp_group").is_not_null())
     if got.height == 0:
         return pl.DataFrame(schema={"rank": pl.Int32, "dp_group": pl.Int32})

@@ -49,12 +49,17 @@ class ClockNotes:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"status": self.status, "reference_rank": self.reference_rank, "n_instances": self.n_instances,
-                "notes": self.notes}
+        return {
+            "status": self.status,
+            "reference_rank": self.reference_rank,
+            "n_instances": self.n_instances,
+            "notes": self.notes,
+        }
 
 
-def estimate_offsets(instances: pl.DataFrame, ranks: list[int], *, min_instances: int = MIN_INSTANCES
-                     ) -> tuple[pl.DataFrame, ClockNotes]:
+def estimate_offsets(
+    instances: pl.DataFrame, ranks: list[int], *, min_instances: int = MIN_INSTANCES
+) -> tuple[pl.DataFrame, ClockNotes]:
     """Per-rank offsets from matched instances (columns instance, rank, end_ns, complete, n_ranks)."""
     notes = ClockNotes()
     use = instances.filter(pl.col("complete") & (pl.col("n_ranks") >= 2)).select("instance", "rank", "end_ns")
@@ -87,8 +92,9 @@ def estimate_offsets(instances: pl.DataFrame, ranks: list[int], *, min_instances
         t_new = _group_median(inst_idx[mask], rel[mask] - off[rank_idx[mask]], len(inst_codes))
         off_new = _group_median(rank_idx[mask], rel[mask] - t_new[inst_idx[mask]], len(rank_codes))
         off_new = np.nan_to_num(off_new - off_new[0])
-        converged = np.allclose(off_new, off, atol=0.5) and np.allclose(np.nan_to_num(t_new), np.nan_to_num(t),
-                                                                         atol=0.5)
+        converged = np.allclose(off_new, off, atol=0.5) and np.allclose(
+            np.nan_to_num(t_new), np.nan_to_num(t), atol=0.5
+        )
         off, t = off_new, np.nan_to_num(t_new)
         if converged:
             break
@@ -96,10 +102,16 @@ def estimate_offsets(instances: pl.DataFrame, ranks: list[int], *, min_instances
     med_resid = _group_median(rank_idx[mask], resid[mask], len(rank_codes))
     counts = np.bincount(rank_idx[mask], minlength=len(rank_codes))
     aligned_ranks = {int(rank_codes[k]) for k in range(len(rank_codes)) if component[k] == ref_comp}
-    offsets = {int(rank_codes[k]): round(off[k]) for k in range(len(rank_codes)) if int(rank_codes[k])
-               in aligned_ranks}
-    residuals = {int(rank_codes[k]): round(med_resid[k]) for k in range(len(rank_codes))
-                 if int(rank_codes[k]) in aligned_ranks}
+    offsets = {
+        int(rank_codes[k]): round(off[k])
+        for k in range(len(rank_codes))
+        if int(rank_codes[k]) in aligned_ranks
+    }
+    residuals = {
+        int(rank_codes[k]): round(med_resid[k])
+        for k in range(len(rank_codes))
+        if int(rank_codes[k]) in aligned_ranks
+    }
     n_used = {int(rank_codes[k]): int(counts[k]) for k in range(len(rank_codes))}
     notes.reference_rank = ref_rank
     notes.n_instances = len(np.unique(inst_idx[mask]))
@@ -124,8 +136,13 @@ def _result(ranks: list[int], offsets: dict, residuals: dict, n_used: dict) -> p
             "n_instances": [n_used.get(r, 0) for r in ranks],
             "aligned": [r in offsets for r in ranks],
         },
-        schema={"rank": pl.Int32, "offset_ns": pl.Int64, "residual_ns": pl.Int64, "n_instances": pl.Int64,
-                "aligned": pl.Boolean},
+        schema={
+            "rank": pl.Int32,
+            "offset_ns": pl.Int64,
+            "residual_ns": pl.Int64,
+            "n_instances": pl.Int64,
+            "aligned": pl.Boolean,
+        },
     )
 
 

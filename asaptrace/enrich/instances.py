@@ -44,18 +44,27 @@ _HCCL_SUFFIX = r"__\d+(?:_\d+)*$"
 _SEG = ["rank", "step", "layer", "micro_batch"]
 
 
-def match_instances(events: pl.LazyFrame | pl.DataFrame, ranks: pl.LazyFrame | pl.DataFrame | None = None
-                    ) -> pl.DataFrame:
+def match_instances(
+    events: pl.LazyFrame | pl.DataFrame, ranks: pl.LazyFrame | pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Match collective instances across ranks (see the module docstring for the columns)."""
     ev = events.lazy() if isinstance(events, pl.DataFrame) else events
     kind = pl.col("kind").cast(pl.String)
     comm = ev.filter(pl.col("is_device") & kind.is_in([Kind.DISPATCH, Kind.COMBINE, Kind.COLLECTIVE])).select(
-        "rank", "step", "layer", "micro_batch", kind.alias("kind"), pl.col("name").cast(pl.String),
-        "ts_ns", (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"),
+        "rank",
+        "step",
+        "layer",
+        "micro_batch",
+        kind.alias("kind"),
+        pl.col("name").cast(pl.String),
+        "ts_ns",
+        (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"),
     )
     if ranks is not None:
         rk = ranks.lazy() if isinstance(ranks, pl.DataFrame) else ranks
-        asynchronous = rk.filter(pl.col("role").is_in([Role.ATTENTION.value, Role.EXPERT.value])).select("rank")
+        asynchronous = rk.filter(pl.col("role").is_in([Role.ATTENTION.value, Role.EXPERT.value])).select(
+            "rank"
+        )
         ep = comm.filter(pl.col("kind") != Kind.COLLECTIVE).join(asynchronous, on="rank", how="anti")
         comm = pl.concat([ep, comm.filter(pl.col("kind") == Kind.COLLECTIVE)])
     comm = comm.collect()
@@ -65,19 +74,33 @@ def match_instances(events: pl.LazyFrame | pl.DataFrame, ranks: pl.LazyFrame | p
     ep = ep.with_columns(
         _run=(pl.col("kind") != pl.col("kind").shift(1)).fill_null(True).cast(pl.Int32).cum_sum().over(_SEG)
     )
-    ep = ep.group_by([*_SEG, "kind", "_run"]).agg(
-        pl.col("ts_ns").min().alias("arrival_ns"),
-        pl.col("end_ns").max().alias("end_ns"),
-        pl.len().cast(pl.Int32).alias("n_kernels"),
-    ).sort([*_SEG, "arrival_ns"], nulls_last=True).with_columns(
-        op=pl.col("kind"),
-        seq=(pl.col("_run").rank("dense").over([*_SEG, "kind"]) - 1).cast(pl.Int32),
-    ).drop("_run")
-    coll = comm.filter(pl.col("kind") == Kind.COLLECTIVE).with_columns(
-        op=pl.col("name").str.replace(_HCCL_SUFFIX, "")
-    ).sort([*_SEG, "ts_ns"], nulls_last=True).select(
-        *_SEG, "kind", pl.col("ts_ns").alias("arrival_ns"), "end_ns", pl.lit(1, pl.Int32).alias("n_kernels"), "op",
-        (pl.col("ts_ns").rank("ordinal").over([*_SEG, "op"]) - 1).cast(pl.Int32).alias("seq"),
+    ep = (
+        ep.group_by([*_SEG, "kind", "_run"])
+        .agg(
+            pl.col("ts_ns").min().alias("arrival_ns"),
+            pl.col("end_ns").max().alias("end_ns"),
+            pl.len().cast(pl.Int32).alias("n_kernels"),
+        )
+        .sort([*_SEG, "arrival_ns"], nulls_last=True)
+        .with_columns(
+            op=pl.col("kind"),
+            seq=(pl.col("_run").rank("dense").over([*_SEG, "kind"]) - 1).cast(pl.Int32),
+        )
+        .drop("_run")
+    )
+    coll = (
+        comm.filter(pl.col("kind") == Kind.COLLECTIVE)
+        .with_columns(op=pl.col("name").str.replace(_HCCL_SUFFIX, ""))
+        .sort([*_SEG, "ts_ns"], nulls_last=True)
+        .select(
+            *_SEG,
+            "kind",
+            pl.col("ts_ns").alias("arrival_ns"),
+            "end_ns",
+            pl.lit(1, pl.Int32).alias("n_kernels"),
+            "op",
+            (pl.col("ts_ns").rank("ordinal").over([*_SEG, "op"]) - 1).cast(pl.Int32).alias("seq"),
+        )
     )
     both = pl.concat([ep.select(coll.columns), coll])
     expected = both.group_by("op").agg(pl.col("rank").n_unique().cast(pl.Int32).alias("expected_ranks"))
@@ -86,23 +109,53 @@ def match_instances(events: pl.LazyFrame | pl.DataFrame, ranks: pl.LazyFrame | p
         _first=pl.col("arrival_ns").min().over(_KEYS),
     ).join(expected, on="op", how="left")
     ids = (
-        per.select("_first", *_KEYS).unique(_KEYS).sort(["_first", "op", "seq"])
-        .with_row_index("instance").select(pl.col("instance").cast(pl.Int64), *_KEYS)
+        per.select("_first", *_KEYS)
+        .unique(_KEYS)
+        .sort(["_first", "op", "seq"])
+        .with_row_index("instance")
+        .select(pl.col("instance").cast(pl.Int64), *_KEYS)
     )
-    per = per.join(ids, on=_KEYS, how="left", nulls_equal=True).with_columns(
-        complete=pl.col("n_ranks") == pl.col("expected_ranks"),
-    ).drop("_first")
+    per = (
+        per.join(ids, on=_KEYS, how="left", nulls_equal=True)
+        .with_columns(
+            complete=pl.col("n_ranks") == pl.col("expected_ranks"),
+        )
+        .drop("_first")
+    )
     return per.select(
-        "instance", "step", "layer", "micro_batch", "op", "kind", "seq", "rank", "arrival_ns", "end_ns",
-        "n_kernels", "n_ranks", "expected_ranks", "complete",
+        "instance",
+        "step",
+        "layer",
+        "micro_batch",
+        "op",
+        "kind",
+        "seq",
+        "rank",
+        "arrival_ns",
+        "end_ns",
+        "n_kernels",
+        "n_ranks",
+        "expected_ranks",
+        "complete",
     ).sort("instance", "rank")
 
 
 def _empty() -> pl.DataFrame:
     return pl.DataFrame(
         schema={
-            "instance": pl.Int64, "step": pl.Int32, "layer": pl.Int16, "micro_batch": pl.Int8, "op": pl.String,
-            "kind": pl.String, "seq": pl.Int32, "rank": pl.Int32, "arrival_ns": pl.Int64, "end_ns": pl.Int64,
-            "n_kernels": pl.Int32, "n_ranks": pl.Int32, "expected_ranks": pl.Int32, "complete": pl.Boolean,
+            "instance": pl.Int64,
+            "step": pl.Int32,
+            "layer": pl.Int16,
+            "micro_batch": pl.Int8,
+            "op": pl.String,
+            "kind": pl.String,
+            "seq": pl.Int32,
+            "rank": pl.Int32,
+            "arrival_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "n_kernels": pl.Int32,
+            "n_ranks": pl.Int32,
+            "expected_ranks": pl.Int32,
+            "complete": pl.Boolean,
         }
     )

@@ -62,12 +62,15 @@ def annotation_spans(events: pl.DataFrame, args: pl.DataFrame, taxonomy: Taxonom
     Columns: rank, pid, stream, is_device, eid, name, ts_ns, end_ns, parent (row index or -1),
     step, layer, micro_batch (effective, nullable), own_step, is_step_span, is_layer_span, context.
     """
-    ann = (
-        events.filter(pl.col("kind").cast(pl.String) == Kind.ANNOTATION)
-        .select(
-            "rank", "pid", "stream", "is_device", "eid",
-            pl.col("name").cast(pl.String), "ts_ns", (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"),
-        )
+    ann = events.filter(pl.col("kind").cast(pl.String) == Kind.ANNOTATION).select(
+        "rank",
+        "pid",
+        "stream",
+        "is_device",
+        "eid",
+        pl.col("name").cast(pl.String),
+        "ts_ns",
+        (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"),
     )
     extra = (
         args.filter(pl.col("extra").is_not_null())
@@ -94,7 +97,8 @@ def annotation_spans(events: pl.DataFrame, args: pl.DataFrame, taxonomy: Taxonom
     ordinal = (pl.col("ts_ns").rank("ordinal").over("rank", "is_device", "is_step_span") - 1).cast(pl.Int64)
     ann = ann.with_columns(
         own_step=pl.coalesce(
-            "arg_step", "name_step",
+            "arg_step",
+            "name_step",
             pl.when(pl.col("is_step_span")).then(ordinal).otherwise(None),
         )
     ).sort(["rank", "pid", "stream", "ts_ns", "end_ns"], descending=[False, False, False, False, True])
@@ -120,7 +124,11 @@ def _parse_name(name: str, taxonomy: Taxonomy) -> tuple[str, int | None, bool, i
 def _build_tree(ann: pl.DataFrame) -> pl.DataFrame:
     """Parent links by a stack walk per (rank, pid, stream); values inherited from ancestors."""
     n = ann.height
-    grp = ann.select(pl.struct("rank", "pid", "stream").rank("dense")).to_series().to_numpy() if n else np.zeros(0)
+    grp = (
+        ann.select(pl.struct("rank", "pid", "stream").rank("dense")).to_series().to_numpy()
+        if n
+        else np.zeros(0)
+    )
     start = ann.get_column("ts_ns").to_numpy()
     end = ann.get_column("end_ns").to_numpy()
     names_s = ann.get_column("name")
@@ -164,8 +172,9 @@ def _build_tree(ann: pl.DataFrame) -> pl.DataFrame:
     ).with_row_index("span")
 
 
-def _innermost(points: pl.DataFrame, spans: pl.DataFrame, device: bool, by: list[str]
-               ) -> tuple[np.ndarray, np.ndarray]:
+def _innermost(
+    points: pl.DataFrame, spans: pl.DataFrame, device: bool, by: list[str]
+) -> tuple[np.ndarray, np.ndarray]:
     """Id (``span``) of the innermost host (device) span with the same ``by`` keys containing each
     point's ts_ns. ``points`` needs ``by`` + ts_ns + a row id ``_row``; returns (``_row``, span or -1).
     """
@@ -175,8 +184,9 @@ def _innermost(points: pl.DataFrame, spans: pl.DataFrame, device: bool, by: list
     left = points.select([*by, "ts_ns", "_row"]).sort("ts_ns")
     # among spans starting together the inner one comes later in tree order; asof takes the last
     right = subset.select([*by, pl.col("ts_ns").alias("_start"), "span"]).sort("_start", "span")
-    hit = left.join_asof(right, left_on="ts_ns", right_on="_start", by=by, strategy="backward",
-                         check_sortedness=False)
+    hit = left.join_asof(
+        right, left_on="ts_ns", right_on="_start", by=by, strategy="backward", check_sortedness=False
+    )
     rows = hit.get_column("_row").to_numpy()
     idx = hit.get_column("span").fill_null(-1).to_numpy().astype(np.int64)
     ts = hit.get_column("ts_ns").to_numpy()
@@ -278,9 +288,14 @@ def _step_from_rank_spans(ev: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame
     missing = ev.with_row_index("_row").filter(pl.col("step").is_null() & pl.col("is_device"))
     if missing.height == 0:
         return ev
-    hit = missing.select("_row", "rank", "ts_ns").sort("ts_ns").join_asof(
-        steps, left_on="ts_ns", right_on="_s", by="rank", strategy="backward", check_sortedness=False
-    ).filter(pl.col("ts_ns") < pl.col("_e"))
+    hit = (
+        missing.select("_row", "rank", "ts_ns")
+        .sort("ts_ns")
+        .join_asof(
+            steps, left_on="ts_ns", right_on="_s", by="rank", strategy="backward", check_sortedness=False
+        )
+        .filter(pl.col("ts_ns") < pl.col("_e"))
+    )
     fill = np.full(ev.height, -1, dtype=np.int64)
     fill[hit.get_column("_row").to_numpy()] = hit.get_column("own_step").to_numpy()
     fill_s = pl.Series("_fill", fill).cast(pl.Int32)
@@ -301,14 +316,20 @@ def fill_from_structure(
     ev = events
     dev = pl.col("is_device") & (pl.col("kind").cast(pl.String) != Kind.ANNOTATION)
     ranks_without_steps = (
-        ev.filter(dev).group_by("rank").agg(pl.col("step").is_not_null().any().alias("has"))
-        .filter(~pl.col("has")).get_column("rank")
+        ev.filter(dev)
+        .group_by("rank")
+        .agg(pl.col("step").is_not_null().any().alias("has"))
+        .filter(~pl.col("has"))
+        .get_column("rank")
     )
     if ranks_without_steps.len():
         ev = _steps_from_gaps(ev, ranks_without_steps, notes, min_step_gap_ns)
     ranks_without_layers = (
-        ev.filter(dev).group_by("rank").agg(pl.col("layer").is_not_null().any().alias("has"))
-        .filter(~pl.col("has")).get_column("rank")
+        ev.filter(dev)
+        .group_by("rank")
+        .agg(pl.col("layer").is_not_null().any().alias("has"))
+        .filter(~pl.col("has"))
+        .get_column("rank")
     )
     if ranks_without_layers.len():
         ev = _layers_from_comm_order(ev, ranks_without_layers, notes)
@@ -317,10 +338,15 @@ def fill_from_structure(
 
 def _steps_from_gaps(ev: pl.DataFrame, ranks: pl.Series, notes: SegmentNotes, min_gap: int) -> pl.DataFrame:
     ev = ev.with_row_index("_row")
-    dev = ev.filter(
-        pl.col("rank").is_in(ranks.implode()) & pl.col("is_device")
-        & (pl.col("kind").cast(pl.String) != Kind.ANNOTATION)
-    ).select("_row", "rank", "ts_ns", "dur_ns").sort("rank", "ts_ns")
+    dev = (
+        ev.filter(
+            pl.col("rank").is_in(ranks.implode())
+            & pl.col("is_device")
+            & (pl.col("kind").cast(pl.String) != Kind.ANNOTATION)
+        )
+        .select("_row", "rank", "ts_ns", "dur_ns")
+        .sort("rank", "ts_ns")
+    )
     dev = dev.with_columns(
         _prev_end=(pl.col("ts_ns") + pl.col("dur_ns")).cum_max().shift(1).over("rank"),
     ).with_columns(_gap=(pl.col("ts_ns") - pl.col("_prev_end")).clip(lower_bound=0))
@@ -339,25 +365,28 @@ def _steps_from_gaps(ev: pl.DataFrame, ranks: pl.Series, notes: SegmentNotes, mi
         notes.step_source = notes.step_source if notes.step_source == "annotations" else "single"
     else:
         n = int(counts[0]) + 1 if counts.len() else 1
-        notes.step_source = notes.step_source if notes.step_source == "annotations" else (
-            "gaps" if n > 1 else "single")
+        notes.step_source = (
+            notes.step_source if notes.step_source == "annotations" else ("gaps" if n > 1 else "single")
+        )
         if n > 1:
-            notes.notes.append(f"{n} steps found from idle gaps longer than {threshold} ns (no step annotations)")
+            notes.notes.append(
+                f"{n} steps found from idle gaps longer than {threshold} ns (no step annotations)"
+            )
     fill = np.full(ev.height, -1, dtype=np.int64)
     fill[dev.get_column("_row").to_numpy()] = dev.get_column("_step").to_numpy()
     fill_s = pl.Series(fill).cast(pl.Int32)
     # host events of those ranks: no step (their timeline is not the device's)
-    return ev.with_columns(
-        step=pl.when(fill_s >= 0).then(fill_s).otherwise(pl.col("step"))
-    ).drop("_row")
+    return ev.with_columns(step=pl.when(fill_s >= 0).then(fill_s).otherwise(pl.col("step"))).drop("_row")
 
 
 def _layers_from_comm_order(ev: pl.DataFrame, ranks: pl.Series, notes: SegmentNotes) -> pl.DataFrame:
     ev = ev.with_row_index("_row")
     kind = pl.col("kind").cast(pl.String)
-    dev = ev.filter(
-        pl.col("rank").is_in(ranks.implode()) & pl.col("is_device") & (kind != Kind.ANNOTATION)
-    ).select("_row", "rank", "step", "ts_ns", "dur_ns", kind.alias("k")).sort("rank", "step", "ts_ns")
+    dev = (
+        ev.filter(pl.col("rank").is_in(ranks.implode()) & pl.col("is_device") & (kind != Kind.ANNOTATION))
+        .select("_row", "rank", "step", "ts_ns", "dur_ns", kind.alias("k"))
+        .sort("rank", "step", "ts_ns")
+    )
     comm = dev.filter(pl.col("k").is_in([Kind.DISPATCH, Kind.COMBINE]))
     if comm.height == 0:
         return ev.drop("_row")
@@ -365,9 +394,11 @@ def _layers_from_comm_order(ev: pl.DataFrame, ranks: pl.Series, notes: SegmentNo
     comm = comm.with_columns(
         _run=(pl.col("k") != pl.col("k").shift(1)).fill_null(True).cast(pl.Int32).cum_sum().over(keys)
     )
-    runs = comm.group_by([*keys, "_run", "k"]).agg(
-        pl.col("ts_ns").min().alias("_start"), (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("_end")
-    ).sort([*keys, "_start"])
+    runs = (
+        comm.group_by([*keys, "_run", "k"])
+        .agg(pl.col("ts_ns").min().alias("_start"), (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("_end"))
+        .sort([*keys, "_start"])
+    )
     runs = runs.with_columns(
         _n_dispatch=(pl.col("k") == Kind.DISPATCH).cast(pl.Int32).cum_sum().over(keys),
     ).with_columns(_layer=(pl.col("_n_dispatch") - 1))
@@ -375,15 +406,26 @@ def _layers_from_comm_order(ev: pl.DataFrame, ranks: pl.Series, notes: SegmentNo
     runs = runs.with_columns(_layer=pl.when(pl.col("_layer") >= 0).then(pl.col("_layer")).otherwise(None))
     comm = comm.join(runs.select([*keys, "_run", "_layer"]), on=[*keys, "_run"], how="left")
     n_layers = runs.group_by(keys).agg(pl.col("_n_dispatch").max().alias("_n"))
-    combine_ends = runs.filter(pl.col("k") == Kind.COMBINE).select([*keys, "_end"]).sort("_end").with_columns(
-        _done=pl.int_range(1, pl.len() + 1).over(keys)
+    combine_ends = (
+        runs.filter(pl.col("k") == Kind.COMBINE)
+        .select([*keys, "_end"])
+        .sort("_end")
+        .with_columns(_done=pl.int_range(1, pl.len() + 1).over(keys))
     )
     other = dev.filter(~pl.col("k").is_in([Kind.DISPATCH, Kind.COMBINE])).sort("ts_ns")
-    other = other.join_asof(
-        combine_ends, left_on="ts_ns", right_on="_end", by=keys, strategy="backward", check_sortedness=False
-    ).join(n_layers, on=keys, how="left").with_columns(
-        _layer=pl.col("_done").fill_null(0)
-    ).with_columns(_layer=pl.when(pl.col("_layer") < pl.col("_n")).then(pl.col("_layer")).otherwise(None))
+    other = (
+        other.join_asof(
+            combine_ends,
+            left_on="ts_ns",
+            right_on="_end",
+            by=keys,
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .join(n_layers, on=keys, how="left")
+        .with_columns(_layer=pl.col("_done").fill_null(0))
+        .with_columns(_layer=pl.when(pl.col("_layer") < pl.col("_n")).then(pl.col("_layer")).otherwise(None))
+    )
     fill = np.full(ev.height, -1, dtype=np.int64)
     for part in (comm, other):
         fill[part.get_column("_row").to_numpy()] = part.get_column("_layer").fill_null(-1).to_numpy()
@@ -393,6 +435,4 @@ def _layers_from_comm_order(ev: pl.DataFrame, ranks: pl.Series, notes: SegmentNo
         "layers numbered from the order of dispatch/combine kernels (no layer annotations): "
         "layer k is the k-th MoE layer of the step, micro-batches unknown"
     )
-    return ev.with_columns(
-        layer=pl.when(fill_s >= 0).then(fill_s).otherwise(pl.col("layer"))
-    ).drop("_row")
+    return ev.with_columns(layer=pl.when(fill_s >= 0).then(fill_s).otherwise(pl.col("layer"))).drop("_row")

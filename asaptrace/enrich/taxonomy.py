@@ -43,7 +43,15 @@ RULE_KINDS = frozenset(KINDS) - {Kind.ANNOTATION, Kind.HOST}
 #: Order in which built-in profiles are tried when several are selected (most specific first).
 BUILTIN_ORDER = ("deepep", "ascend", "vllm", "sglang", "nccl", "common")
 
-_PROFILE_KEYS = {"name", "version", "description", "detect", "step_annotations", "layer_annotations", "always"}
+_PROFILE_KEYS = {
+    "name",
+    "version",
+    "description",
+    "detect",
+    "step_annotations",
+    "layer_annotations",
+    "always",
+}
 _RULE_KEYS = {"match", "kind", "context"}
 
 
@@ -139,10 +147,14 @@ def parse_profile(doc: dict[str, Any], *, source: str) -> Profile:
         raise UsageError("rule file lacks a [profile] table", path=source)
     unknown = set(doc) - {"profile", "rule"}
     if unknown:
-        raise UsageError(f"unknown top-level keys {sorted(unknown)} (expected [profile] and [[rule]])", path=source)
+        raise UsageError(
+            f"unknown top-level keys {sorted(unknown)} (expected [profile] and [[rule]])", path=source
+        )
     bad = set(head) - _PROFILE_KEYS
     if bad:
-        raise UsageError(f"[profile] has unknown keys {sorted(bad)} (known: {sorted(_PROFILE_KEYS)})", path=source)
+        raise UsageError(
+            f"[profile] has unknown keys {sorted(bad)} (known: {sorted(_PROFILE_KEYS)})", path=source
+        )
     name = head.get("name")
     if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_-]*", name):
         raise UsageError("[profile] name must be a lower-case word", path=source)
@@ -162,7 +174,9 @@ def parse_profile(doc: dict[str, Any], *, source: str) -> Profile:
             raise UsageError(f"{where} is not a table", path=source)
         bad = set(raw) - _RULE_KEYS
         if bad:
-            raise UsageError(f"{where} has unknown keys {sorted(bad)} (known: {sorted(_RULE_KEYS)})", path=source)
+            raise UsageError(
+                f"{where} has unknown keys {sorted(bad)} (known: {sorted(_RULE_KEYS)})", path=source
+            )
         kind = raw.get("kind")
         if kind not in RULE_KINDS:
             raise UsageError(f"{where}: kind {kind!r} is not one of {sorted(RULE_KINDS)}", path=source)
@@ -242,7 +256,8 @@ def select_taxonomy(
         head += [PROFILES.get(p) for p in profiles]
     picked = {p.name for p in head}
     detected = [
-        prof for name, prof in PROFILES
+        prof
+        for name, prof in PROFILES
         if name not in picked and not prof.always and profiles is None and prof.detected_in(names)
     ]
     always = [prof for name, prof in PROFILES if name not in picked and prof.always]
@@ -250,7 +265,9 @@ def select_taxonomy(
     return Taxonomy(tuple(chosen))
 
 
-def classify(taxonomy: Taxonomy, names: Sequence[str], contexts: Sequence[str] | None = None) -> list[str | None]:
+def classify(
+    taxonomy: Taxonomy, names: Sequence[str], contexts: Sequence[str] | None = None
+) -> list[str | None]:
     """The rule kind for each (name, context) pair, None where no rule applies.
 
     Callers pass unique pairs (a trace has few distinct names), so this loop is not per event.

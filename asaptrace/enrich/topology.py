@@ -51,8 +51,11 @@ class ParallelConfig:
         )
 
     def text(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in (("dp", self.dp), ("tp", self.tp), ("ep", self.ep), ("pp", self.pp))
-                        if v is not None)
+        return ",".join(
+            f"{k}={v}"
+            for k, v in (("dp", self.dp), ("tp", self.tp), ("ep", self.ep), ("pp", self.pp))
+            if v is not None
+        )
 
 
 def parse_parallel(text: str | None) -> ParallelConfig | None:
@@ -76,9 +79,13 @@ def parse_parallel(text: str | None) -> ParallelConfig | None:
 def rank_kinds(events: pl.DataFrame) -> pl.DataFrame:
     """Per rank: whether it runs attention and MoE kernels (device time > 0)."""
     kind = pl.col("kind").cast(pl.String)
-    return events.filter(pl.col("is_device")).group_by("rank").agg(
-        (kind == Kind.ATTENTION).any().alias("runs_attention"),
-        (kind == Kind.MOE).any().alias("runs_moe"),
+    return (
+        events.filter(pl.col("is_device"))
+        .group_by("rank")
+        .agg(
+            (kind == Kind.ATTENTION).any().alias("runs_attention"),
+            (kind == Kind.MOE).any().alias("runs_moe"),
+        )
     )
 
 
@@ -95,8 +102,11 @@ def assign_topology(
         pl.col("runs_attention").fill_null(False), pl.col("runs_moe").fill_null(False)
     )
     if annotated_dp is not None and annotated_dp.height:
-        r = r.join(annotated_dp.select("rank", pl.col("dp_group").cast(pl.Int32).alias("_ann_dp")), on="rank",
-                   how="left")
+        r = r.join(
+            annotated_dp.select("rank", pl.col("dp_group").cast(pl.Int32).alias("_ann_dp")),
+            on="rank",
+            how="left",
+        )
     else:
         r = r.with_columns(_ann_dp=pl.lit(None, pl.Int32))
     r = r.with_columns(dp_group=pl.coalesce("dp_group", "_ann_dp"))
@@ -106,9 +116,12 @@ def assign_topology(
         r = _from_parallel(r, parallel, deployment)
     else:
         r = r.with_columns(
-            role=pl.when(pl.col("runs_attention") & pl.col("runs_moe")).then(pl.lit(Role.FUSED.value))
-            .when(pl.col("runs_attention")).then(pl.lit(Role.ATTENTION.value))
-            .when(pl.col("runs_moe")).then(pl.lit(Role.EXPERT.value))
+            role=pl.when(pl.col("runs_attention") & pl.col("runs_moe"))
+            .then(pl.lit(Role.FUSED.value))
+            .when(pl.col("runs_attention"))
+            .then(pl.lit(Role.ATTENTION.value))
+            .when(pl.col("runs_moe"))
+            .then(pl.lit(Role.EXPERT.value))
             .otherwise(pl.lit(Role.UNKNOWN.value))
         )
     # what is still unknown: TP index = order within the DP group, EP index = order among MoE runners
@@ -129,7 +142,9 @@ def assign_topology(
     )
     meta = _parallel_meta(r, parallel, deployment, world)
     out = r.drop("runs_attention", "runs_moe", "_ann_dp").with_columns(
-        pl.col("dp_group").cast(pl.Int32), pl.col("tp_index").cast(pl.Int32), pl.col("ep_index").cast(pl.Int32),
+        pl.col("dp_group").cast(pl.Int32),
+        pl.col("tp_index").cast(pl.Int32),
+        pl.col("ep_index").cast(pl.Int32),
         world_size=pl.coalesce(pl.col("world_size"), pl.lit(world)).cast(pl.Int32),
     )
     return out, meta

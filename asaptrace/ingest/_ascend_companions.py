@@ -112,8 +112,9 @@ def read_kernel_details(path: Path) -> tuple[pl.DataFrame, Counter[str], int]:
     """Rows of kernel_details.csv as (name, ts_ns, dur_ns, stream, step, op_type, core, device,
     shapes, dtypes); returns (frame, rejected-by-reason, rows read)."""
     try:
-        raw = pl.read_csv(path, infer_schema=False, truncate_ragged_lines=True, encoding="utf8-lossy",
-                          quote_char="\"")
+        raw = pl.read_csv(
+            path, infer_schema=False, truncate_ragged_lines=True, encoding="utf8-lossy", quote_char='"'
+        )
     except (pl.exceptions.PolarsError, OSError) as err:
         raise CorruptTrace(f"cannot read {path.name} as CSV ({_first_line(err)})", path=path) from None
     raw = raw.rename({c: c.strip().lstrip("\ufeff").strip() for c in raw.columns})
@@ -149,8 +150,11 @@ def read_kernel_details(path: Path) -> tuple[pl.DataFrame, Counter[str], int]:
     )
     n = frame.height
     bad = (
-        pl.col("name").is_null() | (pl.col("name") == "") | pl.col("ts_ns").is_null()
-        | pl.col("dur_ns").is_null() | (pl.col("dur_ns") < 0)
+        pl.col("name").is_null()
+        | (pl.col("name") == "")
+        | pl.col("ts_ns").is_null()
+        | pl.col("dur_ns").is_null()
+        | (pl.col("dur_ns") < 0)
     )
     rejected: Counter[str] = Counter()
     n_bad = frame.select(bad.sum()).item()
@@ -239,8 +243,11 @@ def _comm_record(op: str, info: Any, step: str, kind: str) -> dict[str, Any] | N
             extra[key] = float(v)
     bw = info.get("Communication Bandwidth Info")
     if isinstance(bw, dict):
-        sizes = {t: float(s) for t, d in bw.items() if isinstance(d, dict)
-                 and (s := _number(d.get("Transit Size(MB)"))) is not None}
+        sizes = {
+            t: float(s)
+            for t, d in bw.items()
+            if isinstance(d, dict) and (s := _number(d.get("Transit Size(MB)"))) is not None
+        }
         if sizes:
             extra["hccl_transit_mb"] = sizes
     if "hccl_elapse_ns" not in extra:

@@ -40,8 +40,11 @@ def launch_corr(events: pa.Table, flows: pa.Table) -> pa.Array:
         fl.filter(pl.col("dev"))
         .select("flow_id", "cat", device=pl.col("row"))
         .join(fl.filter(~pl.col("dev")).select("flow_id", "cat", host=pl.col("row")), on=["flow_id", "cat"])
-        .with_columns(prio=pl.col("cat").replace_strict(_FLOW_PRIORITY, default=len(_FLOW_PRIORITY),
-                                                         return_dtype=pl.Int64))
+        .with_columns(
+            prio=pl.col("cat").replace_strict(
+                _FLOW_PRIORITY, default=len(_FLOW_PRIORITY), return_dtype=pl.Int64
+            )
+        )
         .sort("device", "prio", "host")
         .unique("device", keep="first", maintain_order=True)
     )
@@ -81,7 +84,8 @@ def _bind_flow_ends(events: pa.Table, flows: pa.Table) -> np.ndarray:
     # rows are grouped by thread (stable), as the as-of join by thread used to see them
     by_time = (
         pl.DataFrame({"ts": ts, "end": end, "row": np.arange(len(ts), dtype=np.int64)})
-        .sort(["ts", "end"], descending=[False, True])["row"].to_numpy()
+        .sort(["ts", "end"], descending=[False, True])["row"]
+        .to_numpy()
     )
     order = by_time[np.argsort(e_key[by_time], kind="stable")]
     s_key, s_ts, s_end = e_key[order], ts[order], end[order]

@@ -54,15 +54,27 @@ class Build:
         known = {(r["pid"], r["stream"]) for r in self.streams.select(["pid", "stream"]).to_pylist()}
         known |= {(r["pid"], r["stream"]) for r in self.new_streams}
         if (pid, stream) not in known:
-            self.new_streams.append({"rank": -1, "pid": pid, "stream": stream, "is_device": True,
-                                     "source_pid": None, "source_tid": None, "process_name": process,
-                                     "process_label": "NPU", "thread_name": thread})
+            self.new_streams.append(
+                {
+                    "rank": -1,
+                    "pid": pid,
+                    "stream": stream,
+                    "is_device": True,
+                    "source_pid": None,
+                    "source_tid": None,
+                    "process_name": process,
+                    "process_label": "NPU",
+                    "thread_name": thread,
+                }
+            )
 
     def finish(self) -> tuple[pa.Table, pa.Table, pa.Table]:
         events = pa.concat_tables([t.cast(EVENTS_SCHEMA) for t in (self.events, *self.new_events)])
         streams = self.streams.cast(STREAMS_SCHEMA)
         if self.new_streams:
-            streams = pa.concat_tables([streams, pa.Table.from_pylist(self.new_streams, schema=STREAMS_SCHEMA)])
+            streams = pa.concat_tables(
+                [streams, pa.Table.from_pylist(self.new_streams, schema=STREAMS_SCHEMA)]
+            )
         return events, _merge_args(self.args.cast(ARGS_SCHEMA), self.new_args), streams
 
 
@@ -73,8 +85,10 @@ def _device_frame(b: Build, roles: dict[tuple[int, int], str], prefer: str | Non
     if prefer is not None:
         keys = [k for k, r in roles.items() if r == prefer]
         if keys:
-            sel = pl.DataFrame({"pid": [k[0] for k in keys], "stream": [k[1] for k in keys]},
-                               schema={"pid": pl.Int32, "stream": pl.Int32})
+            sel = pl.DataFrame(
+                {"pid": [k[0] for k in keys], "stream": [k[1] for k in keys]},
+                schema={"pid": pl.Int32, "stream": pl.Int32},
+            )
             df = df.join(sel, on=["pid", "stream"], how="semi")
     return df.select("name", "ts_ns", "eid")
 
@@ -86,17 +100,33 @@ def _match(rows: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:
         return rows.with_columns(eid=pl.lit(None, pl.Int64), dup=pl.lit(False))
     hit = (
         rows.sort("ts_ns")
-        .join_asof(slices.sort("ts_ns").with_columns(slice_ts=pl.col("ts_ns")), on="ts_ns", by="name",
-                   strategy="nearest", tolerance=MATCH_TOLERANCE_NS, check_sortedness=False)
+        .join_asof(
+            slices.sort("ts_ns").with_columns(slice_ts=pl.col("ts_ns")),
+            on="ts_ns",
+            by="name",
+            strategy="nearest",
+            tolerance=MATCH_TOLERANCE_NS,
+            check_sortedness=False,
+        )
         .sort("i")
     )
-    dup = pl.col("eid").is_not_null() & pl.col("eid").is_duplicated() & (
-        pl.col("i") != pl.col("i").min().over("eid"))
+    dup = (
+        pl.col("eid").is_not_null()
+        & pl.col("eid").is_duplicated()
+        & (pl.col("i") != pl.col("i").min().over("eid"))
+    )
     return hit.with_columns(dup=dup.fill_null(False)).drop("slice_ts")
 
 
-def add_kernel_details(b: Build, path: Path, acc: Accounting, notes: dict[str, Any],
-                        roles: dict[tuple[int, int], str], *, against_timeline: bool) -> list[int]:
+def add_kernel_details(
+    b: Build,
+    path: Path,
+    acc: Accounting,
+    notes: dict[str, Any],
+    roles: dict[tuple[int, int], str],
+    *,
+    against_timeline: bool,
+) -> list[int]:
     kd, rejected, n = read_kernel_details(path)
     acc.read += n
     acc.rejected.update(rejected)
@@ -114,13 +144,16 @@ def add_kernel_details(b: Build, path: Path, acc: Accounting, notes: dict[str, A
         lo = int(pc.min(b.events["ts_ns"]).as_py())
         hi = int(pc.max(pc.add(b.events["ts_ns"], b.events["dur_ns"])).as_py())
         out_mask = ((pl.col("ts_ns") + pl.col("dur_ns")) < lo - SPAN_MARGIN_NS) | (
-            pl.col("ts_ns") > hi + SPAN_MARGIN_NS)
+            pl.col("ts_ns") > hi + SPAN_MARGIN_NS
+        )
         outside = rest.filter(out_mask).height
         rest = rest.filter(~out_mask)
         if outside:
             _count(acc.rejected, "kernel_details_outside_timeline", outside)
-            notes["warnings"].append(f"{outside} of {n} rows of {path.name} lie outside the timeline's time span "
-                                     "(a CSV of another run?) and were not used")
+            notes["warnings"].append(
+                f"{outside} of {n} rows of {path.name} lie outside the timeline's time span "
+                "(a CSV of another run?) and were not used"
+            )
     notes["kernel_details"] = {"rows": n, "matched": matched.height, "added": rest.height, "outside": outside}
     devices = kd["device"].drop_nulls().to_list()
     if rest.height == 0:
@@ -136,11 +169,24 @@ def add_kernel_details(b: Build, path: Path, acc: Accounting, notes: dict[str, A
     for s in sorted(set(streams.tolist())):
         b.add_stream(pid, s, "kernel_details.csv", f"Stream {s}" if s >= 0 else None)
     core = rest["core"].fill_null("").str.to_uppercase()
-    kind = pl.select(pl.when(core.str.contains("HCCL|COMMUNICATION")).then(pl.lit(Kind.COLLECTIVE.value))
-                     .otherwise(pl.lit(Kind.COMPUTE.value))).to_series()
+    kind = pl.select(
+        pl.when(core.str.contains("HCCL|COMMUNICATION"))
+        .then(pl.lit(Kind.COLLECTIVE.value))
+        .otherwise(pl.lit(Kind.COMPUTE.value))
+    ).to_series()
     eids = b.eids(rest.height)
-    b.new_events.append(_events_table(pid, streams, kind.to_list(), rest["name"].to_list(), "kernel_details",
-                                      rest["ts_ns"].to_numpy(), rest["dur_ns"].to_numpy(), eids))
+    b.new_events.append(
+        _events_table(
+            pid,
+            streams,
+            kind.to_list(),
+            rest["name"].to_list(),
+            "kernel_details",
+            rest["ts_ns"].to_numpy(),
+            rest["dur_ns"].to_numpy(),
+            eids,
+        )
+    )
     b.new_args.append(rest.with_columns(eid=pl.Series(eids)).filter(_KD_INFORMATIVE).select("eid", *_KD_ARGS))
     _count(acc.kept, "events", rest.height)
     return devices
@@ -155,21 +201,27 @@ def _json_object(**cols: str) -> pl.Expr:
     """A JSON object of the non-null columns (key = keyword), or null when all are null."""
     pieces = [
         pl.when(pl.col(c).is_not_null()).then(
-            pl.struct(pl.col(c).alias(k)).struct.json_encode().str.strip_prefix("{").str.strip_suffix("}"))
+            pl.struct(pl.col(c).alias(k)).struct.json_encode().str.strip_prefix("{").str.strip_suffix("}")
+        )
         for k, c in cols.items()
     ]
     body = pl.concat_str(pieces, separator=",", ignore_nulls=True)
     return pl.when(body != "").then(pl.concat_str([pl.lit("{"), body, pl.lit("}")]))
 
 
-_KD_INFORMATIVE = pl.any_horizontal(pl.col("shapes").is_not_null(), pl.col("dtypes").is_not_null(),
-                                    pl.col("op_type").is_not_null())
-_KD_ARGS = (pl.col("shapes").alias("input_dims"), pl.col("dtypes").alias("input_type"),
-            _json_object(op_type="op_type", core="core", profiler_step="step").alias("extra"))
+_KD_INFORMATIVE = pl.any_horizontal(
+    pl.col("shapes").is_not_null(), pl.col("dtypes").is_not_null(), pl.col("op_type").is_not_null()
+)
+_KD_ARGS = (
+    pl.col("shapes").alias("input_dims"),
+    pl.col("dtypes").alias("input_type"),
+    _json_object(op_type="op_type", core="core", profiler_step="step").alias("extra"),
+)
 
 
-def add_communication(b: Build, path: Path, acc: Accounting, notes: dict[str, Any],
-                       roles: dict[tuple[int, int], str]) -> None:
+def add_communication(
+    b: Build, path: Path, acc: Accounting, notes: dict[str, Any], roles: dict[tuple[int, int], str]
+) -> None:
     records, rejected, n = read_communication(path)
     acc.read += n
     acc.rejected.update(rejected)
@@ -177,8 +229,11 @@ def add_communication(b: Build, path: Path, acc: Accounting, notes: dict[str, An
         notes["communication"] = {"ops": n, "matched": 0, "added": 0}
         return
     recs = pl.DataFrame(
-        {"i": list(range(len(records))), "name": [r["name"] for r in records],
-         "ts_ns": [r["start_ns"] for r in records]},
+        {
+            "i": list(range(len(records))),
+            "name": [r["name"] for r in records],
+            "ts_ns": [r["start_ns"] for r in records],
+        },
         schema={"i": pl.UInt32, "name": pl.String, "ts_ns": pl.Int64},
     )
     slices = _device_frame(b, roles, prefer="hccl_op")
@@ -210,16 +265,27 @@ def add_communication(b: Build, path: Path, acc: Accounting, notes: dict[str, An
             b.add_stream(pid, stream, "communication.json", "Communication")
         eids = b.eids(len(new_rows))
         recs_new = [r for _, r in new_rows]
-        b.new_events.append(_events_table(
-            pid, np.full(len(recs_new), stream, np.int32), [Kind.COLLECTIVE.value] * len(recs_new),
-            [r["name"] for r in recs_new], "communication_json",
-            np.array([r["start_ns"] for r in recs_new], np.int64),
-            np.array([r["extra"]["hccl_elapse_ns"] for r in recs_new], np.int64), eids))
+        b.new_events.append(
+            _events_table(
+                pid,
+                np.full(len(recs_new), stream, np.int32),
+                [Kind.COLLECTIVE.value] * len(recs_new),
+                [r["name"] for r in recs_new],
+                "communication_json",
+                np.array([r["start_ns"] for r in recs_new], np.int64),
+                np.array([r["extra"]["hccl_elapse_ns"] for r in recs_new], np.int64),
+                eids,
+            )
+        )
         comm_args += [_comm_args(eid, rec) for eid, rec in zip(eids.tolist(), recs_new, strict=True)]
         added = len(new_rows)
     if comm_args:
-        b.new_args.append(pl.DataFrame(comm_args, schema={"eid": pl.Int64, "collective": pl.String,
-                                                          "pg_name": pl.String, "extra": pl.String}))
+        b.new_args.append(
+            pl.DataFrame(
+                comm_args,
+                schema={"eid": pl.Int64, "collective": pl.String, "pg_name": pl.String, "extra": pl.String},
+            )
+        )
     _count(acc.kept, "args", matched)
     _count(acc.kept, "events", added)
     notes["communication"] = {"ops": n, "matched": matched, "added": added}
@@ -237,11 +303,24 @@ def _match_in_order(rows: pl.DataFrame, slices: pl.DataFrame) -> pl.DataFrame:
 
 
 def _comm_args(eid: int, rec: dict[str, Any]) -> dict[str, Any]:
-    return {"eid": eid, "collective": rec["collective"], "pg_name": rec["group"], "extra": json.dumps(rec["extra"])}
+    return {
+        "eid": eid,
+        "collective": rec["collective"],
+        "pg_name": rec["group"],
+        "extra": json.dumps(rec["extra"]),
+    }
 
 
-def _events_table(pid: int, streams: np.ndarray, kinds: list[str], names: list[str], cat: str,
-                  ts: np.ndarray, dur: np.ndarray, eids: np.ndarray) -> pa.Table:
+def _events_table(
+    pid: int,
+    streams: np.ndarray,
+    kinds: list[str],
+    names: list[str],
+    cat: str,
+    ts: np.ndarray,
+    dur: np.ndarray,
+    eids: np.ndarray,
+) -> pa.Table:
     n = len(names)
     return pa.table(
         {
@@ -272,10 +351,14 @@ def _merge_args(base: pa.Table, parts: list[pl.DataFrame]) -> pa.Table:
         return base
     schema = pl.from_arrow(ARGS_SCHEMA.empty_table()).schema
     new = pl.concat(parts, how="diagonal_relaxed")
-    new = new.select([(pl.col(n) if n in new.columns else pl.lit(None)).cast(t).alias(n) for n, t in schema.items()])
+    new = new.select(
+        [(pl.col(n) if n in new.columns else pl.lit(None)).cast(t).alias(n) for n, t in schema.items()]
+    )
     new = new.with_columns(rank=pl.lit(-1, pl.Int32))
     clash_eids = set(new.filter(pl.col("eid").is_duplicated())["eid"].to_list())
-    clash_eids |= set(pc.filter(base["eid"], pc.is_in(base["eid"], pa.array(new["eid"].to_numpy()))).to_pylist())
+    clash_eids |= set(
+        pc.filter(base["eid"], pc.is_in(base["eid"], pa.array(new["eid"].to_numpy()))).to_pylist()
+    )
     if not clash_eids:
         return pa.concat_tables([base, new.to_arrow().cast(ARGS_SCHEMA)]).sort_by("eid")
     clash = pa.array(sorted(clash_eids), pa.int64())
@@ -285,10 +368,13 @@ def _merge_args(base: pa.Table, parts: list[pl.DataFrame]) -> pa.Table:
     for row in [*olds, *news]:
         merged[row["eid"]] = _merge_row(merged[row["eid"]], row) if row["eid"] in merged else row
     keep_new = new.filter(~pl.col("eid").is_in(sorted(clash_eids))).to_arrow().cast(ARGS_SCHEMA)
-    return pa.concat_tables([
-        base.filter(pc.invert(pc.is_in(base["eid"], clash))), keep_new,
-        pa.Table.from_pylist(list(merged.values()), schema=ARGS_SCHEMA),
-    ]).sort_by("eid")
+    return pa.concat_tables(
+        [
+            base.filter(pc.invert(pc.is_in(base["eid"], clash))),
+            keep_new,
+            pa.Table.from_pylist(list(merged.values()), schema=ARGS_SCHEMA),
+        ]
+    ).sort_by("eid")
 
 
 def _merge_row(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

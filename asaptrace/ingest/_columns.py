@@ -195,8 +195,9 @@ def id_map(values: list[Any]) -> tuple[np.ndarray, dict[Any, int]]:
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         pass
     uniq: dict[Any, int] = {}
-    codes = np.fromiter((uniq.setdefault(_hashable(v), len(uniq)) for v in values), dtype=np.int64,
-                        count=len(values))
+    codes = np.fromiter(
+        (uniq.setdefault(_hashable(v), len(uniq)) for v in values), dtype=np.int64, count=len(values)
+    )
     return assign_ids(list(uniq), codes)
 
 

@@ -104,8 +104,10 @@ class _Scanned:
         self.n = n_all if self.keep is None else len(self.keep)
         self.args_st = self.dense(args_st)
         self.rich = self.dense(np.frombuffer(res["rich"], np.uint8))
-        self.header = {k: None if span is None else decode_value(mv[span[0]:span[1]])
-                       for k, span in res["header"].items()}
+        self.header = {
+            k: None if span is None else decode_value(mv[span[0] : span[1]])
+            for k, span in res["header"].items()
+        }
         # odd values: decoded now, by the rules of the msgspec path, while the input is alive
         odd = np.frombuffer(res["odd"], np.int64).reshape(-1, 4)
         self.odd: dict[int, tuple[np.ndarray, list[Any]]] = {}
@@ -176,9 +178,14 @@ class _Scanned:
                 values[j] = v
             return IdColumn.of(*col.id_map(values))
         # the scanner's keys, in order of first appearance
-        keys = [None if k == 0 else (v if k == _OK else strings[v])
-                for k, v in zip(np.frombuffer(kinds_b, np.uint8).tolist(), np.frombuffer(keys_b, np.int64).tolist(),
-                                strict=True)]
+        keys = [
+            None if k == 0 else (v if k == _OK else strings[v])
+            for k, v in zip(
+                np.frombuffer(kinds_b, np.uint8).tolist(),
+                np.frombuffer(keys_b, np.int64).tolist(),
+                strict=True,
+            )
+        ]
         codes = self.dense(np.frombuffer(codes_b, np.int32))
         if self.keep is not None:  # a dropped event may have shown a value first: rank them again
             first = np.full(len(keys), self.n, np.int64)

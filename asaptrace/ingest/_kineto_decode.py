@@ -164,7 +164,9 @@ class Times:
 
     @classmethod
     def of(cls, arr: pa.Array) -> Times:
-        return cls(arr.fill_null(0).to_numpy(zero_copy_only=False), arr.is_valid().to_numpy(zero_copy_only=False))
+        return cls(
+            arr.fill_null(0).to_numpy(zero_copy_only=False), arr.is_valid().to_numpy(zero_copy_only=False)
+        )
 
     def arrow(self) -> pa.Array:
         return pa.array(self.values) if self.valid.all() else pa.array(self.values, mask=~self.valid)
@@ -230,8 +232,9 @@ def _decode(data: bytes, path: Path) -> tuple[list[_Event], Counter[str], int, d
     return _decode_lenient(data, path, is_list)
 
 
-def _decode_lenient(data: bytes, path: Path, is_list: bool
-                    ) -> tuple[list[_Event], Counter[str], int, dict[str, Any]]:
+def _decode_lenient(
+    data: bytes, path: Path, is_list: bool
+) -> tuple[list[_Event], Counter[str], int, dict[str, Any]]:
     try:
         header: dict[str, Any] = dict.fromkeys(HEADER_KEYS)
         if is_list:
@@ -275,10 +278,18 @@ def _lenient_event(raw: msgspec.Raw) -> _Event | str:
         return "not_an_object"
     # msgspec checks every "args" of the event (a key may repeat): any that is not an object or
     # null is malformed; if all are fine, what failed is an integer too long to convert
-    pairs = json.loads(text.decode("utf-8", "surrogateescape"), object_pairs_hook=_Object,
-                       parse_int=len, parse_float=len, parse_constant=len)
-    return "malformed_args" if any(k == "args" and not (v is None or isinstance(v, _Object)) for k, v in pairs) \
+    pairs = json.loads(
+        text.decode("utf-8", "surrogateescape"),
+        object_pairs_hook=_Object,
+        parse_int=len,
+        parse_float=len,
+        parse_constant=len,
+    )
+    return (
+        "malformed_args"
+        if any(k == "args" and not (v is None or isinstance(v, _Object)) for k, v in pairs)
         else "number_out_of_range"
+    )
 
 
 class _Object(list):
@@ -313,12 +324,15 @@ def raw_texts(raws: list[msgspec.Raw]) -> pa.Array:
     return arr
 
 
-def _columns_of(events: list[_Event], rejected: Counter[str], n_read: int, header: dict[str, Any]
-                ) -> EventColumns:
+def _columns_of(
+    events: list[_Event], rejected: Counter[str], n_read: int, header: dict[str, Any]
+) -> EventColumns:
     args_list = [e.args for e in events]
 
     def arg_ints(rows: np.ndarray, field: str) -> pa.Array:
-        return col.int_values([getattr(a, field) if (a := args_list[i]) is not None else None for i in rows.tolist()])
+        return col.int_values(
+            [getattr(a, field) if (a := args_list[i]) is not None else None for i in rows.tolist()]
+        )
 
     def flow_ids(rows: np.ndarray) -> pa.Array:
         return pa.array([None if (v := events[i].id) is None else str(v) for i in rows.tolist()], pa.string())

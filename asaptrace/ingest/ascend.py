@@ -88,8 +88,16 @@ _MARKERS = (b'"Ascend Hardware"', b'"CANN"', b'"Overlap Analysis"', b'"HCCL"')
 
 #: Files of an Ascend rank folder that are companions, never sources of their own.
 COMPANION_NAMES = frozenset(
-    {"communication.json", "communication_matrix.json", "profiler_metadata.json", "kernel_details.csv",
-     "step_trace_time.csv", "operator_details.csv", "op_statistic.csv", "analysis.db"}
+    {
+        "communication.json",
+        "communication_matrix.json",
+        "profiler_metadata.json",
+        "kernel_details.csv",
+        "step_trace_time.csv",
+        "operator_details.csv",
+        "op_statistic.csv",
+        "analysis.db",
+    }
 )
 
 
@@ -147,8 +155,11 @@ def _scan_gzip(path: Path, chunk: int = 16 * 1024 * 1024) -> bool:
 def _looks_like_kernel_details(text: bytes) -> bool:
     first = text.split(b"\n", 1)[0].decode("utf-8", "replace").lstrip("\ufeff")
     cols = {c.strip() for c in first.split(",")}
-    return bool(cols & {"Name", "Op Name"}) and bool(
-        cols & {"Start Time(us)", "Task Start Time(us)"}) and bool(cols & {"Duration(us)", "Task Duration(us)"})
+    return (
+        bool(cols & {"Name", "Op Name"})
+        and bool(cols & {"Start Time(us)", "Task Start Time(us)"})
+        and bool(cols & {"Duration(us)", "Task Duration(us)"})
+    )
 
 
 def ascend_sources(files: Iterable[str | Path]) -> list[Path]:
@@ -206,8 +217,11 @@ def _timeline_in(d: Path) -> Path | None:
 
 def _is_companion(f: Path) -> bool:
     n = f.name
-    return n in COMPANION_NAMES or (n.startswith("profiler_info") and n.endswith(".json")) or (
-        n.startswith("ascend_pytorch_profiler") and n.endswith(".db"))
+    return (
+        n in COMPANION_NAMES
+        or (n.startswith("profiler_info") and n.endswith(".json"))
+        or (n.startswith("ascend_pytorch_profiler") and n.endswith(".db"))
+    )
 
 
 # ---------------------------------------------------------------- reading
@@ -221,7 +235,8 @@ def read_ascend(path: str | Path, options: IngestOptions | None = None) -> Inges
     csv_only = path.suffix.lower() == ".csv"
     if csv_only:
         base_events, base_args, base_flows, base_streams = (
-            s.empty_table() for s in (EVENTS_SCHEMA, ARGS_SCHEMA, FLOWS_SCHEMA, STREAMS_SCHEMA))
+            s.empty_table() for s in (EVENTS_SCHEMA, ARGS_SCHEMA, FLOWS_SCHEMA, STREAMS_SCHEMA)
+        )
         acc = Accounting()
     else:
         # Imported here, not at module level, so that importing this module does not register the
@@ -231,12 +246,19 @@ def read_ascend(path: str | Path, options: IngestOptions | None = None) -> Inges
 
         base = read_kineto(path, options)
         base_events, base_args, base_flows, base_streams = base.events, base.args, base.flows, base.streams
-        acc = Accounting(read=base.accounting.read, kept=Counter(base.accounting.kept),
-                         rejected=Counter(base.accounting.rejected))
+        acc = Accounting(
+            read=base.accounting.read,
+            kept=Counter(base.accounting.kept),
+            rejected=Counter(base.accounting.rejected),
+        )
     events, streams, roles = _classify(base_events, base_streams)
     events = events.set_column(events.schema.get_field_index("corr"), "corr", launch_corr(events, base_flows))
-    b = Build(events=events, args=base_args, streams=streams,
-               next_eid=max(acc.read, int(pc.max(events["eid"]).as_py() or 0) + 1 if events.num_rows else 0))
+    b = Build(
+        events=events,
+        args=base_args,
+        streams=streams,
+        next_eid=max(acc.read, int(pc.max(events["eid"]).as_py() or 0) + 1 if events.num_rows else 0),
+    )
     notes: dict[str, Any] = {"companions": comp.paths(), "warnings": []}
     kd_path = path if csv_only else comp.kernel_details
     kd_devices: list[int] = []
@@ -247,14 +269,32 @@ def read_ascend(path: str | Path, options: IngestOptions | None = None) -> Inges
     events, args, streams = b.finish()
     acc.check(str(path))
     facts = folder_facts(comp)
-    device = facts.device if facts.device is not None else (max(set(kd_devices), key=kd_devices.count)
-                                                            if kd_devices else None)
-    info = RankInfo(rank=facts.rank, source=facts.source, world_size=facts.world_size, ep=facts.ep,
-                    host=facts.host, device=device)
+    device = (
+        facts.device
+        if facts.device is not None
+        else (max(set(kd_devices), key=kd_devices.count) if kd_devices else None)
+    )
+    info = RankInfo(
+        rank=facts.rank,
+        source=facts.source,
+        world_size=facts.world_size,
+        ep=facts.ep,
+        host=facts.host,
+        device=device,
+    )
     if not notes["warnings"]:
         del notes["warnings"]
-    return IngestResult(path=str(path), format=FORMAT_NAME, events=events, args=args, flows=base_flows,
-                        streams=streams, accounting=acc, rank_info=info, notes=notes)
+    return IngestResult(
+        path=str(path),
+        format=FORMAT_NAME,
+        events=events,
+        args=args,
+        flows=base_flows,
+        streams=streams,
+        accounting=acc,
+        rank_info=info,
+        notes=notes,
+    )
 
 
 def _classify(events: pa.Table, streams: pa.Table) -> tuple[pa.Table, pa.Table, dict[tuple[int, int], str]]:
@@ -312,8 +352,11 @@ def _classify(events: pa.Table, streams: pa.Table) -> tuple[pa.Table, pa.Table, 
         kind_sets.append((m if name == "overlap" else (m & no_cat), knd))
         cat_sets.append((m & no_cat, label))
     out = events
-    for col, arr in (("is_device", pa.array(is_dev, pa.bool_())), ("kind", _relabel(events["kind"], kind_sets)),
-                     ("cat", _relabel(events["cat"], cat_sets))):
+    for col, arr in (
+        ("is_device", pa.array(is_dev, pa.bool_())),
+        ("kind", _relabel(events["kind"], kind_sets)),
+        ("cat", _relabel(events["cat"], cat_sets)),
+    ):
         out = out.set_column(out.schema.get_field_index(col), col, arr)
     return out, _stream_devices(streams, roles), roles
 
@@ -343,8 +386,10 @@ def _relabel(column: pa.ChunkedArray, sets: list[tuple[np.ndarray, str]]) -> pa.
     new_code[used] = np.arange(len(used))
     out = new_code[code]
     names = list(ids)
-    return pa.DictionaryArray.from_arrays(pa.array(out.astype(np.int32), pa.int32(), mask=out < 0),
-                                          pa.array([names[u] for u in used.tolist()], pa.string()))
+    return pa.DictionaryArray.from_arrays(
+        pa.array(out.astype(np.int32), pa.int32(), mask=out < 0),
+        pa.array([names[u] for u in used.tolist()], pa.string()),
+    )
 
 
 #: integer codes of the roles while they are spread over events ("" = no role, "hccl?" = by name)

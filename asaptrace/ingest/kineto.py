@@ -58,7 +58,16 @@ FORMAT_NAME = "kineto"
 
 #: Categories of device activity (current and older Kineto spellings).
 DEVICE_CATS = frozenset(
-    {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "Kernel", "Memcpy", "Memset", "Memcpy_async"}
+    {
+        "kernel",
+        "gpu_memcpy",
+        "gpu_memset",
+        "gpu_user_annotation",
+        "Kernel",
+        "Memcpy",
+        "Memset",
+        "Memcpy_async",
+    }
 )
 
 #: Kind before the taxonomy refines it by name: only what the category alone says.
@@ -156,8 +165,11 @@ def _tables(c: EventColumns, path: Path) -> IngestResult:
         raise CorruptTrace("no events ('traceEvents' is empty)", path=path)
     rejected: Counter[str] = Counter(c.rejected)
     base = c.header.get("baseTimeNanoseconds")
-    base_ns = base if isinstance(base, int) and not isinstance(base, bool) and col.INT64_MIN <= base <= col.INT64_MAX \
+    base_ns = (
+        base
+        if isinstance(base, int) and not isinstance(base, bool) and col.INT64_MIN <= base <= col.INT64_MAX
         else 0
+    )
     ts = _shifted(c.ts, base_ns)
     ph = _Phases(c.ph)
     is_span = ph.mask(SPAN_PHASES)
@@ -192,8 +204,9 @@ def _tables(c: EventColumns, path: Path) -> IngestResult:
     is_begin = ph.mask(("B",))
     merged_ends = 0
     if is_end.any() or is_begin.any():
-        merged_ends, be_rej = _match_begin_end(is_begin, is_end, c.pid.ids, c.tid.ids, ts_np, ts_ok, dur_np, dur_ok,
-                                               span_mask)
+        merged_ends, be_rej = _match_begin_end(
+            is_begin, is_end, c.pid.ids, c.tid.ids, ts_np, ts_ok, dur_np, dur_ok, span_mask
+        )
         rejected.update(be_rej)
         rejected["unmatched_end"] += int(is_end.sum()) - merged_ends
     name_ok = c.name.is_valid().to_numpy(zero_copy_only=False)
@@ -286,16 +299,27 @@ _KIND_CODE = {k: i for i, k in enumerate(_KINDS)}
 
 def _kind_from_category(cat: pa.DictionaryArray, is_device: np.ndarray) -> pa.DictionaryArray:
     """Dictionary-encoded kind: the category's kind where it names one, else device → other, host."""
-    by_entry = np.array([_KIND_CODE[str(CATEGORY_KIND[v])] if v in CATEGORY_KIND else -1
-                         for v in cat.dictionary.to_pylist()] + [-1], np.int32)
+    by_entry = np.array(
+        [_KIND_CODE[str(CATEGORY_KIND[v])] if v in CATEGORY_KIND else -1 for v in cat.dictionary.to_pylist()]
+        + [-1],
+        np.int32,
+    )
     codes = by_entry[_codes(cat)]
     fallback = np.where(is_device, _KIND_CODE[str(Kind.OTHER)], _KIND_CODE[str(Kind.HOST)]).astype(np.int32)
     return pa.DictionaryArray.from_arrays(pa.array(np.where(codes >= 0, codes, fallback)), pa.array(_KINDS))
 
 
-def _match_begin_end(is_begin: np.ndarray, is_end: np.ndarray, pid: np.ndarray, tid: np.ndarray, ts: np.ndarray,
-                     ts_ok: np.ndarray, dur: np.ndarray, dur_ok: np.ndarray, span_mask: np.ndarray
-                     ) -> tuple[int, Counter[str]]:
+def _match_begin_end(
+    is_begin: np.ndarray,
+    is_end: np.ndarray,
+    pid: np.ndarray,
+    tid: np.ndarray,
+    ts: np.ndarray,
+    ts_ok: np.ndarray,
+    dur: np.ndarray,
+    dur_ok: np.ndarray,
+    span_mask: np.ndarray,
+) -> tuple[int, Counter[str]]:
     """Pair B with the next E on the same (pid, tid) stack; writes the B's duration into ``dur``.
 
     Events are taken in time order (no time last, ties by file order). Unmatched B events are
@@ -347,8 +371,9 @@ def _flows(c: EventColumns, idx: np.ndarray, ts: Times) -> tuple[pa.Table, Count
     return table, rej
 
 
-def _streams_from_metadata(c: EventColumns, rows: np.ndarray
-                           ) -> tuple[dict[tuple[int, int | None], dict[str, Any]], set[int]]:
+def _streams_from_metadata(
+    c: EventColumns, rows: np.ndarray
+) -> tuple[dict[tuple[int, int | None], dict[str, Any]], set[int]]:
     """Collect process/thread names and labels from ``M`` events; returns rows keyed by (pid, tid|None)."""
     out: dict[tuple[int, int | None], dict[str, Any]] = {}
     gpu_pids: set[int] = set()
@@ -378,10 +403,12 @@ def _complete_streams(meta_rows: dict, events: pa.Table, pid_table: dict, tid_ta
     inv_pid = {v: k for k, v in pid_table.items()}
     inv_tid = {v: k for k, v in tid_table.items()}
     pairs = (
-        events.group_by(["pid", "stream"]).aggregate([("is_device", "max")]).to_pylist() if events.num_rows else []
+        events.group_by(["pid", "stream"]).aggregate([("is_device", "max")]).to_pylist()
+        if events.num_rows
+        else []
     )
     seen = {(r["pid"], r["stream"]): bool(r["is_device_max"]) for r in pairs}
-    for (pid, tid) in meta_rows:
+    for pid, tid in meta_rows:
         if tid is not None and (pid, tid) not in seen:
             seen[(pid, tid)] = False
     out = []
@@ -416,8 +443,9 @@ def _json_texts(values: list[Any]) -> pa.Array:
     # strings are kept as written (not JSON-quoted); None stays null
     is_str = [isinstance(v, str) for v in values]
     if any(is_str):
-        arr = pc.if_else(pa.array(is_str), pa.array([v if isinstance(v, str) else None for v in values],
-                                                    pa.string()), arr)
+        arr = pc.if_else(
+            pa.array(is_str), pa.array([v if isinstance(v, str) else None for v in values], pa.string()), arr
+        )
     return pc.if_else(pc.equal(arr, "null"), pa.scalar(None, pa.string()), arr)
 
 
@@ -476,7 +504,9 @@ def _rich_columns(sel: list[_Args]) -> dict[str, pa.Array]:
         has_extra |= np.fromiter((v is not None for v in values), bool, len(sel))
     extra: list[str | None] = [None] * len(sel)
     for i in np.flatnonzero(has_extra).tolist():
-        extra[i] = _encode({k: v[i] for k, v in zip(_EXTRA_KEYS, extra_cols, strict=True) if v[i] is not None}).decode()
+        extra[i] = _encode(
+            {k: v[i] for k, v in zip(_EXTRA_KEYS, extra_cols, strict=True) if v[i] is not None}
+        ).decode()
     return {
         "collective": col.strings(field("collective")),
         "in_nelems": col.int_values(field("in_nelems")),

@@ -56,11 +56,26 @@ from asaptrace.schema import ARGS_SCHEMA, EVENTS_SCHEMA, FLOWS_SCHEMA, STREAMS_S
 FORMAT_NAME = "nsys"
 
 #: CUpti_ActivityMemcpyKind → the short label Kineto uses in memcpy names.
-COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-              8: "DtoD", 9: "HtoH", 10: "PtoP"}
+COPY_KINDS = {
+    0: "Unknown",
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+}
 #: NVTX event types (ENUM_NSYS_EVENT_TYPE names; ids used when the export has no enum table).
-NVTX_RANGE_TYPES = {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60, "NvtxtPushPopRange": 70,
-                    "NvtxtStartEndRange": 71}
+NVTX_RANGE_TYPES = {
+    "NvtxPushPopRange": 59,
+    "NvtxStartEndRange": 60,
+    "NvtxtPushPopRange": 70,
+    "NvtxtStartEndRange": 71,
+}
 NVTX_MARK_TYPES = {"NvtxMark": 34}
 NVTX_META_TYPES = {"NvtxCategory": 33, "NvtxThread": 39, "NvtxDomainCreate": 75, "NvtxDomainDestroy": 76}
 _RANK_IN_NAME = re.compile(r"\brank[\s_-]*(\d+)\b", re.IGNORECASE)
@@ -94,8 +109,10 @@ def read_nsys(path: str | Path, options: IngestOptions | None = None) -> IngestR
     path = Path(path)
     with open(path, "rb") as f:
         if f.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
-            raise UnsupportedFormat("not a SQLite database (an nsys report must be exported with "
-                                    "'nsys export --type sqlite')", path=path)
+            raise UnsupportedFormat(
+                "not a SQLite database (an nsys report must be exported with 'nsys export --type sqlite')",
+                path=path,
+            )
     conn = connect(path)
     try:
         return _read(conn, path)
@@ -120,8 +137,11 @@ def _read(conn: sqlite3.Connection, path: Path) -> IngestResult:
     acc = Accounting(read=reader.read, kept=reader.kept, rejected=reader.rejected).check(str(path))
     env = _environment(conn, schema)
     info = _rank_info(reader.thread_names, env, events)
-    unread = {t: int(conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0])
-              for t in sorted(schema.tables) if t.startswith("CUPTI_ACTIVITY_KIND_") and t not in READ_TABLES}
+    unread = {
+        t: int(conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0])
+        for t in sorted(schema.tables)
+        if t.startswith("CUPTI_ACTIVITY_KIND_") and t not in READ_TABLES
+    }
     return IngestResult(
         path=str(path),
         format=FORMAT_NAME,
@@ -131,8 +151,11 @@ def _read(conn: sqlite3.Connection, path: Path) -> IngestResult:
         streams=_streams(conn, schema, strings, events, reader.thread_names),
         accounting=acc,
         rank_info=info,
-        notes={"export_schema_version": schema.version, "time_base_ns": base_ns or None,
-               "unread_tables": {t: n for t, n in unread.items() if n}},
+        notes={
+            "export_schema_version": schema.version,
+            "time_base_ns": base_ns or None,
+            "unread_tables": {t: n for t, n in unread.items() if n},
+        },
     )
 
 
@@ -165,8 +188,9 @@ def _column(rows: list[tuple[Any, ...]], i: int) -> list[Any]:
 class _Reader:
     """Reads the event tables one by one into event parts, counting every row."""
 
-    def __init__(self, conn: sqlite3.Connection, schema: NsysSchema, strings: _Strings, path: Path,
-                 base_ns: int) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, schema: NsysSchema, strings: _Strings, path: Path, base_ns: int
+    ) -> None:
         self.conn, self.schema, self.strings, self.path, self.base_ns = conn, schema, strings, path, base_ns
         self.read = 0
         self.kept: Counter[str] = Counter()
@@ -187,8 +211,17 @@ class _Reader:
         require(self.schema, table, ("start", "end", "deviceId", "streamId"), self.path)
         name_col = self.schema.first(table, "demangledName", "shortName", "mangledName", "name")
         extra_col = {KERNEL: name_col, MEMCPY: self.schema.first(table, "copyKind")}.get(table)
-        rows = self._select(table, ["start", '"end"', "deviceId", "streamId", self._opt(table, "correlationId"),
-                                    f'"{extra_col}"' if extra_col else "NULL"])
+        rows = self._select(
+            table,
+            [
+                "start",
+                '"end"',
+                "deviceId",
+                "streamId",
+                self._opt(table, "correlationId"),
+                f'"{extra_col}"' if extra_col else "NULL",
+            ],
+        )
         if table == KERNEL:
             raw = _column(rows, 5)
             if name_col is None:
@@ -198,12 +231,25 @@ class _Reader:
             else:
                 names = self.strings.lookup(col.ints(raw))
         elif table == MEMCPY:
-            names = pa.array([f"Memcpy {COPY_KINDS.get(k, 'Unknown') if isinstance(k, int) else 'Unknown'}"
-                              for k in _column(rows, 5)], pa.string())
+            names = pa.array(
+                [
+                    f"Memcpy {COPY_KINDS.get(k, 'Unknown') if isinstance(k, int) else 'Unknown'}"
+                    for k in _column(rows, 5)
+                ],
+                pa.string(),
+            )
         else:
             names = pa.array(["Memset"] * len(rows), pa.string())
-        self._add(rows, pid=col.ints(_column(rows, 2), pa.int32()), stream=col.ints(_column(rows, 3), pa.int32()),
-                  is_device=True, kind=kind, names=names, cat=cat, corr=col.ints(_column(rows, 4)))
+        self._add(
+            rows,
+            pid=col.ints(_column(rows, 2), pa.int32()),
+            stream=col.ints(_column(rows, 3), pa.int32()),
+            is_device=True,
+            kind=kind,
+            names=names,
+            cat=cat,
+            corr=col.ints(_column(rows, 4)),
+        )
         self.read += len(rows)
 
     def runtime(self) -> None:
@@ -214,12 +260,22 @@ class _Reader:
         name_col = self.schema.first(t, "nameId", "name")
         if name_col is None:
             require(self.schema, t, ("nameId",), self.path)
-        rows = self._select(t, ["start", '"end"', "globalTid", self._opt(t, "correlationId"), f'"{name_col}"'])
+        rows = self._select(
+            t, ["start", '"end"', "globalTid", self._opt(t, "correlationId"), f'"{name_col}"']
+        )
         raw = _column(rows, 4)
         names = col.strings(raw) if self.schema.is_text(t, name_col) else self.strings.lookup(col.ints(raw))
         pid, tid = _split_tid(col.ints(_column(rows, 2)))
-        self._add(rows, pid=pid, stream=tid, is_device=False, kind=Kind.HOST.value, names=names,
-                  cat="cuda_runtime", corr=col.ints(_column(rows, 3)))
+        self._add(
+            rows,
+            pid=pid,
+            stream=tid,
+            is_device=False,
+            kind=Kind.HOST.value,
+            names=names,
+            cat="cuda_runtime",
+            corr=col.ints(_column(rows, 3)),
+        )
         self.read += len(rows)
 
     def nvtx(self) -> None:
@@ -227,9 +283,19 @@ class _Reader:
         if t not in self.schema.tables:
             return
         require(self.schema, t, ("start", "eventType"), self.path)
-        rows = self._select(t, ["start", self._opt(t, "end"), "eventType", self._opt(t, "text"),
-                                self._opt(t, "textId"), self._opt(t, "globalTid"), self._opt(t, "domainId"),
-                                self._opt(t, "jsonText")])
+        rows = self._select(
+            t,
+            [
+                "start",
+                self._opt(t, "end"),
+                "eventType",
+                self._opt(t, "text"),
+                self._opt(t, "textId"),
+                self._opt(t, "globalTid"),
+                self._opt(t, "domainId"),
+                self._opt(t, "jsonText"),
+            ],
+        )
         types = _nvtx_types(self.conn, self.schema)
         etype = np.array([v if isinstance(v, int) else -1 for v in _column(rows, 2)], np.int64)
         text = col.strings(_column(rows, 3))
@@ -250,19 +316,46 @@ class _Reader:
             self.rejected[f"nvtx_event_type:{v}"] += c
         keep = np.flatnonzero(is_range | is_mark)
         sel = [rows[i] for i in keep]
-        ends = col.ints([r[1] if not m else (r[1] if r[1] is not None else r[0])
-                         for r, m in zip(sel, is_mark[keep], strict=True)])
+        ends = col.ints(
+            [
+                r[1] if not m else (r[1] if r[1] is not None else r[0])
+                for r, m in zip(sel, is_mark[keep], strict=True)
+            ]
+        )
         pid, tid = _split_tid(pc.take(gtid, pa.array(keep)))
         extras = [_nvtx_extra(r[6], domains, r[7]) for r in sel]
-        self._add(sel, pid=pid, stream=tid, is_device=False, kind=Kind.ANNOTATION.value,
-                  names=pc.take(names, pa.array(keep)), cat="nvtx", corr=pa.nulls(len(sel), pa.int64()),
-                  ends=ends, unterminated="nvtx_unterminated_range", extras=extras, positions=keep)
+        self._add(
+            sel,
+            pid=pid,
+            stream=tid,
+            is_device=False,
+            kind=Kind.ANNOTATION.value,
+            names=pc.take(names, pa.array(keep)),
+            cat="nvtx",
+            corr=pa.nulls(len(sel), pa.int64()),
+            ends=ends,
+            unterminated="nvtx_unterminated_range",
+            extras=extras,
+            positions=keep,
+        )
         self.read += len(rows)
 
-    def _add(self, rows: list[tuple[Any, ...]], *, pid: pa.Array, stream: pa.Array, is_device: bool, kind: str,
-             names: pa.Array, cat: str, corr: pa.Array, ends: pa.Array | None = None,
-             unterminated: str = "bad_dur", extras: list[str | None] | None = None,
-             positions: np.ndarray | None = None) -> None:
+    def _add(
+        self,
+        rows: list[tuple[Any, ...]],
+        *,
+        pid: pa.Array,
+        stream: pa.Array,
+        is_device: bool,
+        kind: str,
+        names: pa.Array,
+        cat: str,
+        corr: pa.Array,
+        ends: pa.Array | None = None,
+        unterminated: str = "bad_dur",
+        extras: list[str | None] | None = None,
+        positions: np.ndarray | None = None,
+    ) -> None:
         """Validate one table's rows and append the good ones as events.
 
         ``eid`` = rows read before this table + the row's position in it (``positions``, when only
@@ -275,8 +368,13 @@ class _Reader:
         e = end.to_numpy(zero_copy_only=False).astype("float64")
         reasons = [
             ("missing_name", pc.is_null(names).to_numpy(zero_copy_only=False)),
-            ("missing_pid_or_tid", (pc.is_null(pid).to_numpy(zero_copy_only=False)
-                                    | pc.is_null(stream).to_numpy(zero_copy_only=False))),
+            (
+                "missing_pid_or_tid",
+                (
+                    pc.is_null(pid).to_numpy(zero_copy_only=False)
+                    | pc.is_null(stream).to_numpy(zero_copy_only=False)
+                ),
+            ),
             ("bad_ts", np.isnan(s)),
             (unterminated, np.isnan(e)),
             ("negative_dur", e < s),
@@ -293,25 +391,27 @@ class _Reader:
         eid = self.read + pos[idx]
         k = len(idx)
         ts = pc.take(start, take)
-        self.parts.append(pa.table(
-            {
-                "rank": pa.array(np.full(k, -1, np.int32)),
-                "pid": pc.take(pid, take).cast(pa.int32()),
-                "stream": pc.take(stream, take).cast(pa.int32()),
-                "is_device": pa.array(np.full(k, is_device)),
-                "kind": dictionary(pa.array([kind] * k, pa.string())),
-                "name": dictionary(pc.take(names, take)),
-                "cat": dictionary(pa.array([cat] * k, pa.string())),
-                "ts_ns": pc.add(ts, self.base_ns) if self.base_ns else ts,
-                "dur_ns": pc.subtract(pc.take(end, take), ts),
-                "step": pa.nulls(k, pa.int32()),
-                "layer": pa.nulls(k, pa.int16()),
-                "micro_batch": pa.nulls(k, pa.int8()),
-                "corr": pc.take(corr, take),
-                "eid": pa.array(eid),
-            },
-            schema=EVENTS_SCHEMA,
-        ))
+        self.parts.append(
+            pa.table(
+                {
+                    "rank": pa.array(np.full(k, -1, np.int32)),
+                    "pid": pc.take(pid, take).cast(pa.int32()),
+                    "stream": pc.take(stream, take).cast(pa.int32()),
+                    "is_device": pa.array(np.full(k, is_device)),
+                    "kind": dictionary(pa.array([kind] * k, pa.string())),
+                    "name": dictionary(pc.take(names, take)),
+                    "cat": dictionary(pa.array([cat] * k, pa.string())),
+                    "ts_ns": pc.add(ts, self.base_ns) if self.base_ns else ts,
+                    "dur_ns": pc.subtract(pc.take(end, take), ts),
+                    "step": pa.nulls(k, pa.int32()),
+                    "layer": pa.nulls(k, pa.int16()),
+                    "micro_batch": pa.nulls(k, pa.int8()),
+                    "corr": pc.take(corr, take),
+                    "eid": pa.array(eid),
+                },
+                schema=EVENTS_SCHEMA,
+            )
+        )
         if extras is not None:
             for j, e_id in zip(idx.tolist(), eid.tolist(), strict=True):
                 if extras[j] is not None:
@@ -395,15 +495,24 @@ def _rank_info(thread_names: dict[int, str], env: dict[str, str], events: pa.Tab
     if dev.num_rows:
         counts = pc.value_counts(dev["pid"]).to_pylist()
         device = int(max(counts, key=lambda c: c["counts"])["values"])
-    return RankInfo(rank=rank, source=source, world_size=world, host=env.get("target:Hostname"), device=device)
+    return RankInfo(
+        rank=rank, source=source, world_size=world, host=env.get("target:Hostname"), device=device
+    )
 
 
-def _streams(conn: sqlite3.Connection, schema: NsysSchema, strings: _Strings, events: pa.Table,
-             nvtx_threads: dict[int, str]) -> pa.Table:
+def _streams(
+    conn: sqlite3.Connection,
+    schema: NsysSchema,
+    strings: _Strings,
+    events: pa.Table,
+    nvtx_threads: dict[int, str],
+) -> pa.Table:
     """One row per (pid, stream): GPU streams named like Kineto's, host threads by their OS names."""
     gpu_names: dict[int, str] = {}
     if schema.has("TARGET_INFO_GPU", "id", "name"):
-        gpu_names = {i: n for i, n in conn.execute("SELECT id, name FROM TARGET_INFO_GPU") if isinstance(i, int)}
+        gpu_names = {
+            i: n for i, n in conn.execute("SELECT id, name FROM TARGET_INFO_GPU") if isinstance(i, int)
+        }
     procs: dict[int, str] = {}
     if schema.has("PROCESSES", "pid", "name"):
         procs = {p: n for p, n in conn.execute("SELECT pid, name FROM PROCESSES") if isinstance(p, int)}
@@ -415,16 +524,24 @@ def _streams(conn: sqlite3.Connection, schema: NsysSchema, strings: _Strings, ev
     threads |= nvtx_threads
     by_thread = {((g >> 24) & 0xFFFFFF, g & 0xFFFFFF): n for g, n in threads.items()}
     out = []
-    pairs = events.group_by(["pid", "stream", "is_device"]).aggregate([]).to_pylist() if events.num_rows else []
+    pairs = (
+        events.group_by(["pid", "stream", "is_device"]).aggregate([]).to_pylist() if events.num_rows else []
+    )
     for r in sorted(pairs, key=lambda r: (not r["is_device"], r["pid"], r["stream"])):
         pid, stream, dev = r["pid"], r["stream"], r["is_device"]
-        out.append({
-            "rank": -1, "pid": pid, "stream": stream, "is_device": dev,
-            "source_pid": str(pid), "source_tid": str(stream),
-            "process_name": f"GPU {pid}" if dev else procs.get(pid),
-            "process_label": gpu_names.get(pid) if dev else "CPU",
-            "thread_name": f"stream {stream}" if dev else by_thread.get((pid, stream)),
-        })
+        out.append(
+            {
+                "rank": -1,
+                "pid": pid,
+                "stream": stream,
+                "is_device": dev,
+                "source_pid": str(pid),
+                "source_tid": str(stream),
+                "process_name": f"GPU {pid}" if dev else procs.get(pid),
+                "process_label": gpu_names.get(pid) if dev else "CPU",
+                "thread_name": f"stream {stream}" if dev else by_thread.get((pid, stream)),
+            }
+        )
     return pa.Table.from_pylist(out, schema=STREAMS_SCHEMA)
 
 

@@ -32,20 +32,57 @@ from asaptrace.synth.timeline import OP_CODE, OPS, Timeline
 
 #: op → (device task name, framework op on the Python thread, aclnn API seen by CANN, Task Type)
 ASCEND_NAMES: dict[str, tuple[str, str, str, str]] = {
-    "attention": ("FusedInferAttentionScore", "npu::npu_fused_infer_attention_score",
-                  "aclnnFusedInferAttentionScoreV3", "MIX_AIC"),
-    "gate": ("MoeGatingTopKSoftmax", "npu::npu_moe_gating_top_k_softmax", "aclnnMoeGatingTopKSoftmax", "AI_VECTOR_CORE"),
+    "attention": (
+        "FusedInferAttentionScore",
+        "npu::npu_fused_infer_attention_score",
+        "aclnnFusedInferAttentionScoreV3",
+        "MIX_AIC",
+    ),
+    "gate": (
+        "MoeGatingTopKSoftmax",
+        "npu::npu_moe_gating_top_k_softmax",
+        "aclnnMoeGatingTopKSoftmax",
+        "AI_VECTOR_CORE",
+    ),
     "shared_expert": ("MatMulV2", "aten::mm", "aclnnMm", "AI_CORE"),
     "dense_mlp": ("MatMulV2", "aten::mm", "aclnnMm", "AI_CORE"),
     "moe": ("GroupedMatmul", "npu::npu_grouped_matmul", "aclnnGroupedMatmulV4", "AI_CORE"),
-    "dispatch": ("MoeDistributeDispatchV2", "npu::npu_moe_distribute_dispatch_v2", "aclnnMoeDistributeDispatchV2",
-                 "MIX_AIV"),
-    "combine": ("MoeDistributeCombineV2", "npu::npu_moe_distribute_combine_v2", "aclnnMoeDistributeCombineV2",
-                "MIX_AIV"),
-    "dispatch_send": ("MoeDistributeDispatchSend", "asap::dispatch_send", "aclnnMoeDistributeDispatchSend", "MIX_AIV"),
-    "dispatch_recv": ("MoeDistributeDispatchRecv", "asap::dispatch_recv", "aclnnMoeDistributeDispatchRecv", "MIX_AIV"),
-    "combine_send": ("MoeDistributeCombineSend", "asap::combine_send", "aclnnMoeDistributeCombineSend", "MIX_AIV"),
-    "combine_recv": ("MoeDistributeCombineRecv", "asap::combine_recv", "aclnnMoeDistributeCombineRecv", "MIX_AIV"),
+    "dispatch": (
+        "MoeDistributeDispatchV2",
+        "npu::npu_moe_distribute_dispatch_v2",
+        "aclnnMoeDistributeDispatchV2",
+        "MIX_AIV",
+    ),
+    "combine": (
+        "MoeDistributeCombineV2",
+        "npu::npu_moe_distribute_combine_v2",
+        "aclnnMoeDistributeCombineV2",
+        "MIX_AIV",
+    ),
+    "dispatch_send": (
+        "MoeDistributeDispatchSend",
+        "asap::dispatch_send",
+        "aclnnMoeDistributeDispatchSend",
+        "MIX_AIV",
+    ),
+    "dispatch_recv": (
+        "MoeDistributeDispatchRecv",
+        "asap::dispatch_recv",
+        "aclnnMoeDistributeDispatchRecv",
+        "MIX_AIV",
+    ),
+    "combine_send": (
+        "MoeDistributeCombineSend",
+        "asap::combine_send",
+        "aclnnMoeDistributeCombineSend",
+        "MIX_AIV",
+    ),
+    "combine_recv": (
+        "MoeDistributeCombineRecv",
+        "asap::combine_recv",
+        "aclnnMoeDistributeCombineRecv",
+        "MIX_AIV",
+    ),
 }
 #: ops not written as device tasks of their own (folded into the fused dispatch, or HCCL)
 _FOLDED = {"layout", "notify"}
@@ -88,9 +125,20 @@ def write_ascend(tl: Timeline, out_dir: Path, *, compresslevel: int = 6) -> tupl
 def _fused_tasks(tl: Timeline, sel: np.ndarray) -> list[tuple[int, int, int, int, int, int]]:
     """(op, stream, start, end, launch, launch_dur) device tasks; notify+dispatch fused, layout dropped."""
     ops = tl.k_op[sel].tolist()
-    rows = list(zip(ops, tl.k_stream[sel].tolist(), tl.k_start[sel].tolist(), (tl.k_start[sel] + tl.k_dur[sel]).tolist(),
-                    tl.k_launch[sel].tolist(), tl.k_launch_dur[sel].tolist(), tl.k_step[sel].tolist(),
-                    tl.k_layer[sel].tolist(), tl.k_mb[sel].tolist(), strict=True))
+    rows = list(
+        zip(
+            ops,
+            tl.k_stream[sel].tolist(),
+            tl.k_start[sel].tolist(),
+            (tl.k_start[sel] + tl.k_dur[sel]).tolist(),
+            tl.k_launch[sel].tolist(),
+            tl.k_launch_dur[sel].tolist(),
+            tl.k_step[sel].tolist(),
+            tl.k_layer[sel].tolist(),
+            tl.k_mb[sel].tolist(),
+            strict=True,
+        )
+    )
     notify = OP_CODE["notify"]
     opened: dict[tuple[int, int, int], tuple[int, int]] = {}  # (step, layer, mb) -> notify start, launch
     out = []
@@ -128,9 +176,14 @@ def render_rank(tl: Timeline, r: int, sel: np.ndarray, anns: list) -> list[str]:
     comm_iv: list[tuple[int, int]] = []
     for a in anns:
         args = json.dumps(a.args)
-        py.append((a.host_start, f'{{"ph": "X", "name": {json.dumps(a.name)}, "pid": {hpid}, "tid": {hpid}, '
-                                 f'"ts": {_ts(a.host_start + shift)}, "dur": {_dur(a.host_end - a.host_start)}, '
-                                 f'"cat": "user_annotation", "args": {args}}}'))
+        py.append(
+            (
+                a.host_start,
+                f'{{"ph": "X", "name": {json.dumps(a.name)}, "pid": {hpid}, "tid": {hpid}, '
+                f'"ts": {_ts(a.host_start + shift)}, "dur": {_dur(a.host_end - a.host_start)}, '
+                f'"cat": "user_annotation", "args": {args}}}',
+            )
+        )
     task_id = 0
     hccl_n = 0
     used_ids: set[int] = set()
@@ -141,42 +194,72 @@ def render_rank(tl: Timeline, r: int, sel: np.ndarray, anns: list) -> list[str]:
         if op == allgather:
             hccl_n += 1
             op_name = f"hcom_allGather__{521 + r % 7}_{hccl_n}_1"
-            comm_ev.append(f'{{"name": "{op_name}", "pid": {comm}, "tid": 0, "ts": {_ts(t_start)}, '
-                           f'"dur": {_dur(end - start)}, "args": {{"connection_id": {hccl_n}, "model id": 4294967295, '
-                           f'"data_type": "INT64", "alg_type": "MESH", "count": 8}}, "ph": "X"}}')
+            comm_ev.append(
+                f'{{"name": "{op_name}", "pid": {comm}, "tid": 0, "ts": {_ts(t_start)}, '
+                f'"dur": {_dur(end - start)}, "args": {{"connection_id": {hccl_n}, "model id": 4294967295, '
+                f'"data_type": "INT64", "alg_type": "MESH", "count": 8}}, "ph": "X"}}'
+            )
             mid = start + (end - start) * 4 // 5
-            comm_ev.append(f'{{"name": "Notify_Wait", "pid": {comm}, "tid": 1, "ts": {_ts(t_start)}, '
-                           f'"dur": {_dur(mid - start)}, "args": {{"notify_id": {hccl_n}, "task type": "Notify Wait", '
-                           f'"plane id": 0}}, "ph": "X"}}')
-            comm_ev.append(f'{{"name": "Memcpy", "pid": {comm}, "tid": 1, "ts": {_ts(mid + shift)}, '
-                           f'"dur": {_dur(end - mid)}, "args": {{"notify_id": {hccl_n}, "task type": "Memcpy", '
-                           f'"plane id": 0, "size(Byte)": 64}}, "ph": "X"}}')
-            py.append((launch, f'{{"ph": "X", "name": "c10d::allgather_", "pid": {hpid}, "tid": {hpid}, '
-                               f'"ts": {_ts(t_launch)}, "dur": {_dur(ldur)}, "cat": "cpu_op", '
-                               f'"args": {{"Sequence number": -1, "Fwd thread id": 0}}}}'))
+            comm_ev.append(
+                f'{{"name": "Notify_Wait", "pid": {comm}, "tid": 1, "ts": {_ts(t_start)}, '
+                f'"dur": {_dur(mid - start)}, "args": {{"notify_id": {hccl_n}, "task type": "Notify Wait", '
+                f'"plane id": 0}}, "ph": "X"}}'
+            )
+            comm_ev.append(
+                f'{{"name": "Memcpy", "pid": {comm}, "tid": 1, "ts": {_ts(mid + shift)}, '
+                f'"dur": {_dur(end - mid)}, "args": {{"notify_id": {hccl_n}, "task type": "Memcpy", '
+                f'"plane id": 0, "size(Byte)": 64}}, "ph": "X"}}'
+            )
+            py.append(
+                (
+                    launch,
+                    f'{{"ph": "X", "name": "c10d::allgather_", "pid": {hpid}, "tid": {hpid}, '
+                    f'"ts": {_ts(t_launch)}, "dur": {_dur(ldur)}, "cat": "cpu_op", '
+                    f'"args": {{"Sequence number": -1, "Fwd thread id": 0}}}}',
+                )
+            )
             comm_iv.append((start, end))
             continue
         task, fw, acl, ttype = ASCEND_NAMES[name]
         task_id += 1
         streams.add(stream)
-        py.append((launch, f'{{"ph": "X", "name": "{fw}", "pid": {hpid}, "tid": {hpid}, "ts": {_ts(t_launch)}, '
-                           f'"dur": {_dur(ldur)}, "cat": "cpu_op", "args": {{"Sequence number": -1, '
-                           f'"Fwd thread id": 0}}}}'))
-        cann_ev.append(f'{{"name": "AscendCL@{acl}", "pid": {cann}, "tid": {hpid}, "ts": {_ts(t_launch + ldur // 4)}, '
-                       f'"dur": {_dur(ldur // 2)}, "args": {{"Thread Id": {hpid}, "Mode": "ACL_OP", "level": "acl", '
-                       f'"id": "{acl}", "item_id": "0", "connection_id": {task_id}}}, "ph": "X"}}')
+        py.append(
+            (
+                launch,
+                f'{{"ph": "X", "name": "{fw}", "pid": {hpid}, "tid": {hpid}, "ts": {_ts(t_launch)}, '
+                f'"dur": {_dur(ldur)}, "cat": "cpu_op", "args": {{"Sequence number": -1, '
+                f'"Fwd thread id": 0}}}}',
+            )
+        )
+        cann_ev.append(
+            f'{{"name": "AscendCL@{acl}", "pid": {cann}, "tid": {hpid}, "ts": {_ts(t_launch + ldur // 4)}, '
+            f'"dur": {_dur(ldur // 2)}, "args": {{"Thread Id": {hpid}, "Mode": "ACL_OP", "level": "acl", '
+            f'"id": "{acl}", "item_id": "0", "connection_id": {task_id}}}, "ph": "X"}}'
+        )
         flow_id = t_start  # torch_npu derives the id from the task's start (ns); kept unique here
         while flow_id in used_ids:
             flow_id += 1
         used_ids.add(flow_id)
-        flows_s.append(f'{{"ph": "s", "bp": "e", "name": "torch_to_npu", "id": {flow_id}, "pid": {hpid}, '
-                       f'"tid": {hpid}, "ts": {_ts(t_launch)}, "cat": "async_npu"}}')
-        hw_ev.append((start, f'{{"name": "{task}", "pid": {hw}, "tid": {stream}, "ts": {_ts(t_start)}, '
-                             f'"dur": {_dur(end - start)}, "args": {{"Model Id": 4294967295, "Task Type": "{ttype}", '
-                             f'"Stream Id": {stream}, "Task Id": {task_id}, "Batch Id": 0, '
-                             f'"Subtask Id": 4294967295, "connection_id": {task_id}}}, "ph": "X"}}'))
-        hw_ev.append((start, f'{{"ph": "f", "bp": "e", "name": "torch_to_npu", "id": {flow_id}, "pid": {hw}, '
-                             f'"tid": {stream}, "ts": {_ts(t_start)}, "cat": "async_npu"}}'))
+        flows_s.append(
+            f'{{"ph": "s", "bp": "e", "name": "torch_to_npu", "id": {flow_id}, "pid": {hpid}, '
+            f'"tid": {hpid}, "ts": {_ts(t_launch)}, "cat": "async_npu"}}'
+        )
+        hw_ev.append(
+            (
+                start,
+                f'{{"name": "{task}", "pid": {hw}, "tid": {stream}, "ts": {_ts(t_start)}, '
+                f'"dur": {_dur(end - start)}, "args": {{"Model Id": 4294967295, "Task Type": "{ttype}", '
+                f'"Stream Id": {stream}, "Task Id": {task_id}, "Batch Id": 0, '
+                f'"Subtask Id": 4294967295, "connection_id": {task_id}}}, "ph": "X"}}',
+            )
+        )
+        hw_ev.append(
+            (
+                start,
+                f'{{"ph": "f", "bp": "e", "name": "torch_to_npu", "id": {flow_id}, "pid": {hw}, '
+                f'"tid": {stream}, "ts": {_ts(t_start)}, "cat": "async_npu"}}',
+            )
+        )
         (compute_iv if name in _COMPUTE_OPS else comm_iv).append((start, end))
     py.sort(key=lambda t: t[0])
     out = [e for _, e in py]
@@ -201,10 +284,16 @@ def _python_meta(hpid: int) -> list[str]:
 
 
 def _device_meta(hw: int, cann: int, comm: int, overlap: int, hpid: int, streams: list[int]) -> list[str]:
-    out = [f'{{"name": "process_name", "pid": {hw}, "tid": 0, "args": {{"name": "Ascend Hardware"}}, "ph": "M"}}']
+    out = [
+        f'{{"name": "process_name", "pid": {hw}, "tid": 0, "args": {{"name": "Ascend Hardware"}}, "ph": "M"}}'
+    ]
     for s in streams:
-        out.append(f'{{"name": "thread_name", "pid": {hw}, "tid": {s}, "args": {{"name": "Stream {s}"}}, "ph": "M"}}')
-        out.append(f'{{"name": "thread_sort_index", "pid": {hw}, "tid": {s}, "args": {{"sort_index": {s}}}, "ph": "M"}}')
+        out.append(
+            f'{{"name": "thread_name", "pid": {hw}, "tid": {s}, "args": {{"name": "Stream {s}"}}, "ph": "M"}}'
+        )
+        out.append(
+            f'{{"name": "thread_sort_index", "pid": {hw}, "tid": {s}, "args": {{"sort_index": {s}}}, "ph": "M"}}'
+        )
     out += [
         f'{{"name": "process_labels", "pid": {hw}, "tid": 0, "args": {{"labels": "NPU"}}, "ph": "M"}}',
         f'{{"name": "process_sort_index", "pid": {hw}, "tid": 0, "args": {{"sort_index": 8}}, "ph": "M"}}',
@@ -221,7 +310,9 @@ def _device_meta(hw: int, cann: int, comm: int, overlap: int, hpid: int, streams
         f'{{"name": "process_name", "pid": {overlap}, "tid": 0, "args": {{"name": "Overlap Analysis"}}, "ph": "M"}}',
     ]
     for tid, name in enumerate(("Computing", "Communication", "Communication(Not Overlapped)", "Free")):
-        out.append(f'{{"name": "thread_name", "pid": {overlap}, "tid": {tid}, "args": {{"name": "{name}"}}, "ph": "M"}}')
+        out.append(
+            f'{{"name": "thread_name", "pid": {overlap}, "tid": {tid}, "args": {{"name": "{name}"}}, "ph": "M"}}'
+        )
     out += [
         f'{{"name": "process_labels", "pid": {overlap}, "tid": 0, "args": {{"labels": "NPU"}}, "ph": "M"}}',
         f'{{"name": "process_sort_index", "pid": {overlap}, "tid": 0, "args": {{"sort_index": 11}}, "ph": "M"}}',
@@ -265,8 +356,19 @@ def _overlap(pid: int, compute: list[tuple[int, int]], comm: list[tuple[int, int
     busy = merge_intervals(comp + com)
     free = [(e1, s2) for (_, e1), (s2, _) in itertools.pairwise(busy) if s2 > e1]
     rows = []
-    for tid, name, ivs in ((0, "Computing", comp), (1, "Communication", com),
-                           (2, "Communication(Not Overlapped)", subtract_intervals(com, comp)), (3, "Free", free)):
-        rows += [(s, tid, f'{{"name": "{name}", "pid": {pid}, "tid": {tid}, "ts": {_ts(s + shift)}, '
-                          f'"dur": {_dur(e - s)}, "ph": "X"}}') for s, e in ivs]
+    for tid, name, ivs in (
+        (0, "Computing", comp),
+        (1, "Communication", com),
+        (2, "Communication(Not Overlapped)", subtract_intervals(com, comp)),
+        (3, "Free", free),
+    ):
+        rows += [
+            (
+                s,
+                tid,
+                f'{{"name": "{name}", "pid": {pid}, "tid": {tid}, "ts": {_ts(s + shift)}, '
+                f'"dur": {_dur(e - s)}, "ph": "X"}}',
+            )
+            for s, e in ivs
+        ]
     return [e for _, _, e in sorted(rows)]

@@ -44,7 +44,9 @@ class DeploymentConfig:
     dual_batch: bool = True  # disaggregated: interleave two batches per group layer by layer
     step_tokens: int = 262144  # tokens admitted per prefill step across the deployment
     devices_per_node: int = 8  # ranks sharing one host (and one host clock)
-    ascend_comm: str = "fused"  # Ascend writer: fused MoeDistribute* ops (the HCCL step all-gather is always there)
+    ascend_comm: str = (
+        "fused"  # Ascend writer: fused MoeDistribute* ops (the HCCL step all-gather is always there)
+    )
 
     @property
     def world_size(self) -> int:
@@ -135,7 +137,9 @@ FORMATS = ("kineto", "ascend", "both")
 def list_presets() -> dict[str, str]:
     """Built-in preset names → one-line descriptions."""
     out = {}
-    for entry in sorted(resources.files("asaptrace.synth").joinpath("presets").iterdir(), key=lambda p: p.name[:-5]):
+    for entry in sorted(
+        resources.files("asaptrace.synth").joinpath("presets").iterdir(), key=lambda p: p.name[:-5]
+    ):
         if entry.name.endswith(".toml"):
             doc = tomllib.loads(entry.read_text())
             out[entry.name.removesuffix(".toml")] = str(doc.get("description", ""))
@@ -240,7 +244,9 @@ def validate(cfg: SynthConfig) -> None:
         problems.append("model.top_k must be within 1..experts")
     s = cfg.straggler
     if s.slow_rank >= d.world_size:
-        problems.append(f"straggler.slow_rank {s.slow_rank} is not a rank of a {d.world_size}-device deployment")
+        problems.append(
+            f"straggler.slow_rank {s.slow_rank} is not a rank of a {d.world_size}-device deployment"
+        )
     if s.hot_expert >= m.experts:
         problems.append(f"straggler.hot_expert {s.hot_expert} is not an expert (0..{m.experts - 1})")
     if s.slow_factor <= 0 or s.hot_factor <= 0:

@@ -46,8 +46,15 @@ def coupled_ranks(cfg: SynthConfig) -> list[RankMeta]:
 class _Program:
     """Stream/host state of all ranks during one step, and the op interpreter."""
 
-    def __init__(self, cfg: SynthConfig, rng: np.random.Generator, builder: TimelineBuilder, step: int,
-                 t0: np.ndarray, truth: dict[str, list]) -> None:
+    def __init__(
+        self,
+        cfg: SynthConfig,
+        rng: np.random.Generator,
+        builder: TimelineBuilder,
+        step: int,
+        t0: np.ndarray,
+        truth: dict[str, list],
+    ) -> None:
         self.cfg, self.rng, self.b, self.step, self.truth = cfg, rng, builder, step, truth
         self.n = len(t0)
         self.ranks = np.arange(self.n)
@@ -59,9 +66,19 @@ class _Program:
         self.first_dev = np.full(self.n, np.iinfo(np.int64).max)
         self.last_dev = t0.copy()
 
-    def op(self, name: str, stream: int, dep: np.ndarray, *, dur_ms: np.ndarray | None = None,
-           transfer_ms: float | None = None, layer: int = -1, mb: int = -1, sync: bool = False,
-           instance: str | None = None) -> np.ndarray:
+    def op(
+        self,
+        name: str,
+        stream: int,
+        dep: np.ndarray,
+        *,
+        dur_ms: np.ndarray | None = None,
+        transfer_ms: float | None = None,
+        layer: int = -1,
+        mb: int = -1,
+        sync: bool = False,
+        instance: str | None = None,
+    ) -> np.ndarray:
         """One kernel on every rank; a collective (``transfer_ms`` given) ends at last arrival + transfer.
 
         ``instance`` names the collective instance the kernel opens in truth.json (None: not recorded,
@@ -95,8 +112,13 @@ class _Program:
         return end
 
 
-def simulate_coupled(cfg: SynthConfig, reqs: Requests, plans: list[StepPlan], rng: np.random.Generator,
-                     builder: TimelineBuilder) -> dict[str, Any]:
+def simulate_coupled(
+    cfg: SynthConfig,
+    reqs: Requests,
+    plans: list[StepPlan],
+    rng: np.random.Generator,
+    builder: TimelineBuilder,
+) -> dict[str, Any]:
     """Fill ``builder`` with the run's kernels and annotations; returns the truth parts it knows."""
     d, m, c, s = cfg.deployment, cfg.model, cfg.costs, cfg.straggler
     n = d.dp * d.tp
@@ -105,8 +127,9 @@ def simulate_coupled(cfg: SynthConfig, reqs: Requests, plans: list[StepPlan], rn
     if s.slow_rank >= 0:
         slow[s.slow_rank] = s.slow_factor
     pop = expert_popularity(rng, m.experts, m.layers, s.routing_skew, s.hot_expert, s.hot_factor)
-    waits: dict[str, list] = {k: [] for k in ("step", "layer", "micro_batch", "op", "rank", "arrival_ns",
-                                              "release_ns")}
+    waits: dict[str, list] = {
+        k: [] for k in ("step", "layer", "micro_batch", "op", "rank", "arrival_ns", "release_ns")
+    }
     steps_truth = []
     loads_truth: dict[str, list] = {"step": [], "layer": [], "micro_batch": [], "rank": [], "assignments": []}
     new_tok = reqs.seq_len - reqs.cached_len
@@ -119,7 +142,9 @@ def simulate_coupled(cfg: SynthConfig, reqs: Requests, plans: list[StepPlan], rn
 
     for plan in plans:
         t_start = plan.ready_ns if prev_end is None else max(prev_end + int(ms(c.step_gap_ms)), plan.ready_ns)
-        t0 = t_start + rng.integers(0, 50_000, n)  # the step's broadcast reaches hosts at slightly different times
+        t0 = t_start + rng.integers(
+            0, 50_000, n
+        )  # the step's broadcast reaches hosts at slightly different times
         prog = _Program(cfg, rng, builder, plan.step, t0, waits)
         tokens = np.zeros((d.dp, d.micro_batches))
         sq = np.zeros((d.dp, d.micro_batches))
@@ -133,41 +158,100 @@ def simulate_coupled(cfg: SynthConfig, reqs: Requests, plans: list[StepPlan], rn
         for layer in range(m.layers):
             if layer < m.dense_layers:
                 for mb in mbs:
-                    a = prog.op("attention", COMPUTE_STREAM, ready_mb[mb], dur_ms=noisy(attn_ms[group, mb]),
-                                layer=layer, mb=mb)
-                    ready_mb[mb] = prog.op("dense_mlp", COMPUTE_STREAM, a, layer=layer, mb=mb,
-                                           dur_ms=noisy(c.dense_c0 + c.dense_c1 * share[group, mb] / 1e3))
+                    a = prog.op(
+                        "attention",
+                        COMPUTE_STREAM,
+                        ready_mb[mb],
+                        dur_ms=noisy(attn_ms[group, mb]),
+                        layer=layer,
+                        mb=mb,
+                    )
+                    ready_mb[mb] = prog.op(
+                        "dense_mlp",
+                        COMPUTE_STREAM,
+                        a,
+                        layer=layer,
+                        mb=mb,
+                        dur_ms=noisy(c.dense_c0 + c.dense_c1 * share[group, mb] / 1e3),
+                    )
                 continue
             disp = {}
             for mb in mbs:
                 sh = share[group, mb]
-                a = prog.op("attention", COMPUTE_STREAM, ready_mb[mb], dur_ms=noisy(attn_ms[group, mb]),
-                            layer=layer, mb=mb)
-                gt = prog.op("gate", COMPUTE_STREAM, a, dur_ms=noisy(c.gate_c0 + c.gate_c1 * sh / 1e3),
-                             layer=layer, mb=mb)
-                lay = prog.op("layout", COMPUTE_STREAM, gt, dur_ms=noisy(np.full(n, c.layout)), layer=layer, mb=mb)
+                a = prog.op(
+                    "attention",
+                    COMPUTE_STREAM,
+                    ready_mb[mb],
+                    dur_ms=noisy(attn_ms[group, mb]),
+                    layer=layer,
+                    mb=mb,
+                )
+                gt = prog.op(
+                    "gate",
+                    COMPUTE_STREAM,
+                    a,
+                    dur_ms=noisy(c.gate_c0 + c.gate_c1 * sh / 1e3),
+                    layer=layer,
+                    mb=mb,
+                )
+                lay = prog.op(
+                    "layout", COMPUTE_STREAM, gt, dur_ms=noisy(np.full(n, c.layout)), layer=layer, mb=mb
+                )
                 # notify_dispatch exchanges the per-expert counts with every rank: the barrier of the
                 # dispatch instance; the host then reads the counts and launches the payload kernel
-                nt = prog.op("notify", DISPATCH_STREAM, lay, transfer_ms=c.notify, layer=layer, mb=mb, sync=True,
-                             instance="dispatch")
+                nt = prog.op(
+                    "notify",
+                    DISPATCH_STREAM,
+                    lay,
+                    transfer_ms=c.notify,
+                    layer=layer,
+                    mb=mb,
+                    sync=True,
+                    instance="dispatch",
+                )
                 t_tok = float(share[:, mb].max())
-                disp[mb] = prog.op("dispatch", DISPATCH_STREAM, nt, layer=layer, mb=mb,
-                                   transfer_ms=(c.dispatch_c0 + c.dispatch_c1 * t_tok / 1e3)
-                                   * float(jitter(rng, c.jitter, 1)[0]))
-                prog.op("shared_expert", COMPUTE_STREAM, gt, dur_ms=noisy(c.shared_c0 + c.shared_c1 * sh / 1e3),
-                        layer=layer, mb=mb)
+                disp[mb] = prog.op(
+                    "dispatch",
+                    DISPATCH_STREAM,
+                    nt,
+                    layer=layer,
+                    mb=mb,
+                    transfer_ms=(c.dispatch_c0 + c.dispatch_c1 * t_tok / 1e3)
+                    * float(jitter(rng, c.jitter, 1)[0]),
+                )
+                prog.op(
+                    "shared_expert",
+                    COMPUTE_STREAM,
+                    gt,
+                    dur_ms=noisy(c.shared_c0 + c.shared_c1 * sh / 1e3),
+                    layer=layer,
+                    mb=mb,
+                )
             for mb in mbs:
                 loads = device_loads(rng, pop[layer], int(tokens[:, mb].sum()) * m.top_k, n)
                 loads_truth["step"].append(plan.step)
                 loads_truth["layer"].append(layer)
                 loads_truth["micro_batch"].append(mb)
                 loads_truth["assignments"].append(loads.tolist())
-                moe = prog.op("moe", COMPUTE_STREAM, disp[mb], layer=layer, mb=mb,
-                              dur_ms=noisy(np.maximum(c.moe_floor, c.moe_c0 + c.moe_c1 * loads / 1e3)))
+                moe = prog.op(
+                    "moe",
+                    COMPUTE_STREAM,
+                    disp[mb],
+                    layer=layer,
+                    mb=mb,
+                    dur_ms=noisy(np.maximum(c.moe_floor, c.moe_c0 + c.moe_c1 * loads / 1e3)),
+                )
                 t_tok = float(share[:, mb].max())
-                ready_mb[mb] = prog.op("combine", COMBINE_STREAM, moe, layer=layer, mb=mb, instance="combine",
-                                       transfer_ms=(c.combine_c0 + c.combine_c1 * t_tok / 1e3)
-                                       * float(jitter(rng, c.jitter, 1)[0]))
+                ready_mb[mb] = prog.op(
+                    "combine",
+                    COMBINE_STREAM,
+                    moe,
+                    layer=layer,
+                    mb=mb,
+                    instance="combine",
+                    transfer_ms=(c.combine_c0 + c.combine_c1 * t_tok / 1e3)
+                    * float(jitter(rng, c.jitter, 1)[0]),
+                )
         dev_end = prog.last_dev
         host_end = np.maximum(prog.host, dev_end)  # the host synchronises at the end of the step
         prev_end = int(dev_end.max())
@@ -177,8 +261,15 @@ def simulate_coupled(cfg: SynthConfig, reqs: Requests, plans: list[StepPlan], rn
     return {"waits": waits, "steps": steps_truth, "expert_loads": loads_truth}
 
 
-def _annotate(builder: TimelineBuilder, plan: StepPlan, reqs: Requests, prog: _Program, group: np.ndarray,
-              t0: np.ndarray, host_end: np.ndarray) -> None:
+def _annotate(
+    builder: TimelineBuilder,
+    plan: StepPlan,
+    reqs: Requests,
+    prog: _Program,
+    group: np.ndarray,
+    t0: np.ndarray,
+    host_end: np.ndarray,
+) -> None:
     members = {}
     for (g, _mb), idx in plan.slots.items():
         members.setdefault(g, []).extend(idx.tolist())
@@ -191,13 +282,23 @@ def _annotate(builder: TimelineBuilder, plan: StepPlan, reqs: Requests, prog: _P
             "cached_lens": [int(reqs.cached_len[i]) for i in idx],
             "request_ids": [reqs.ids[i] for i in idx],
         }
-        builder.annotations.append(Annotation(r, f"prefill_step#{plan.step}", int(prog.first_dev[r]),
-                                              int(prog.last_dev[r]), int(t0[r]), int(host_end[r]), args))
+        builder.annotations.append(
+            Annotation(
+                r,
+                f"prefill_step#{plan.step}",
+                int(prog.first_dev[r]),
+                int(prog.last_dev[r]),
+                int(t0[r]),
+                int(host_end[r]),
+                args,
+            )
+        )
     prog.spans.emit(builder, prog.ranks, plan.step)
 
 
-def _step_truth(plan: StepPlan, tokens: np.ndarray, sq: np.ndarray, attn_ms: np.ndarray, start: int,
-                end: int) -> dict[str, Any]:
+def _step_truth(
+    plan: StepPlan, tokens: np.ndarray, sq: np.ndarray, attn_ms: np.ndarray, start: int, end: int
+) -> dict[str, Any]:
     g_tok, g_sq = tokens.sum(axis=1), sq.sum(axis=1) * 1e6
     return {
         "step": plan.step,

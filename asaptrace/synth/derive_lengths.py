@@ -22,9 +22,7 @@ from statistics import NormalDist
 import numpy as np
 
 #: The probability grid of every table: 0.5 % steps plus a finer upper tail.
-PROBABILITIES: tuple[float, ...] = tuple(
-    [round(i * 0.005, 4) for i in range(200)] + [0.9975, 0.999, 1.0]
-)
+PROBABILITIES: tuple[float, ...] = tuple([round(i * 0.005, 4) for i in range(200)] + [0.9975, 0.999, 1.0])
 
 MOONCAKE_BLOCK_TOKENS = 512
 
@@ -60,7 +58,9 @@ def read_source_lengths(workloads: Path, profile: str) -> np.ndarray:
     path = Path(workloads) / SOURCES[profile]["file"]
     if path.suffix == ".csv":
         return np.loadtxt(path, delimiter=",", skiprows=1, usecols=1, dtype=np.int64)
-    return np.array([json.loads(line)["input_length"] for line in path.open() if line.strip()], dtype=np.int64)
+    return np.array(
+        [json.loads(line)["input_length"] for line in path.open() if line.strip()], dtype=np.int64
+    )
 
 
 def mooncake_cached_lengths(rows: list[dict]) -> np.ndarray:
@@ -138,7 +138,9 @@ def render(workloads: Path) -> str:
         ]
         if name == "mooncake-conv":
             rows = read_mooncake(workloads)
-            frac = mooncake_cached_lengths(rows) / np.array([r["input_length"] for r in rows], dtype=np.float64)
+            frac = mooncake_cached_lengths(rows) / np.array(
+                [r["input_length"] for r in rows], dtype=np.float64
+            )
             out.append(
                 "# prefix-cache hit: fraction of the prompt covered by leading hash_ids blocks seen earlier"
             )

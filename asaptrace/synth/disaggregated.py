@@ -44,10 +44,14 @@ ItemKey = tuple[int, int, int, int]  # (group, step, layer, batch)
 def disaggregated_ranks(cfg: SynthConfig) -> list[RankMeta]:
     d = cfg.deployment
     per_node, n_att = d.devices_per_node, d.attn_dp * d.attn_tp
-    out = [RankMeta(r, "attention", r // d.attn_tp, r % d.attn_tp, None, r // per_node, r % per_node)
-           for r in range(n_att)]
-    out += [RankMeta(r, "expert", None, None, r - n_att, r // per_node, r % per_node)
-            for r in range(n_att, n_att + d.expert_devices)]
+    out = [
+        RankMeta(r, "attention", r // d.attn_tp, r % d.attn_tp, None, r // per_node, r % per_node)
+        for r in range(n_att)
+    ]
+    out += [
+        RankMeta(r, "expert", None, None, r - n_att, r // per_node, r % per_node)
+        for r in range(n_att, n_att + d.expert_devices)
+    ]
     return out
 
 
@@ -76,26 +80,38 @@ class _GroupStep:
         self.tok = np.array([sim.new_tok[i].sum() for i in self.slots], np.float64)
         self.sq = np.array([sim.quad[i].sum() for i in self.slots])
         nreq = np.array([len(i) for i in self.slots])
-        self.attn_ms = c.attn_c0 + c.attn_c1 * self.tok / 1e3 + c.attn_c2 * self.sq + c.attn_per_request * nreq
+        self.attn_ms = (
+            c.attn_c0 + c.attn_c1 * self.tok / 1e3 + c.attn_c2 * self.sq + c.attn_per_request * nreq
+        )
         self.share = self.tok / T
         self.first, self.last = np.full(T, np.iinfo(np.int64).max), t0.copy()
         self.spans = SpanRecorder()
         self.ready = {b: t0.copy() for b in range(sim.nb)}
-        self.pending: dict[int, tuple[ItemKey, np.ndarray, np.ndarray]] = {}  # b -> (item, send end, recv launch)
+        self.pending: dict[
+            int, tuple[ItemKey, np.ndarray, np.ndarray]
+        ] = {}  # b -> (item, send end, recv launch)
 
     def noisy(self, base: float) -> np.ndarray:
         sim = self.sim
         return base * jitter(sim.rng, sim.cfg.costs.jitter, sim.T) * sim.slow[self.dev.ranks]
 
-    def op(self, name: str, stream: int, dep: np.ndarray, dur_ms: np.ndarray, layer: int, b: int) -> np.ndarray:
+    def op(
+        self, name: str, stream: int, dep: np.ndarray, dur_ms: np.ndarray, layer: int, b: int
+    ) -> np.ndarray:
         sim, dev = self.sim, self.dev
         launch = dev.host
         dev.host = launch + sim.launch_ns
         own = np.maximum(dev.free[stream], launch + sim.lat)
         start = np.maximum(own, dep)
         if name == "attention":  # compute idle because this batch's results are not back yet
-            sim.table(sim.stalls, step=self.plan.step, layer=layer, micro_batch=b, rank=dev.ranks,
-                      stall_ns=np.maximum(0, dep - own))
+            sim.table(
+                sim.stalls,
+                step=self.plan.step,
+                layer=layer,
+                micro_batch=b,
+                rank=dev.ranks,
+                stall_ns=np.maximum(0, dep - own),
+            )
         end = start + ms(dur_ms)
         dev.free[stream] = end
         self._record(name, stream, start, end, launch, layer, b)
@@ -123,17 +139,45 @@ class _GroupStep:
         end = release + ms(sim.cfg.costs.recv_c0 + sim.cfg.costs.recv_c1 * self.share[b] / 1e3)
         dev.free[RECV_STREAM] = end
         self.ready[b] = end
-        sim.builder.kernels(dev.ranks, "combine_recv", RECV_STREAM, start, end, launch, sim.launch_ns, self.plan.step,
-                            layer, b)
+        sim.builder.kernels(
+            dev.ranks,
+            "combine_recv",
+            RECV_STREAM,
+            start,
+            end,
+            launch,
+            sim.launch_ns,
+            self.plan.step,
+            layer,
+            b,
+        )
         self.spans.extend_device(layer, b, start, end)
         self.first, self.last = np.minimum(self.first, start), np.maximum(self.last, end)
-        sim.table(sim.waits, step=self.plan.step, layer=layer, micro_batch=b, op="combine_recv", rank=dev.ranks,
-                  arrival_ns=start, release_ns=release)
+        sim.table(
+            sim.waits,
+            step=self.plan.step,
+            layer=layer,
+            micro_batch=b,
+            op="combine_recv",
+            rank=dev.ranks,
+            arrival_ns=start,
+            release_ns=release,
+        )
 
-    def _record(self, name: str, stream: int, start: np.ndarray, end: np.ndarray, launch: np.ndarray, layer: int,
-                b: int) -> None:
+    def _record(
+        self,
+        name: str,
+        stream: int,
+        start: np.ndarray,
+        end: np.ndarray,
+        launch: np.ndarray,
+        layer: int,
+        b: int,
+    ) -> None:
         sim = self.sim
-        sim.builder.kernels(self.dev.ranks, name, stream, start, end, launch, sim.launch_ns, self.plan.step, layer, b)
+        sim.builder.kernels(
+            self.dev.ranks, name, stream, start, end, launch, sim.launch_ns, self.plan.step, layer, b
+        )
         self.spans.add(name, layer, b, start, end, launch, launch + sim.launch_ns)
         self.first, self.last = np.minimum(self.first, start), np.maximum(self.last, end)
 
@@ -141,8 +185,14 @@ class _GroupStep:
 class _Sim:
     """Shared state of the disaggregated run and its event loop."""
 
-    def __init__(self, cfg: SynthConfig, reqs: Requests, plans: list[StepPlan], rng: np.random.Generator,
-                 builder: TimelineBuilder) -> None:
+    def __init__(
+        self,
+        cfg: SynthConfig,
+        reqs: Requests,
+        plans: list[StepPlan],
+        rng: np.random.Generator,
+        builder: TimelineBuilder,
+    ) -> None:
         d, m, c, s = cfg.deployment, cfg.model, cfg.costs, cfg.straggler
         self.cfg, self.reqs, self.plans, self.rng, self.builder = cfg, reqs, plans, rng, builder
         self.T, self.E, self.nb = d.attn_tp, d.expert_devices, 2 if d.dual_batch else 1
@@ -158,11 +208,24 @@ class _Sim:
         self.heap: list[tuple[int, int, ItemKey, float]] = []
         self.seq = 0
         self.results: dict[ItemKey, int] = {}
-        self.waits: dict[str, list] = {k: [] for k in ("step", "layer", "micro_batch", "op", "rank", "arrival_ns",
-                                                       "release_ns")}
+        self.waits: dict[str, list] = {
+            k: [] for k in ("step", "layer", "micro_batch", "op", "rank", "arrival_ns", "release_ns")
+        }
         self.stalls: dict[str, list] = {k: [] for k in ("step", "layer", "micro_batch", "rank", "stall_ns")}
-        self.items: dict[str, list] = {k: [] for k in ("group", "step", "layer", "micro_batch", "available_ns",
-                                                       "result_ns", "assignments", "start_ns", "end_ns")}
+        self.items: dict[str, list] = {
+            k: []
+            for k in (
+                "group",
+                "step",
+                "layer",
+                "micro_batch",
+                "available_ns",
+                "result_ns",
+                "assignments",
+                "start_ns",
+                "end_ns",
+            )
+        }
         self.steps_truth: list[dict[str, Any]] = []
         self.exp = _Devices(np.arange(self.n_att, self.n_att + self.E), 0)
         self.exp_spans: dict[int, list[np.ndarray]] = {}
@@ -182,7 +245,9 @@ class _Sim:
         dev = _Devices(np.arange(g * self.T, (g + 1) * self.T), 0)
         prev_end: int | None = None
         for plan in self.plans:
-            t_start = plan.ready_ns if prev_end is None else max(prev_end + int(ms(c.step_gap_ms)), plan.ready_ns)
+            t_start = (
+                plan.ready_ns if prev_end is None else max(prev_end + int(ms(c.step_gap_ms)), plan.ready_ns)
+            )
             t0 = t_start + self.rng.integers(0, 50_000, self.T)
             dev.reset(t0)
             st = _GroupStep(self, g, dev, plan, t0)
@@ -193,24 +258,45 @@ class _Sim:
                     sh = st.share[b]
                     a = st.op("attention", COMPUTE_STREAM, st.ready[b], st.noisy(st.attn_ms[b]), layer, b)
                     if layer < m.dense_layers:
-                        st.ready[b] = st.op("dense_mlp", COMPUTE_STREAM, a, st.noisy(c.dense_c0 + c.dense_c1 * sh / 1e3),
-                                            layer, b)
+                        st.ready[b] = st.op(
+                            "dense_mlp",
+                            COMPUTE_STREAM,
+                            a,
+                            st.noisy(c.dense_c0 + c.dense_c1 * sh / 1e3),
+                            layer,
+                            b,
+                        )
                         continue
-                    gt = st.op("gate", COMPUTE_STREAM, a, st.noisy(c.gate_c0 + c.gate_c1 * sh / 1e3), layer, b)
+                    gt = st.op(
+                        "gate", COMPUTE_STREAM, a, st.noisy(c.gate_c0 + c.gate_c1 * sh / 1e3), layer, b
+                    )
                     st.send(layer, b, gt)
                     # the shared expert runs while the routed experts work; this batch's next attention
                     # follows it on the compute stream and also waits for the combine-receive
-                    st.op("shared_expert", COMPUTE_STREAM, gt, st.noisy(c.shared_c0 + c.shared_c1 * sh / 1e3), layer, b)
+                    st.op(
+                        "shared_expert",
+                        COMPUTE_STREAM,
+                        gt,
+                        st.noisy(c.shared_c0 + c.shared_c1 * sh / 1e3),
+                        layer,
+                        b,
+                    )
             for b in range(self.nb):
                 if b in st.pending:
                     st.receive(b, (yield st.pending[b][0]))
             host_end = np.maximum(dev.host, st.last)
             prev_end = int(st.last.max())
             _annotate_group(self.builder, self.reqs, st, host_end)
-            self.steps_truth.append({
-                "step": plan.step, "dp_group": g, "start_ns": int(t_start), "end_ns": prev_end,
-                "batch_tokens": [int(v) for v in st.tok], "batch_sum_sq": [int(v * 1e6) for v in st.sq],
-            })
+            self.steps_truth.append(
+                {
+                    "step": plan.step,
+                    "dp_group": g,
+                    "start_ns": int(t_start),
+                    "end_ns": prev_end,
+                    "batch_tokens": [int(v) for v in st.tok],
+                    "batch_sum_sq": [int(v * 1e6) for v in st.sq],
+                }
+            )
 
     def serve(self, key: ItemKey, t_avail: int, tokens: float) -> int:
         """Run one work item on every MoE device (receive → grouped GEMM → combine-send); returns result time."""
@@ -223,28 +309,70 @@ class _Sim:
         r_end = r_start + ms(c.recv_c0 + c.recv_c1 * loads / 1e3)
         exp.free[SEND_STREAM] = r_end
         g_start = np.maximum(np.maximum(exp.free[COMPUTE_STREAM], r_end), launch + self.launch_ns + self.lat)
-        g_end = g_start + ms(np.maximum(c.moe_floor, c.moe_c0 + c.moe_c1 * loads / 1e3)
-                             * jitter(self.rng, c.jitter, E) * self.slow[exp.ranks])
+        g_end = g_start + ms(
+            np.maximum(c.moe_floor, c.moe_c0 + c.moe_c1 * loads / 1e3)
+            * jitter(self.rng, c.jitter, E)
+            * self.slow[exp.ranks]
+        )
         exp.free[COMPUTE_STREAM] = g_end
         s_start = np.maximum(np.maximum(exp.free[RECV_STREAM], g_end), launch + 2 * self.launch_ns + self.lat)
         # a balanced device sends back (tokens / T) token-equivalents, like one attention member's dispatch
         s_end = s_start + ms(c.combine_c0 + c.combine_c1 * (loads / m.top_k) * (E / self.T) / 1e3)
         exp.free[RECV_STREAM] = s_end
         bk = self.builder
-        bk.kernels(exp.ranks, "dispatch_recv", SEND_STREAM, r_start, r_end, launch, self.launch_ns, step, layer, b)
-        bk.kernels(exp.ranks, "moe", COMPUTE_STREAM, g_start, g_end, launch + self.launch_ns, self.launch_ns, step,
-                   layer, b)
-        bk.kernels(exp.ranks, "combine_send", RECV_STREAM, s_start, s_end, launch + 2 * self.launch_ns,
-                   self.launch_ns, step, layer, b)
+        bk.kernels(
+            exp.ranks, "dispatch_recv", SEND_STREAM, r_start, r_end, launch, self.launch_ns, step, layer, b
+        )
+        bk.kernels(
+            exp.ranks,
+            "moe",
+            COMPUTE_STREAM,
+            g_start,
+            g_end,
+            launch + self.launch_ns,
+            self.launch_ns,
+            step,
+            layer,
+            b,
+        )
+        bk.kernels(
+            exp.ranks,
+            "combine_send",
+            RECV_STREAM,
+            s_start,
+            s_end,
+            launch + 2 * self.launch_ns,
+            self.launch_ns,
+            step,
+            layer,
+            b,
+        )
         result = int(s_end.max()) + self.net
         args = {"step": step, "layer": layer, "micro_batch": b, "dp_group": g}
         for r in range(E):
-            bk.annotations.append(Annotation(int(exp.ranks[r]), f"layer#{layer}", int(r_start[r]), int(s_end[r]),
-                                             int(launch[r]), int(launch[r] + 3 * self.launch_ns), args))
+            bk.annotations.append(
+                Annotation(
+                    int(exp.ranks[r]),
+                    f"layer#{layer}",
+                    int(r_start[r]),
+                    int(s_end[r]),
+                    int(launch[r]),
+                    int(launch[r] + 3 * self.launch_ns),
+                    args,
+                )
+            )
         _span(self.exp_spans, step, 0, r_start, s_end, launch, exp.host)
-        for k, v in (("group", g), ("step", step), ("layer", layer), ("micro_batch", b), ("available_ns", t_avail),
-                     ("result_ns", result), ("assignments", loads.tolist()), ("start_ns", r_start.tolist()),
-                     ("end_ns", s_end.tolist())):
+        for k, v in (
+            ("group", g),
+            ("step", step),
+            ("layer", layer),
+            ("micro_batch", b),
+            ("available_ns", t_avail),
+            ("result_ns", result),
+            ("assignments", loads.tolist()),
+            ("start_ns", r_start.tolist()),
+            ("end_ns", s_end.tolist()),
+        ):
             self.items[k].append(v)
         return result
 
@@ -272,16 +400,34 @@ class _Sim:
                 advance(waiting.pop(key), self.results[key])
         for (step, _), (lo, hi, hlo, hhi) in sorted(self.exp_spans.items()):
             for r in range(self.E):
-                self.builder.annotations.append(Annotation(int(self.exp.ranks[r]), f"prefill_step#{step}", int(lo[r]),
-                                                           int(hi[r]), int(hlo[r]), int(hhi[r]), {"step": step}))
+                self.builder.annotations.append(
+                    Annotation(
+                        int(self.exp.ranks[r]),
+                        f"prefill_step#{step}",
+                        int(lo[r]),
+                        int(hi[r]),
+                        int(hlo[r]),
+                        int(hhi[r]),
+                        {"step": step},
+                    )
+                )
         self.steps_truth.sort(key=lambda t: (t["step"], t["dp_group"]))
         stalls = {k: _flat(v) for k, v in self.stalls.items()}
-        return {"waits": self.waits, "steps": self.steps_truth, "expert_items": self.items,
-                "attention_stalls": stalls}
+        return {
+            "waits": self.waits,
+            "steps": self.steps_truth,
+            "expert_items": self.items,
+            "attention_stalls": stalls,
+        }
 
 
-def simulate_disaggregated(cfg: SynthConfig, reqs: Requests, plans: list[StepPlan], rng: np.random.Generator,
-                           builder: TimelineBuilder) -> dict[str, Any]:
+def simulate_disaggregated(
+    cfg: SynthConfig,
+    reqs: Requests,
+    plans: list[StepPlan],
+    rng: np.random.Generator,
+    builder: TimelineBuilder,
+) -> dict[str, Any]:
     """Fill ``builder`` with the run's kernels and annotations; returns the truth parts it knows."""
     return _Sim(cfg, reqs, plans, rng, builder).run()
 
@@ -293,8 +439,9 @@ def _flat(chunks: list) -> list[int]:
     return out
 
 
-def _span(spans: dict, layer: int, b: int, start: np.ndarray, end: np.ndarray, hlo: np.ndarray,
-          hhi: np.ndarray) -> None:
+def _span(
+    spans: dict, layer: int, b: int, start: np.ndarray, end: np.ndarray, hlo: np.ndarray, hhi: np.ndarray
+) -> None:
     sp = spans.get((layer, b))
     if sp is None:
         spans[(layer, b)] = [start, end, hlo, hhi]
@@ -314,6 +461,15 @@ def _annotate_group(builder: TimelineBuilder, reqs: Requests, st: _GroupStep, ho
     }
     ranks = st.dev.ranks
     for j, r in enumerate(ranks):
-        builder.annotations.append(Annotation(int(r), f"prefill_step#{st.plan.step}", int(st.first[j]),
-                                              int(st.last[j]), int(st.t0[j]), int(host_end[j]), args))
+        builder.annotations.append(
+            Annotation(
+                int(r),
+                f"prefill_step#{st.plan.step}",
+                int(st.first[j]),
+                int(st.last[j]),
+                int(st.t0[j]),
+                int(host_end[j]),
+                args,
+            )
+        )
     st.spans.emit(builder, ranks, st.plan.step)

@@ -115,17 +115,23 @@ def render_rank(tl: Timeline, r: int, sel: np.ndarray, anns: list) -> tuple[str,
     ]
     streams = sorted({int(s) for s in tl.k_stream[sel].tolist()} | {7})
     for s in streams:
-        ev.append(f'{{"name": "thread_name", "ph": "M", "ts": 0, "pid": {dev}, "tid": {s}, '
-                  f'"args": {{"name": "stream {s} "}}}}')
+        ev.append(
+            f'{{"name": "thread_name", "ph": "M", "ts": 0, "pid": {dev}, "tid": {s}, '
+            f'"args": {{"name": "stream {s} "}}}}'
+        )
     ext = 1
     anns = sorted(anns, key=lambda a: (a.host_start, a.dev_start, a.name))
     for a in anns:
         args = json.dumps({"External id": ext, **a.args}, separators=(", ", ": "))
         name = json.dumps(a.name)
-        ev.append(f'{{"ph": "X", "cat": "user_annotation", "name": {name}, "pid": {hpid}, "tid": {hpid}, '
-                  f'"ts": {_us(a.host_start + shift)}, "dur": {_us(a.host_end - a.host_start)}, "args": {args}}}')
-        ev.append(f'{{"ph": "X", "cat": "gpu_user_annotation", "name": {name}, "pid": {dev}, "tid": 7, '
-                  f'"ts": {_us(a.dev_start + shift)}, "dur": {_us(a.dev_end - a.dev_start)}, "args": {args}}}')
+        ev.append(
+            f'{{"ph": "X", "cat": "user_annotation", "name": {name}, "pid": {hpid}, "tid": {hpid}, '
+            f'"ts": {_us(a.host_start + shift)}, "dur": {_us(a.host_end - a.host_start)}, "args": {args}}}'
+        )
+        ev.append(
+            f'{{"ph": "X", "cat": "gpu_user_annotation", "name": {name}, "pid": {dev}, "tid": 7, '
+            f'"ts": {_us(a.dev_start + shift)}, "dur": {_us(a.dev_end - a.dev_start)}, "args": {args}}}'
+        )
         ext += 1
     corr_base = 1000 * (r + 1)  # correlation ids are per process, as in real traces
     launch = (tl.k_launch[sel] + shift).tolist()
@@ -138,16 +144,24 @@ def render_rank(tl: Timeline, r: int, sel: np.ndarray, anns: list) -> tuple[str,
         corr = corr_base + i
         x = ext + i
         lt, kt = _us(launch[i]), _us(start[i])
-        ev.append(f'{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": {hpid}, "tid": {hpid}, '
-                  f'"ts": {lt}, "dur": {_us(launch_dur[i])}, '
-                  f'"args": {{"External id": {x}, "cbid": 211, "correlation": {corr}}}}}')
-        ev.append(f'{{"ph": "X", "cat": "kernel", "name": {names[ops[i]]}, "pid": {dev}, "tid": {strm[i]}, '
-                  f'"ts": {kt}, "dur": {_us(dur[i])}, "args": {{"External id": {x}, "device": {dev}, '
-                  f'"stream": {strm[i]}, "correlation": {corr}, "context": 1}}}}')
-        ev.append(f'{{"ph": "s", "id": {corr}, "pid": {hpid}, "tid": {hpid}, "ts": {lt}, "cat": "ac2g", '
-                  f'"name": "ac2g"}}')
-        ev.append(f'{{"ph": "f", "id": {corr}, "pid": {dev}, "tid": {strm[i]}, "ts": {kt}, "cat": "ac2g", '
-                  f'"name": "ac2g", "bp": "e"}}')
+        ev.append(
+            f'{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": {hpid}, "tid": {hpid}, '
+            f'"ts": {lt}, "dur": {_us(launch_dur[i])}, '
+            f'"args": {{"External id": {x}, "cbid": 211, "correlation": {corr}}}}}'
+        )
+        ev.append(
+            f'{{"ph": "X", "cat": "kernel", "name": {names[ops[i]]}, "pid": {dev}, "tid": {strm[i]}, '
+            f'"ts": {kt}, "dur": {_us(dur[i])}, "args": {{"External id": {x}, "device": {dev}, '
+            f'"stream": {strm[i]}, "correlation": {corr}, "context": 1}}}}'
+        )
+        ev.append(
+            f'{{"ph": "s", "id": {corr}, "pid": {hpid}, "tid": {hpid}, "ts": {lt}, "cat": "ac2g", '
+            f'"name": "ac2g"}}'
+        )
+        ev.append(
+            f'{{"ph": "f", "id": {corr}, "pid": {dev}, "tid": {strm[i]}, "ts": {kt}, "cat": "ac2g", '
+            f'"name": "ac2g", "bp": "e"}}'
+        )
     props = ", ".join(_DEVICE_PROPS.format(d=d) for d in range(min(8, _node_size(tl))))
     head = (
         '{\n  "schemaVersion": 1,\n'

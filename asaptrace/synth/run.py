@@ -118,8 +118,9 @@ def synthesize(cfg: SynthConfig, out_dir: str | Path) -> SynthResult:
         raise
     files = [out / p.relative_to(tmp) for p in files]
     steps = len({int(s) for s in tl.k_step.tolist()}) if tl.kernel_count else 0
-    return SynthResult(out, tl.world_size, steps, tl.kernel_count, events, files, size,
-                       time.perf_counter() - t_start)
+    return SynthResult(
+        out, tl.world_size, steps, tl.kernel_count, events, files, size, time.perf_counter() - t_start
+    )
 
 
 def reproduce_command(cfg: SynthConfig, out: Path) -> str:
@@ -127,8 +128,11 @@ def reproduce_command(cfg: SynthConfig, out: Path) -> str:
     if cfg.preset:
         base = load_config(cfg.preset)
         flags = [f"--preset {cfg.preset}"]
-        for flag, mine, theirs in (("--seed", cfg.run.seed, base.run.seed), ("--steps", cfg.run.steps, base.run.steps),
-                                   ("--format", cfg.run.format, base.run.format)):
+        for flag, mine, theirs in (
+            ("--seed", cfg.run.seed, base.run.seed),
+            ("--steps", cfg.run.steps, base.run.steps),
+            ("--format", cfg.run.format, base.run.format),
+        ):
             if mine != theirs:
                 flags.append(f"{flag} {mine}")
         if cfg == load_config(cfg.preset, seed=cfg.run.seed, steps=cfg.run.steps, fmt=cfg.run.format):
@@ -138,10 +142,16 @@ def reproduce_command(cfg: SynthConfig, out: Path) -> str:
 
 def readme_text(cfg: SynthConfig, out: Path, tl: Timeline) -> str:
     d = cfg.deployment
-    shape = (f"coupled DP{d.dp}xTP{d.tp} / EP{d.dp * d.tp}" if d.mode == "coupled"
-             else f"disaggregated {d.attn_dp}x{d.attn_tp} attention + {d.expert_devices} MoE devices")
-    layout = {"kineto": "kineto/rank*.pt.trace.json.gz", "ascend": "ascend/*_ascend_pt/",
-              "both": "kineto/ and ascend/"}[cfg.run.format]
+    shape = (
+        f"coupled DP{d.dp}xTP{d.tp} / EP{d.dp * d.tp}"
+        if d.mode == "coupled"
+        else f"disaggregated {d.attn_dp}x{d.attn_tp} attention + {d.expert_devices} MoE devices"
+    )
+    layout = {
+        "kineto": "kineto/rank*.pt.trace.json.gz",
+        "ascend": "ascend/*_ascend_pt/",
+        "both": "kineto/ and ascend/",
+    }[cfg.run.format]
     return (
         f"# {cfg.preset or 'custom'}: {cfg.description or shape}\n\n"
         f"Synthetic MoE prefill traces ({shape}, {tl.world_size} ranks, {cfg.run.steps} steps, seed "
@@ -153,4 +163,6 @@ def readme_text(cfg: SynthConfig, out: Path, tl: Timeline) -> str:
 
 def _check_target(out: Path) -> None:
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / TRUTH_FILE).is_file())):
-        raise UsageError("output exists and is not an asaptrace synth output (refusing to replace it)", path=out)
+        raise UsageError(
+            "output exists and is not an asaptrace synth output (refusing to replace it)", path=out
+        )

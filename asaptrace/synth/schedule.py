@@ -72,8 +72,9 @@ def plan_coupled(reqs: Requests, steps: int, step_tokens: int, dp: int, micro_ba
     return plans
 
 
-def plan_disaggregated(reqs: Requests, steps: int, step_tokens: int, groups: int, dual_batch: bool
-                       ) -> list[StepPlan]:
+def plan_disaggregated(
+    reqs: Requests, steps: int, step_tokens: int, groups: int, dual_batch: bool
+) -> list[StepPlan]:
     """The same admitted requests spread over ``groups × 2`` interleaved batches (or ``groups``)."""
     tok = new_tokens(reqs)
     per_group = 2 if dual_batch else 1

@@ -33,8 +33,18 @@ OPS: tuple[str, ...] = (
 )
 OP_CODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 #: Operations that run on a communication stream.
-COMM_OPS = frozenset({"notify", "dispatch", "combine", "allgather", "dispatch_send", "dispatch_recv",
-                      "combine_send", "combine_recv"})
+COMM_OPS = frozenset(
+    {
+        "notify",
+        "dispatch",
+        "combine",
+        "allgather",
+        "dispatch_send",
+        "dispatch_recv",
+        "combine_send",
+        "combine_recv",
+    }
+)
 
 COMPUTE_STREAM = 7
 COMM_STREAMS = (20, 21)
@@ -136,9 +146,17 @@ class TimelineBuilder:
             )
         )
 
-    def build(self, ranks: list[RankMeta], offsets: np.ndarray, epoch_ns: int, truth: dict[str, Any]) -> Timeline:
-        cols = [np.concatenate([c[i] for c in self.chunks]) for i in range(10)] if self.chunks else \
-            [np.zeros(0, t) for t in (np.int32, np.int8, np.int16, *[np.int64] * 4, np.int32, np.int16, np.int8)]
+    def build(
+        self, ranks: list[RankMeta], offsets: np.ndarray, epoch_ns: int, truth: dict[str, Any]
+    ) -> Timeline:
+        cols = (
+            [np.concatenate([c[i] for c in self.chunks]) for i in range(10)]
+            if self.chunks
+            else [
+                np.zeros(0, t)
+                for t in (np.int32, np.int8, np.int16, *[np.int64] * 4, np.int32, np.int16, np.int8)
+            ]
+        )
         if (cols[4] < 0).any():
             raise AssertionError("negative kernel duration: execution model bug")
         return Timeline(
@@ -173,8 +191,9 @@ def jitter(rng: np.random.Generator, sigma: float, n: int) -> np.ndarray:
     return rng.lognormal(-sigma * sigma / 2, sigma, n)
 
 
-def expert_popularity(rng: np.random.Generator, experts: int, layers: int, cv: float, hot: int,
-                      hot_factor: float) -> np.ndarray:
+def expert_popularity(
+    rng: np.random.Generator, experts: int, layers: int, cv: float, hot: int, hot_factor: float
+) -> np.ndarray:
     """(layers, experts) routing probabilities: per-layer skew, one expert optionally hot."""
     if cv > 0:
         k = 1.0 / (cv * cv)
@@ -209,8 +228,16 @@ class SpanRecorder:
         self.runs: list[list] = []  # [layer, mb, dev_lo, dev_hi, host_lo, host_hi]
         self.context: list[tuple] = []  # (name, layer, mb, dev_lo, dev_hi, host_lo, host_hi)
 
-    def add(self, op: str, layer: int, mb: int, start: np.ndarray, end: np.ndarray, hlo: np.ndarray,
-            hhi: np.ndarray) -> None:
+    def add(
+        self,
+        op: str,
+        layer: int,
+        mb: int,
+        start: np.ndarray,
+        end: np.ndarray,
+        hlo: np.ndarray,
+        hhi: np.ndarray,
+    ) -> None:
         last = self.runs[-1] if self.runs else None
         if last is not None and last[0] == layer and last[1] == mb:
             last[2], last[3] = np.minimum(last[2], start), np.maximum(last[3], end)
@@ -231,10 +258,12 @@ class SpanRecorder:
         for layer, mb, lo, hi, hlo, hhi in self.runs:
             args = {"step": step, "layer": int(layer), "micro_batch": int(mb)}
             for j, r in enumerate(ranks.tolist()):
-                builder.annotations.append(Annotation(r, f"layer#{layer}", int(lo[j]), int(hi[j]), int(hlo[j]),
-                                                      int(hhi[j]), args))
+                builder.annotations.append(
+                    Annotation(r, f"layer#{layer}", int(lo[j]), int(hi[j]), int(hlo[j]), int(hhi[j]), args)
+                )
         for name, layer, mb, lo, hi, hlo, hhi in self.context:
             args = {"step": step, "layer": int(layer), "micro_batch": int(mb)}
             for j, r in enumerate(ranks.tolist()):
-                builder.annotations.append(Annotation(r, name, int(lo[j]), int(hi[j]), int(hlo[j]), int(hhi[j]),
-                                                      args))
+                builder.annotations.append(
+                    Annotation(r, name, int(lo[j]), int(hi[j]), int(hlo[j]), int(hhi[j]), args)
+                )

@@ -33,17 +33,31 @@ from asaptrace.synth.workload import Requests
 TRUTH_VERSION = 1
 
 
-def assemble(cfg: SynthConfig, ranks: list[RankMeta], offsets: np.ndarray, reqs: Requests,
-             plans: list[StepPlan], parts: dict[str, Any]) -> dict[str, Any]:
+def assemble(
+    cfg: SynthConfig,
+    ranks: list[RankMeta],
+    offsets: np.ndarray,
+    reqs: Requests,
+    plans: list[StepPlan],
+    parts: dict[str, Any],
+) -> dict[str, Any]:
     d, s = cfg.deployment, cfg.straggler
-    batches: dict[str, list] = {k: [] for k in ("step", "dp_group", "micro_batch", "request_id", "seq_len",
-                                                "cached_len", "arrival_ns")}
+    batches: dict[str, list] = {
+        k: []
+        for k in ("step", "dp_group", "micro_batch", "request_id", "seq_len", "cached_len", "arrival_ns")
+    }
     for plan in plans:
         for (g, mb), idx in sorted(plan.slots.items()):
             for i in idx.tolist():
-                for k, v in (("step", plan.step), ("dp_group", g), ("micro_batch", mb), ("request_id", reqs.ids[i]),
-                             ("seq_len", int(reqs.seq_len[i])), ("cached_len", int(reqs.cached_len[i])),
-                             ("arrival_ns", int(reqs.arrival_ns[i]))):
+                for k, v in (
+                    ("step", plan.step),
+                    ("dp_group", g),
+                    ("micro_batch", mb),
+                    ("request_id", reqs.ids[i]),
+                    ("seq_len", int(reqs.seq_len[i])),
+                    ("cached_len", int(reqs.cached_len[i])),
+                    ("arrival_ns", int(reqs.arrival_ns[i])),
+                ):
                     batches[k].append(v)
     w = parts["waits"]
     waits = {k: _flat(v) for k, v in w.items()}
@@ -59,8 +73,16 @@ def assemble(cfg: SynthConfig, ranks: list[RankMeta], offsets: np.ndarray, reqs:
         "epoch_ns": cfg.clock.epoch_ns,
         "config": cfg.to_dict(),
         "ranks": [
-            {"rank": r.rank, "role": r.role, "dp_group": r.dp_group, "tp_index": r.tp_index, "ep_index": r.ep_index,
-             "node": r.node, "device": r.device, "clock_offset_ns": int(offsets[r.rank])}
+            {
+                "rank": r.rank,
+                "role": r.role,
+                "dp_group": r.dp_group,
+                "tp_index": r.tp_index,
+                "ep_index": r.ep_index,
+                "node": r.node,
+                "device": r.device,
+                "clock_offset_ns": int(offsets[r.rank]),
+            }
             for r in ranks
         ],
         "clock_offsets_ns": [int(v) for v in offsets],

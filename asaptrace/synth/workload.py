@@ -119,5 +119,8 @@ def _mooncake(path: Path) -> Requests:
         cached.append(max(0, min(hit * MOONCAKE_BLOCK_TOKENS, n - 1)))
     a = np.array(arrival, dtype=np.int64)
     return Requests(
-        [f"r{i:05d}" for i in range(len(rows))], a - a.min(), np.array(seq, np.int64), np.array(cached, np.int64)
+        [f"r{i:05d}" for i in range(len(rows))],
+        a - a.min(),
+        np.array(seq, np.int64),
+        np.array(cached, np.int64),
     )
