@@ -14,13 +14,13 @@ from rich.table import Table
 
 from asaptrace import __version__
 from asaptrace._cli_common import err, human_bytes, human_ns, out, parse_size, print_json, user_errors
-from asaptrace.analyze.diagnosis import Diagnosis, diagnose_store
-from asaptrace.analyze.store_info import store_info
-from asaptrace.enrich.pipeline import build_store
+from asaptrace.analyze.diagnosis import Diagnosis
+from asaptrace.info import store_info
 from asaptrace.ingest import IngestOptions
 from asaptrace.ingest.driver import Progress as IngestProgress
 from asaptrace.ingest.driver import load_rank_map
 from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED
+from asaptrace.pipeline import build_store, diagnose_store
 from asaptrace.store import TraceStore
 
 app = typer.Typer(

@@ -153,3 +153,8 @@ class TraceStore:
 
     def read(self, name: str) -> pl.DataFrame:
         return self.scan(name).collect()
+
+
+def open_store(path: str | Path) -> TraceStore:
+    """Open the store at ``path`` (see :meth:`TraceStore.open`)."""
+    return TraceStore.open(path)

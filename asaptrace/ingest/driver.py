@@ -224,6 +224,7 @@ def ingest_paths(
     format: str | None = None,
     overwrite: bool = False,
     progress: Callable[[Progress], None] | None = None,
+    finish: Callable[[StoreWriter, dict[str, Any]], dict[str, Any]] | None = None,
 ) -> TraceStore:
     """Ingest trace files (or folders of them) into a new store at ``out``; returns the opened store.
 
@@ -231,6 +232,10 @@ def ingest_paths(
     *spawned*, so a script that calls this with ``jobs != 1`` must do so under
     ``if __name__ == "__main__":`` (the usual multiprocessing rule); the default stays serial so a
     plain script or notebook just works. The CLI reads files in parallel by default.
+
+    ``finish(writer, meta) -> meta``, when given, runs on the complete raw store in the writer's
+    temporary directory just before the commit (the pipeline enriches there, so the store is
+    committed once); an error in it leaves nothing behind, like any other.
     """
     options = options or IngestOptions()
     files = ascend_sources(discover(paths))  # an Ascend rank folder is one source
@@ -271,6 +276,8 @@ def ingest_paths(
                 for s in summaries
             ],
         }
+        if finish is not None:
+            meta = finish(writer, meta)
         return writer.commit(meta)
 
 
