@@ -23,9 +23,8 @@ import pyarrow as pa
 
 from asaptrace.accounting import Accounting
 from asaptrace.errors import RankError, UsageError
-from asaptrace.ingest.ascend import ascend_sources, rank_root
-from asaptrace.ingest.base import FORMATS, IngestOptions, RankInfo, detect_format
-from asaptrace.ingest.naming import rank_from_name
+from asaptrace.ingest.base import FORMATS, IngestOptions, RankInfo, detect_format, group_sources, source_name
+from asaptrace.ingest.naming import NameHint
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role
 from asaptrace.store import StoreWriter, TraceStore, write_part
 
@@ -117,9 +116,10 @@ def _sha256_in_thread(path: Path) -> tuple[threading.Thread, dict[str, str]]:
     return t, out
 
 
-def resolve_rank(info: RankInfo, path: Path, rank_from: RankFrom, explicit: int | None) -> RankInfo:
-    """Decide a file's rank: explicit (map/order) > content > file name, as ``rank_from`` allows."""
-    hint = rank_from_name(path)
+def resolve_rank(
+    info: RankInfo, path: Path, rank_from: RankFrom, explicit: int | None, hint: NameHint | None
+) -> RankInfo:
+    """Decide a file's rank: explicit (map/order) > content > name ``hint``, as ``rank_from`` allows."""
     extra = {}
     if hint is not None:
         extra = {
@@ -153,7 +153,7 @@ def ingest_file(task: FileTask) -> FileSummary:
     hasher, digest = _sha256_in_thread(path)
     fmt = FORMATS.get(task.format) if task.format else detect_format(path)
     result = fmt.read(path, task.options)
-    info = resolve_rank(result.rank_info, path, task.rank_from, task.explicit_rank)
+    info = resolve_rank(result.rank_info, path, task.rank_from, task.explicit_rank, fmt.rank_hint(path))
     assert info.rank is not None
     result = result.with_rank(info.rank)
     part = f"{task.index:05d}"
@@ -205,8 +205,7 @@ def _explicit_ranks(
         return [None] * len(files)
     out: list[int | None] = []
     for f in files:
-        root = rank_root(f)  # every Ascend timeline is named trace_view.json: key by its rank folder
-        hit = rank_map.get(str(f), rank_map.get(f.name if root is None else root.name, rank_map.get(f.name)))
+        hit = rank_map.get(str(f), rank_map.get(source_name(f), rank_map.get(f.name)))
         if hit is None:
             raise UsageError(f"{f}: not listed in the rank map")
         out.append(hit)
@@ -238,7 +237,7 @@ def ingest_paths(
     committed once); an error in it leaves nothing behind, like any other.
     """
     options = options or IngestOptions()
-    files = ascend_sources(discover(paths))  # an Ascend rank folder is one source
+    files = group_sources(discover(paths))  # e.g. an Ascend rank folder is one source
     if format is not None:
         FORMATS.get(format)  # unknown name → RegistryError
     explicit = _explicit_ranks(files, rank_from, rank_map)
