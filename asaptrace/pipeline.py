@@ -130,9 +130,12 @@ def _enrich_streaming(
         at = pl.col("rank") == rank
         return src.scan("events").filter(at).collect(), src.scan("args").filter(at).collect()
 
-    # pass 1: the cross-rank facts (ranks without step annotations wait for the run-wide step plan)
+    # pass 1: the cross-rank facts (ranks without step annotations wait for the run-wide step plan).
+    # The rank enriched last here is kept and written first in pass 2 (a one-rank store is segmented
+    # once); no other rank's frame is held while the next is read.
     facts: dict[int, RankFacts] = {}
     gaps, stepless = [], []
+    last: tuple[int, pl.DataFrame, pl.DataFrame] | None = None
     for rank in rank_ids:
         events, args = tables_of(rank)
         seg = segment_rank(events, args, ranks, tax)
@@ -143,6 +146,8 @@ def _enrich_streaming(
             continue
         filled, notes = fill_rank(seg, None)
         facts[rank] = rank_facts(seg, filled, notes, args)
+        if rank == rank_ids[-1] and not stepless:
+            last = (rank, filled, args)
     plan = plan_of(gaps)
     del gaps
     for rank in stepless:
@@ -150,6 +155,9 @@ def _enrich_streaming(
         seg = segment_rank(events, args, ranks, tax)
         filled, notes = fill_rank(seg, plan)
         facts[rank] = rank_facts(seg, filled, notes, args)
+        if rank == stepless[-1]:
+            last = (rank, filled, args)
+    del events, args, seg, filled
     decision = decide(
         [facts[r] for r in rank_ids],
         ranks,
@@ -162,10 +170,16 @@ def _enrich_streaming(
     del facts
     # pass 2: each rank's final parts, written once
     stage = writer.tmp / _STAGE
-    for rank in rank_ids:
-        events, args = tables_of(rank)
+    assert last is not None  # a store has at least one rank
+    order = [last[0], *(r for r in rank_ids if r != last[0])]
+    for rank in order:
+        if last is not None and rank == last[0]:
+            _, filled, args = last
+            last = None
+        else:
+            events, args = tables_of(rank)
+            filled, _ = fill_rank(segment_rank(events, args, ranks, tax), plan)
         flows = src.scan("flows").filter(pl.col("rank") == rank).collect()
-        filled, _ = fill_rank(segment_rank(events, args, ranks, tax), plan)
         events, flows = finish_rank(filled, flows, ranks, decision.offsets)
         part = f"{int(rank):05d}"
         for name, table in (("events", events), ("args", args), ("flows", flows)):
