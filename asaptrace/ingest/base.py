@@ -84,7 +84,8 @@ class Format:
     ``group``: folds the discovered files into one path per source (an Ascend rank folder's many
     files into its timeline); files it does not claim pass through. ``source_name``: what a rank
     map calls a source (None: not mine, the file name is used). ``rank_hint``: the rank and
-    parallel indices a path's name says.
+    parallel indices a path's name says. ``suffixes`` / ``file_names``: what a file inside a folder
+    must be called to be taken as a trace of this format (a file named explicitly is always taken).
     """
 
     name: str
@@ -95,6 +96,8 @@ class Format:
     group: Callable[[list[Path]], list[Path]] | None = None
     source_name: Callable[[Path], str | None] | None = None
     rank_hint: Callable[[Path], NameHint | None] = rank_from_name
+    suffixes: tuple[str, ...] = ()
+    file_names: tuple[str, ...] = ()
 
 
 FORMATS: Registry[Format] = Registry("ingest format")
@@ -115,6 +118,11 @@ def group_sources(files: list[Path]) -> list[Path]:
         if fmt.group is not None:
             files = fmt.group(files)
     return files
+
+
+def looks_like_trace(name: str) -> bool:
+    """Whether a file called ``name`` inside a folder is some registered format's trace."""
+    return any(name.endswith(f.suffixes) or name in f.file_names for _, f in FORMATS)
 
 
 def source_name(path: Path) -> str:

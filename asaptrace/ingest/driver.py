@@ -23,14 +23,20 @@ import pyarrow as pa
 
 from asaptrace.accounting import Accounting
 from asaptrace.errors import RankError, UsageError
-from asaptrace.ingest.base import FORMATS, IngestOptions, RankInfo, detect_format, group_sources, source_name
+from asaptrace.ingest.base import (
+    FORMATS,
+    IngestOptions,
+    RankInfo,
+    detect_format,
+    group_sources,
+    looks_like_trace,
+    source_name,
+)
 from asaptrace.ingest.naming import NameHint
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role
 from asaptrace.store import StoreWriter, TraceStore, write_part
 
 RankFrom = Literal["auto", "content", "name", "order"]
-_TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite", ".db")
-_TRACE_NAMES = ("kernel_details.csv",)  # an Ascend rank folder whose timeline is missing
 
 
 @dataclass(frozen=True)
@@ -86,11 +92,7 @@ def discover(paths: Iterable[str | Path]) -> list[Path]:
         elif p.is_dir():
             for q in sorted(p.rglob("*")):
                 rel = q.relative_to(p).parts
-                if (
-                    q.is_file()
-                    and not any(part.startswith(".") for part in rel)
-                    and (q.name.endswith(_TRACE_SUFFIXES) or q.name in _TRACE_NAMES)
-                ):
+                if q.is_file() and not any(part.startswith(".") for part in rel) and looks_like_trace(q.name):
                     found.append(q)
         else:
             raise UsageError(f"{p}: no such file or directory")

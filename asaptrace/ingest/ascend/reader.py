@@ -429,6 +429,8 @@ ASCEND = register_format(
     Format(
         name=FORMAT_NAME,
         sniff=sniff,
+        suffixes=(".json", ".json.gz"),
+        file_names=("kernel_details.csv",),  # a rank folder whose timeline is missing
         read=read_ascend,
         # before Kineto: a trace_view.json is Chrome-trace JSON too, and Kineto's sniffer only sees
         # the first 64 KiB

@@ -553,6 +553,7 @@ KINETO = register_format(
         name=FORMAT_NAME,
         priority=10,
         sniff=sniff,
+        suffixes=(".json", ".json.gz", ".gz"),
         read=read_kineto,
         description="PyTorch profiler / Kineto Chrome-trace JSON (.json, .json.gz)",
     )

@@ -550,6 +550,7 @@ NSYS = register_format(
         name=FORMAT_NAME,
         priority=10,
         sniff=sniff,
+        suffixes=(".sqlite", ".db"),
         read=read_nsys,
         description="Nsight Systems SQLite export (nsys export --type sqlite)",
     )
