@@ -85,5 +85,7 @@ def print_replay(r: ReplayResult) -> None:
         fit = ", ".join(f"{k} R² {v['r2']:.2f}" for k, v in r.cost_fit.items() if "r2" in v)
         if fit:
             out.print(f"[dim]cost fit: {fit}[/]")
+    for note in r.notes:
+        out.print(f"[dim]note: {note}[/]")
     if r.out:
         out.print(f"wrote [bold]{r.out}[/]")

@@ -23,7 +23,8 @@ JSON form (:meth:`ReplayResult.to_json`, ``schema_version`` 1; documented in
      "reference_policy", "steps": [{"step", "measured_ns", "reference_ns", "replayed_ns"}],
      "measured_ns", "reference_ns", "baseline_ns", "replayed_ns",
      "error_mean_pct", "error_max_pct", "recovered_ns": {cause: ns}, "recovered_total_ns",
-     "simulated_wait_ns", "events", "seconds", "costs": {...}, "cost_fit": {...} | null, "out": path | null}
+     "simulated_wait_ns", "events", "seconds", "costs": {...}, "cost_fit": {...} | null, "notes": [str],
+     "out": path | null}
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class ReplayResult:
     seconds: float
     costs: dict[str, Any]
     cost_fit: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
     out: str | None = None
     run: PolicyRun | None = field(default=None, repr=False)
 
@@ -99,6 +101,7 @@ class ReplayResult:
             "seconds": round(self.seconds, 4),
             "costs": self.costs,
             "cost_fit": self.cost_fit,
+            "notes": self.notes,
             "out": self.out,
         }
 
@@ -184,6 +187,7 @@ def replay_store(
         seconds=0.0,
         costs=model.to_dict(),
         cost_fit=quality,
+        notes=list(wl.notes),
         run=run,
     )
     if out is not None:

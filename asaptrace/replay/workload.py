@@ -99,6 +99,7 @@ class Workload:
     busy: pl.DataFrame
     batches: pl.DataFrame
     chains: dict[int, StepChain] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def world_size(self) -> int:
@@ -135,6 +136,13 @@ def extract_workload(store: TraceStore) -> Workload:
     )
     if dev.height == 0:
         raise UsageError("store has no device work inside steps: nothing to replay", path=store.path)
+    notes: list[str] = []
+    if ranks["dp_group"].null_count() == ranks.height and Role.ATTENTION.value not in ranks["role"].to_list():
+        ranks = ranks.with_columns(dp_group=pl.col("rank"), tp_index=pl.lit(0, pl.Int32))
+        notes.append(
+            "the store does not say the DP groups: each rank is taken as its own group (TP1); "
+            "pass --parallel dp=…,tp=… when ingesting"
+        )
     roles = set(ranks["role"].to_list())
     deployment = "disaggregated" if Role.ATTENTION.value in roles else "coupled"
     groups = ranks.filter(pl.col("dp_group").is_not_null())
@@ -180,6 +188,7 @@ def extract_workload(store: TraceStore) -> Workload:
         busy=busy,
         batches=batches,
         chains=chains,
+        notes=notes,
     )
 
 

@@ -131,7 +131,6 @@ def chain_of_items(wl: Workload, step: int) -> StepChain:
     attn = np.zeros((wl.n_groups, layers), np.int64)
     attn_sum = it.group_by("dp_group", "layer").agg(pl.col("attn_ns").sum())
     attn[attn_sum["dp_group"].to_numpy(), attn_sum["layer"].to_numpy()] = attn_sum["attn_ns"].to_numpy()
-    del g
     pool = wl.pool.filter(pl.col("step") == step).group_by("layer").agg(pl.col("pool_ns").sum())
     moe = np.zeros(layers, np.int64)
     moe[pool["layer"].to_numpy()] = pool["pool_ns"].to_numpy()
