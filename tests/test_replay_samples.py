@@ -33,7 +33,9 @@ def test_coupled_replay_reproduces_measured_step_times(name, root):
 @pytest.mark.parametrize("name", COUPLED)
 def test_analyze_on_the_coupled_replay_finds_the_measured_barrier_wait(name, root):
     store = sample_store(name, root)
-    r = replay_store(store.path, "coupled", out=root / f"{name}-coupled.replay", overwrite=True, attribute=False)
+    r = replay_store(
+        store.path, "coupled", out=root / f"{name}-coupled.replay", overwrite=True, attribute=False
+    )
     measured = diagnose_store(store).tables["barrier_instances"]["wait_ns"].sum()
     replayed = diagnose_store(TraceStore.open(r.out)).tables["barrier_instances"]["wait_ns"].sum()
     assert replayed == pytest.approx(measured, rel=0.05)
@@ -69,7 +71,10 @@ def test_recovered_time_is_the_documented_sequence_of_replays(root):
     store = sample_store("coupled", root)
     full = replay_store(store.path, "asap")
     seq = [
-        ("barrier_wait_removed", {"attention": "8x4", "experts": 32, "dual_batch": False, "overlap": False, "super_kernel": False}),
+        (
+            "barrier_wait_removed",
+            {"attention": "8x4", "experts": 32, "dual_batch": False, "overlap": False, "super_kernel": False},
+        ),
         ("overlap_gained", {"attention": "8x4", "experts": 32, "super_kernel": False}),
         ("launch_overhead_removed", {"attention": "8x4", "experts": 32}),
         ("device_count_changed", {}),

@@ -20,7 +20,7 @@ import polars as pl
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import scale_transfers
-from asaptrace.replay.policies._base import LockstepPolicy
+from asaptrace.replay.policies._base import LockstepPolicy, Policy
 from asaptrace.replay.workload import StepChain, Workload
 from asaptrace.schema import Kind
 
@@ -30,6 +30,12 @@ class Coupled(LockstepPolicy):
     name: ClassVar[str] = "coupled"
     expert_failure: bool = False
     failed_rank: int = 0
+
+    def counterfactuals(self, wl: Workload) -> list[tuple[str, Policy]]:
+        """Plain coupled recovers nothing; with a knob turned, the whole change is that knob's."""
+        if self.expert_failure:
+            return [("expert_failure", self)]
+        return [("collective_factor", self)] if self.k_s != 1.0 else []
 
     def step_chains(self, wl: Workload, step: int, costs: CostModel) -> list[StepChain]:
         chain = scale_transfers(super().step_chains(wl, step, costs)[0], self.k_s * costs.coupled_k_s)
