@@ -314,25 +314,26 @@ def _empty_idle() -> pl.DataFrame:
 
 def _busy(comp: pl.DataFrame, step: int, rk: np.ndarray, arr: np.ndarray, part: np.ndarray) -> pl.DataFrame:
     """Assign each compute kernel to the first arrival at or after its end (−1: after the last)."""
-    pieces = []
-    for j, r in enumerate(rk.tolist()):
-        c = comp.filter(pl.col("rank") == r)
-        if c.height == 0:
-            continue
-        ks = np.flatnonzero(part[:, j])
-        a = arr[ks, j]
-        o = np.argsort(a, kind="stable")
-        idx = np.searchsorted(a[o], c["end_ns"].to_numpy(), side="left")
-        pos = np.where(idx < len(ks), ks[o][np.minimum(idx, len(ks) - 1)], -1)
-        pieces.append(
-            c.select("kind", "layer", "micro_batch", "dur_ns").with_columns(
-                step=pl.lit(step, pl.Int32), rank=pl.lit(r, pl.Int32), pos=pl.Series(pos, dtype=pl.Int64)
-            )
-        )
-    if not pieces:
+    if comp.height == 0:
         return _empty_busy()
+    kk, jj = np.nonzero(part)
+    arrivals = pl.DataFrame(
+        {"rank": rk[jj].astype(np.int32), "pos": kk.astype(np.int64), "arrival": arr[kk, jj]}
+    ).sort("arrival")
     return (
-        pl.concat(pieces)
+        comp.select(pl.col("rank").cast(pl.Int32), "kind", "layer", "micro_batch", "dur_ns", "end_ns")
+        .with_row_index("_i")
+        .sort("end_ns")
+        .join_asof(
+            arrivals,
+            left_on="end_ns",
+            right_on="arrival",
+            by="rank",
+            strategy="forward",
+            check_sortedness=False,
+        )
+        .sort("_i")
+        .with_columns(step=pl.lit(step, pl.Int32), pos=pl.col("pos").fill_null(-1))
         .group_by("step", "rank", "pos", "kind", "layer", "micro_batch", maintain_order=True)
         .agg(pl.col("dur_ns").sum().alias("busy_ns"))
         .select(_empty_busy().columns)
