@@ -115,3 +115,25 @@ def test_afd_pingpong_matches_the_closed_form(t_a, t_e, t_c, m, layers):
     batches = pingpong_batches(np.full(layers, t_a), np.full(layers, t_e), np.full(layers, t_c), m=m)
     tr = run_pipeline(PipelineConfig(groups=1, slots=m), StaticBatches(batches, groups=1))
     assert max(tr.done.values()) == (t_a + t_e + 2 * t_c) + t_f * (m * layers - 1)
+
+
+def test_coupled_two_micro_batch_overlap_keeps_the_barriers():
+    # Two groups (TP1), one layer, micro-batches A and B. Attention A: [10, 4], B: [6, 6];
+    # MoE 3 everywhere; transfers 1. Compute stream per rank: attn A, attn B, MoE A, MoE B.
+    # dA: arrivals 10, 4 → release 10, ends 11
+    # dB: after attn B on the compute stream (from dA's arrival): 16, 10 → release 16, ends 17
+    # cA: after dA's end and attn B: max(11, 16) + 3 = 19, max(11, 10) + 3 = 14 → 19, ends 20
+    # cB: after dB's end and MoE A: max(17, 19) + 3 = 22, max(17, 14) + 3 = 20 → 22, ends 23
+    from asaptrace.replay.lockstep import chain_from_costs_two_mb
+
+    attn = np.array([[[10], [4]], [[6], [6]]])
+    moe = np.full((2, 1), 3)
+    x = np.ones((2, 1), np.int64)
+    ct = run_chain(chain_from_costs_two_mb(attn, moe, x, x, tp=1))
+    assert ct.release.tolist() == [10, 16, 19, 22] and ct.makespan_ns == 23
+    # the same work without overlap (one micro-batch doing A then B): attention 16, 10; MoE 6
+    # → dispatch release 16 (ends 17), combine release 23 (ends 24): overlap saves 1
+    serial = run_chain(
+        chain_from_costs(np.array([[16], [10]]), np.array([6]), np.array([1]), np.array([1]), tp=1)
+    )
+    assert serial.makespan_ns == 24

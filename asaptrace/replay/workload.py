@@ -56,7 +56,8 @@ class StepChain:
     """One step of a lockstep deployment: K collective instances (in release order) × R ranks.
 
     Arrays are (K, R) int64 unless said; ``part`` marks the ranks taking part in an instance,
-    ``ref[k, r]`` is the position whose end the gap counts from (−1: the rank's step start).
+    ``ref[k, r]`` is the position whose end the gap counts from (−1: the rank's step start) and
+    ``ref2[k, r]`` (optional) one whose arrival must also have passed.
     """
 
     step: int
@@ -74,6 +75,9 @@ class StepChain:
     end_tail: np.ndarray  # (R,) step end − that position's end
     measured_arrival: np.ndarray
     measured_end: np.ndarray
+    #: (K, R) an instance whose *arrival* also bounds the gap's start (−1: none) — the compute
+    #: stream's previous work in a cost-built two-micro-batch chain; None for measured chains
+    ref2: np.ndarray | None = None
 
     @property
     def n_instances(self) -> int:
