@@ -128,3 +128,10 @@ def test_save_costs_writes_a_file_a_later_replay_reads(scenario, tmp_path):
 def test_chunked_needs_the_batch_composition(scenario):
     res = run_cli("replay", scenario.path, "--policy", "chunked")
     assert res.code == 2 and "needs the batch composition" in res.stderr
+
+
+def test_a_store_without_enrichment_is_refused_in_one_line(tmp_path):
+    raw = ingest(write_traces(tmp_path / "t", moe_scenario()), tmp_path / "raw")  # not enriched
+    res = run_cli("replay", raw.path, "--policy", "coupled")
+    assert res.code == 2 and "not enriched" in res.stderr and str(raw.path) in res.stderr
+    assert not (tmp_path / "out").exists()
