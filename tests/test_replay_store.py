@@ -151,3 +151,25 @@ def test_asap_replay_of_the_hand_worked_step(tmp_path):
     r = replay_store(store.path, "asap", params={"attention": "2x2", "experts": 4})
     assert [s["replayed_ns"] for s in r.steps] == [770 * US]
     assert sum(r.recovered_ns.values()) == (850 - 770) * US
+
+
+def test_a_step_without_collectives_replays_as_measured(tmp_path):
+    # two ranks, one annotated step of attention then MoE, no dispatch/combine: rank 0 runs
+    # 0–100 + 100–120 µs, rank 1 0–150 + 150–170 µs; nothing to wait for, so the coupled replay is
+    # the measured 170 µs, no wait
+    from tests._analysis_helpers import ATTENTION, COMPUTE_STREAM, MOE, RankTrace
+
+    traces = [RankTrace(r, 2, 0) for r in range(2)]
+    for r, t in enumerate(traces):
+        t.kernel(ATTENTION, 0, 100 + 50 * r, stream=COMPUTE_STREAM, launch_at=-5)
+        t.kernel(MOE, 100 + 50 * r, 20, stream=COMPUTE_STREAM, launch_at=-4)
+        t.annotation("prefill_step#0", -10, 200, {"step": 0, "dp_group": r})
+    store = enrich_store(ingest(write_traces(tmp_path / "t", traces), tmp_path / "s"))
+    r = replay_store(store.path, "coupled", out=tmp_path / "r.store")
+    assert diagnose_store(TraceStore.open(r.out)).tables["step_breakdown"]["step_time_ns"].to_list() == [
+        100 * US + 20 * US,
+        170 * US,
+    ]
+    assert r.reference_policy == "coupled"
+    assert [(s["measured_ns"], s["replayed_ns"]) for s in r.steps] == [(170 * US, 170 * US)]
+    assert r.simulated_wait_ns == 0

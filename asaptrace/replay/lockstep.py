@@ -72,7 +72,8 @@ def run_chain(chain: StepChain, *, start: np.ndarray | None = None) -> ChainTime
         end[k] = np.where(part, rel + chain.tail[k], 0)
         release[k] = rel
     er = chain.end_ref
-    step_end = np.where(er >= 0, end[np.maximum(er, 0), cols], s) + chain.end_tail
+    last = end[np.maximum(er, 0), cols] if k_n else s
+    step_end = np.where(er >= 0, last, s) + chain.end_tail
     return ChainTimes(chain, arrival, release, end, np.asarray(s), step_end)
 
 

@@ -195,13 +195,16 @@ def _draw_busy(ct: ChainTimes, busy: pl.DataFrame, shift: int) -> pl.DataFrame:
     r_of = {int(r): j for j, r in enumerate(ch.ranks)}
     j = np.array([r_of[int(r)] for r in busy["rank"].to_numpy()], np.int64)
     pos = busy["pos"].to_numpy()
-    p = np.maximum(pos, 0)
-    ref = ch.ref[p, j]
-    ref_end = np.where(ref >= 0, ct.end[np.maximum(ref, 0), j], ct.start[j])
-    er = ch.end_ref[j]
-    last_end = np.where(er >= 0, ct.end[np.maximum(er, 0), j], ct.start[j])
-    win_lo = np.where(pos >= 0, ref_end, last_end)
-    win_hi = np.where(pos >= 0, ct.arrival[p, j], ct.step_end[j])
+    if ch.n_instances == 0:  # a step without collectives: its compute runs from the rank's start
+        win_lo, win_hi = ct.start[j], ct.step_end[j]
+    else:
+        p = np.maximum(pos, 0)
+        ref = ch.ref[p, j]
+        ref_end = np.where(ref >= 0, ct.end[np.maximum(ref, 0), j], ct.start[j])
+        er = ch.end_ref[j]
+        last_end = np.where(er >= 0, ct.end[np.maximum(er, 0), j], ct.start[j])
+        win_lo = np.where(pos >= 0, ref_end, last_end)
+        win_hi = np.where(pos >= 0, ct.arrival[p, j], ct.step_end[j])
     b = busy.with_columns(
         _lo=pl.Series(win_lo), _len=pl.Series(np.maximum(win_hi - win_lo, 0)), _i=pl.int_range(pl.len())
     ).with_columns(_tot=pl.col("busy_ns").sum().over("rank", "pos"))

@@ -171,8 +171,7 @@ def extract_workload(store: TraceStore) -> Workload:
     if deployment == "coupled":
         bw = barrier_wait(dev, ranks, instances=match_instances(dev, ranks))
         bw = bw.filter(pl.col("step").is_not_null())
-        if bw.height:
-            chains, busy, idle = _chains(dev, bw)
+        chains, busy, idle = _chains(dev, bw)
     items = _items(dev, ranks, batches, idle, n_mb)
     pool = _pool(dev, expert, items)
     transfers = _transfers(dev, ranks, deployment, bw if deployment == "coupled" else None, items, tp)
@@ -204,15 +203,19 @@ def _chains(dev: pl.DataFrame, bw: pl.DataFrame) -> tuple[dict[int, StepChain], 
     compute = dev.filter(~pl.col("kind").is_in(_COMM))
     chains: dict[int, StepChain] = {}
     busy_parts, idle_parts = [], []
-    for (step,), sb in bw.sort("release_ns", "instance").group_by("step", maintain_order=True):
+    bw = bw.sort("release_ns", "instance")
+    for step in sorted(starts["step"].unique().to_list()):
+        # every rank with work in the step takes part in the chain (a rank in no instance just
+        # runs from its start to its end); a step without any instance is an empty chain
+        sb = bw.filter(pl.col("step") == step)
         order = sb.select("instance", "release_ns").unique("instance", maintain_order=True)
         inst_ids = order["instance"].to_numpy()
         k_of = {int(i): k for k, i in enumerate(inst_ids)}
-        rk = np.sort(sb["rank"].unique().to_numpy())
+        rk = np.sort(starts.filter(pl.col("step") == step)["rank"].to_numpy())
         r_of = {int(r): j for j, r in enumerate(rk)}
         K, R = len(inst_ids), len(rk)
-        ki = np.array([k_of[int(i)] for i in sb["instance"].to_numpy()])
-        ri = np.array([r_of[int(r)] for r in sb["rank"].to_numpy()])
+        ki = np.array([k_of[int(i)] for i in sb["instance"].to_numpy()], np.int64)
+        ri = np.array([r_of[int(r)] for r in sb["rank"].to_numpy()], np.int64)
         arr = np.zeros((K, R), np.int64)
         end = np.zeros((K, R), np.int64)
         part = np.zeros((K, R), bool)
@@ -224,7 +227,7 @@ def _chains(dev: pl.DataFrame, bw: pl.DataFrame) -> tuple[dict[int, StepChain], 
         xfer = np.zeros(K, np.int64)
         xfer[ki] = sb["transfer_ns"].to_numpy()
         first = sb.unique("instance", maintain_order=True)
-        kinds = [""] * K
+        kinds: list[str] = [""] * K
         layer = np.full(K, -1, np.int64)
         mb = np.full(K, -1, np.int64)
         for row in first.iter_rows(named=True):
@@ -257,7 +260,7 @@ def _chains(dev: pl.DataFrame, bw: pl.DataFrame) -> tuple[dict[int, StepChain], 
         ref_end = np.where(ref >= 0, end[np.maximum(ref, 0), rows[None, :]], start[None, :])
         gap = np.where(part, arr - ref_end, 0)
         tail = np.where(part, end - rel[:, None], 0)
-        end_tail = last - np.where(end_ref >= 0, end[np.maximum(end_ref, 0), rows], start)
+        end_tail = last - (np.where(end_ref >= 0, end[np.maximum(end_ref, 0), rows], start) if K else start)
         chains[int(step)] = StepChain(
             step=int(step),
             ranks=rk,
@@ -291,7 +294,7 @@ def _idle(busy: pl.DataFrame, ch: StepChain) -> pl.DataFrame:
     if s.height:
         used[s["pos"].to_numpy(), [r_of[int(r)] for r in s["rank"].to_numpy()]] = s["busy_ns"].to_numpy()
     idle = np.maximum(ch.gap - used, 0)
-    disp = np.array([k == Kind.DISPATCH.value for k in ch.kind])
+    disp = np.array([k == Kind.DISPATCH.value for k in ch.kind], bool)
     kk, jj = np.nonzero(ch.part & disp[:, None])
     return pl.DataFrame(
         {
