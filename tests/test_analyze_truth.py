@@ -6,43 +6,18 @@ the run's true clock; offsets are relative to rank 0 (its offset is 0 there as h
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import polars as pl
 import pytest
 
-from asaptrace.analyze.diagnosis import diagnose_store
-from asaptrace.enrich import enrich_store
-from asaptrace.ingest.driver import ingest_paths
+from tests.conftest import SAMPLE_RUNS
 
-SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
-RUNS = {  # sample → folder of its trace files
-    "coupled": "kineto",
-    "coupled-hot-expert": "kineto",
-    "coupled-ascend": "ascend",
-    "disaggregated": "kineto",
-}
+RUNS = SAMPLE_RUNS
 COUPLED = ["coupled", "coupled-hot-expert", "coupled-ascend"]
-_cache: dict[str, tuple] = {}
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    def get(name: str):
-        if name not in _cache:
-            folder = SAMPLES / name
-            if not (folder / "truth.json").is_file():
-                pytest.skip(
-                    f"sample trace {folder} is absent (regenerate with `asaptrace synth --preset {name}`)"
-                )
-            store = ingest_paths([folder / RUNS[name]], tmp_path_factory.mktemp(name) / "s", jobs=2)
-            store = enrich_store(store)
-            truth = json.loads((folder / "truth.json").read_text())
-            _cache[name] = (truth, store, diagnose_store(store))
-        return _cache[name]
-
-    return get
+def run(sample_run):
+    return sample_run
 
 
 @pytest.mark.parametrize("name", list(RUNS))

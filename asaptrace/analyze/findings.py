@@ -236,16 +236,7 @@ def _straggler_findings(t: dict[str, pl.DataFrame], n_ranks: int) -> list[Findin
         )
     st = t["stragglers"]
     for r in st.filter(pl.col("outlier")).iter_rows(named=True):
-        b = t["barrier_instances"]
-        caused_ns = (
-            int(
-                b.filter((pl.col("last_rank") == r["rank"]) & (pl.col("rank") != r["rank"]))
-                .get_column("wait_ns")
-                .sum()
-            )
-            if b.height
-            else 0
-        )
+        caused_ns, imposed_ns, at_stake = _rank_blame(t["barrier_instances"], r["rank"])
         test = {"dixon_q95": "Dixon's Q test, 95%", "3sigma": "3σ test"}.get(
             r["outlier_test"], r["outlier_test"]
         )
@@ -258,20 +249,22 @@ def _straggler_findings(t: dict[str, pl.DataFrame], n_ranks: int) -> list[Findin
             text = (
                 f"Rank {r['rank']} is a slow device: its non-MoE kernels take {r['compute_ratio']:.2f}× as long as "
                 f"{versus.get(r['compute_baseline'], 'expected')} ({test}); it arrived last at "
-                f"{_pct(r['last_share'])} of barriers."
+                f"{_pct(r['last_share'])} of barriers"
             )
         else:
             text = (
                 f"Rank {r['rank']} holds a hot expert: its MoE kernels take {r['moe_ratio']:.2f}× the median "
-                f"({test}); it arrived last at {_pct(r['last_share'])} of barriers."
+                f"({test}); it arrived last at {_pct(r['last_share'])} of barriers"
             )
+        if imposed_ns:
+            text += f" and alone held them for {fmt_ns(imposed_ns)} in all (imposed wait)"
         out.append(
             Finding(
                 r["cause"],
                 "",
-                text,
-                cost_ns=caused_ns // n_ranks,
-                data={**r, "caused_wait_ns": caused_ns},
+                text + ".",
+                cost_ns=at_stake // n_ranks,
+                data={**r, "caused_wait_ns": caused_ns, "imposed_wait_ns": imposed_ns},
             )
         )
     if not groups.height and st.height and st.get_column("last_count").sum() > 0:
@@ -286,6 +279,31 @@ def _straggler_findings(t: dict[str, pl.DataFrame], n_ranks: int) -> list[Findin
             )
         )
     return out
+
+
+def _rank_blame(b: pl.DataFrame, rank: int) -> tuple[int, int, int]:
+    """(caused, imposed, at stake) of a rank over the instances it reached last.
+
+    caused = Σ the other ranks' waits there (total wait); imposed = Σ release − the latest other
+    arrival (the time the rank alone held the barrier); at stake = Σ imposed × other ranks there
+    (the wait that would vanish had the rank arrived with the next-latest one).
+    """
+    if b.height == 0:
+        return 0, 0, 0
+    mine = b.filter(
+        pl.col("instance").is_in(b.filter(pl.col("last_rank") == rank).get_column("instance").implode())
+    )
+    others = mine.filter(pl.col("rank") != rank)
+    if others.height == 0:
+        return 0, 0, 0
+    per = others.group_by("instance").agg(
+        (pl.col("release_ns").first() - pl.col("arrival_ns").max()).alias("imposed"),
+        pl.len().alias("n"),
+        pl.col("wait_ns").sum().alias("caused"),
+    )
+    imposed = int(per.get_column("imposed").sum())
+    at_stake = int((per.get_column("imposed") * per.get_column("n")).sum())
+    return int(per.get_column("caused").sum()), imposed, at_stake
 
 
 def _dominant_rank(t: dict[str, pl.DataFrame], group: int) -> int | None:
