@@ -24,10 +24,9 @@ def dur_ok(value: str, unit: str, expected_ns: float) -> bool:
     """The text shows 3 significant digits (0 decimals from 100 up): half its last digit of slack."""
     v = float(value)
     scale = UNITS[unit]
-    if unit == "ns" or v >= 100:
-        tol = 0.5
-    else:
-        tol = 0.5 * 10 ** (math.floor(math.log10(v)) - 2) if v > 0 else 0.5
+    # integers (ns, or 100 and up) are off by at most half a unit; else half the third digit
+    whole = unit == "ns" or v >= 100 or v == 0
+    tol = 0.5 if whole else 0.5 * 10 ** (math.floor(math.log10(v)) - 2)
     return abs(v * scale - expected_ns) <= tol * scale * 1.0001 + 1e-9
 
 
