@@ -17,7 +17,13 @@ def _buckets(shares: list[float]) -> dict[str, pl.DataFrame]:
     labels = ["<1K", "1K-4K", ">=16K"][: len(shares)]
     return {
         "ttft_by_bucket": pl.DataFrame(
-            {"bucket": labels, "mean_seq_len": [500.0, 2000.0, 20000.0][: len(shares)], "wait_share": shares}
+            {
+                "bucket": labels,
+                "mean_seq_len": [500.0, 2000.0, 20000.0][: len(shares)],
+                "wait_share": shares,
+                "mean_ttft_ns": [None] * len(shares),
+            },
+            schema_overrides={"mean_ttft_ns": pl.Int64},
         )
     }
 

@@ -141,6 +141,9 @@ def check_ttft(text: str, t: dict, n: int) -> None:
     assert m, text
     assert m[1] == first["bucket"] and m[3] == last["bucket"]
     assert pct_ok(m[2], first["wait_share"]) and pct_ok(m[4], last["wait_share"])
+    m = re.search(rf"mean time to first token is {DUR} and {DUR}\.", text)
+    assert m, text  # every sample records arrivals, so TTFT is known
+    assert dur_ok(m[1], m[2], first["mean_ttft_ns"]) and dur_ok(m[3], m[4], last["mean_ttft_ns"])
     # "short requests pay" only when their share is at least 5 points above the longest bucket's
     assert text.startswith("Short requests pay") == (first["wait_share"] - last["wait_share"] >= 0.05)
 

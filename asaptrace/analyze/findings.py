@@ -483,6 +483,11 @@ def _ttft_findings(t: dict[str, pl.DataFrame]) -> list[Finding]:
         text = f"Long requests wait a larger share of their step than short ones: {shares}."
     else:
         text = f"Requests of every length wait about the same share of their step at the barrier: {shares}."
+    if first["mean_ttft_ns"] is not None and last["mean_ttft_ns"] is not None:
+        text = text[:-1] + (
+            f"; their mean time to first token is {fmt_ns(first['mean_ttft_ns'])} and "
+            f"{fmt_ns(last['mean_ttft_ns'])}."
+        )
     return [Finding("ttft_wait", "info", text, data={"buckets": tb.to_dicts()})]
 
 

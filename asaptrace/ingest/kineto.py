@@ -522,7 +522,16 @@ def _rich_columns(sel: list[_Args]) -> dict[str, pa.Array]:
     }
 
 
-_EXTRA_KEYS = ("step", "layer", "micro_batch", "dp_group", "seq_lens", "cached_lens", "request_ids")
+_EXTRA_KEYS = (
+    "step",
+    "layer",
+    "micro_batch",
+    "dp_group",
+    "seq_lens",
+    "cached_lens",
+    "request_ids",
+    "arrivals_ns",
+)
 
 
 def _rank_info(header: dict[str, Any], events: pa.Table) -> RankInfo:
