@@ -52,7 +52,14 @@ from asaptrace.ingest._kineto_decode import (
 )
 from asaptrace.ingest.base import Format, IngestOptions, IngestResult, RankInfo, register_format
 from asaptrace.ingest.source import read_source_bytes
-from asaptrace.schema import ARGS_SCHEMA, EVENTS_SCHEMA, FLOWS_SCHEMA, STREAMS_SCHEMA, Kind
+from asaptrace.schema import (
+    ANNOTATION_ARG_KEYS,
+    ARGS_SCHEMA,
+    EVENTS_SCHEMA,
+    FLOWS_SCHEMA,
+    STREAMS_SCHEMA,
+    Kind,
+)
 
 FORMAT_NAME = "kineto"
 
@@ -522,16 +529,7 @@ def _rich_columns(sel: list[_Args]) -> dict[str, pa.Array]:
     }
 
 
-_EXTRA_KEYS = (
-    "step",
-    "layer",
-    "micro_batch",
-    "dp_group",
-    "seq_lens",
-    "cached_lens",
-    "request_ids",
-    "arrivals_ns",
-)
+_EXTRA_KEYS = ANNOTATION_ARG_KEYS
 
 
 def _rank_info(header: dict[str, Any], events: pa.Table) -> RankInfo:

@@ -51,7 +51,14 @@ from asaptrace.ingest._nsys_schema import (
     require,
 )
 from asaptrace.ingest.base import Format, IngestOptions, IngestResult, RankInfo, dictionary, register_format
-from asaptrace.schema import ARGS_SCHEMA, EVENTS_SCHEMA, FLOWS_SCHEMA, STREAMS_SCHEMA, Kind
+from asaptrace.schema import (
+    ANNOTATION_ARG_KEYS,
+    ARGS_SCHEMA,
+    EVENTS_SCHEMA,
+    FLOWS_SCHEMA,
+    STREAMS_SCHEMA,
+    Kind,
+)
 
 FORMAT_NAME = "nsys"
 
@@ -81,16 +88,7 @@ NVTX_META_TYPES = {"NvtxCategory": 33, "NvtxThread": 39, "NvtxDomainCreate": 75,
 _RANK_IN_NAME = re.compile(r"\brank[\s_-]*(\d+)\b", re.IGNORECASE)
 _RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 _WORLD_ENV = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "SLURM_NPROCS")
-_ANNOTATION_KEYS = (
-    "step",
-    "layer",
-    "micro_batch",
-    "dp_group",
-    "seq_lens",
-    "cached_lens",
-    "request_ids",
-    "arrivals_ns",
-)
+_ANNOTATION_KEYS = ANNOTATION_ARG_KEYS
 
 
 def sniff(path: Path, head: bytes) -> bool:
