@@ -123,7 +123,7 @@ def read_nsys(path: str | Path, options: IngestOptions | None = None) -> IngestR
     conn = connect(path)
     try:
         return _read(conn, path)
-    except sqlite3.DatabaseError as err:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as err:  # a damaged page's error text may not decode
         raise CorruptTrace(f"cannot read the SQLite database ({err})", path=path) from None
     finally:
         conn.close()
