@@ -101,7 +101,7 @@ def test_coverage_guided_run_finds_no_crash(shared_data, tmp_path):
 def test_kernel_details_whose_header_names_collide_once_trimmed(corpus, tmp_path):
     # found by the fuzzer: header "Step Id,MGD,mN ,I\0aDe, ,I\0aDe," has two names that trim to "",
     # and renaming both raised polars' DuplicateError; now it is a CSV lacking required columns
-    seeds, targets = corpus
+    _, targets = corpus
     if "ascend-csv" not in targets:
         pytest.skip("no Ascend seed in ../shared/data")
     data = (REGRESSIONS / "ascend-kernel-details-duplicate-trimmed-header.csv").read_bytes()
