@@ -83,18 +83,7 @@ def group_stacked_bars(step_breakdown: pl.DataFrame, stragglers: pl.DataFrame) -
     t = group_time(step_breakdown, stragglers)
     unit, div = time_unit(t.get_column("step_time_ns"))
     x = ["all" if g is None else f"DP{g}" for g in t.get_column("dp_group")]
-    fig = go.Figure(
-        [
-            go.Bar(
-                x=x,
-                y=scaled(t.get_column(col), div),
-                name=name,
-                marker_color=colour,
-                hovertemplate="%{x}: " + name + " %{y} " + unit + "<extra></extra>",
-            )
-            for col, name, colour in GROUP_PARTS
-        ]
-    )
+    fig = _stacked(x, t, GROUP_PARTS, div, unit)
     fig.update_layout(barmode="stack")
     fig.update_xaxes(type="category")
     return styled(fig, title=title, x_title="DP group", y_title=f"time per rank ({unit})")
@@ -114,7 +103,17 @@ def overlap_per_device(overlap_by_rank: pl.DataFrame) -> go.Figure:
     )
     unit, div = time_unit(t.get_column("span_ns"))
     x = [rank_label(r, g) for r, g in t.select("rank", "dp_group").iter_rows()]
-    fig = go.Figure(
+    fig = _stacked(x, t, OVERLAP_PARTS, div, unit)
+    fig.update_layout(barmode="stack", bargap=0.1)
+    fig.update_xaxes(type="category", tickangle=-60)
+    return styled(fig, title=title, x_title="device (rank · DP group)", y_title=f"device time ({unit})")
+
+
+def _stacked(
+    x: list[str], t: pl.DataFrame, parts: tuple[tuple[str, str, str], ...], div: int, unit: str
+) -> go.Figure:
+    """One bar trace per part (column, legend name, colour), stacked."""
+    return go.Figure(
         [
             go.Bar(
                 x=x,
@@ -123,9 +122,6 @@ def overlap_per_device(overlap_by_rank: pl.DataFrame) -> go.Figure:
                 marker_color=colour,
                 hovertemplate="%{x}: " + name + " %{y} " + unit + "<extra></extra>",
             )
-            for col, name, colour in OVERLAP_PARTS
+            for col, name, colour in parts
         ]
     )
-    fig.update_layout(barmode="stack", bargap=0.1)
-    fig.update_xaxes(type="category", tickangle=-60)
-    return styled(fig, title=title, x_title="device (rank · DP group)", y_title=f"device time ({unit})")

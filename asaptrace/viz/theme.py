@@ -53,12 +53,38 @@ TEMPLATE = go.layout.Template(
         paper_bgcolor="#FFFFFF",
         plot_bgcolor="#FFFFFF",
         colorway=[KIND_COLOURS[k] for k in Kind],
-        margin={"l": 70, "r": 20, "t": 50, "b": 50},
-        xaxis={"showgrid": True, "gridcolor": "#EEEEEE", "zeroline": False, "linecolor": "#888888"},
-        yaxis={"showgrid": True, "gridcolor": "#EEEEEE", "zeroline": False, "linecolor": "#888888"},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0},
+        margin={"l": 70, "r": 20, "t": 100, "b": 60},
+        xaxis={
+            "automargin": True,
+            "showgrid": True,
+            "gridcolor": "#EEEEEE",
+            "zeroline": False,
+            "linecolor": "#888888",
+        },
+        yaxis={
+            "automargin": True,
+            "showgrid": True,
+            "gridcolor": "#EEEEEE",
+            "zeroline": False,
+            "linecolor": "#888888",
+        },
+        legend={
+            "orientation": "h",
+            "yanchor": "bottom",
+            "y": 1.01,
+            "xanchor": "left",
+            "x": 0,
+            "traceorder": "normal",
+        },
         hoverlabel={"font": {"family": FONT}},
-        title={"x": 0, "xanchor": "left", "font": {"size": 15}},
+        title={
+            "x": 0,
+            "xanchor": "left",
+            "y": 0.985,
+            "yanchor": "top",
+            "yref": "container",
+            "font": {"size": 15},
+        },
     )
 )
 

@@ -84,6 +84,27 @@ def timeline_spans(
     )
 
 
+def worst_window(
+    barrier_by_rank_layer: pl.DataFrame, step_breakdown: pl.DataFrame, *, width: int = 3
+) -> tuple[int | None, tuple[int, int] | None]:
+    """The (step, layer range) worth looking at first: ``width`` layers around the largest summed wait.
+
+    Without any wait inside a layer: the first step and no layer range (the whole step).
+    """
+    w = barrier_by_rank_layer.filter(pl.col("layer").is_not_null() & pl.col("step").is_not_null())
+    if w.height:
+        top = (
+            w.group_by("step", "layer")
+            .agg(pl.col("wait_ns").sum())
+            .sort(["wait_ns", "step", "layer"], descending=[True, False, False])
+            .row(0, named=True)
+        )
+        lo = max(int(top["layer"]) - (width - 1) // 2, int(w.get_column("layer").min()))  # type: ignore[arg-type]
+        return int(top["step"]), (lo, lo + width - 1)
+    steps = step_breakdown.get_column("step").drop_nulls()
+    return (int(steps.min()) if len(steps) else None), None  # type: ignore[arg-type]
+
+
 def downsample(spans: pl.DataFrame, resolution_ns: int) -> pl.DataFrame:
     """Merge, per (rank, stream, kind), spans whose gap to the previous one is below ``resolution_ns``.
 
