@@ -337,6 +337,78 @@ def synth(
     )
 
 
+# ------------------------------------------------------------------- report / export / compare (faces)
+@app.command()
+@user_errors
+def report(
+    store: StoreArg,
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="Report file to write (replaced atomically).")
+    ],
+    fmt: Annotated[str, typer.Option("--format", help="html (self-contained, offline) or md.")] = "html",
+    compare_with: Annotated[
+        Path | None, typer.Option("--compare", help="A second store to compare with, as a section.")
+    ] = None,
+) -> None:
+    """Write the diagnostic report of a store: findings, figures, key tables, provenance, this command.
+
+    Example: asaptrace report run.store -o reports/run.html
+    """
+    from asaptrace._cli_faces import invocation
+    from asaptrace.faces_api import report_store
+
+    if fmt not in ("html", "md"):
+        raise typer.BadParameter("must be html or md", param_hint="--format")
+    path = report_store(store, output, command=invocation(), fmt=fmt, compare_path=compare_with)  # type: ignore[arg-type]
+    out.print(f"wrote [bold]{path}[/] ({human_bytes(path.stat().st_size)})")
+
+
+@app.command()
+@user_errors
+def export(
+    store: StoreArg,
+    output: Annotated[Path, typer.Option("-o", "--output", help="run.json.gz, or a folder with --per-rank.")],
+    fmt: Annotated[str, typer.Option("--format", help="Export format (perfetto).")] = "perfetto",
+    per_rank: Annotated[
+        bool,
+        typer.Option("--per-rank", help="One file per rank in OUTPUT/ (what `asaptrace ingest` reads back)."),
+    ] = False,
+) -> None:
+    """Export a store's device timeline with its barrier waits and arrows, for ui.perfetto.dev or chrome://tracing.
+
+    Example: asaptrace export run.store --format perfetto -o run.json.gz
+    """
+    from asaptrace.faces_api import export_store
+
+    paths = export_store(store, output, fmt=fmt, per_rank=per_rank)
+    size = sum(p.stat().st_size for p in paths)
+    out.print(
+        f"wrote [bold]{output}[/]: {len(paths)} file{'s' if len(paths) > 1 else ''}, {human_bytes(size)}"
+    )
+
+
+@app.command()
+@user_errors
+def compare(
+    a_store: Annotated[Path, typer.Argument(help="Store A (e.g. measured, or before a change).")],
+    b_store: Annotated[Path, typer.Argument(help="Store B (e.g. replayed, or after).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Compare two stores: step time, wait, imbalance and overlap side by side (delta = B − A), overall and per DP group.
+
+    Example: asaptrace compare measured.store replayed.store --json
+    """
+    from asaptrace._cli_faces import print_frame, print_overall
+    from asaptrace.faces_api import compare_stores, json_tables
+
+    tables, _, _ = compare_stores(a_store, b_store)
+    if as_json:
+        print_json({"a": str(a_store), "b": str(b_store), "tables": json_tables(tables)})
+        return
+    print_overall(tables["compare_overall"])
+    print_frame("per DP group", tables["compare_by_group"])
+
+
 def main() -> None:
     app()
 

@@ -17,7 +17,8 @@ import polars as pl
 from asaptrace.analyze.compare import compare
 from asaptrace.analyze.diagnosis import Diagnosis, diagnose_store
 from asaptrace.errors import UsageError
-from asaptrace.export.perfetto import export_perfetto, split_by_rank, write_trace
+from asaptrace.export import EXPORT_FORMATS
+from asaptrace.export.perfetto import split_by_rank, write_trace
 from asaptrace.report.render import render_report
 from asaptrace.report.sections import Section
 from asaptrace.store import TraceStore
@@ -89,12 +90,15 @@ def report_store(
     return write_text_atomic(output, text)
 
 
-def export_store(store_path: Path, output: Path, *, per_rank: bool = False) -> list[Path]:
+def export_store(
+    store_path: Path, output: Path, *, fmt: str = "perfetto", per_rank: bool = False
+) -> list[Path]:
     """Write a store's Chrome/Perfetto trace: one ``run.json.gz`` or, with ``per_rank``, a folder of one
     file per rank (the form ``asaptrace ingest`` reads back rank by rank)."""
+    exporter = EXPORT_FORMATS.get(fmt)
     store = TraceStore.open(store_path)
     diag = diagnose_store(store)
-    trace = export_perfetto(
+    trace = exporter(
         store.events(),
         store.ranks(),
         diag.tables["barrier_instances"],

@@ -21,10 +21,11 @@ def cell(column: str, value: Any) -> str:
         return "–"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if column.endswith("_ns") or column.endswith("_ns_delta") or column.endswith(("_ns_a", "_ns_b")):
+    column = column.removesuffix("_delta").removesuffix("_a").removesuffix("_b")  # compare_by_group
+    if column.endswith("_ns"):
         return human_ns(value)
     if isinstance(value, float):
-        if column.endswith(("share", "efficiency", "utilisation")) or "share" in column:
+        if column.endswith(("share", "efficiency", "utilisation")):
             return f"{100 * value:.1f}%"
         if column.endswith("ratio"):
             return f"{value:.2f}×"

@@ -260,7 +260,11 @@ def _lead_sentence(diag: Diagnosis, h: dict[str, float | None]) -> str:
     return (
         f"{h['n_ranks']:.0f} ranks, {deployment} deployment, {h['n_steps']:.0f} prefill steps: "
         f"mean step time {human_ns(h['mean_step_time_ns'])}"
-        + (f", of which {100 * share:.1f}% is exposed barrier wait." if share is not None else ".")
+        + (
+            f", of which {100 * share:.1f}% is exposed wait (at barriers, or for results where there is no barrier)."
+            if share is not None
+            else "."
+        )
     )
 
 
