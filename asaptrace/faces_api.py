@@ -25,6 +25,14 @@ from asaptrace.store import TraceStore
 from asaptrace.viz.timeline import timeline_spans, worst_window
 
 
+def _waits(diag: Diagnosis) -> pl.DataFrame:
+    """Barrier waits and (in a disaggregated run) receive waits: what the wait band and slices show."""
+    t = diag.tables
+    if t["receive_waits"].height == 0:
+        return t["barrier_instances"]
+    return pl.concat([t["barrier_instances"], t["receive_waits"]])
+
+
 def _writable_target(path: Path) -> Path:
     path = Path(path)
     if path.is_dir():
@@ -70,11 +78,9 @@ def report_store(
     spans, window = None, ""
     if fmt == "html":
         step, layers = worst_window(diag.tables["barrier_by_rank_layer"], diag.tables["step_breakdown"])
-        spans = timeline_spans(
-            store.events(), store.ranks(), diag.tables["barrier_instances"], step=step, layers=layers
-        )
+        spans = timeline_spans(store.events(), store.ranks(), _waits(diag), step=step, layers=layers)
         window = f"step {step}" + (f", layers {layers[0]}–{layers[1]}" if layers else ", all layers")
-        window += " (where the summed barrier wait is largest)" if layers else ""
+        window += " (where the summed wait is largest)" if layers else ""
     text = render_report(
         diag,
         store.meta,
@@ -101,7 +107,7 @@ def export_store(
     trace = exporter(
         store.events(),
         store.ranks(),
-        diag.tables["barrier_instances"],
+        _waits(diag),
         streams=store.read("streams"),
         metadata={"store": Path(store_path).name},
     )

@@ -83,3 +83,25 @@ def test_compare_side_by_side_with_deltas():
         g.row(2, named=True)["mean_step_time_ns_a"] is None
         and g.row(2, named=True)["overlap_efficiency_b"] == 0.5
     )
+
+
+def test_compare_page_documents_exactly_these_columns():
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "analyses" / "compare.md").read_text()
+    documented: dict[str, list[tuple[str, str]]] = {}
+    current = None
+    for line in doc.splitlines():
+        if m := re.match(r"^## `(\w+)`", line):
+            current = documented.setdefault(m.group(1), [])
+        elif (
+            current is not None and (m := re.match(r"^\| (\w+) \| (\w+) \|", line)) and m.group(1) != "column"
+        ):
+            current.append((m.group(1), m.group(2)))
+    names = {pl.Int32: "int32", pl.Float64: "float64", pl.String: "str"}
+    c = compare(_tables(**A), _tables(**B))
+    actual = {"headline": headline(_tables(**A)), **c}
+    assert set(documented) == set(actual)
+    for name, table in actual.items():
+        assert [(col, names[type(t)]) for col, t in table.schema.items()] == documented[name], name

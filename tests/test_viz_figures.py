@@ -274,3 +274,26 @@ def test_timeline_downsamples_spans_closer_than_a_pixel():
     assert len(timeline.timeline_figure(spans, pixel_width=10_000).data[0].x) == 3 * 1000
     # and a segment budget widens the pixel until it holds
     assert len(timeline.timeline_figure(spans, pixel_width=10_000, max_segments=10).data[0].x) <= 30
+
+
+def test_timeline_wait_band_takes_receive_waits_too():
+    # a disaggregated run's combine receive (no barrier: last_rank null) on rank 1 from 20 to 60 µs
+    receive = (
+        _instances()
+        .head(1)
+        .with_columns(
+            pl.lit(1, pl.Int32).alias("rank"),
+            pl.lit("combine_receive").alias("op"),
+            pl.lit(20 * US).alias("arrival_ns"),
+            pl.lit(60 * US).alias("release_ns"),
+            pl.lit(40 * US).alias("wait_ns"),
+            pl.lit(None, pl.Int64).alias("last_rank"),
+        )
+    )
+    waits = pl.concat([_instances(), receive], how="vertical_relaxed")
+    spans = timeline.timeline_spans(_scenario(), RANKS, waits, step=0, layers=(0, 0))
+    band = spans.filter(pl.col("kind") == "wait").sort("start_ns")
+    assert band.select("rank", "name", "start_ns", "end_ns").rows() == [
+        (1, "wait at combine_receive", 20 * US, 60 * US),
+        (1, "wait at dispatch · last: r0", 50 * US, 100 * US),
+    ]

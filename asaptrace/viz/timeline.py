@@ -25,7 +25,9 @@ from asaptrace.viz.theme import WAIT_COLOUR, empty_figure, kind_colour, plain, r
 #: The stream number of the wait band (no device stream is negative).
 WAIT_LANE = -1
 #: Kernel names are cut to this many characters in hover text (keeps the figure small).
-NAME_CHARS = 80
+NAME_CHARS = 64
+#: Decimals of the time axis (in its unit: 0.1 µs when the axis is in ms).
+X_DECIMALS = 4
 
 SPAN_COLUMNS = ("rank", "dp_group", "stream", "kind", "name", "start_ns", "end_ns")
 
@@ -42,7 +44,9 @@ def timeline_spans(
     """Device spans (annotations left out) and barrier waits of one step and layer range.
 
     ``layers`` is an inclusive range; with it, work outside any layer (null layer) is left out.
-    Waits become spans of kind ``"wait"`` on stream :data:`WAIT_LANE`. Output columns:
+    Waits become spans of kind ``"wait"`` on stream :data:`WAIT_LANE`; pass ``barrier_instances``
+    concatenated with ``receive_waits`` (same columns) to draw a disaggregated run's receive waits
+    in the band too. Output columns:
     ``rank, dp_group, stream, kind, name, start_ns, end_ns``.
     """
     ev = events.lazy().filter(pl.col("is_device") & (pl.col("kind").cast(pl.String) != Kind.ANNOTATION))
@@ -69,8 +73,13 @@ def timeline_spans(
         pl.col("rank").cast(pl.Int32),
         pl.lit(WAIT_LANE, pl.Int32).alias("stream"),
         pl.lit("wait").alias("kind"),
-        (
-            pl.lit("wait at ") + pl.col("op") + pl.lit(" · last: r") + pl.col("last_rank").cast(pl.String)
+        pl.concat_str(
+            pl.lit("wait at "),
+            pl.col("op"),
+            pl.when(pl.col("last_rank").is_not_null()).then(
+                pl.lit(" · last: r") + pl.col("last_rank").cast(pl.String)
+            ),
+            ignore_nulls=True,
         ).alias("name"),
         pl.col("arrival_ns").alias("start_ns"),
         pl.col("release_ns").alias("end_ns"),
@@ -199,10 +208,13 @@ def timeline_figure(
 def _segments_trace(
     part: pl.DataFrame, kind: str, t0: int, div: int, unit: str, width_px: float
 ) -> go.Scattergl:
-    """One kind's segments as a single line trace: x = start, end, gap; y = lane, lane, gap."""
+    """One kind's segments as a single line trace: x = start, end, gap; y = lane, lane, gap.
+
+    The hover text (kernel name, or "N <kind> spans" for a merged segment) sits on the start point.
+    """
     n = part.height
-    starts = ((part.get_column("start_ns") - t0) / div).round(6).to_list()
-    ends = ((part.get_column("end_ns") - t0) / div).round(6).to_list()
+    starts = ((part.get_column("start_ns") - t0) / div).round(X_DECIMALS).to_list()
+    ends = ((part.get_column("end_ns") - t0) / div).round(X_DECIMALS).to_list()
     lanes_ = part.get_column("lane").to_list()
     counts = part.get_column("n_spans").to_list()
     names = part.get_column("name").to_list()
@@ -213,7 +225,7 @@ def _segments_trace(
         xs[3 * i], xs[3 * i + 1] = starts[i], ends[i]
         ys[3 * i] = ys[3 * i + 1] = lanes_[i]
         label = plain(names[i][:NAME_CHARS]) if counts[i] == 1 else f"{counts[i]} {kind} spans"
-        text[3 * i] = text[3 * i + 1] = label
+        text[3 * i] = label  # on the start point only: hover near the end shows the time
     return go.Scattergl(
         x=xs,
         y=ys,
