@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-import sys
+from typing import Any
 
 import polars as pl
 from rich.table import Table
@@ -12,9 +12,23 @@ from asaptrace._cli_common import out
 from asaptrace.report._format import cell, metric_value
 
 
-def invocation() -> str:
-    """The command line that is running, as a user would retype it (shown in a report)."""
-    return shlex.join(["asaptrace", *sys.argv[1:]])
+def invocation(ctx: Any) -> str:
+    """The running command as a user would retype it (shown in a report): ``asaptrace report S -o R``.
+
+    Rebuilt from what click parsed (arguments, then options that differ from their defaults), so it
+    is the same however the CLI was started (console script, ``python -m``, a test runner).
+    ``ctx`` is the command's ``typer.Context``.
+    """
+    words = ["asaptrace", ctx.info_name or ""]
+    opts: list[str] = []
+    for p in ctx.command.params:
+        value = ctx.params.get(p.name or "")
+        if p.param_type_name == "argument":
+            words += [str(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+        elif p.param_type_name == "option" and value is not None and value != p.default:
+            flag = max(p.opts, key=len)
+            opts += [flag] if getattr(p, "is_flag", False) else [flag, str(value)]
+    return shlex.join(words + opts)
 
 
 def print_frame(title: str, frame: pl.DataFrame) -> None:

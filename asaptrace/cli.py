@@ -341,6 +341,7 @@ def synth(
 @app.command()
 @user_errors
 def report(
+    ctx: typer.Context,
     store: StoreArg,
     output: Annotated[
         Path, typer.Option("-o", "--output", help="Report file to write (replaced atomically).")
@@ -359,7 +360,7 @@ def report(
 
     if fmt not in ("html", "md"):
         raise typer.BadParameter("must be html or md", param_hint="--format")
-    path = report_store(store, output, command=invocation(), fmt=fmt, compare_path=compare_with)  # type: ignore[arg-type]
+    path = report_store(store, output, command=invocation(ctx), fmt=fmt, compare_path=compare_with)  # type: ignore[arg-type]
     out.print(f"wrote [bold]{path}[/] ({human_bytes(path.stat().st_size)})")
 
 

@@ -88,7 +88,8 @@ def test_provenance_shows_sources_with_hashes_accounting_clock_and_command(coupl
     acc = meta["accounting"]
     assert f"read {acc['read']:,} = kept {acc['kept']:,}" in coupled_report
     assert "deepep+nccl+common" in coupled_report and "largest residual" in coupled_report
-    assert re.search(r'<pre class="command">asaptrace [^<]*report', coupled_report)
+    cmd = re.search(r'<pre class="command">([^<]*)</pre>', coupled_report).group(1)
+    assert cmd.startswith(f"asaptrace report {coupled_store.path} --output ") and cmd.endswith("coupled.html")
 
 
 @pytest.fixture(scope="module")
