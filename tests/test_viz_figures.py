@@ -6,7 +6,7 @@ import polars as pl
 
 from asaptrace.schema import Kind
 from asaptrace.viz import barrier, breakdown, imbalance, timeline
-from asaptrace.viz.theme import KIND_COLOURS, WAIT_COLOUR, time_unit
+from asaptrace.viz.theme import KIND_COLOURS, RECEIVE_WAIT_COLOUR, WAIT_COLOUR, time_unit
 
 MS = 1_000_000
 
@@ -292,8 +292,29 @@ def test_timeline_wait_band_takes_receive_waits_too():
     )
     waits = pl.concat([_instances(), receive], how="vertical_relaxed")
     spans = timeline.timeline_spans(_scenario(), RANKS, waits, step=0, layers=(0, 0))
-    band = spans.filter(pl.col("kind") == "wait").sort("start_ns")
-    assert band.select("rank", "name", "start_ns", "end_ns").rows() == [
-        (1, "wait at combine_receive", 20 * US, 60 * US),
-        (1, "wait at dispatch · last: r0", 50 * US, 100 * US),
+    band = spans.filter(pl.col("stream") == timeline.WAIT_LANE).sort("start_ns")
+    assert band.select("rank", "kind", "name", "start_ns", "end_ns").rows() == [
+        (1, "receive_wait", "wait at combine_receive", 20 * US, 60 * US),
+        (1, "wait", "wait at dispatch · last: r0", 50 * US, 100 * US),
     ]
+    fig = timeline.timeline_figure(spans)
+    assert [tr.name for tr in fig.data][-2:] == ["barrier wait", "receive wait"]
+    assert fig.data[-1].line.color == RECEIVE_WAIT_COLOUR and list(fig.data[-1].y) == [4, 4, None]
+
+
+def test_worst_window_centres_three_layers_on_the_largest_summed_wait():
+    t = pl.DataFrame(
+        {
+            "rank": [0, 1, 0, 1, 0],
+            "step": [0, 0, 1, 1, 1],
+            "layer": [3, 3, 7, 7, 8],
+            "wait_ns": [5, 5, 4, 4, 100],  # step 1 layer 8 sums to 100 (> step 0 layer 3: 10)
+        },
+        schema_overrides={"layer": pl.Int16, "step": pl.Int32},
+    )
+    bd = pl.DataFrame({"step": [0, 1]}, schema={"step": pl.Int32})
+    assert timeline.worst_window(t, bd) == (1, (7, 9))
+    # at the first layer the window starts there, not before it
+    assert timeline.worst_window(t.filter(pl.col("layer") == 3), bd) == (0, (3, 5))
+    # no wait inside layers: the first step, whole
+    assert timeline.worst_window(t.clear(), bd) == (0, None)

@@ -34,6 +34,8 @@ KIND_COLOURS: dict[str, str] = {
 }
 #: Barrier wait (its own band in the timeline, "exposed wait" in bars and heatmaps).
 WAIT_COLOUR = "#D55E00"
+#: Waiting for one's own results where there is no barrier (a disaggregated run's combine receive).
+RECEIVE_WAIT_COLOUR = "#F4A582"
 #: Device idle.
 IDLE_COLOUR = "#E5E5E5"
 #: Communication that runs under compute (overlapped) vs alone (exposed).

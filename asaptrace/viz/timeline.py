@@ -20,10 +20,21 @@ import plotly.graph_objects as go
 import polars as pl
 
 from asaptrace.schema import Kind
-from asaptrace.viz.theme import WAIT_COLOUR, empty_figure, kind_colour, plain, rank_label, styled, time_unit
+from asaptrace.viz.theme import (
+    RECEIVE_WAIT_COLOUR,
+    WAIT_COLOUR,
+    empty_figure,
+    kind_colour,
+    plain,
+    rank_label,
+    styled,
+    time_unit,
+)
 
 #: The stream number of the wait band (no device stream is negative).
 WAIT_LANE = -1
+#: The kinds drawn in the wait band: legend name and colour.
+WAIT_KINDS = {"wait": ("barrier wait", WAIT_COLOUR), "receive_wait": ("receive wait", RECEIVE_WAIT_COLOUR)}
 #: Kernel names are cut to this many characters in hover text (keeps the figure small).
 NAME_CHARS = 64
 #: Decimals of the time axis (in its unit: 0.1 µs when the axis is in ms).
@@ -46,7 +57,7 @@ def timeline_spans(
     ``layers`` is an inclusive range; with it, work outside any layer (null layer) is left out.
     Waits become spans of kind ``"wait"`` on stream :data:`WAIT_LANE`; pass ``barrier_instances``
     concatenated with ``receive_waits`` (same columns) to draw a disaggregated run's receive waits
-    in the band too. Output columns:
+    in the band too (kind ``"receive_wait"``: rows without a last rank). Output columns:
     ``rank, dp_group, stream, kind, name, start_ns, end_ns``.
     """
     ev = events.lazy().filter(pl.col("is_device") & (pl.col("kind").cast(pl.String) != Kind.ANNOTATION))
@@ -72,7 +83,10 @@ def timeline_spans(
     wait_spans = waits.select(
         pl.col("rank").cast(pl.Int32),
         pl.lit(WAIT_LANE, pl.Int32).alias("stream"),
-        pl.lit("wait").alias("kind"),
+        pl.when(pl.col("last_rank").is_null())
+        .then(pl.lit("receive_wait"))
+        .otherwise(pl.lit("wait"))
+        .alias("kind"),
         pl.concat_str(
             pl.lit("wait at "),
             pl.col("op"),
@@ -83,8 +97,7 @@ def timeline_spans(
         ).alias("name"),
         pl.col("arrival_ns").alias("start_ns"),
         pl.col("release_ns").alias("end_ns"),
-        pl.col("dp_group").cast(pl.Int32),
-    )
+    ).join(groups, on="rank", how="left")  # the DP group of the ranks table, as for the device spans
     return (
         pl.concat([spans, wait_spans], how="diagonal_relaxed")
         .select(SPAN_COLUMNS)
@@ -176,8 +189,8 @@ def timeline_figure(
     height = int(min(max(320, 10 * n_lanes + 140), 2400))
     width_px = max(1.0, min(12.0, 0.8 * (height - 140) / n_lanes))
     fig = go.Figure()
-    kinds = [k for k in segs.get_column("kind").unique().sort().to_list() if k != "wait"]
-    for kind in [*kinds, "wait"]:
+    kinds = [k for k in segs.get_column("kind").unique().sort().to_list() if k not in WAIT_KINDS]
+    for kind in [*kinds, *WAIT_KINDS]:
         part = segs.filter(pl.col("kind") == kind)
         if part.height:
             fig.add_trace(_segments_trace(part, kind, t0, div, unit, width_px))
@@ -226,17 +239,14 @@ def _segments_trace(
         ys[3 * i] = ys[3 * i + 1] = lanes_[i]
         label = plain(names[i][:NAME_CHARS]) if counts[i] == 1 else f"{counts[i]} {kind} spans"
         text[3 * i] = label  # on the start point only: hover near the end shows the time
+    label, colour = WAIT_KINDS.get(kind, (kind, kind_colour(kind)))
     return go.Scattergl(
         x=xs,
         y=ys,
         mode="lines",
-        name="barrier wait" if kind == "wait" else kind,
-        line={"color": WAIT_COLOUR if kind == "wait" else kind_colour(kind), "width": width_px},
+        name=label,
+        line={"color": colour, "width": width_px},
         text=text,
-        hovertemplate="%{text}<br>%{x} "
-        + unit
-        + "<extra>"
-        + ("barrier wait" if kind == "wait" else kind)
-        + "</extra>",
+        hovertemplate="%{text}<br>%{x} " + unit + "<extra>" + label + "</extra>",
         connectgaps=False,
     )
