@@ -127,6 +127,8 @@ def test_bad_store_or_output_is_one_line_and_exit_2(coupled_store, tmp_path):
     assert r.code == 2 and "its folder does not exist" in r.stderr
     r = run_cli("export", coupled_store.path, "-o", tmp_path)
     assert r.code == 2 and "is a directory" in r.stderr
+    r = run_cli("export", coupled_store.path, "--format", "svg", "-o", tmp_path / "t.json")
+    assert r.code == 2 and "unknown export format 'svg' (known: perfetto)" in r.stderr
     assert not list(tmp_path.iterdir())  # nothing half-written
 
 
