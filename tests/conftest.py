@@ -51,3 +51,14 @@ def sample_run(tmp_path_factory):
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def coupled_store(sample_run):
+    """The 32-rank coupled sample (sample_traces/coupled/kineto), ingested and enriched once per session."""
+    return sample_run("coupled")[1]
+
+
+@pytest.fixture(scope="session")
+def coupled_diagnosis(sample_run):
+    return sample_run("coupled")[2]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -89,3 +90,22 @@ TaxonomyOpt = Annotated[
     Path | None,
     typer.Option("--taxonomy", help="TOML rule file mapping kernel names to kinds (tried first)."),
 ]
+
+
+def invocation(ctx: Any) -> str:
+    """The running command as a user would retype it (shown in a report): ``asaptrace report S -o R``.
+
+    Rebuilt from what click parsed (arguments, then options that differ from their defaults), so it
+    is the same however the CLI was started (console script, ``python -m``, a test runner).
+    ``ctx`` is the command's ``typer.Context``.
+    """
+    words = ["asaptrace", ctx.info_name or ""]
+    opts: list[str] = []
+    for p in ctx.command.params:
+        value = ctx.params.get(p.name or "")
+        if p.param_type_name == "argument":
+            words += [str(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+        elif p.param_type_name == "option" and value is not None and value != p.default:
+            flag = max(p.opts, key=len)
+            opts += [flag] if getattr(p, "is_flag", False) else [flag, str(value)]
+    return shlex.join(words + opts)

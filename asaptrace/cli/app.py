@@ -13,9 +13,12 @@ import typer
 from asaptrace import __version__
 from asaptrace.cli._common import out
 from asaptrace.cli.analyze import analyze
+from asaptrace.cli.compare import compare
+from asaptrace.cli.export import export
 from asaptrace.cli.info import info
 from asaptrace.cli.ingest import ingest
 from asaptrace.cli.replay import replay
+from asaptrace.cli.report import report
 from asaptrace.cli.synth import synth
 
 app = typer.Typer(
@@ -42,7 +45,7 @@ def _root(
     """asaptrace: diagnose MoE prefill traces."""
 
 
-for command in (ingest, info, analyze, synth, replay):
+for command in (ingest, info, analyze, replay, report, export, compare, synth):
     app.command()(command)
 
 

@@ -1,1 +1,4 @@
-"""asaptrace.report (see DESIGN.md)."""
+"""The diagnostic report: one self-contained, offline HTML file (or Markdown) from a Diagnosis (docs/report.md).
+
+``render.render_report`` renders it; ``sections`` holds the types other layers use to add sections.
+"""

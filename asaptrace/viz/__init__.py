@@ -1,1 +1,6 @@
-"""asaptrace.viz (see DESIGN.md)."""
+"""Plotly figure builders, one function per figure: analysis tables in, ``go.Figure`` out (docs/viz.md).
+
+``theme`` (colours per kind, template, time units), ``timeline`` (device Gantt with the wait band),
+``barrier`` (wait heatmap, imposed-wait ranking), ``imbalance`` (attention vs Σs², ratios),
+``breakdown`` (per-DP-group bars, overlap per device). Shared by the report and the dashboard.
+"""

@@ -1,0 +1,35 @@
+"""``asaptrace report``: the self-contained diagnostic report of a store (:func:`asaptrace.pipeline.report_store`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from asaptrace.cli._common import StoreArg, invocation, out, user_errors
+from asaptrace.units import human_bytes
+
+
+@user_errors
+def report(
+    ctx: typer.Context,
+    store: StoreArg,
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="Report file to write (replaced atomically).")
+    ],
+    fmt: Annotated[str, typer.Option("--format", help="html (self-contained, offline) or md.")] = "html",
+    compare_with: Annotated[
+        Path | None, typer.Option("--compare", help="A second store to compare with, as a section.")
+    ] = None,
+) -> None:
+    """Write the diagnostic report of a store: findings, figures, key tables, provenance, this command.
+
+    Example: asaptrace report run.store -o reports/run.html
+    """
+    from asaptrace.pipeline import report_store
+
+    if fmt not in ("html", "md"):
+        raise typer.BadParameter("must be html or md", param_hint="--format")
+    path = report_store(store, output, command=invocation(ctx), fmt=fmt, compare_path=compare_with)  # type: ignore[arg-type]
+    out.print(f"wrote [bold]{path}[/] ({human_bytes(path.stat().st_size)})")

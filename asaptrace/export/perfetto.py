@@ -1,0 +1,274 @@
+"""A store's device timeline as a Chrome / Perfetto trace, with the barrier waits drawn.
+
+:func:`export_perfetto` turns the events, ranks and barrier instances of a measured **or replayed**
+store (same canonical schema) into a Chrome trace-event document (``traceEvents``) that
+ui.perfetto.dev and chrome://tracing open:
+
+* one process per rank (``pid`` = rank), named ``rank 3 · fused · DP 0``, sorted by DP group then rank;
+  one thread per device stream (``tid`` = stream), plus a **barrier wait** thread (:data:`WAIT_TID`);
+* the device spans (``X`` events; annotations included), with kind, step, layer and micro-batch in
+  ``args``; category ``kernel`` / ``gpu_memcpy`` / ``gpu_user_annotation`` by kind, so the Kineto
+  reader reads them back as device events;
+* every barrier wait (``wait_ns > 0``) as its own slice ``[arrival, release]`` on the wait thread
+  (category ``barrier_wait``, which no reader takes for device work);
+* flow arrows (``s``/``f``, one id per arrow) from the last-arriving rank's collective kernel at the
+  release time to each waiter's wait slice;
+* counter tracks (``C`` events) from a ``counters`` frame — the hook for the replay's in-flight MoE
+  items (columns ``rank, name, ts_ns, value``).
+
+Times: ``ts``/``dur`` are µs with three decimals written exactly (``Decimal``, no float rounding),
+relative to ``baseTimeNanoseconds`` (the first exported time). Kineto's convention is that readers
+add that base back, so ``asaptrace ingest`` returns the same ns; viewers, which ignore the key,
+show small times at full precision (a double holds epoch-µs to only ~0.25 µs).
+
+:func:`split_by_rank` cuts a document into one per rank (with ``distributedInfo.rank``), the form
+``asaptrace ingest`` reads back rank by rank; :func:`write_trace` writes ``.json`` or ``.json.gz``
+atomically.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import uuid
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import polars as pl
+
+from asaptrace.schema import COMM_KINDS, Kind
+
+#: Thread id of the barrier-wait track inside each rank's process (no stream uses it).
+WAIT_TID = 999_999_000
+#: Category of the wait slices and of the flow arrows.
+WAIT_CAT, FLOW_CAT = "barrier_wait", "barrier"
+#: Category written for a device span, by kind (what the Kineto reader takes for device work).
+_DEVICE_CAT = {Kind.MEMCPY: "gpu_memcpy", Kind.ANNOTATION: "gpu_user_annotation"}
+_ENCODER = msgspec.json.Encoder(decimal_format="number")
+_THOUSAND = Decimal(1000)
+
+
+def _us(ns: int) -> Decimal:
+    """ns → µs as an exact decimal (three places)."""
+    return Decimal(ns) / _THOUSAND
+
+
+def _args(row: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: row[k] for k in keys if row.get(k) is not None}
+
+
+def export_perfetto(
+    events: pl.LazyFrame | pl.DataFrame,
+    ranks: pl.LazyFrame | pl.DataFrame,
+    barrier_instances: pl.DataFrame,
+    *,
+    streams: pl.DataFrame | None = None,
+    counters: pl.DataFrame | None = None,
+    include_host: bool = False,
+    metadata: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The Chrome trace document of a store (see the module docstring for what it holds)."""
+    ev = events.lazy()
+    if not include_host:
+        ev = ev.filter(pl.col("is_device"))
+    spans = (
+        ev.select(
+            pl.col("rank").cast(pl.Int64),
+            pl.col("stream").cast(pl.Int64),
+            pl.col("is_device"),
+            pl.col("kind").cast(pl.String),
+            pl.col("name").cast(pl.String),
+            pl.col("cat").cast(pl.String).alias("source_cat"),
+            "ts_ns",
+            "dur_ns",
+            "step",
+            "layer",
+            "micro_batch",
+        )
+        .sort("rank", "ts_ns", "stream")
+        .collect()
+    )
+    rk = ranks.lazy().collect().sort("rank")
+    waits = barrier_instances.filter(pl.col("wait_ns") > 0).sort("instance", "rank", nulls_last=True)
+    times = [spans.get_column("ts_ns").min(), waits.get_column("arrival_ns").min() if waits.height else None]
+    if counters is not None and counters.height:
+        times.append(counters.get_column("ts_ns").min())
+    base = min((int(t) for t in times if t is not None), default=0)  # type: ignore[call-overload]
+
+    out: list[dict[str, Any]] = _process_metadata(rk, spans, streams)
+    for r in spans.iter_rows(named=True):
+        kind = r["kind"]
+        cat = _DEVICE_CAT.get(kind, "kernel") if r["is_device"] else (r["source_cat"] or "cpu_op")
+        out.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": r["name"],
+                "pid": r["rank"],
+                "tid": r["stream"],
+                "ts": _us(r["ts_ns"] - base),
+                "dur": _us(r["dur_ns"]),
+                "args": _args(r, ("kind", "step", "layer", "micro_batch", "source_cat")),
+            }
+        )
+    out += _wait_slices(waits, base)
+    out += _flows(waits, barrier_instances, spans, base)
+    if counters is not None:
+        out += [
+            {
+                "ph": "C",
+                "name": c["name"],
+                "pid": int(c["rank"]),
+                "ts": _us(int(c["ts_ns"]) - base),
+                "args": {c["name"]: c["value"]},
+            }
+            for c in counters.sort("rank", "name", "ts_ns").iter_rows(named=True)
+        ]
+    return {
+        "schemaVersion": 1,
+        "displayTimeUnit": "ns",
+        "baseTimeNanoseconds": base,
+        "otherData": {"exported_by": "asaptrace", **(metadata or {})},
+        "traceEvents": out,
+    }
+
+
+def _process_metadata(rk: pl.DataFrame, spans: pl.DataFrame, streams: pl.DataFrame | None) -> list[dict]:
+    """Process (rank) and thread (stream, wait track) names and sort orders."""
+    out: list[dict[str, Any]] = []
+    names: dict[tuple[int, int], str] = {}
+    if streams is not None:
+        for s in streams.filter(pl.col("is_device")).iter_rows(named=True):
+            if s.get("thread_name"):
+                names[(int(s["rank"]), int(s["stream"]))] = s["thread_name"]
+    order = rk.with_row_index("_i").sort("dp_group", "rank", nulls_last=True).with_row_index("_sort")
+    lanes = spans.select("rank", "stream").unique().sort("rank", "stream")
+    for r in order.iter_rows(named=True):
+        rank = int(r["rank"])
+        dp = "" if r.get("dp_group") is None else f" · DP {r['dp_group']}"
+        label = f"rank {rank} · {r.get('role') or 'unknown'}{dp}"
+        out.append({"ph": "M", "name": "process_name", "pid": rank, "tid": 0, "args": {"name": label}})
+        out.append(
+            {
+                "ph": "M",
+                "name": "process_sort_index",
+                "pid": rank,
+                "tid": 0,
+                "args": {"sort_index": r["_sort"]},
+            }
+        )
+        out.append(
+            {"ph": "M", "name": "thread_name", "pid": rank, "tid": WAIT_TID, "args": {"name": "barrier wait"}}
+        )
+        out.append(
+            {
+                "ph": "M",
+                "name": "thread_sort_index",
+                "pid": rank,
+                "tid": WAIT_TID,
+                "args": {"sort_index": WAIT_TID},
+            }
+        )
+        for (stream,) in lanes.filter(pl.col("rank") == rank).select("stream").iter_rows():
+            name = names.get((rank, stream), f"stream {stream}")
+            out.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": stream, "args": {"name": name}})
+    return out
+
+
+def _wait_slices(waits: pl.DataFrame, base: int) -> list[dict[str, Any]]:
+    keys = ("instance", "step", "layer", "micro_batch", "op", "last_rank", "last_dp_group", "wait_ns")
+    return [
+        {
+            "ph": "X",
+            "cat": WAIT_CAT,
+            "name": f"wait · {w['op']}",
+            "pid": int(w["rank"]),
+            "tid": WAIT_TID,
+            "ts": _us(w["arrival_ns"] - base),
+            "dur": _us(w["wait_ns"]),
+            "args": _args(w, keys),
+        }
+        for w in waits.iter_rows(named=True)
+    ]
+
+
+def _flows(waits: pl.DataFrame, instances: pl.DataFrame, spans: pl.DataFrame, base: int) -> list[dict]:
+    """One arrow per waiter: from the last rank's collective kernel (at release) to the wait slice."""
+    if waits.height == 0 or "is_last" not in instances.columns:
+        return []
+    comm = spans.filter(pl.col("kind").is_in(list(COMM_KINDS))).select(
+        pl.col("rank").alias("last_rank"), pl.col("ts_ns").alias("release_ns"), "stream"
+    )
+    src = (
+        instances.filter(pl.col("is_last").fill_null(False) & (pl.col("rank") == pl.col("last_rank")))
+        .select("instance", pl.col("last_rank").cast(pl.Int64), "release_ns")
+        .join(
+            comm.sort("last_rank", "release_ns", "stream").unique(
+                ["last_rank", "release_ns"], keep="first", maintain_order=True
+            ),
+            on=["last_rank", "release_ns"],
+            how="inner",
+        )
+    )
+    arrows = waits.join(src.select("instance", "stream"), on="instance", how="inner")
+    out: list[dict[str, Any]] = []
+    for i, a in enumerate(arrows.iter_rows(named=True)):
+        out.append(
+            {
+                "ph": "s",
+                "cat": FLOW_CAT,
+                "name": "released by last arrival",
+                "id": i,
+                "pid": int(a["last_rank"]),
+                "tid": int(a["stream"]),
+                "ts": _us(a["release_ns"] - base),
+            }
+        )
+        out.append(
+            {
+                "ph": "f",
+                "bp": "e",
+                "cat": FLOW_CAT,
+                "name": "released by last arrival",
+                "id": i,
+                "pid": int(a["rank"]),
+                "tid": WAIT_TID,
+                "ts": _us(max(a["release_ns"] - 1, a["arrival_ns"]) - base),
+            }
+        )
+    return out
+
+
+def split_by_rank(trace: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """One document per rank (its events, ``distributedInfo.rank``), for ``asaptrace ingest`` to read back."""
+    by_rank: dict[int, list[dict[str, Any]]] = {}
+    for e in trace["traceEvents"]:
+        by_rank.setdefault(int(e["pid"]), []).append(e)
+    world = len(by_rank)
+    head = {k: v for k, v in trace.items() if k != "traceEvents"}
+    return {
+        r: {**head, "distributedInfo": {"rank": r, "world_size": world}, "traceEvents": evs}
+        for r, evs in sorted(by_rank.items())
+    }
+
+
+def encode_trace(trace: dict[str, Any]) -> bytes:
+    """JSON bytes of a trace document (times written as exact decimals)."""
+    return _ENCODER.encode(trace)
+
+
+def write_trace(path: str | Path, trace: dict[str, Any]) -> Path:
+    """Write a trace document to ``path`` (gzip when it ends in ``.gz``), atomically (temp file + rename)."""
+    path = Path(path)
+    data = encode_trace(trace)
+    if path.suffix == ".gz":
+        data = gzip.compress(data, compresslevel=6, mtime=0)
+    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path

@@ -1,0 +1,381 @@
+"""The diagnostic report: one self-contained HTML file (or Markdown) from a Diagnosis.
+
+:func:`render_report` lays out, top to bottom: a summary in plain words (the ranked findings), the
+headline numbers, the figures (``asaptrace.viz``), the key tables, an optional comparison with a
+second run, the sections other layers add (``sections=``, see :mod:`asaptrace.report.sections`), the
+run's provenance (sources with sizes and hashes, event accounting, clock alignment, taxonomy) and
+the exact command that made it.
+
+Safe and offline by construction:
+
+* Jinja2 with autoescaping renders every trace-derived string (kernel names in findings, source
+  paths, table cells) as text; figure JSON comes from plotly's encoder, which escapes ``<``, ``>``
+  and ``/`` so no string can close the ``<script>``; names inside figures are made inert for
+  plotly's own label markup (:func:`asaptrace.viz.theme.plain`).
+* plotly.js is inlined once, every figure is drawn by one script; no ``src``/``href`` points
+  outside the file, so opening it from disk makes no network request.
+* Deterministic: fixed div ids, JSON by the standard encoder, no clock read — the same store and
+  command give the same bytes (the test of ``reports/`` relies on it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from importlib.resources import files
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import jinja2
+import plotly.io as pio
+import polars as pl
+from plotly.offline import get_plotlyjs
+
+from asaptrace import __version__
+from asaptrace.analyze.compare import HEADLINE_METRICS, compare, headline
+from asaptrace.report._format import cell, human_ns, metric_value
+from asaptrace.report.sections import FigureView, Section, TableView
+from asaptrace.viz import barrier, breakdown, imbalance, timeline
+
+if TYPE_CHECKING:
+    from asaptrace.analyze.diagnosis import Diagnosis
+
+Format = Literal["html", "md"]
+
+#: Section ids, in order (the browser test checks each is present).
+SECTION_IDS = ("summary", "headline", "figures", "tables", "provenance", "command")
+
+#: The key tables: (table, title, columns, caption).
+KEY_TABLES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+    (
+        "barrier_by_group",
+        "Barrier wait by DP group",
+        ("dp_group", "n_ranks", "mean_wait_ns", "last_share", "imposed_wait_ns", "caused_wait_ns"),
+        "imposed = time the group alone held the barrier; caused = the other groups' waits while it was last",
+    ),
+    (
+        "imbalance_by_step",
+        "Imbalance per step",
+        (
+            "step",
+            "n_groups",
+            "tokens_ratio",
+            "sum_sq_ratio",
+            "attention_ratio",
+            "max_sum_sq_group",
+            "wait_ns",
+        ),
+        "ratios are max / mean over DP groups",
+    ),
+    (
+        "stragglers",
+        "Ranks that arrived last, and outliers",
+        ("rank", "dp_group", "role", "last_count", "last_share", "compute_ratio", "moe_ratio", "cause"),
+        "ranks flagged as outliers or ever last, most often last first",
+    ),
+    (
+        "overlap_by_role",
+        "Overlap by role",
+        (
+            "role",
+            "n_ranks",
+            "comm_ns",
+            "overlapped_ns",
+            "exposed_comm_ns",
+            "overlap_efficiency",
+            "utilisation",
+        ),
+        "",
+    ),
+    (
+        "barrier_by_layer",
+        "Barrier wait by layer (largest first)",
+        ("layer", "n_instances", "wait_ns", "mean_wait_ns", "max_wait_ns"),
+        "",
+    ),
+    (
+        "ttft_by_bucket",
+        "Prompt-length buckets",
+        (
+            "bucket",
+            "n_requests",
+            "mean_seq_len",
+            "mean_ttft_ns",
+            "mean_kernel_ns",
+            "mean_wait_ns",
+            "wait_share",
+        ),
+        "",
+    ),
+)
+
+
+# --------------------------------------------------------------------------------------------- parts
+def report_figures(
+    tables: dict[str, pl.DataFrame], *, timeline_spans: pl.DataFrame | None = None
+) -> list[FigureView]:
+    """The built-in figures, in report order (the timeline first when spans are given)."""
+    t = tables
+    figs = []
+    if timeline_spans is not None:
+        figs.append(
+            FigureView(
+                "fig-timeline",
+                timeline.timeline_figure(timeline_spans, title="Device timeline of the worst layers"),
+                "lanes per rank and stream; the last lane of each rank is its barrier wait",
+            )
+        )
+    figs += [
+        FigureView("fig-wait-heatmap", barrier.wait_heatmap(t["barrier_by_rank_layer"])),
+        FigureView("fig-imposed-wait", barrier.imposed_wait_ranking(t["barrier_by_group"])),
+        FigureView("fig-group-bars", breakdown.group_stacked_bars(t["step_breakdown"], t["stragglers"])),
+        FigureView(
+            "fig-attention-sumsq", imbalance.attention_vs_sum_sq(t["imbalance_by_group"], t["imbalance_fit"])
+        ),
+        FigureView("fig-imbalance-ratios", imbalance.imbalance_ratios(t["imbalance_by_step"])),
+        FigureView("fig-overlap", breakdown.overlap_per_device(t["overlap_by_rank"])),
+    ]
+    return figs
+
+
+def key_tables(tables: dict[str, pl.DataFrame]) -> list[TableView]:
+    out = []
+    for name, title, cols, caption in KEY_TABLES:
+        t = tables.get(name)
+        if t is None or t.height == 0:
+            continue
+        if name == "stragglers":
+            t = t.filter(t["outlier"] | (t["last_count"] > 0)).sort(
+                ["last_count", "rank"], descending=[True, False]
+            )
+        elif name == "barrier_by_layer":
+            t = t.sort(["wait_ns", "layer"], descending=[True, False])
+        out.append(
+            TableView(
+                f"table-{name.replace('_', '-')}",
+                title,
+                t,
+                cols,
+                16 if name == "barrier_by_layer" else 40,
+                caption,
+            )
+        )
+    return out
+
+
+def _table_context(v: TableView) -> dict[str, Any]:
+    cols = list(v.columns) or v.table.columns
+    cols = [c for c in cols if c in v.table.columns]
+    rows = [[cell(c, r[c]) for c in cols] for r in v.table.head(v.max_rows).iter_rows(named=True)]
+    return {
+        "id": v.id,
+        "title": v.title,
+        "caption": v.caption,
+        "columns": cols,
+        "rows": rows,
+        "more": max(v.table.height - v.max_rows, 0),
+    }
+
+
+def _shown_path(path: str, root: Path | None) -> str:
+    if root is None:
+        return path
+    try:
+        return str(Path(path).resolve().relative_to(root.resolve()))
+    except ValueError:
+        return path
+
+
+def _provenance(diag: Diagnosis, store_meta: dict[str, Any], root: Path | None) -> dict[str, Any]:
+    acc = store_meta.get("accounting") or {}
+    clock_t = diag.tables["clock"]
+    residual = clock_t.get_column("residual_ns")
+    clock = dict(diag.meta.get("clock") or store_meta.get("clock") or {})
+    clock_rows = {
+        "status": clock.get("status", "–"),
+        "reference rank": clock.get("reference_rank", "–"),
+        "instances used": clock.get("n_instances", "–"),
+        "largest offset": human_ns(clock_t.get_column("offset_ns").abs().max()) if clock_t.height else "–",  # type: ignore[arg-type]
+        "largest residual": human_ns(residual.abs().max()) if residual.drop_nulls().len() else "–",  # type: ignore[arg-type]
+        "ranks not aligned": str(residual.null_count()),
+    }
+    taxonomy = store_meta.get("taxonomy") or {}
+    return {
+        "sources": [
+            {
+                "path": _shown_path(str(s.get("path", "")), root),
+                "format": s.get("format", "–"),
+                "rank": s.get("rank", "–"),
+                "size": f"{s.get('size', 0):,}",
+                "sha256": s.get("sha256", "–"),
+                "read": f"{(s.get('accounting') or {}).get('read', 0):,}",
+            }
+            for s in store_meta.get("sources", [])
+        ],
+        "accounting": {
+            "read": f"{acc.get('read', 0):,}",
+            "kept": f"{acc.get('kept', 0):,}",
+            "kept_by_table": ", ".join(f"{k} {v:,}" for k, v in (acc.get("kept_by_table") or {}).items()),
+            "rejected": ", ".join(f"{k}: {v:,}" for k, v in (acc.get("rejected") or {}).items()) or "none",
+        },
+        "clock": clock_rows,
+        "clock_notes": clock.get("notes", []),
+        "taxonomy": {
+            "label": taxonomy.get("label") or diag.meta.get("taxonomy_profile") or "–",
+            "profiles": [
+                f"{p.get('name')} v{p.get('version')} ({p.get('source')})"
+                for p in taxonomy.get("profiles", [])
+            ],
+        },
+        "parallel": ", ".join(
+            f"{k}={v}" for k, v in (diag.meta.get("parallel") or {}).items() if v is not None
+        ),
+        "segmentation": ", ".join(
+            f"{k.replace('_', ' ')}: {v}"
+            for k, v in (diag.meta.get("segmentation") or {}).items()
+            if k != "notes"
+        ),
+        "batches_source": diag.meta.get("batches_source") or "–",
+        "notes": list(diag.notes),
+        "store_version": store_meta.get("asaptrace_version", "–"),
+    }
+
+
+def _headline_rows(h: pl.DataFrame) -> list[dict[str, Any]]:
+    meaning = {m: text for m, _, text in HEADLINE_METRICS}
+    return [
+        {
+            "metric": m,
+            "meaning": meaning[m],
+            "value": metric_value(u, m, v),
+            "raw": "" if v is None else repr(v),
+        }
+        for m, u, v in h.iter_rows()
+    ]
+
+
+def _lead_sentence(diag: Diagnosis, h: dict[str, float | None]) -> str:
+    deployment = (diag.meta.get("parallel") or {}).get("deployment") or "unknown"
+    share = h.get("wait_share")
+    return (
+        f"{h['n_ranks']:.0f} ranks, {deployment} deployment, {h['n_steps']:.0f} prefill steps: "
+        f"mean step time {human_ns(h['mean_step_time_ns'])}"
+        + (
+            f", of which {100 * share:.1f}% is exposed wait (at barriers, or for results where there is no barrier)."
+            if share is not None
+            else "."
+        )
+    )
+
+
+# --------------------------------------------------------------------------------------------- render
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("asaptrace.report", "templates"),
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html", "html.j2"), default_for_string=True),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def _md(text: Any) -> str:
+    """Markdown cell/paragraph text: HTML-active characters and table pipes made literal."""
+    s = str(text)
+    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("\n", " ")):
+        s = s.replace(a, b)
+    return s
+
+
+def render_report(
+    diagnosis: Diagnosis,
+    store_meta: dict[str, Any],
+    *,
+    command: str,
+    title: str | None = None,
+    store_label: str | None = None,
+    timeline_spans: pl.DataFrame | None = None,
+    timeline_window: str = "",
+    compare_with: tuple[str, Diagnosis] | None = None,
+    sections: Sequence[Section] = (),
+    path_root: Path | None = None,
+    fmt: Format = "html",
+) -> str:
+    """The report of one Diagnosis as HTML (self-contained, offline) or Markdown.
+
+    ``store_meta`` is the store's ``meta.json`` (sources, accounting, taxonomy); ``command`` is shown
+    verbatim; ``timeline_spans`` (:func:`asaptrace.viz.timeline.timeline_spans`) adds the device
+    timeline; ``compare_with = (label, other)`` adds a side-by-side section; ``path_root`` shows
+    source paths relative to it.
+    """
+    t = diagnosis.tables
+    label = store_label or str(diagnosis.meta.get("store") or "store")
+    h = headline(t)
+    hv = dict(h.select("metric", "value").iter_rows())
+    figures = report_figures(t, timeline_spans=timeline_spans) if fmt == "html" else []
+    every_figure = figures + [f for s in sections for f in s.figures]
+    comparison = None
+    if compare_with is not None:
+        other_label, other = compare_with
+        c = compare(t, other.tables)
+        overall = c["compare_overall"]
+        comparison = {
+            "label": other_label,
+            "overall": {
+                "id": "table-compare-overall",
+                "title": f"{label} (a) vs {other_label} (b)",
+                "caption": "delta = b − a; ratio = b / a",
+                "columns": ["metric", "a", "b", "delta", "ratio"],
+                "rows": [
+                    [
+                        r["metric"],
+                        *(metric_value(r["unit"], r["metric"], r[k]) for k in ("a", "b", "delta")),
+                        cell("ratio", r["ratio"]),
+                    ]
+                    for r in overall.iter_rows(named=True)
+                ],
+                "more": 0,
+            },
+            "by_group": _table_context(
+                TableView("table-compare-by-group", "Per DP group", c["compare_by_group"])
+            ),
+        }
+    context = {
+        "title": title or f"asaptrace report: {label}",
+        "store_label": label,
+        "version": __version__,
+        "lead": _lead_sentence(diagnosis, hv),
+        "findings": [{"severity": f.severity, "code": f.code, "text": f.text} for f in diagnosis.findings],
+        "headline": _headline_rows(h),
+        "figures": [{"id": f.id, "caption": f.caption} for f in figures],
+        "timeline_window": timeline_window,
+        "tables": [_table_context(v) for v in key_tables(t)],
+        "comparison": comparison,
+        "sections": [
+            {
+                "id": s.id,
+                "title": s.title,
+                "text": s.text,
+                "figures": [{"id": f.id, "caption": f.caption} for f in s.figures],
+                "tables": [_table_context(v) for v in s.tables],
+            }
+            for s in sections
+        ],
+        "provenance": _provenance(diagnosis, store_meta, path_root),
+        "command": command,
+    }
+    env = _environment()
+    if fmt == "md":
+        env.filters["md"] = _md
+        return env.get_template("report.md.j2").render(**context)
+    context["css"] = files("asaptrace.report").joinpath("templates/report.css").read_text()
+    context["plotlyjs"] = get_plotlyjs()
+    context["figures_json"] = (
+        "{"
+        + ",".join(
+            f"{json.dumps(f.id)}:{pio.to_json(f.figure, validate=False, engine='json')}" for f in every_figure
+        )
+        + "}"
+    )
+    return env.get_template("report.html.j2").render(**context)

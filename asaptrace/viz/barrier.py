@@ -1,0 +1,88 @@
+"""Barrier figures: who waited where (rank × layer heatmap) and who made the others wait (imposed ranking).
+
+Inputs are Diagnosis tables (``barrier_by_rank_layer``, ``barrier_by_group``; columns in
+docs/reference/columns.md); each function returns a ``go.Figure``.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import polars as pl
+
+from asaptrace.viz.theme import WAIT_COLOUR, WAIT_SCALE, empty_figure, rank_label, scaled, styled, time_unit
+
+
+def wait_heatmap(barrier_by_rank_layer: pl.DataFrame, *, step: int | None = None) -> go.Figure:
+    """Barrier wait per rank (rows, grouped by DP group) and layer (columns), for one step or summed.
+
+    Rows are ordered by (DP group, rank) so a DP group that waits reads as a horizontal stripe and a
+    layer where everybody waits as a vertical one. Waits outside any layer (null layer) are left out.
+    """
+    title = "Barrier wait by rank and layer" + (f" (step {step})" if step is not None else " (all steps)")
+    t = barrier_by_rank_layer.filter(pl.col("layer").is_not_null())
+    if step is not None:
+        t = t.filter(pl.col("step") == step)
+    if t.height == 0:
+        return empty_figure(title, "no barrier wait inside layers")
+    cells = (
+        t.group_by("rank", "dp_group", "layer")
+        .agg(pl.col("wait_ns").sum())
+        .sort("dp_group", "rank", "layer", nulls_last=True)
+    )
+    rows = cells.select("rank", "dp_group").unique(maintain_order=True)
+    layers = sorted(cells.get_column("layer").unique().to_list())
+    unit, div = time_unit(cells.get_column("wait_ns"))
+    grid = (
+        rows.join(pl.DataFrame({"layer": layers}, schema={"layer": cells.schema["layer"]}), how="cross")
+        .join(cells, on=["rank", "dp_group", "layer"], how="left")
+        .with_columns(pl.col("wait_ns").fill_null(0))
+    )
+    z_flat = scaled(grid.get_column("wait_ns"), div)
+    n = len(layers)
+    z = [z_flat[i * n : (i + 1) * n] for i in range(rows.height)]
+    labels = [rank_label(r, g) for r, g in rows.iter_rows()]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=layers,
+            y=labels,
+            colorscale=WAIT_SCALE,
+            colorbar={"title": {"text": f"wait ({unit})"}},
+            hovertemplate="%{y}, layer %{x}: %{z} " + unit + "<extra></extra>",
+        )
+    )
+    fig.update_yaxes(autorange="reversed", type="category")
+    return styled(
+        fig, title=title, x_title="layer", y_title="rank (grouped by DP group)", height=_rows_height(len(z))
+    )
+
+
+def imposed_wait_ranking(barrier_by_group: pl.DataFrame) -> go.Figure:
+    """DP groups ranked by the wait they imposed on the others (time they alone held the barrier)."""
+    title = "Wait imposed by each DP group (arrived last and held the barrier)"
+    t = barrier_by_group.filter(pl.col("dp_group").is_not_null())
+    if t.height == 0:
+        return empty_figure(title, "no matched barrier instances")
+    t = t.sort("imposed_wait_ns", "dp_group", descending=[False, True])  # largest on top
+    unit, div = time_unit(t.get_column("imposed_wait_ns"))
+    fig = go.Figure(
+        go.Bar(
+            x=scaled(t.get_column("imposed_wait_ns"), div),
+            y=[f"DP{g}" for g in t.get_column("dp_group")],
+            orientation="h",
+            marker_color=WAIT_COLOUR,
+            text=[f"last at {100 * s:.0f}%" for s in t.get_column("last_share").fill_null(0.0)],
+            textposition="auto",
+            name="imposed wait",
+            hovertemplate="%{y}: %{x} " + unit + " imposed, %{text} of barriers<extra></extra>",
+        )
+    )
+    fig.update_yaxes(type="category")
+    return styled(
+        fig, title=title, x_title=f"imposed wait ({unit})", y_title="DP group", height=_rows_height(t.height)
+    )
+
+
+def _rows_height(n_rows: int) -> int:
+    """Figure height for a figure with one row per item (readable, bounded)."""
+    return int(min(max(260, 120 + 14 * n_rows), 1400))

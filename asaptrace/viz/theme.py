@@ -1,0 +1,156 @@
+"""The one look of every asaptrace figure: a colour per kind, the wait/idle colours, the template, time units.
+
+Every figure builder takes its colours from :data:`KIND_COLOURS` (keyed by :class:`~asaptrace.schema.Kind`)
+and the named colours below, so an attention kernel is the same blue in the timeline, the stacked bars
+and the dashboard. Times are int64 ns in every table; they become ms or s **only here**
+(:func:`time_unit`, :func:`scaled`), and the unit is written into the axis title.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+
+import plotly.graph_objects as go
+import polars as pl
+
+from asaptrace.schema import Kind
+
+#: One colour per kind, everywhere (Okabe–Ito-like, readable by colour-blind readers).
+KIND_COLOURS: dict[str, str] = {
+    Kind.ATTENTION: "#0072B2",
+    Kind.MOE: "#E69F00",
+    Kind.DISPATCH: "#009E73",
+    Kind.COMBINE: "#56B4E9",
+    Kind.GATE: "#CC79A7",
+    Kind.SHARED_EXPERT: "#F0E442",
+    Kind.DENSE_MLP: "#8C564B",
+    Kind.COLLECTIVE: "#2CA02C",
+    Kind.MEMCPY: "#7F7F7F",
+    Kind.COMPUTE: "#9467BD",
+    Kind.ANNOTATION: "#C7C7C7",
+    Kind.HOST: "#BCBD22",
+    Kind.OTHER: "#AAAAAA",
+}
+#: Barrier wait (its own band in the timeline, "exposed wait" in bars and heatmaps).
+WAIT_COLOUR = "#D55E00"
+#: Waiting for one's own results where there is no barrier (a disaggregated run's combine receive).
+RECEIVE_WAIT_COLOUR = "#F4A582"
+#: Device idle.
+IDLE_COLOUR = "#E5E5E5"
+#: Communication that runs under compute (overlapped) vs alone (exposed).
+OVERLAPPED_COLOUR = "#A6D96A"
+EXPOSED_COMM_COLOUR = KIND_COLOURS[Kind.DISPATCH]
+#: Sequential colour scale for wait heatmaps (white = no wait).
+WAIT_SCALE = [[0.0, "#FFFFFF"], [0.25, "#FDD0A2"], [0.6, "#F16913"], [1.0, "#7F2704"]]
+#: Marker symbols for steps (scatter figures with one trace per step).
+STEP_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star", "cross", "triangle-down")
+
+FONT = "Liberation Sans, Arial, Helvetica, sans-serif"
+
+#: The template every figure uses (small on purpose: it is serialised into each figure).
+TEMPLATE = go.layout.Template(
+    layout=go.Layout(
+        font={"family": FONT, "size": 12, "color": "#222222"},
+        paper_bgcolor="#FFFFFF",
+        plot_bgcolor="#FFFFFF",
+        colorway=[KIND_COLOURS[k] for k in Kind],
+        margin={"l": 70, "r": 20, "t": 100, "b": 60},
+        xaxis={
+            "automargin": True,
+            "showgrid": True,
+            "gridcolor": "#EEEEEE",
+            "zeroline": False,
+            "linecolor": "#888888",
+        },
+        yaxis={
+            "automargin": True,
+            "showgrid": True,
+            "gridcolor": "#EEEEEE",
+            "zeroline": False,
+            "linecolor": "#888888",
+        },
+        legend={
+            "orientation": "h",
+            "yanchor": "bottom",
+            "y": 1.01,
+            "xanchor": "left",
+            "x": 0,
+            "traceorder": "normal",
+        },
+        hoverlabel={"font": {"family": FONT}},
+        title={
+            "x": 0,
+            "xanchor": "left",
+            "y": 0.985,
+            "yanchor": "top",
+            "yref": "container",
+            "font": {"size": 15},
+        },
+    )
+)
+
+_UNITS = (("s", 1_000_000_000), ("ms", 1_000_000), ("µs", 1_000))
+
+
+def kind_colour(kind: str) -> str:
+    """The colour of a kind (unknown kinds get the colour of ``other``)."""
+    return KIND_COLOURS.get(kind, KIND_COLOURS[Kind.OTHER])
+
+
+def time_unit(values_ns: Iterable[int | float | None] | pl.Series) -> tuple[str, int]:
+    """The unit ("s", "ms", "µs" or "ns") and its divisor for showing these ns values.
+
+    Chosen by the largest magnitude: ms up to 10 s, s beyond (so a 6 s step reads 6,254 ms and a
+    2-minute run 120 s); µs below 1 ms.
+    """
+    vals = values_ns.drop_nulls().abs() if isinstance(values_ns, pl.Series) else None
+    top = (
+        (float(vals.max()) if len(vals) else 0.0)  # type: ignore[arg-type]
+        if vals is not None
+        else max((abs(float(v)) for v in values_ns if v is not None), default=0.0)
+    )
+    if top >= 10 * 1_000_000_000:
+        return _UNITS[0]
+    if top >= 1_000_000:
+        return _UNITS[1]
+    if top >= 1_000:
+        return _UNITS[2]
+    return ("ns", 1)
+
+
+def scaled(series: pl.Series, divisor: int) -> list[float | None]:
+    """ns values divided into the display unit (rounded to 6 significant digits to keep JSON small)."""
+    return [None if v is None else float(f"{v / divisor:.6g}") for v in series.to_list()]
+
+
+def styled(fig: go.Figure, *, title: str, x_title: str, y_title: str, height: int | None = None) -> go.Figure:
+    """Apply the template, the title and the axis titles (with their units) to a figure."""
+    fig.update_layout(template=TEMPLATE, title={"text": title}, height=height)
+    fig.update_xaxes(title_text=x_title)
+    fig.update_yaxes(title_text=y_title)
+    return fig
+
+
+def empty_figure(title: str, message: str) -> go.Figure:
+    """A figure that says why it has nothing to show (rather than an empty plot)."""
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    fig.update_layout(template=TEMPLATE, title={"text": title}, height=220)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def rank_label(rank: int, dp_group: int | None) -> str:
+    """How a rank is named on an axis: "r5 · DP1" (or "r5" without a DP group)."""
+    return f"r{rank}" if dp_group is None else f"r{rank} · DP{dp_group}"
+
+
+def plain(text: str) -> str:
+    """A trace-derived string made inert for plotly's pseudo-HTML labels (``<b>``, ``<a href>``…).
+
+    Plotly renders a few tags in hover and tick text; a kernel named ``<a href=…>`` must show as
+    text, so ``&``, ``<`` and ``>`` become entities (which plotly displays as the characters).
+    """
+    return html.escape(text, quote=False)

@@ -1,0 +1,252 @@
+"""The device timeline (Gantt): one lane per rank and stream, coloured by kind, barrier wait as its own band.
+
+Two steps, as in HTA's ``prepare_timeline_events`` → ``plot_events_timeline``:
+
+* :func:`timeline_spans` (pure polars) cuts the store's events table down to one step and layer range
+  and adds, per rank, a *wait band* from the barrier instances (``[arrival, release]`` of every
+  wait). The caller passes the frames (viz never reads a store).
+* :func:`timeline_figure` draws them. A 384-rank run has ~10⁶ kernels in a few layers, so spans
+  are **downsampled** first: per lane and kind, spans closer than one pixel (the window divided by
+  ``pixel_width``) are merged into one segment (hover says how many), and the pixel is widened
+  until at most ``max_segments`` remain. Each kind is one WebGL trace (``go.Scattergl``) of thick
+  line segments separated by gaps, not one shape per span (see ``benchmarks/figures.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+import polars as pl
+
+from asaptrace.schema import Kind
+from asaptrace.viz.theme import (
+    RECEIVE_WAIT_COLOUR,
+    WAIT_COLOUR,
+    empty_figure,
+    kind_colour,
+    plain,
+    rank_label,
+    styled,
+    time_unit,
+)
+
+#: The stream number of the wait band (no device stream is negative).
+WAIT_LANE = -1
+#: The kinds drawn in the wait band: legend name and colour.
+WAIT_KINDS = {"wait": ("barrier wait", WAIT_COLOUR), "receive_wait": ("receive wait", RECEIVE_WAIT_COLOUR)}
+#: Kernel names are cut to this many characters in hover text (keeps the figure small).
+NAME_CHARS = 64
+#: Decimals of the time axis (in its unit: 0.1 µs when the axis is in ms).
+X_DECIMALS = 4
+
+SPAN_COLUMNS = ("rank", "dp_group", "stream", "kind", "name", "start_ns", "end_ns")
+
+
+def timeline_spans(
+    events: pl.LazyFrame | pl.DataFrame,
+    ranks: pl.LazyFrame | pl.DataFrame,
+    barrier_instances: pl.DataFrame,
+    *,
+    step: int | None = None,
+    layers: tuple[int, int] | None = None,
+    rank_subset: Sequence[int] | None = None,
+) -> pl.DataFrame:
+    """Device spans (annotations left out) and barrier waits of one step and layer range.
+
+    ``layers`` is an inclusive range; with it, work outside any layer (null layer) is left out.
+    Waits become spans of kind ``"wait"`` on stream :data:`WAIT_LANE`; pass ``barrier_instances``
+    concatenated with ``receive_waits`` (same columns) to draw a disaggregated run's receive waits
+    in the band too (kind ``"receive_wait"``: rows without a last rank). Output columns:
+    ``rank, dp_group, stream, kind, name, start_ns, end_ns``.
+    """
+    ev = events.lazy().filter(pl.col("is_device") & (pl.col("kind").cast(pl.String) != Kind.ANNOTATION))
+    waits = barrier_instances.lazy().filter(pl.col("wait_ns") > 0)
+    if step is not None:
+        ev, waits = ev.filter(pl.col("step") == step), waits.filter(pl.col("step") == step)
+    if layers is not None:
+        lo, hi = layers
+        ev = ev.filter(pl.col("layer").is_between(lo, hi))
+        waits = waits.filter(pl.col("layer").is_between(lo, hi))
+    if rank_subset is not None:
+        keep = list(rank_subset)
+        ev, waits = ev.filter(pl.col("rank").is_in(keep)), waits.filter(pl.col("rank").is_in(keep))
+    groups = ranks.lazy().select(pl.col("rank").cast(pl.Int32), pl.col("dp_group").cast(pl.Int32))
+    spans = ev.select(
+        pl.col("rank").cast(pl.Int32),
+        pl.col("stream").cast(pl.Int32),
+        pl.col("kind").cast(pl.String),
+        pl.col("name").cast(pl.String),
+        pl.col("ts_ns").alias("start_ns"),
+        (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"),
+    ).join(groups, on="rank", how="left")
+    wait_spans = waits.select(
+        pl.col("rank").cast(pl.Int32),
+        pl.lit(WAIT_LANE, pl.Int32).alias("stream"),
+        pl.when(pl.col("last_rank").is_null())
+        .then(pl.lit("receive_wait"))
+        .otherwise(pl.lit("wait"))
+        .alias("kind"),
+        pl.concat_str(
+            pl.lit("wait at "),
+            pl.col("op"),
+            pl.when(pl.col("last_rank").is_not_null()).then(
+                pl.lit(" · last: r") + pl.col("last_rank").cast(pl.String)
+            ),
+            ignore_nulls=True,
+        ).alias("name"),
+        pl.col("arrival_ns").alias("start_ns"),
+        pl.col("release_ns").alias("end_ns"),
+    ).join(groups, on="rank", how="left")  # the DP group of the ranks table, as for the device spans
+    return (
+        pl.concat([spans, wait_spans], how="diagonal_relaxed")
+        .select(SPAN_COLUMNS)
+        .sort("rank", "stream", "start_ns")
+        .collect()
+    )
+
+
+def worst_window(
+    barrier_by_rank_layer: pl.DataFrame, step_breakdown: pl.DataFrame, *, width: int = 3
+) -> tuple[int | None, tuple[int, int] | None]:
+    """The (step, layer range) worth looking at first: ``width`` layers around the largest summed wait.
+
+    Without any wait inside a layer: the first step and no layer range (the whole step).
+    """
+    w = barrier_by_rank_layer.filter(pl.col("layer").is_not_null() & pl.col("step").is_not_null())
+    if w.height:
+        top = (
+            w.group_by("step", "layer")
+            .agg(pl.col("wait_ns").sum())
+            .sort(["wait_ns", "step", "layer"], descending=[True, False, False])
+            .row(0, named=True)
+        )
+        lo = max(int(top["layer"]) - (width - 1) // 2, int(w.get_column("layer").min()))  # type: ignore[arg-type]
+        return int(top["step"]), (lo, lo + width - 1)
+    steps = step_breakdown.get_column("step").drop_nulls()
+    return (int(steps.min()) if len(steps) else None), None  # type: ignore[arg-type]
+
+
+def downsample(spans: pl.DataFrame, resolution_ns: int) -> pl.DataFrame:
+    """Merge, per (rank, stream, kind), spans whose gap to the previous one is below ``resolution_ns``.
+
+    Adds ``n_spans`` (spans merged into the segment); the name is kept when a segment holds one span.
+    """
+    return (
+        spans.sort("rank", "stream", "kind", "start_ns")
+        .with_columns(
+            (pl.col("start_ns") > pl.col("end_ns").cum_max().shift(1) + resolution_ns)
+            .fill_null(True)
+            .cum_sum()
+            .over("rank", "stream", "kind")
+            .alias("_seg")
+        )
+        .group_by("rank", "dp_group", "stream", "kind", "_seg")
+        .agg(
+            pl.col("start_ns").min(),
+            pl.col("end_ns").max(),
+            pl.len().alias("n_spans"),
+            pl.col("name").first(),
+        )
+        .drop("_seg")
+        .sort("rank", "stream", "start_ns")
+    )
+
+
+def lanes(spans: pl.DataFrame) -> pl.DataFrame:
+    """One row per lane (rank, stream), ordered by DP group, rank, then streams with the wait band last."""
+    return (
+        spans.select("rank", "dp_group", "stream")
+        .unique()
+        .with_columns((pl.col("stream") == WAIT_LANE).alias("_wait"))
+        .sort("dp_group", "rank", "_wait", "stream", nulls_last=True)
+        .drop("_wait")
+        .with_row_index("lane")
+        .with_columns(pl.col("lane").cast(pl.Int64))
+    )
+
+
+def timeline_figure(
+    spans: pl.DataFrame,
+    *,
+    title: str = "Device timeline",
+    pixel_width: int = 1600,
+    max_segments: int = 150_000,
+) -> go.Figure:
+    """Draw :func:`timeline_spans`' output: lanes per rank and stream, one WebGL trace per kind + waits."""
+    if spans.height == 0:
+        return empty_figure(title, "no device work in this step and layer range")
+    t0, t1 = int(spans.get_column("start_ns").min()), int(spans.get_column("end_ns").max())  # type: ignore[arg-type]
+    resolution = max((t1 - t0) // pixel_width, 1)
+    segs = downsample(spans, resolution)
+    while segs.height > max_segments:
+        resolution *= 2
+        segs = downsample(spans, resolution)
+    lane_t = lanes(spans)
+    segs = segs.join(lane_t, on=["rank", "dp_group", "stream"], how="left", nulls_equal=True)
+    unit, div = time_unit([t1 - t0])
+    n_lanes = lane_t.height
+    height = int(min(max(320, 10 * n_lanes + 140), 2400))
+    width_px = max(1.0, min(12.0, 0.8 * (height - 140) / n_lanes))
+    fig = go.Figure()
+    kinds = [k for k in segs.get_column("kind").unique().sort().to_list() if k not in WAIT_KINDS]
+    for kind in [*kinds, *WAIT_KINDS]:
+        part = segs.filter(pl.col("kind") == kind)
+        if part.height:
+            fig.add_trace(_segments_trace(part, kind, t0, div, unit, width_px))
+    rank_rows = lane_t.group_by("rank", "dp_group").agg(pl.col("lane").min()).sort("lane")
+    every = max(1, rank_rows.height // 48)
+    ticks = rank_rows.gather_every(every)
+    fig.update_yaxes(
+        tickvals=ticks.get_column("lane").to_list(),
+        ticktext=[rank_label(r, g) for r, g in ticks.select("rank", "dp_group").iter_rows()],
+        autorange="reversed",
+        showgrid=False,
+        zeroline=False,
+    )
+    sub = (
+        f"{spans.height:,} spans in {n_lanes} lanes, drawn as {segs.height:,} segments "
+        f"(merged below {resolution / 1000:,.1f} µs)"
+    )
+    fig.update_layout(hovermode="closest")
+    return styled(
+        fig,
+        title=f"{title}<br><sup>{sub}</sup>",
+        x_title=f"time since window start ({unit})",
+        y_title="rank · stream (wait band last)",
+        height=height,
+    )
+
+
+def _segments_trace(
+    part: pl.DataFrame, kind: str, t0: int, div: int, unit: str, width_px: float
+) -> go.Scattergl:
+    """One kind's segments as a single line trace: x = start, end, gap; y = lane, lane, gap.
+
+    The hover text (kernel name, or "N <kind> spans" for a merged segment) sits on the start point.
+    """
+    n = part.height
+    starts = ((part.get_column("start_ns") - t0) / div).round(X_DECIMALS).to_list()
+    ends = ((part.get_column("end_ns") - t0) / div).round(X_DECIMALS).to_list()
+    lanes_ = part.get_column("lane").to_list()
+    counts = part.get_column("n_spans").to_list()
+    names = part.get_column("name").to_list()
+    xs: list[float | None] = [None] * (3 * n)
+    ys: list[int | None] = [None] * (3 * n)
+    text: list[str] = [""] * (3 * n)
+    for i in range(n):
+        xs[3 * i], xs[3 * i + 1] = starts[i], ends[i]
+        ys[3 * i] = ys[3 * i + 1] = lanes_[i]
+        label = plain(names[i][:NAME_CHARS]) if counts[i] == 1 else f"{counts[i]} {kind} spans"
+        text[3 * i] = label  # on the start point only: hover near the end shows the time
+    label, colour = WAIT_KINDS.get(kind, (kind, kind_colour(kind)))
+    return go.Scattergl(
+        x=xs,
+        y=ys,
+        mode="lines",
+        name=label,
+        line={"color": colour, "width": width_px},
+        text=text,
+        hovertemplate="%{text}<br>%{x} " + unit + "<extra>" + label + "</extra>",
+        connectgaps=False,
+    )

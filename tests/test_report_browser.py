@@ -1,0 +1,82 @@
+"""The report in a real browser (headless Chromium from disk): no request, no console error, no script runs.
+
+Needs /usr/bin/chromium (Debian's `chromium` package) and playwright (test extra); skips with the
+reason otherwise. `.ci/run` installs both and prints how many of these ran.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests._cli import run_cli
+from tests._report_helpers import hostile_store
+
+CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent (apt-get install chromium)"),
+]
+#: Figures of a report, each drawn into an SVG by plotly when the page has run.
+N_FIGURES = 7
+FIGURES_DRAWN = f"document.querySelectorAll('.plot .main-svg').length >= {N_FIGURES}"
+
+
+@pytest.fixture(scope="module")
+def page():
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')"
+    )
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
+        )
+        pg = browser.new_page(viewport={"width": 1300, "height": 900})
+        pg.log = {"errors": [], "requests": [], "dialogs": []}  # type: ignore[attr-defined]
+        pg.on("console", lambda m: pg.log["errors"].append(m.text) if m.type == "error" else None)
+        pg.on("pageerror", lambda e: pg.log["errors"].append(str(e)))
+        pg.on("request", lambda r: pg.log["requests"].append(r.url))
+        pg.on("dialog", lambda d: (pg.log["dialogs"].append(d.message), d.dismiss()))
+        yield pg
+        browser.close()
+
+
+def _open(page, path: Path) -> dict:
+    for v in page.log.values():
+        v.clear()
+    page.goto(path.resolve().as_uri())
+    page.wait_for_load_state("networkidle")
+    page.wait_for_function(FIGURES_DRAWN, timeout=30_000)
+    return page.log
+
+
+def test_sample_report_opens_offline_and_draws_every_figure(page, coupled_store, tmp_path):
+    out = tmp_path / "coupled.html"
+    assert run_cli("report", coupled_store.path, "-o", out).code == 0
+    log = _open(page, out)
+    assert [u for u in log["requests"] if not u.startswith(("file:", "data:", "blob:"))] == []
+    assert log["errors"] == []
+    ids = page.eval_on_selector_all("section[id]", "els => els.map(e => e.id)")
+    assert ids == ["summary", "headline", "figures", "tables", "provenance", "command"]
+    # the timeline is WebGL, the others SVG; each figure has its traces
+    assert page.locator("#fig-timeline .gl-container").count() == 1
+    assert page.evaluate("document.getElementById('fig-group-bars').data.length") == 6
+
+
+def test_hostile_names_show_as_text_and_run_nothing(page, tmp_path):
+    store = hostile_store(tmp_path)
+    out = tmp_path / "hostile.html"
+    assert run_cli("report", store.path, "-o", out).code == 0
+    log = _open(page, out)
+    assert log["dialogs"] == [] and log["errors"] == []
+    assert page.locator("img").count() == 0  # the file name did not become an element
+    assert page.locator("section#summary script, section#provenance script").count() == 0
+    summary = page.inner_text("#summary")
+    assert "nccl_AllReduce<script>alert" in summary  # shown as the text it is
+    assert '"><img src=x onerror=alert(1)>' in page.inner_text("#provenance")
+    # the kernel reaches plotly as inert text: its hover label would show the characters
+    texts = page.evaluate("[].concat(...document.getElementById('fig-timeline').data.map(t => t.text || []))")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in texts
