@@ -20,6 +20,7 @@ from asaptrace.enrich.pipeline import build_store
 from asaptrace.ingest import IngestOptions
 from asaptrace.ingest.driver import Progress as IngestProgress
 from asaptrace.ingest.driver import load_rank_map
+from asaptrace.ingest.executors import make_executor
 from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED
 from asaptrace.store import TraceStore
 
@@ -72,8 +73,26 @@ def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Trace files or folders of them (one file per rank).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Store directory to create.")],
     jobs: Annotated[
-        int, typer.Option("--jobs", "-j", help="Files read in parallel (default: CPU count).")
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            help="Files read in parallel (default: 1 below 4 CPUs, else one per 2 CPUs, at most one per file).",
+        ),
     ] = 0,
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            help="Where files are read: serial, process (a local pool) or ray (`pip install 'asaptrace[ray]'`); "
+            "default: serial or process by --jobs."
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Ray cluster to run on (auto, HOST:6379, ray://HOST:10001); default: a local instance."
+        ),
+    ] = None,
     rank_from: Annotated[
         str, typer.Option(help="Where ranks come from: auto (file content, then name), content, name, order.")
     ] = "auto",
@@ -103,6 +122,9 @@ def ingest(
         raise typer.BadParameter("must be one of auto, content, name, order", param_hint="--rank-from")
     options = IngestOptions(max_decompressed_bytes=parse_size(max_size))
     mapping = load_rank_map(rank_map) if rank_map else None
+    if ray_address is not None and executor != "ray":
+        raise typer.BadParameter("needs --executor ray", param_hint="--ray-address")
+    runner = make_executor(executor, jobs=jobs or None, address=ray_address) if executor else None
     with _IngestBar(enabled=not as_json) as bar:
         store = build_store(
             paths,
@@ -117,6 +139,7 @@ def ingest(
             rank_from=rank_from,
             rank_map=mapping,
             progress=bar.update,
+            executor=runner,
         )
     info = store_info(store)
     if as_json:
