@@ -6,7 +6,7 @@ Every command catches user errors at the edge (:func:`user_errors`): one line on
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -14,7 +14,6 @@ from rich.table import Table
 
 from asaptrace import __version__
 from asaptrace._cli_common import err, human_bytes, human_ns, out, parse_size, print_json, user_errors
-from asaptrace.analyze.diagnosis import Diagnosis, diagnose_store
 from asaptrace.analyze.store_info import store_info
 from asaptrace.enrich.pipeline import build_store
 from asaptrace.ingest import IngestOptions
@@ -23,6 +22,9 @@ from asaptrace.ingest.driver import load_rank_map
 from asaptrace.ingest.executors import make_executor
 from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED
 from asaptrace.store import TraceStore
+
+if TYPE_CHECKING:  # the diagnosis (every analysis) is imported by `analyze` only: a fast `ingest`
+    from asaptrace.analyze.diagnosis import Diagnosis
 
 app = typer.Typer(
     name="asaptrace",
@@ -248,6 +250,8 @@ def analyze(
 
     Example: asaptrace analyze run.store --csv tables/ ; asaptrace analyze run.store --json > diagnosis.json
     """
+    from asaptrace.analyze.diagnosis import diagnose_store
+
     diag = diagnose_store(TraceStore.open(store), parallel=parallel, batches=batches, taxonomy=taxonomy)
     if csv is not None:
         csv.mkdir(parents=True, exist_ok=True)
