@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from asaptrace import __version__
@@ -159,6 +158,11 @@ class _IngestBar:
 
     def __init__(self, *, enabled: bool) -> None:
         self.enabled = enabled and err.is_terminal
+        self.task = None
+        if not self.enabled:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
         self.bar = Progress(
             TextColumn("ingest"),
             BarColumn(),
@@ -168,7 +172,6 @@ class _IngestBar:
             console=err,
             transient=True,
         )
-        self.task = None
 
     def __enter__(self) -> _IngestBar:
         if self.enabled:

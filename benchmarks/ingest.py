@@ -7,7 +7,8 @@ interpreter start-up, imports, parse, hash, enrichment, Parquet writes, exit), t
 against the same HTA loader run: ``asaptrace --version`` (start-up and imports only), ``ingest
 --no-enrich`` and ``ingest``; their differences are what imports and enrichment cost.
 
-Each measurement runs in a fresh subprocess so its peak RSS is its own. Figures are printed with
+Each measurement runs in a fresh subprocess so its peak RSS is its own; ``--repeat N`` runs every
+row N times round-robin and keeps the best (use 3 on a shared machine). Figures are printed with
 ratios against the baselines measured in the same run (the machine is shared and noisy: absolute
 times drift, ratios hold). HTA runs in its own virtualenv (benchmarks/.venv-hta, created on first
 use with `pip install holistictraceanalysis`); where that cannot be installed it is skipped with a
@@ -17,11 +18,13 @@ message.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -157,7 +160,7 @@ def main() -> None:
     ap.add_argument("--no-hta", action="store_true", help="skip the HTA comparison")
     ap.add_argument("--no-formats", action="store_true", help="skip the Ascend / nsys ingest figures")
     ap.add_argument("--no-cli", action="store_true", help="skip the whole-CLI rows")
-    ap.add_argument("--repeat", type=int, default=1, help="whole-CLI rows: best of N round-robin runs")
+    ap.add_argument("--repeat", type=int, default=1, help="best of N round-robin runs of every row")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="asaptrace-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -168,24 +171,27 @@ def main() -> None:
         print(f"generated {trace} ({n:,} events) in {time.perf_counter() - t:.1f}s")
     size_mb = trace.stat().st_size / 1e6
     print(f"file: {trace.name}, {size_mb:.0f} MB\n")
-    results: dict[str, dict] = {}
     hta = hta_python(args.no_hta)
+    # every measurement is a callable; with --repeat N they run round-robin and the best of N is
+    # kept, so drift on a shared machine hits every row alike (HTA included)
+    plan: dict[str, Callable[[], dict | None]] = {}
     for name, body in BODIES.items():
         python = hta if name.startswith("HTA") else sys.executable
         if python is None:
             print(f"{name}: skipped")
             continue
-        print(f"{name} …", flush=True)
-        r = measure(python, body, trace, work / "store")
-        if r:
-            results[name] = r
-    cli_runs: dict[str, list[dict]] = {name: [] for name in ({} if args.no_cli else CLI_RUNS)}
-    for rep in range(max(1, args.repeat)):  # round-robin, so drift on a shared machine hits every row
-        for name in cli_runs:
+        plan[name] = functools.partial(measure, python, body, trace, work / "store")
+    if not args.no_cli:
+        plan.update(
+            {n: functools.partial(measure_cli, a, trace, work / "cli.store") for n, a in CLI_RUNS.items()}
+        )
+    runs: dict[str, list[dict]] = {name: [] for name in plan}
+    for rep in range(max(1, args.repeat)):
+        for name, run in plan.items():
             print(f"{name} ({rep + 1}/{args.repeat}) …", flush=True)
-            if r := measure_cli(CLI_RUNS[name], trace, work / "cli.store"):
-                cli_runs[name].append(r)
-    results.update({name: min(runs, key=lambda r: r["seconds"]) for name, runs in cli_runs.items() if runs})
+            if r := run():
+                runs[name].append(r)
+    results = {name: min(rs, key=lambda r: r["seconds"]) for name, rs in runs.items() if rs}
     base = results.get("baseline: json.load + per-event loop")
     hta_r = next((v for k, v in results.items() if k.startswith("HTA")), None)
     print(
