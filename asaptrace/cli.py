@@ -78,7 +78,8 @@ def ingest(
         typer.Option(
             "--jobs",
             "-j",
-            help="Files read in parallel (default: 1 below 4 CPUs, else one per 2 CPUs, at most one per file).",
+            help="Files read in parallel (default: 1 below 4 CPUs; else one per 2 CPUs, at most one per file "
+            "and per 256 MiB of input).",
         ),
     ] = 0,
     executor: Annotated[

@@ -91,16 +91,22 @@ def test_built_in_executors_are_registered_and_names_are_unique():
         register_executor("serial", EXECUTORS.get("serial"))
 
 
+GiB = 1024**3
+
+
 @pytest.mark.parametrize(
-    ("n_files", "cpus", "expected"),
+    ("n_files", "cpus", "total_bytes", "expected"),
     [
-        (1, 64, 1),  # one file: a pool only adds start-up
-        (8, 2, 1),  # 2 cores: one task already keeps both busy (scan + hash)
-        (8, 3, 1),  # still below 4 CPUs
-        (8, 4, 2),  # 4 CPUs / 2 per task
-        (8, 16, 8),  # 16 / 2 = 8, one per file
-        (3, 16, 3),  # capped by the file count
+        (1, 64, 100 * GiB, 1),  # one file: a pool only adds start-up
+        (8, 2, 100 * GiB, 1),  # 2 cores: one task already keeps both busy (scan + hash)
+        (8, 3, 100 * GiB, 1),  # still below 4 CPUs
+        (8, 4, 100 * GiB, 2),  # 4 CPUs / 2 per task
+        (8, 16, 100 * GiB, 8),  # 16 / 2 = 8, one per file
+        (3, 16, 100 * GiB, 3),  # capped by the file count
+        (8, 16, 1 * GiB, 4),  # 1 GiB / 256 MiB per worker = 4
+        (8, 16, 7 * 1024**2, 1),  # the 8 small DLRM traces (7 MiB): start-up would dominate
+        (8, 16, None, 8),  # size unknown (an explicit process executor): cores and files only
     ],
 )
-def test_default_jobs_is_serial_on_small_machines_and_cpu_over_two_above(n_files, cpus, expected):
-    assert default_jobs(n_files, cpus) == expected
+def test_default_jobs_is_never_a_pool_that_cannot_pay_off(n_files, cpus, total_bytes, expected):
+    assert default_jobs(n_files, cpus, total_bytes) == expected

@@ -243,7 +243,11 @@ def ingest_paths(
     if isinstance(executor, str):
         runner: Executor = make_executor(executor, jobs=jobs)  # each applies its own default for None
     elif executor is None:
-        jobs = default_jobs(len(files)) if jobs is None else max(1, min(jobs, len(files)))
+        jobs = (
+            default_jobs(len(files), total_bytes=sum(sizes))
+            if jobs is None
+            else max(1, min(jobs, len(files)))
+        )
         runner = make_executor("serial" if jobs == 1 else "process", jobs=jobs)
     else:
         runner = executor

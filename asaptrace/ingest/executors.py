@@ -34,6 +34,8 @@ R = TypeVar("R")
 
 #: Below this many CPUs a process pool never beats one process (see :func:`default_jobs`).
 MIN_CPUS_FOR_POOL = 4
+#: A spawned worker's ≈ 0.4 s start-up is the time to parse ≈ 80 MB; give each at least this much.
+MIN_BYTES_PER_WORKER = 256 * 1024**2
 
 
 class Executor(Protocol):
@@ -62,20 +64,23 @@ def make_executor(name: str, *, jobs: int | None = None, address: str | None = N
     return factory(jobs=jobs, address=address)
 
 
-def default_jobs(n_files: int, cpus: int | None = None) -> int:
+def default_jobs(n_files: int, cpus: int | None = None, total_bytes: int | None = None) -> int:
     """Worker processes to use when the user did not say: never slower than one process.
 
     Each file task already keeps two cores busy (the C scanner parses while a second thread
     hashes the file), and every spawned worker pays ≈ 0.4 s to import polars/pyarrow/asaptrace.
-    On a machine with fewer than :data:`MIN_CPUS_FOR_POOL` CPUs a pool therefore only adds that
-    start-up (measured on 2 cores: 8 files took longer with 2 workers than with 1; numbers in
-    ``benchmarks/ingest.py``'s README section). Above it, one worker per two CPUs, at most one
-    per file.
+    So: one process below :data:`MIN_CPUS_FOR_POOL` CPUs (measured on 2 cores: 8 files took
+    longer with 2 workers than with 1; numbers in docs/executors.md); above it one worker per two
+    CPUs, at most one per file and (when ``total_bytes`` is known) one per
+    :data:`MIN_BYTES_PER_WORKER` of input, so small runs stay in one process.
     """
     cpus = cpus if cpus is not None else (os.cpu_count() or 1)
     if n_files <= 1 or cpus < MIN_CPUS_FOR_POOL:
         return 1
-    return max(1, min(n_files, cpus // 2))
+    jobs = min(n_files, cpus // 2)
+    if total_bytes is not None:
+        jobs = min(jobs, total_bytes // MIN_BYTES_PER_WORKER)
+    return max(1, jobs)
 
 
 class SerialExecutor:
