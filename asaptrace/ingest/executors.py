@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from typing import Any, Protocol, TypeVar
 
-from asaptrace.errors import UsageError
+from asaptrace.errors import IngestError, UsageError
 from asaptrace.registry import Registry
 
 T = TypeVar("T")
@@ -152,18 +152,25 @@ class RayExecutor:
         started = not ray.is_initialized()
         if started:
             self._init(ray)
+        pending: dict[Any, T] = {}
         try:
             remote = ray.remote(num_cpus=1, max_retries=0)(fn)
-            pending = [remote.remote(item) for item in items]
+            pending = {remote.remote(item): item for item in items}
             while pending:
-                ready, pending = ray.wait(pending, num_returns=1)
+                (ref,), _ = ray.wait(list(pending), num_returns=1)
+                item = pending.pop(ref)
                 try:
-                    yield ray.get(ready[0])
+                    result = ray.get(ref)
                 except ray.exceptions.RayTaskError as err:
-                    for ref in pending:
-                        ray.cancel(ref)
-                    raise _unwrap(err) from None
+                    raise _unwrap(err) from None  # the task's own (one-line) error
+                except ray.exceptions.RayError as err:  # the worker died (memory, node lost)
+                    raise IngestError(
+                        f"the Ray worker reading it failed: {_first_line(err)}", path=_path(item)
+                    ) from None
+                yield result
         finally:
+            for ref in pending:  # on an error, or when the caller stops early
+                ray.cancel(ref)
             if started:
                 ray.shutdown()
 
@@ -177,8 +184,17 @@ class RayExecutor:
                 ray.init(address=self.address, **quiet)
         except (ConnectionError, ValueError, RuntimeError) as err:
             where = self.address or "a local instance"
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise UsageError(f"cannot start Ray on {where}: {first}") from None
+            raise UsageError(f"cannot start Ray on {where}: {_first_line(err)}") from None
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _path(item: object) -> str | None:
+    path = getattr(item, "path", None)
+    return None if path is None else str(path)
 
 
 def _unwrap(err: BaseException) -> BaseException:
