@@ -126,11 +126,14 @@ def print_cli_summary(results: dict[str, dict], hta_r: dict | None) -> None:
     if not (start and raw and full):
         return
     t = full["seconds"]
-    print(
-        f"\nwhole-CLI ingest {t:.2f} s = start-up + imports {start['seconds']:.2f} s"
-        f" + enrichment (incl. its store rewrite) {t - raw['seconds']:.2f} s"
-        f" + parse/hash/write/exit {raw['seconds'] - start['seconds']:.2f} s"
-    )
+    enrich, rest = t - raw["seconds"], raw["seconds"] - start["seconds"]
+    if enrich > 0 and rest > 0:
+        print(
+            f"\nwhole-CLI ingest {t:.2f} s = start-up + imports {start['seconds']:.2f} s"
+            f" + enrichment (incl. its store rewrite) {enrich:.2f} s + parse/hash/write/exit {rest:.2f} s"
+        )
+    else:
+        print(f"\nwhole-CLI ingest {t:.2f} s (too noisy in this run to split; try a larger --repeat)")
     if hta_r:
         print(f"whole-CLI ingest vs HTA's loader in this run: {hta_r['seconds'] / t:.1f}x (goal: >= 20x)")
 
