@@ -1,3 +1,72 @@
-"""asaptrace: where MoE prefill time goes, and how much an asynchronous disaggregated design wins back."""
+"""asaptrace: where MoE prefill time goes, and how much an asynchronous disaggregated design wins back.
+
+The public calls (documented in docs/reference/python-api.md) are re-exported here lazily, so
+``import asaptrace`` stays cheap and a name's module is imported the first time it is used::
+
+    import asaptrace
+    store = asaptrace.build_store(["traces/"], "run.store", overwrite=True)
+    diag = asaptrace.diagnose_store(store)
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: public name → the module that defines it
+_EXPORTS = {
+    "build_store": "asaptrace.pipeline",
+    "enrich_store": "asaptrace.pipeline",
+    "diagnose_store": "asaptrace.pipeline",
+    "read_tables": "asaptrace.pipeline",
+    "store_info": "asaptrace.info",
+    "open_store": "asaptrace.store",
+    "TraceStore": "asaptrace.store",
+    "Diagnosis": "asaptrace.analyze.diagnosis",
+    "diagnose": "asaptrace.analyze.diagnosis",
+    "enrich_frames": "asaptrace.enrich.frames",
+    "IngestOptions": "asaptrace.ingest.base",
+    "synthesize": "asaptrace.synth",
+    "load_config": "asaptrace.synth",
+}
+
+__all__ = [  # noqa: RUF022  (grouped as _EXPORTS)
+    "__version__",
+    "build_store",
+    "enrich_store",
+    "diagnose_store",
+    "read_tables",
+    "store_info",
+    "open_store",
+    "TraceStore",
+    "Diagnosis",
+    "diagnose",
+    "enrich_frames",
+    "IngestOptions",
+    "synthesize",
+    "load_config",
+]
+
+if TYPE_CHECKING:
+    from asaptrace.analyze.diagnosis import Diagnosis, diagnose
+    from asaptrace.enrich.frames import enrich_frames
+    from asaptrace.info import store_info
+    from asaptrace.ingest.base import IngestOptions
+    from asaptrace.pipeline import build_store, diagnose_store, enrich_store, read_tables
+    from asaptrace.store import TraceStore, open_store
+    from asaptrace.synth import load_config, synthesize
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'asaptrace' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -6,9 +6,9 @@ Layout of a store directory::
     ranks.parquet          one row per rank
     streams.parquet        one row per (rank, pid, stream) timeline
     batches.parquet        batch composition (optional)
-    events/part-*.parquet  canonical events, one part per source file (scanned lazily together)
-    args/part-*.parquet    useful event arguments
-    flows/part-*.parquet   flow events
+    events/part-*.parquet  canonical events, one part per rank (raw: per source file), scanned lazily together
+    args/part-*.parquet    useful event arguments (parted like events)
+    flows/part-*.parquet   flow events (parted like events)
 
 A store is written into a hidden temporary sibling directory and renamed into place only when
 complete, so a crash or a bad input file never leaves a half-written store behind.
@@ -153,3 +153,8 @@ class TraceStore:
 
     def read(self, name: str) -> pl.DataFrame:
         return self.scan(name).collect()
+
+
+def open_store(path: str | Path) -> TraceStore:
+    """Open the store at ``path`` (see :meth:`TraceStore.open`)."""
+    return TraceStore.open(path)

@@ -25,9 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from asaptrace.analyze.diagnosis import diagnose_store
-from asaptrace.enrich import enrich_store
 from asaptrace.ingest.driver import ingest_paths
+from asaptrace.pipeline import diagnose_store, enrich_store
 from asaptrace.store import TraceStore
 from asaptrace.synth import load_config, synthesize
 

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from asaptrace.ingest import _kineto_cscan, kineto
+from asaptrace.ingest.kineto import cscan as _kineto_cscan
+from asaptrace.ingest.kineto import reader as kineto
 
 DECODERS = ("c", "msgspec")
 
@@ -23,7 +24,9 @@ DECODERS = ("c", "msgspec")
 @pytest.fixture(params=DECODERS, scope="module", autouse=True)
 def kineto_decoder(request: pytest.FixtureRequest) -> Iterator[str]:
     if request.param == "c" and not _kineto_cscan.available():
-        pytest.skip("the C scanner asaptrace.ingest._kscan is not built (no compiler at install time?)")
+        pytest.skip(
+            "the C scanner asaptrace.ingest.kineto._kscan is not built (no compiler at install time?)"
+        )
     with pytest.MonkeyPatch.context() as mp:
         if request.param == "msgspec":
             mp.setenv("ASAPTRACE_NO_CSCAN", "1")

@@ -7,7 +7,7 @@ import pytest
 
 from asaptrace.analyze import barrier as bw
 from asaptrace.analyze.breakdown import BreakdownIdentityError, check_identity, step_breakdown
-from asaptrace.enrich import enrich_store
+from asaptrace.pipeline import enrich_store
 from tests._analysis_helpers import (
     EXPECTED_COMBINE_WAIT_US,
     EXPECTED_DISPATCH_WAIT_US,

@@ -7,7 +7,8 @@ import json
 import polars as pl
 import pytest
 
-from asaptrace.analyze.diagnosis import SCHEMA_VERSION, diagnose_store
+from asaptrace.analyze.diagnosis import SCHEMA_VERSION
+from asaptrace.pipeline import diagnose_store
 from asaptrace.store import TraceStore
 from tests._analysis_helpers import moe_scenario, write_traces
 from tests._cli import run_cli

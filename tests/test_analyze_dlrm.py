@@ -10,9 +10,8 @@ import json
 import polars as pl
 import pytest
 
-from asaptrace.analyze.diagnosis import diagnose_store
-from asaptrace.enrich import enrich_store
 from asaptrace.ingest.driver import ingest_paths
+from asaptrace.pipeline import diagnose_store, enrich_store
 
 US = 1000
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from asaptrace.analyze.diagnosis import TABLE_NAMES, diagnose_store
-from asaptrace.enrich import enrich_store
+from asaptrace.analyze.diagnosis import TABLE_NAMES
+from asaptrace.pipeline import diagnose_store, enrich_store
 from tests._analysis_helpers import ingest, moe_scenario, write_traces
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "reference" / "columns.md"

@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from asaptrace.analyze.imbalance import fit_attention, imbalance_by_group, imbalance_by_step
-from asaptrace.enrich import enrich_store
+from asaptrace.pipeline import enrich_store
 from tests._analysis_helpers import ingest, moe_scenario, write_traces
 
 US = 1000

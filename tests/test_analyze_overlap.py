@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from asaptrace.analyze.overlap import overlap_by_rank, overlap_by_role
-from asaptrace.enrich import enrich_store
+from asaptrace.pipeline import enrich_store
 from tests._analysis_helpers import (
     ATTENTION,
     COMM_STREAM,

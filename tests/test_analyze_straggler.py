@@ -8,7 +8,7 @@ import polars as pl
 from asaptrace.analyze import barrier as bw
 from asaptrace.analyze.imbalance import imbalance_by_group
 from asaptrace.analyze.straggler import dixon_or_3sigma, straggler_groups, stragglers
-from asaptrace.enrich import enrich_store
+from asaptrace.pipeline import enrich_store
 from tests._analysis_helpers import ingest, moe_scenario, write_traces
 
 

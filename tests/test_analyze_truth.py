@@ -12,9 +12,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from asaptrace.analyze.diagnosis import diagnose_store
-from asaptrace.enrich import enrich_store
 from asaptrace.ingest.driver import ingest_paths
+from asaptrace.pipeline import diagnose_store, enrich_store
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 RUNS = {  # sample → folder of its trace files

@@ -9,8 +9,8 @@ import pytest
 from asaptrace.analyze import barrier as bw
 from asaptrace.analyze.breakdown import step_breakdown
 from asaptrace.analyze.ttft import ttft_by_bucket, ttft_requests
-from asaptrace.enrich import enrich_store
 from asaptrace.errors import UsageError
+from asaptrace.pipeline import enrich_store
 from tests._analysis_helpers import ingest, moe_scenario, write_traces
 
 US = 1000

@@ -5,8 +5,8 @@ from __future__ import annotations
 import polars as pl
 
 from asaptrace.analyze import barrier as bw
-from asaptrace.enrich import enrich_store
 from asaptrace.enrich.clock import estimate_offsets
+from asaptrace.pipeline import enrich_store
 from tests._analysis_helpers import (
     ALLREDUCE,
     COMM_STREAM,

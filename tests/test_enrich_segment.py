@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from asaptrace.analyze import barrier as bw
-from asaptrace.enrich import enrich_store
+from asaptrace.pipeline import enrich_store
 from tests._analysis_helpers import (
     ATTENTION,
     COMBINE,

@@ -13,8 +13,8 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from asaptrace.analyze.diagnosis import diagnose_store
 from asaptrace.ingest.driver import ingest_paths
+from asaptrace.pipeline import diagnose_store
 from asaptrace.synth import load_config, synthesize
 
 
@@ -25,7 +25,7 @@ def both(tmp_path_factory):
     diags = {}
     for fmt in ("kineto", "ascend"):
         store = ingest_paths([root / "run" / fmt], root / f"{fmt}.store")
-        from asaptrace.enrich.pipeline import enrich_store
+        from asaptrace.pipeline import enrich_store
 
         diags[fmt] = diagnose_store(enrich_store(store))
     return diags

@@ -12,8 +12,8 @@ import pytest
 
 from asaptrace.errors import AsaptraceError, CorruptTrace
 from asaptrace.ingest import detect_format
-from asaptrace.ingest._ascend_companions import find_companions, folder_facts
 from asaptrace.ingest.ascend import ascend_sources, read_ascend
+from asaptrace.ingest.ascend.companions import find_companions, folder_facts
 from asaptrace.ingest.driver import discover, ingest_paths
 from tests._ingest_helpers import (
     CANN,

@@ -1,4 +1,4 @@
-"""The C scanner (``asaptrace.ingest._kscan``) against the msgspec decoder, and against bad input.
+"""The C scanner (``asaptrace.ingest.kineto._kscan``) against the msgspec decoder, and against bad input.
 
 The Kineto reader's two decoders must agree event by event: on generated traces (escapes, unicode,
 nested args, times as int / float / string / exponent, odd whitespace, duplicate keys, escaped
@@ -26,15 +26,15 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from asaptrace.errors import CorruptTrace
-from asaptrace.ingest import _kineto_cscan
 from asaptrace.ingest.base import IngestResult
+from asaptrace.ingest.kineto import cscan as _kineto_cscan
 from asaptrace.ingest.kineto import read_kineto
 from tests._kscan_helpers import plain
 
 pytestmark = pytest.mark.skipif(not _kineto_cscan.available(), reason="the C scanner _kscan is not built")
 
 if _kineto_cscan.available():
-    from asaptrace.ingest._kscan import scan
+    from asaptrace.ingest.kineto._kscan import scan
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -1,10 +1,9 @@
 """The Diagnosis: every analysis table of a store plus ranked findings in plain words.
 
 :func:`diagnose` runs the analyses on (events, ranks, batches) and turns their tables into
-findings, each with the time at stake (``cost_ns``, per rank on average) used to rank them.
-:func:`diagnose_store` is the convenience the faces call: it reads a store lazily, enriching it in
-memory first when it was never enriched or when the caller overrides the parallel layout, the
-batches or the taxonomy (the store on disk is not modified).
+findings, each with the time at stake (``cost_ns``, per rank on average) used to rank them. It is
+pure: reading a store (and re-enriching it when options differ) is
+:func:`asaptrace.pipeline.diagnose_store`'s job.
 
 The JSON form (:meth:`Diagnosis.to_json`) is a versioned schema that scripts can rely on
 (documented in ``docs/reference/columns.md``)::
@@ -30,11 +29,10 @@ from asaptrace.analyze.overlap import overlap_by_rank, overlap_by_role
 from asaptrace.analyze.straggler import straggler_groups, stragglers
 from asaptrace.analyze.ttft import ttft_by_bucket, ttft_requests
 from asaptrace.enrich.instances import match_instances
-from asaptrace.store import TraceStore
 
 SCHEMA_VERSION = 1
 
-__all__ = ["SCHEMA_VERSION", "TABLE_NAMES", "Diagnosis", "Finding", "diagnose", "diagnose_store"]
+__all__ = ["SCHEMA_VERSION", "TABLE_NAMES", "Diagnosis", "Finding", "diagnose"]
 
 #: Tables every Diagnosis carries (possibly empty), in display order.
 TABLE_NAMES = (
@@ -139,33 +137,3 @@ def diagnose(
         )
     findings = rank_findings(t, rk, meta)
     return Diagnosis(tables=t, findings=findings, notes=notes, meta=meta)
-
-
-def diagnose_store(
-    store: TraceStore,
-    *,
-    parallel: Any = None,
-    batches: Any = None,
-    taxonomy: Any = None,
-) -> Diagnosis:
-    """Diagnose a store (enriched in memory first when needed or when options override it)."""
-    from asaptrace.enrich.pipeline import enrich_frames, read_tables
-
-    meta: dict[str, Any] = {"store": str(store.path)}
-    if store.meta.get("enriched") and parallel is None and batches is None and taxonomy is None:
-        events, ranks, bt = store.events(), store.ranks(), store.scan("batches")
-        m = store.meta
-    else:
-        result = enrich_frames(read_tables(store), parallel=parallel, taxonomy=taxonomy, batches=batches)
-        events, ranks, bt = (result.tables[n].lazy() for n in ("events", "ranks", "batches"))
-        m = {**store.meta, **result.meta}
-        meta["enriched_in_memory"] = True
-    meta.update(
-        parallel=m.get("parallel"),
-        taxonomy_profile=m.get("taxonomy_profile"),
-        clock=m.get("clock"),
-        segmentation=m.get("segmentation"),
-        batches_source=m.get("batches_source"),
-    )
-    notes = [*(m.get("segmentation") or {}).get("notes", []), *(m.get("clock") or {}).get("notes", [])]
-    return diagnose(events, ranks, batches=bt, meta={**meta, "notes": notes})

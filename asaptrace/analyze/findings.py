@@ -12,6 +12,8 @@ from typing import Any
 
 import polars as pl
 
+from asaptrace.units import percent, text_ns
+
 #: A clock residual above this means the matched collectives do not end together.
 UNRELIABLE_RESIDUAL_NS = 50_000
 
@@ -34,20 +36,6 @@ class Finding:
             "text": self.text,
             "data": self.data,
         }
-
-
-def fmt_ns(ns: float | int | None) -> str:
-    """Human duration for finding texts."""
-    if ns is None:
-        return "?"
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if abs(ns) >= scale:
-            return f"{ns / scale:.3g} {unit}" if abs(ns) / scale < 100 else f"{ns / scale:.0f} {unit}"
-    return f"{ns:.0f} ns"
-
-
-def _pct(x: float | None) -> str:
-    return "?" if x is None else f"{100 * x:.0f}%"
 
 
 def rank_findings(t: dict[str, pl.DataFrame], ranks: pl.DataFrame, meta: dict[str, Any]) -> list[Finding]:
@@ -84,8 +72,8 @@ def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
                 "receive_wait",
                 _severity(share),
                 f"No barrier (asynchronous deployment): attention devices wait only for their own results — "
-                f"{fmt_ns(raw / n_att)} per attention device in combine receives, of which {fmt_ns(exposed / n_att)} "
-                f"is exposed (compute idle), {_pct(share)} of step time.",
+                f"{text_ns(raw / n_att)} per attention device in combine receives, of which {text_ns(exposed / n_att)} "
+                f"is exposed (compute idle), {percent(share)} of step time.",
                 cost_ns=exposed // n_ranks,
                 data={
                     "receive_wait_ns": raw,
@@ -114,7 +102,7 @@ def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
         Finding(
             "barrier_wait",
             _severity(share),
-            f"Barrier wait cost {_pct(share)} of step time: {fmt_ns(wait / n_ranks)} per rank on average, "
+            f"Barrier wait cost {percent(share)} of step time: {text_ns(wait / n_ranks)} per rank on average, "
             f"exposed (not hidden under compute), over {n_inst} matched collective instances.",
             cost_ns=wait // n_ranks,
             data={"exposed_wait_ns": wait, "step_time_ns": total, "wait_share": share, "n_instances": n_inst},
@@ -127,9 +115,9 @@ def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
         Finding(
             "longest_wait",
             "info",
-            f"Longest single wait: rank {worst['rank']} waited {fmt_ns(worst['wait_ns'])} at {_where(worst)} for "
+            f"Longest single wait: rank {worst['rank']} waited {text_ns(worst['wait_ns'])} at {_where(worst)} for "
             f"rank {worst['last_rank']}. At the first instance ({_where(fw)}) rank {fw['rank']} waited longest "
-            f"({fmt_ns(fw['wait_ns'])}) and rank {fw['last_rank']} arrived last.",
+            f"({text_ns(fw['wait_ns'])}) and rank {fw['last_rank']} arrived last.",
             data={
                 "rank": worst["rank"],
                 "wait_ns": worst["wait_ns"],
@@ -159,7 +147,7 @@ def _straggler_findings(t: dict[str, pl.DataFrame], n_ranks: int) -> list[Findin
         g = groups.row(0, named=True)
         caused = by_group.filter(pl.col("dp_group") == g["dp_group"])
         caused_ns = int(caused.get_column("caused_wait_ns").sum()) if caused.height else 0
-        text = f"DP group {g['dp_group']} arrived last at {_pct(g['last_share'])} of barriers"
+        text = f"DP group {g['dp_group']} arrived last at {percent(g['last_share'])} of barriers"
         data: dict[str, Any] = {**g, "caused_wait_ns": caused_ns}
         rel = _relative_load(imb, g["dp_group"])
         if rel is not None:
@@ -174,7 +162,7 @@ def _straggler_findings(t: dict[str, pl.DataFrame], n_ranks: int) -> list[Findin
         if culprit is not None:
             data["dominant_rank"] = culprit
             text += f" (mostly because of rank {culprit})"
-        text += f"; the other ranks waited {fmt_ns(caused_ns / n_ranks)} each for it on average."
+        text += f"; the other ranks waited {text_ns(caused_ns / n_ranks)} each for it on average."
         share = g["last_share"] or 0.0
         out.append(
             Finding(
@@ -209,12 +197,12 @@ def _straggler_findings(t: dict[str, pl.DataFrame], n_ranks: int) -> list[Findin
             text = (
                 f"Rank {r['rank']} is a slow device: its non-MoE kernels take {r['compute_ratio']:.2f}× as long as "
                 f"{versus.get(r['compute_baseline'], 'expected')} ({test}); it arrived last at "
-                f"{_pct(r['last_share'])} of barriers."
+                f"{percent(r['last_share'])} of barriers."
             )
         else:
             text = (
                 f"Rank {r['rank']} holds a hot expert: its MoE kernels take {r['moe_ratio']:.2f}× the median "
-                f"({test}); it arrived last at {_pct(r['last_share'])} of barriers."
+                f"({test}); it arrived last at {percent(r['last_share'])} of barriers."
             )
         out.append(
             Finding(
@@ -231,7 +219,7 @@ def _straggler_findings(t: dict[str, pl.DataFrame], n_ranks: int) -> list[Findin
             Finding(
                 "straggler_rank",
                 "medium",
-                f"Rank {r['rank']} arrived last at {_pct(r['last_share'])} of barriers "
+                f"Rank {r['rank']} arrived last at {percent(r['last_share'])} of barriers "
                 f"({r['last_count']} of them).",
                 data={"rank": r["rank"], "last_count": r["last_count"], "last_share": r["last_share"]},
             )
@@ -303,7 +291,7 @@ def _imbalance_findings(t: dict[str, pl.DataFrame], n_ranks: int, *, coupled: bo
         text += f" Attention time fits c0 + c1·Σs + c2·Σs² with R² = {f['r2']:.2f}"
         if f["explained_wait_share"] is not None:
             text += (
-                f"; the DP groups' length mix accounts for at least {_pct(f['explained_wait_share'])} of the "
+                f"; the DP groups' length mix accounts for at least {percent(f['explained_wait_share'])} of the "
                 "exposed barrier wait"
             )
             if f["wait_r2"] is not None:
@@ -336,12 +324,12 @@ def _overlap_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
         transfer = int(t["step_breakdown"].get_column("transfer_ns").sum())
         waited = max(exposed - transfer, 0)
         text = (
-            f"Overlap efficiency {_pct(eff)}: of {fmt_ns(comm / n_ranks)} of communication per rank, "
-            f"{fmt_ns(exposed / n_ranks)} is exposed ({_pct(exposed / span if span else None)} of the device "
+            f"Overlap efficiency {percent(eff)}: of {text_ns(comm / n_ranks)} of communication per rank, "
+            f"{text_ns(exposed / n_ranks)} is exposed ({percent(exposed / span if span else None)} of the device "
             "span)"
         )
         if waited:
-            text += f", of which {fmt_ns(waited / n_ranks)} is barrier wait and {fmt_ns(transfer / n_ranks)} transfer"
+            text += f", of which {text_ns(waited / n_ranks)} is barrier wait and {text_ns(transfer / n_ranks)} transfer"
         out.append(
             Finding(
                 "overlap",
@@ -358,8 +346,8 @@ def _overlap_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
         )
     if deployment == "disaggregated" and roles.height:
         parts = [
-            f"{r['role']} devices {_pct(r['utilisation'])} busy ({r['n_bubbles']} bubbles, "
-            f"mean {fmt_ns(r['mean_bubble_ns'])})"
+            f"{r['role']} devices {percent(r['utilisation'])} busy ({r['n_bubbles']} bubbles, "
+            f"mean {text_ns(r['mean_bubble_ns'])})"
             for r in roles.iter_rows(named=True)
         ]
         out.append(
@@ -382,8 +370,8 @@ def _ttft_findings(t: dict[str, pl.DataFrame]) -> list[Finding]:
         Finding(
             "ttft_wait",
             "info",
-            f"Short requests pay for the barrier: {first['bucket']} requests spend {_pct(first['wait_share'])} of their "
-            f"step waiting, {last['bucket']} requests {_pct(last['wait_share'])}.",
+            f"Short requests pay for the barrier: {first['bucket']} requests spend {percent(first['wait_share'])} of their "
+            f"step waiting, {last['bucket']} requests {percent(last['wait_share'])}.",
             data={"buckets": tb.to_dicts()},
         )
     ]
@@ -409,15 +397,15 @@ def _clock_findings(t: dict[str, pl.DataFrame], meta: dict[str, Any]) -> list[Fi
     span = int(c.get_column("offset_ns").max() - c.get_column("offset_ns").min())  # type: ignore[operator]
     resid = int(c.get_column("residual_ns").max())  # type: ignore[arg-type]
     text = (
-        f"Clocks aligned on {clock.get('n_instances', '?')} collective instances: offsets span {fmt_ns(span)} "
-        f"(reference rank {clock.get('reference_rank')}), residual at most {fmt_ns(resid)}."
+        f"Clocks aligned on {clock.get('n_instances', '?')} collective instances: offsets span {text_ns(span)} "
+        f"(reference rank {clock.get('reference_rank')}), residual at most {text_ns(resid)}."
     )
     severity = "info"
     if resid > UNRELIABLE_RESIDUAL_NS:
         severity = "medium"
         text += (
             " The alignment is unreliable: after it, collective end times still disagree by up to "
-            f"{fmt_ns(resid)} (the matched kernels may not synchronise, e.g. point-to-point sends, or the "
+            f"{text_ns(resid)} (the matched kernels may not synchronise, e.g. point-to-point sends, or the "
             "trace holds only part of a larger group), so cross-rank waits are approximate."
         )
     elif span <= 2 * max(resid, 1_000):

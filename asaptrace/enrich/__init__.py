@@ -1,5 +1,8 @@
-"""Enrichment: taxonomy (kinds), segmentation (step/layer/micro-batch), topology, clock alignment."""
+"""Enrichment: taxonomy (kinds), segmentation (step/layer/micro-batch), topology, clock alignment.
 
-from asaptrace.enrich.pipeline import enrich_frames, enrich_store
+Pure frame → frame functions; enriching a store on disk is :func:`asaptrace.pipeline.enrich_store`.
+"""
 
-__all__ = ["enrich_frames", "enrich_store"]
+from asaptrace.enrich.frames import enrich_frames
+
+__all__ = ["enrich_frames"]

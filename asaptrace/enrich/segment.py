@@ -305,78 +305,133 @@ def _step_from_rank_spans(ev: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame
 
 
 # ----------------------------------------------------------------------------------- without annotations
+_DEVICE_WORK = pl.col("is_device") & (pl.col("kind").cast(pl.String) != Kind.ANNOTATION)
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """How ranks without step annotations are cut into steps — decided over *all* such ranks.
+
+    The idle-gap threshold is ``max(min_gap, 20 × median gap)`` over every step-less rank, and the
+    cut is kept only when those ranks agree on the number of boundaries. Computing it from the
+    per-rank gaps (:func:`step_gaps`) lets a streaming enrichment fill one rank at a time.
+    """
+
+    threshold: int
+    boundaries: tuple[int, ...]  # distinct boundary counts over the step-less ranks
+
+    @property
+    def consistent(self) -> bool:
+        return len(self.boundaries) <= 1
+
+
+def ranks_without(events: pl.DataFrame, column: str) -> pl.Series:
+    """Ranks whose device work has no value at all in ``column`` (step or layer)."""
+    return (
+        events.filter(_DEVICE_WORK)
+        .group_by("rank")
+        .agg(pl.col(column).is_not_null().any().alias("has"))
+        .filter(~pl.col("has"))
+        .get_column("rank")
+    )
+
+
+def step_gaps(events: pl.DataFrame, ranks: pl.Series) -> pl.DataFrame:
+    """Idle gap before each device kernel of ``ranks`` (rows: _row, rank, ts_ns, dur_ns, _gap)."""
+    dev = (
+        events.with_row_index("_row")
+        .filter(pl.col("rank").is_in(ranks.implode()) & _DEVICE_WORK)
+        .select("_row", "rank", "ts_ns", "dur_ns")
+        .sort("rank", "ts_ns")
+    )
+    return dev.with_columns(
+        _prev_end=(pl.col("ts_ns") + pl.col("dur_ns")).cum_max().shift(1).over("rank"),
+    ).with_columns(_gap=(pl.col("ts_ns") - pl.col("_prev_end")).clip(lower_bound=0))
+
+
+def plan_steps(gaps: pl.DataFrame, min_gap: int = DEFAULT_MIN_STEP_GAP_NS) -> StepPlan:
+    """The :class:`StepPlan` of the step-less ranks whose gaps are in ``gaps`` (rank, _gap)."""
+    positive = gaps.filter(pl.col("_gap") > 0).get_column("_gap")
+    threshold = max(min_gap, int(20 * positive.median())) if positive.len() else min_gap  # type: ignore[operator]
+    counts = (
+        gaps.group_by("rank")
+        .agg((pl.col("_gap").fill_null(0) > threshold).sum().alias("n"))
+        .get_column("n")
+        .unique()
+    )
+    return StepPlan(threshold=threshold, boundaries=tuple(sorted(int(c) for c in counts.to_list())))
+
+
+def note_steps(notes: SegmentNotes, plan: StepPlan) -> None:
+    """Record in ``notes`` what cutting by ``plan`` did (once per enrichment, not per rank)."""
+    if not plan.consistent:
+        notes.notes.append(
+            f"steps could not be told apart from idle gaps (ranks disagree: {list(plan.boundaries)} boundaries); "
+            "all events without a step annotation were put in step 0"
+        )
+        notes.step_source = notes.step_source if notes.step_source == "annotations" else "single"
+        return
+    n = plan.boundaries[0] + 1 if plan.boundaries else 1
+    notes.step_source = (
+        notes.step_source if notes.step_source == "annotations" else ("gaps" if n > 1 else "single")
+    )
+    if n > 1:
+        notes.notes.append(
+            f"{n} steps found from idle gaps longer than {plan.threshold} ns (no step annotations)"
+        )
+
+
+def fill_steps(events: pl.DataFrame, ranks: pl.Series, plan: StepPlan) -> pl.DataFrame:
+    """Steps of ``ranks``' device work from idle gaps longer than the plan's threshold."""
+    dev = step_gaps(events, ranks)
+    if plan.consistent:
+        dev = dev.with_columns(
+            _step=(pl.col("_gap").fill_null(0) > plan.threshold).cast(pl.Int32).cum_sum().over("rank")
+        )
+    else:
+        dev = dev.with_columns(_step=pl.lit(0, pl.Int32))
+    fill = np.full(events.height, -1, dtype=np.int64)
+    fill[dev.get_column("_row").to_numpy()] = dev.get_column("_step").to_numpy()
+    fill_s = pl.Series(fill).cast(pl.Int32)
+    # host events of those ranks: no step (their timeline is not the device's)
+    return events.with_columns(step=pl.when(fill_s >= 0).then(fill_s).otherwise(pl.col("step")))
+
+
 def fill_from_structure(
-    events: pl.DataFrame, notes: SegmentNotes, *, min_step_gap_ns: int = DEFAULT_MIN_STEP_GAP_NS
+    events: pl.DataFrame,
+    notes: SegmentNotes,
+    *,
+    min_step_gap_ns: int = DEFAULT_MIN_STEP_GAP_NS,
+    plan: StepPlan | None = None,
+    note_plan: bool = True,
 ) -> pl.DataFrame:
     """Steps from gaps and layers from dispatch/combine order where annotations said nothing.
 
     Needs final kinds. Only ranks with no step (layer) annotations at all are filled, so a trace
-    with annotations is never second-guessed.
+    with annotations is never second-guessed. ``plan`` (decided over all ranks, see
+    :class:`StepPlan`) is computed from ``events`` when not given; ``note_plan=False`` leaves the
+    step note to the caller that decided the plan.
     """
     ev = events
-    dev = pl.col("is_device") & (pl.col("kind").cast(pl.String) != Kind.ANNOTATION)
-    ranks_without_steps = (
-        ev.filter(dev)
-        .group_by("rank")
-        .agg(pl.col("step").is_not_null().any().alias("has"))
-        .filter(~pl.col("has"))
-        .get_column("rank")
-    )
-    if ranks_without_steps.len():
-        ev = _steps_from_gaps(ev, ranks_without_steps, notes, min_step_gap_ns)
-    ranks_without_layers = (
-        ev.filter(dev)
-        .group_by("rank")
-        .agg(pl.col("layer").is_not_null().any().alias("has"))
-        .filter(~pl.col("has"))
-        .get_column("rank")
-    )
-    if ranks_without_layers.len():
-        ev = _layers_from_comm_order(ev, ranks_without_layers, notes)
+    without_steps = ranks_without(ev, "step")
+    if without_steps.len():
+        plan = plan or plan_steps(step_gaps(ev, without_steps), min_step_gap_ns)
+        if note_plan:
+            note_steps(notes, plan)
+        ev = fill_steps(ev, without_steps, plan)
+    without_layers = ranks_without(ev, "layer")
+    if without_layers.len():
+        ev = _layers_from_comm_order(ev, without_layers, notes)
     return ev
 
 
-def _steps_from_gaps(ev: pl.DataFrame, ranks: pl.Series, notes: SegmentNotes, min_gap: int) -> pl.DataFrame:
-    ev = ev.with_row_index("_row")
-    dev = (
-        ev.filter(
-            pl.col("rank").is_in(ranks.implode())
-            & pl.col("is_device")
-            & (pl.col("kind").cast(pl.String) != Kind.ANNOTATION)
-        )
-        .select("_row", "rank", "ts_ns", "dur_ns")
-        .sort("rank", "ts_ns")
+def note_layers(notes: SegmentNotes) -> None:
+    """Record that layers were numbered from the dispatch/combine order."""
+    notes.layer_source = notes.layer_source if notes.layer_source == "annotations" else "comm_order"
+    notes.notes.append(
+        "layers numbered from the order of dispatch/combine kernels (no layer annotations): "
+        "layer k is the k-th MoE layer of the step, micro-batches unknown"
     )
-    dev = dev.with_columns(
-        _prev_end=(pl.col("ts_ns") + pl.col("dur_ns")).cum_max().shift(1).over("rank"),
-    ).with_columns(_gap=(pl.col("ts_ns") - pl.col("_prev_end")).clip(lower_bound=0))
-    positive = dev.filter(pl.col("_gap") > 0).get_column("_gap")
-    threshold = max(min_gap, int(20 * positive.median())) if positive.len() else min_gap
-    dev = dev.with_columns(
-        _step=(pl.col("_gap").fill_null(0) > threshold).cast(pl.Int32).cum_sum().over("rank")
-    )
-    counts = dev.group_by("rank").agg(pl.col("_step").max()).get_column("_step").unique()
-    if counts.len() > 1:
-        notes.notes.append(
-            f"steps could not be told apart from idle gaps (ranks disagree: {sorted(counts.to_list())} boundaries); "
-            "all events without a step annotation were put in step 0"
-        )
-        dev = dev.with_columns(_step=pl.lit(0, pl.Int32))
-        notes.step_source = notes.step_source if notes.step_source == "annotations" else "single"
-    else:
-        n = int(counts[0]) + 1 if counts.len() else 1
-        notes.step_source = (
-            notes.step_source if notes.step_source == "annotations" else ("gaps" if n > 1 else "single")
-        )
-        if n > 1:
-            notes.notes.append(
-                f"{n} steps found from idle gaps longer than {threshold} ns (no step annotations)"
-            )
-    fill = np.full(ev.height, -1, dtype=np.int64)
-    fill[dev.get_column("_row").to_numpy()] = dev.get_column("_step").to_numpy()
-    fill_s = pl.Series(fill).cast(pl.Int32)
-    # host events of those ranks: no step (their timeline is not the device's)
-    return ev.with_columns(step=pl.when(fill_s >= 0).then(fill_s).otherwise(pl.col("step"))).drop("_row")
 
 
 def _layers_from_comm_order(ev: pl.DataFrame, ranks: pl.Series, notes: SegmentNotes) -> pl.DataFrame:
@@ -430,9 +485,5 @@ def _layers_from_comm_order(ev: pl.DataFrame, ranks: pl.Series, notes: SegmentNo
     for part in (comm, other):
         fill[part.get_column("_row").to_numpy()] = part.get_column("_layer").fill_null(-1).to_numpy()
     fill_s = pl.Series(fill).cast(pl.Int16)
-    notes.layer_source = notes.layer_source if notes.layer_source == "annotations" else "comm_order"
-    notes.notes.append(
-        "layers numbered from the order of dispatch/combine kernels (no layer annotations): "
-        "layer k is the k-th MoE layer of the step, micro-batches unknown"
-    )
+    note_layers(notes)
     return ev.with_columns(layer=pl.when(fill_s >= 0).then(fill_s).otherwise(pl.col("layer"))).drop("_row")

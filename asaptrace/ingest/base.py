@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from asaptrace.accounting import Accounting
 from asaptrace.errors import UnsupportedFormat
+from asaptrace.ingest.naming import NameHint, rank_from_name
 from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED, read_head
 from asaptrace.registry import Registry
 
@@ -76,12 +77,27 @@ class IngestResult:
 
 @dataclass(frozen=True)
 class Format:
-    """A registered source format."""
+    """A registered source format: everything the driver needs to know about it.
+
+    ``priority``: formats are asked, highest first, whether a file is theirs (a format whose files
+    also look like another's — an Ascend ``trace_view.json`` is Chrome-trace JSON — goes first).
+    ``group``: folds the discovered files into one path per source (an Ascend rank folder's many
+    files into its timeline); files it does not claim pass through. ``source_name``: what a rank
+    map calls a source (None: not mine, the file name is used). ``rank_hint``: the rank and
+    parallel indices a path's name says. ``suffixes`` / ``file_names``: what a file inside a folder
+    must be called to be taken as a trace of this format (a file named explicitly is always taken).
+    """
 
     name: str
     sniff: Callable[[Path, bytes], bool]  # (path, first decompressed bytes) -> is it mine?
     read: Callable[[Path, IngestOptions], IngestResult]
     description: str = ""
+    priority: int = 0
+    group: Callable[[list[Path]], list[Path]] | None = None
+    source_name: Callable[[Path], str | None] | None = None
+    rank_hint: Callable[[Path], NameHint | None] = rank_from_name
+    suffixes: tuple[str, ...] = ()
+    file_names: tuple[str, ...] = ()
 
 
 FORMATS: Registry[Format] = Registry("ingest format")
@@ -91,13 +107,39 @@ def register_format(fmt: Format) -> Format:
     return FORMATS.register(fmt.name, fmt)
 
 
+def by_priority() -> list[Format]:
+    """Registered formats, highest priority first (registration order among equals)."""
+    return sorted((fmt for _, fmt in FORMATS), key=lambda f: -f.priority)
+
+
+def group_sources(files: list[Path]) -> list[Path]:
+    """One path per source: each format folds the files it groups (see :class:`Format`)."""
+    for fmt in by_priority():
+        if fmt.group is not None:
+            files = fmt.group(files)
+    return files
+
+
+def looks_like_trace(name: str) -> bool:
+    """Whether a file called ``name`` inside a folder is some registered format's trace."""
+    return any(name.endswith(f.suffixes) or name in f.file_names for _, f in FORMATS)
+
+
+def source_name(path: Path) -> str:
+    """What a rank map calls the source at ``path``: a format's name for it, else the file name."""
+    for fmt in by_priority():
+        if fmt.source_name is not None and (name := fmt.source_name(path)) is not None:
+            return name
+    return path.name
+
+
 def detect_format(path: str | Path) -> Format:
-    """The first registered format whose sniffer accepts the file, or :class:`UnsupportedFormat`."""
+    """The first format (by priority) whose sniffer accepts the file, or :class:`UnsupportedFormat`."""
     path = Path(path)
     head = read_head(path)
     if not head.strip():
         raise UnsupportedFormat("file is empty or unreadable", path=path)
-    for _, fmt in FORMATS:
+    for fmt in by_priority():
         if fmt.sniff(path, head):
             return fmt
     known = ", ".join(FORMATS.names())

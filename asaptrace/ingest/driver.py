@@ -20,16 +20,21 @@ import pyarrow as pa
 
 from asaptrace.accounting import Accounting
 from asaptrace.errors import RankError, UsageError
-from asaptrace.ingest.ascend import ascend_sources, rank_root
-from asaptrace.ingest.base import FORMATS, IngestOptions, RankInfo, detect_format
+from asaptrace.ingest.base import (
+    FORMATS,
+    IngestOptions,
+    RankInfo,
+    detect_format,
+    group_sources,
+    looks_like_trace,
+    source_name,
+)
 from asaptrace.ingest.executors import Executor, default_jobs, make_executor
-from asaptrace.ingest.naming import rank_from_name
+from asaptrace.ingest.naming import NameHint
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role
 from asaptrace.store import StoreWriter, TraceStore, write_part
 
 RankFrom = Literal["auto", "content", "name", "order"]
-_TRACE_SUFFIXES = (".json", ".json.gz", ".gz", ".sqlite", ".db")
-_TRACE_NAMES = ("kernel_details.csv",)  # an Ascend rank folder whose timeline is missing
 
 
 @dataclass(frozen=True)
@@ -85,11 +90,7 @@ def discover(paths: Iterable[str | Path]) -> list[Path]:
         elif p.is_dir():
             for q in sorted(p.rglob("*")):
                 rel = q.relative_to(p).parts
-                if (
-                    q.is_file()
-                    and not any(part.startswith(".") for part in rel)
-                    and (q.name.endswith(_TRACE_SUFFIXES) or q.name in _TRACE_NAMES)
-                ):
+                if q.is_file() and not any(part.startswith(".") for part in rel) and looks_like_trace(q.name):
                     found.append(q)
         else:
             raise UsageError(f"{p}: no such file or directory")
@@ -115,9 +116,10 @@ def _sha256_in_thread(path: Path) -> tuple[threading.Thread, dict[str, str]]:
     return t, out
 
 
-def resolve_rank(info: RankInfo, path: Path, rank_from: RankFrom, explicit: int | None) -> RankInfo:
-    """Decide a file's rank: explicit (map/order) > content > file name, as ``rank_from`` allows."""
-    hint = rank_from_name(path)
+def resolve_rank(
+    info: RankInfo, path: Path, rank_from: RankFrom, explicit: int | None, hint: NameHint | None
+) -> RankInfo:
+    """Decide a file's rank: explicit (map/order) > content > name ``hint``, as ``rank_from`` allows."""
     extra = {}
     if hint is not None:
         extra = {
@@ -151,7 +153,7 @@ def ingest_file(task: FileTask) -> FileSummary:
     hasher, digest = _sha256_in_thread(path)
     fmt = FORMATS.get(task.format) if task.format else detect_format(path)
     result = fmt.read(path, task.options)
-    info = resolve_rank(result.rank_info, path, task.rank_from, task.explicit_rank)
+    info = resolve_rank(result.rank_info, path, task.rank_from, task.explicit_rank, fmt.rank_hint(path))
     assert info.rank is not None
     result = result.with_rank(info.rank)
     part = f"{task.index:05d}"
@@ -203,8 +205,7 @@ def _explicit_ranks(
         return [None] * len(files)
     out: list[int | None] = []
     for f in files:
-        root = rank_root(f)  # every Ascend timeline is named trace_view.json: key by its rank folder
-        hit = rank_map.get(str(f), rank_map.get(f.name if root is None else root.name, rank_map.get(f.name)))
+        hit = rank_map.get(str(f), rank_map.get(source_name(f), rank_map.get(f.name)))
         if hit is None:
             raise UsageError(f"{f}: not listed in the rank map")
         out.append(hit)
@@ -222,6 +223,7 @@ def ingest_paths(
     format: str | None = None,
     overwrite: bool = False,
     progress: Callable[[Progress], None] | None = None,
+    finish: Callable[[StoreWriter, dict[str, Any]], dict[str, Any]] | None = None,
     executor: str | Executor | None = None,
 ) -> TraceStore:
     """Ingest trace files (or folders of them) into a new store at ``out``; returns the opened store.
@@ -233,9 +235,13 @@ def ingest_paths(
     which stays serial on a machine too small for a pool to pay off). Spawned workers need the
     calling script to run under ``if __name__ == "__main__":`` (the usual multiprocessing rule);
     the default ``jobs=1`` stays serial so a plain script or notebook just works.
+
+    ``finish(writer, meta) -> meta``, when given, runs on the complete raw store in the writer's
+    temporary directory just before the commit (the pipeline enriches there, so the store is
+    committed once); an error in it leaves nothing behind, like any other.
     """
     options = options or IngestOptions()
-    files = ascend_sources(discover(paths))  # an Ascend rank folder is one source
+    files = group_sources(discover(paths))  # e.g. an Ascend rank folder is one source
     if format is not None:
         FORMATS.get(format)  # unknown name → RegistryError
     explicit = _explicit_ranks(files, rank_from, rank_map)
@@ -283,6 +289,8 @@ def ingest_paths(
                 for s in summaries
             ],
         }
+        if finish is not None:
+            meta = finish(writer, meta)
         return writer.commit(meta)
 
 

@@ -16,7 +16,7 @@ from the launch environment the export records (``RANK``, ``OMPI_COMM_WORLD_RANK
 ``SLURM_PROCID``), else the driver uses the file name or a mapping.
 
 The database is opened read-only and immutable; tables and columns are probed
-(:mod:`._nsys_schema`), an unknown export schema major version or a SQLite file that is not an nsys
+(:mod:`.schema`), an unknown export schema major version or a SQLite file that is not an nsys
 export is a one-line error.
 """
 
@@ -35,8 +35,9 @@ import pyarrow.compute as pc
 
 from asaptrace.accounting import Accounting
 from asaptrace.errors import CorruptTrace, UnsupportedFormat
-from asaptrace.ingest import _columns as col
-from asaptrace.ingest._nsys_schema import (
+from asaptrace.ingest import columns as col
+from asaptrace.ingest.base import Format, IngestOptions, IngestResult, RankInfo, dictionary, register_format
+from asaptrace.ingest.nsys.schema import (
     KERNEL,
     MEMCPY,
     MEMSET,
@@ -50,7 +51,6 @@ from asaptrace.ingest._nsys_schema import (
     probe,
     require,
 )
-from asaptrace.ingest.base import Format, IngestOptions, IngestResult, RankInfo, dictionary, register_format
 from asaptrace.schema import ARGS_SCHEMA, EVENTS_SCHEMA, FLOWS_SCHEMA, STREAMS_SCHEMA, Kind
 
 FORMAT_NAME = "nsys"
@@ -548,7 +548,9 @@ def _streams(
 NSYS = register_format(
     Format(
         name=FORMAT_NAME,
+        priority=10,
         sniff=sniff,
+        suffixes=(".sqlite", ".db"),
         read=read_nsys,
         description="Nsight Systems SQLite export (nsys export --type sqlite)",
     )

@@ -10,10 +10,10 @@ relative to it). Phases: complete ``X``; ``B``/``E`` pairs matched per (pid, tid
 in the reason. Every event read is kept or rejected: ``read == kept + Σ rejected``.
 
 Two decoders turn the bytes into the same per-event columns
-(:class:`~asaptrace.ingest._kineto_decode.EventColumns`); everything after that — phase masks,
+(:class:`~asaptrace.ingest.kineto.decode.EventColumns`); everything after that — phase masks,
 B/E matching, rejections, accounting, tables — is shared:
 
-* the C scanner ``asaptrace.ingest._kscan`` (compiled by ``pip install``): one pass over the bytes
+* the C scanner ``asaptrace.ingest.kineto._kscan`` (compiled by ``pip install``): one pass over the bytes
   into columnar buffers, no Python object per event. Times convert exactly from their decimal text
   (``1694128201435418.123`` µs → ``1694128201435418123`` ns, more than 3 decimals rounded half to
   even), also for JSON floats;
@@ -40,17 +40,17 @@ import pyarrow.compute as pc
 
 from asaptrace.accounting import Accounting
 from asaptrace.errors import CorruptTrace
-from asaptrace.ingest import _columns as col
-from asaptrace.ingest import _kineto_cscan as cscan
-from asaptrace.ingest._kineto_decode import (
+from asaptrace.ingest import columns as col
+from asaptrace.ingest.base import Format, IngestOptions, IngestResult, RankInfo, register_format
+from asaptrace.ingest.kineto import cscan
+from asaptrace.ingest.kineto.decode import (
+    EventArgs,
     EventColumns,
     Times,
-    _Args,
     decode_python,
     first_char,
     is_rich,
 )
-from asaptrace.ingest.base import Format, IngestOptions, IngestResult, RankInfo, register_format
 from asaptrace.ingest.source import read_source_bytes
 from asaptrace.schema import ARGS_SCHEMA, EVENTS_SCHEMA, FLOWS_SCHEMA, STREAMS_SCHEMA, Kind
 
@@ -464,7 +464,7 @@ def _args_table(c: EventColumns, idx: np.ndarray, cat: pa.DictionaryArray) -> pa
     maybe_rich = np.flatnonzero(~_dict_mask(cat, _PLAIN_CATS))
     cand = maybe_rich[c.rich_candidates(idx[maybe_rich])]
     rich: list[int] = []
-    rich_args: list[_Args] = []
+    rich_args: list[EventArgs] = []
     for j, a in zip(cand.tolist(), c.args(idx[cand]), strict=True):
         if is_rich(a):
             rich.append(j)
@@ -492,7 +492,7 @@ def _args_table(c: EventColumns, idx: np.ndarray, cat: pa.DictionaryArray) -> pa
     return pa.table({f.name: cols[f.name] for f in ARGS_SCHEMA}, schema=ARGS_SCHEMA)
 
 
-def _rich_columns(sel: list[_Args]) -> dict[str, pa.Array]:
+def _rich_columns(sel: list[EventArgs]) -> dict[str, pa.Array]:
     """The columns only rich rows fill, one entry per rich row."""
 
     def field(name: str) -> list[Any]:
@@ -551,7 +551,9 @@ def _main_device(events: pa.Table) -> int | None:
 KINETO = register_format(
     Format(
         name=FORMAT_NAME,
+        priority=10,
         sniff=sniff,
+        suffixes=(".json", ".json.gz", ".gz"),
         read=read_kineto,
         description="PyTorch profiler / Kineto Chrome-trace JSON (.json, .json.gz)",
     )

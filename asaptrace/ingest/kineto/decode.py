@@ -4,8 +4,8 @@
 rejections, tables) sees of a file. :func:`decode_python` fills it from msgspec structs — the path
 used when the C scanner is not built, is switched off, or declines a file — and
 ``_kineto_cscan.decode_c`` fills it from the C scanner's buffers. Both apply the same per-value
-rules (:func:`~asaptrace.ingest._columns.one_ns`, :func:`~asaptrace.ingest._columns.one_int`,
-:func:`~asaptrace.ingest._columns.id_map`), so a file reads the same whichever path runs.
+rules (:func:`~asaptrace.ingest.columns.one_ns`, :func:`~asaptrace.ingest.columns.one_int`,
+:func:`~asaptrace.ingest.columns.id_map`), so a file reads the same whichever path runs.
 
 The msgspec path decodes the whole file into typed structs (≈ 1 µs per event). When some event has
 the wrong shape (``args`` not an object, an element that is not an object, a number out of
@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from asaptrace.errors import CorruptTrace
-from asaptrace.ingest import _columns as col
+from asaptrace.ingest import columns as col
 
 NO_EVENTS_LIST = "JSON object has no 'traceEvents' list"
 TOO_DEEP = "invalid JSON (nested too deeply)"
@@ -38,7 +38,7 @@ HEADER_KEYS = ("distributedInfo", "baseTimeNanoseconds", "displayTimeUnit", "dev
 _NO_RAW = msgspec.Raw(b"")
 
 
-class _Args(msgspec.Struct, gc=False):
+class EventArgs(msgspec.Struct, gc=False):
     """The arguments we keep; every other key is skipped by the decoder."""
 
     correlation: Any = None
@@ -70,10 +70,10 @@ class _Args(msgspec.Struct, gc=False):
 
 
 #: Args without any key we keep (shared: nothing downstream mutates args).
-EMPTY_ARGS = _Args()
+EMPTY_ARGS = EventArgs()
 
 
-def is_rich(a: _Args | None) -> bool:
+def is_rich(a: EventArgs | None) -> bool:
     """Args that make a full row of the args table (collective metadata or step/layer annotations).
 
     The C scanner flags a superset of these (the key is present, whatever its value); this is the
@@ -100,7 +100,7 @@ class _Event(msgspec.Struct, gc=False):
     ts: Any = None
     dur: Any = None
     id: Any = None
-    args: _Args | None = None
+    args: EventArgs | None = None
 
 
 class _Trace(msgspec.Struct):  # field names are the file's keys
@@ -129,7 +129,7 @@ _event_decoder = msgspec.json.Decoder(_Event)
 # float_hook=float: a number beyond float range reads as ±inf (an unusable value) instead of
 # failing the whole decode; used wherever single values or events are decoded on their own.
 _event_decoder_inf = msgspec.json.Decoder(_Event, float_hook=float)
-ARGS_LIST_DECODER = msgspec.json.Decoder(list[_Args], float_hook=float)
+ARGS_LIST_DECODER = msgspec.json.Decoder(list[EventArgs], float_hook=float)
 VALUE_DECODER = msgspec.json.Decoder(float_hook=float)
 
 _NON_SPACE = re.compile(rb"[^ \t\n\r\x0b\x0c]")
@@ -195,7 +195,7 @@ class EventColumns:
     corr: Callable[[np.ndarray], pa.Array]  # args.correlation (int64, null when not an int)
     external_id: Callable[[np.ndarray], pa.Array]  # args["External id"], the same way
     flow_ids: Callable[[np.ndarray], pa.Array]  # str(id), null when absent
-    args: Callable[[np.ndarray], list[_Args | None]]
+    args: Callable[[np.ndarray], list[EventArgs | None]]
     rich_candidates: Callable[[np.ndarray], np.ndarray]  # positions whose args may be rich
     has_dims: Callable[[np.ndarray], np.ndarray]  # bool: args has "Input Dims"
     shape_texts: Callable[[np.ndarray], tuple[pa.Array, pa.Array]]  # raw "Input Dims", "Input type" text
@@ -337,7 +337,7 @@ def _columns_of(
     def flow_ids(rows: np.ndarray) -> pa.Array:
         return pa.array([None if (v := events[i].id) is None else str(v) for i in rows.tolist()], pa.string())
 
-    def args(rows: np.ndarray) -> list[_Args | None]:
+    def args(rows: np.ndarray) -> list[EventArgs | None]:
         return [args_list[i] for i in rows.tolist()]
 
     def rich_candidates(rows: np.ndarray) -> np.ndarray:

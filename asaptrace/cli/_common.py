@@ -1,4 +1,4 @@
-"""Pieces every CLI command shares: the user-error edge, console, size parsing, JSON output."""
+"""Pieces every CLI command shares: the user-error edge, consoles, options, size parsing, JSON and table output."""
 
 from __future__ import annotations
 
@@ -7,13 +7,18 @@ import json
 import re
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from asaptrace.errors import AsaptraceError
+from asaptrace.units import cell
+
+if TYPE_CHECKING:
+    from asaptrace.views import TableView
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,17 +63,30 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 
 
-def human_ns(ns: int | None) -> str:
-    if ns is None:
-        return "-"
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if abs(ns) >= scale:
-            return f"{ns / scale:,.3f} {unit}"
-    return f"{ns} ns"
+def print_table(view: TableView) -> None:
+    """Render a :class:`~asaptrace.views.TableView` as a rich table on stdout."""
+    from rich.table import Table
+
+    table = Table(*view.labels, title=view.title, title_justify="left")
+    for row in view.rows.iter_rows(named=True):
+        table.add_row(*[cell(c, row[c]) for c in view.columns])
+    out.print(table)
 
 
-def human_bytes(n: int) -> str:
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
+StoreArg = Annotated[Path, typer.Argument(help="A store directory written by `asaptrace ingest`.")]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print a machine-readable JSON object instead of tables.")
+]
+# options of the enrichment step, shared by `ingest` and `analyze`
+ParallelOpt = Annotated[
+    str | None,
+    typer.Option("--parallel", help="Deployment when the traces do not say it, e.g. dp=8,tp=4,ep=32."),
+]
+BatchesOpt = Annotated[
+    Path | None,
+    typer.Option("--batches", help="batches.jsonl sidecar: request lengths per step and DP group."),
+]
+TaxonomyOpt = Annotated[
+    Path | None,
+    typer.Option("--taxonomy", help="TOML rule file mapping kernel names to kinds (tried first)."),
+]

@@ -22,20 +22,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from asaptrace.errors import CorruptTrace
-from asaptrace.ingest import _columns as col
-from asaptrace.ingest._kineto_decode import (
+from asaptrace.ingest import columns as col
+from asaptrace.ingest.kineto.decode import (
     ARGS_LIST_DECODER,
     EMPTY_ARGS,
     NO_EVENTS_LIST,
+    EventArgs,
     EventColumns,
     IdColumn,
     Times,
-    _Args,
     decode_value,
 )
 
 try:
-    from asaptrace.ingest import _kscan
+    from asaptrace.ingest.kineto import _kscan
 except ImportError:  # not built (no compiler at install time): the msgspec path reads every file
     _kscan = None
 
@@ -228,8 +228,8 @@ class _Scanned:
         type_text = _string_array(sh[5], sh[4], np.frombuffer(sh[6], np.uint8).astype(bool))
         args_st, rich = self.args_st, self.rich
 
-        def args(rows: np.ndarray) -> list[_Args | None]:
-            out: list[_Args | None] = []
+        def args(rows: np.ndarray) -> list[EventArgs | None]:
+            out: list[EventArgs | None] = []
             for r, p in zip(rows.tolist(), args_pos[rows].tolist(), strict=True):
                 if p >= 0:
                     out.append(decoded[args_at[p]])

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from asaptrace.accounting import Accounting
-from asaptrace.ingest._ascend_companions import read_communication, read_kernel_details
+from asaptrace.ingest.ascend.companions import read_communication, read_kernel_details
 from asaptrace.ingest.base import dictionary
 from asaptrace.schema import ARGS_SCHEMA, EVENTS_SCHEMA, STREAMS_SCHEMA, Kind
 

@@ -24,9 +24,9 @@ process (``M`` name)   is_device   kind before taxonomy    ``cat`` when the sour
 the profiler's own summary of the device: kept, but as host-side annotations so that no analysis
 counts them as device work twice. HCCL inner tasks are device activity nested inside their op, so
 they get ``other`` rather than ``collective``: an op is matched across ranks once, not once per task.
-Launch links come from the flow arrows (see :mod:`._ascend_links`).
+Launch links come from the flow arrows (see :mod:`.links`).
 
-Companions (read by :mod:`._ascend_companions`, merged by :mod:`._ascend_merge`):
+Companions (read by :mod:`.companions`, merged by :mod:`.merge`):
 ``kernel_details.csv`` adds the kernels the timeline lacks (rows matching a timeline task by name
 and start within 1 µs only add their input shapes and op type; rows more than 1 s outside the
 timeline's span — another run's CSV — are rejected as ``kernel_details_outside_timeline``); ``communication.json`` adds each HCCL op's Elapse / Transit /
@@ -52,7 +52,7 @@ import pyarrow.compute as pc
 
 from asaptrace.accounting import Accounting
 from asaptrace.errors import CorruptTrace
-from asaptrace.ingest._ascend_companions import (
+from asaptrace.ingest.ascend.companions import (
     KERNEL_DETAILS,
     OUTPUT_DIR,
     TIMELINE_NAMES,
@@ -60,9 +60,10 @@ from asaptrace.ingest._ascend_companions import (
     folder_facts,
     rank_root,
 )
-from asaptrace.ingest._ascend_links import launch_corr
-from asaptrace.ingest._ascend_merge import Build, add_communication, add_kernel_details
+from asaptrace.ingest.ascend.links import launch_corr
+from asaptrace.ingest.ascend.merge import Build, add_communication, add_kernel_details
 from asaptrace.ingest.base import Format, IngestOptions, IngestResult, RankInfo, register_format
+from asaptrace.ingest.kineto.reader import read_kineto
 from asaptrace.ingest.source import GZIP_MAGIC
 from asaptrace.schema import ARGS_SCHEMA, EVENTS_SCHEMA, FLOWS_SCHEMA, STREAMS_SCHEMA, Kind
 
@@ -239,11 +240,6 @@ def read_ascend(path: str | Path, options: IngestOptions | None = None) -> Inges
         )
         acc = Accounting()
     else:
-        # Imported here, not at module level, so that importing this module does not register the
-        # Kineto format first: detection asks formats in registration order and Ascend must come
-        # before Kineto, whose sniffer only sees the first 64 KiB.
-        from asaptrace.ingest.kineto import read_kineto
-
         base = read_kineto(path, options)
         base_events, base_args, base_flows, base_streams = base.events, base.args, base.flows, base.streams
         acc = Accounting(
@@ -423,11 +419,24 @@ def _stream_devices(streams: pa.Table, roles: dict[tuple[int, int], str]) -> pa.
     return pa.Table.from_pylist(rows, schema=STREAMS_SCHEMA)
 
 
+def source_name(path: Path) -> str | None:
+    """What a rank map calls a file of a rank folder: the folder (every timeline is trace_view.json)."""
+    root = rank_root(path)
+    return None if root is None else root.name
+
+
 ASCEND = register_format(
     Format(
         name=FORMAT_NAME,
         sniff=sniff,
+        suffixes=(".json", ".json.gz"),
+        file_names=("kernel_details.csv",),  # a rank folder whose timeline is missing
         read=read_ascend,
+        # before Kineto: a trace_view.json is Chrome-trace JSON too, and Kineto's sniffer only sees
+        # the first 64 KiB
+        priority=20,
+        group=ascend_sources,
+        source_name=source_name,
         description="Ascend torch_npu / msprof output (trace_view.json + kernel_details.csv, communication.json)",
     )
 )

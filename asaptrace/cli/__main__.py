@@ -1,0 +1,5 @@
+"""``python -m asaptrace.cli``."""
+
+from asaptrace.cli.app import main
+
+main()

@@ -1,0 +1,58 @@
+"""``asaptrace analyze``: the diagnosis (:func:`asaptrace.pipeline.diagnose_store`, shown by :mod:`asaptrace.views`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from asaptrace.cli._common import (
+    BatchesOpt,
+    JsonOpt,
+    ParallelOpt,
+    StoreArg,
+    TaxonomyOpt,
+    out,
+    print_json,
+    print_table,
+    user_errors,
+)
+
+_SEVERITY_COLOUR = {"high": "red", "medium": "yellow", "low": "cyan"}
+
+
+@user_errors
+def analyze(
+    store: StoreArg,
+    as_json: JsonOpt = False,
+    csv: Annotated[Path | None, typer.Option("--csv", help="Write every table as DIR/<table>.csv.")] = None,
+    parallel: ParallelOpt = None,
+    batches: BatchesOpt = None,
+    taxonomy: TaxonomyOpt = None,
+) -> None:
+    """Diagnose a store: who waited on whom, for how long, and why (findings ranked by time at stake).
+
+    Options re-enrich the store in memory (the store on disk is left as it is).
+
+    Example: asaptrace analyze run.store --csv tables/ ; asaptrace analyze run.store --json > diagnosis.json
+    """
+    from asaptrace.pipeline import diagnose_store
+    from asaptrace.store import TraceStore
+    from asaptrace.views import diagnosis_header, diagnosis_tables
+
+    diag = diagnose_store(TraceStore.open(store), parallel=parallel, batches=batches, taxonomy=taxonomy)
+    if csv is not None:
+        csv.mkdir(parents=True, exist_ok=True)
+        for name, table in diag.tables.items():
+            table.write_csv(csv / f"{name}.csv")
+    if as_json:
+        print_json(diag.to_json())
+        return
+    out.print(f"[bold]{diag.meta.get('store')}[/]{diagnosis_header(diag)}")
+    for i, f in enumerate(diag.findings, 1):
+        out.print(f"[bold]{i}.[/] [{_SEVERITY_COLOUR.get(f.severity, 'dim')}]{f.severity}[/] {f.text}")
+    for note in diag.notes:
+        out.print(f"[dim]note: {note}[/]")
+    for view in diagnosis_tables(diag):
+        print_table(view)

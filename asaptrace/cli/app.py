@@ -1,0 +1,49 @@
+"""The ``asaptrace`` typer app: one module per command group, each parse → one library call → format.
+
+Every command catches user errors at the edge (:func:`asaptrace.cli._common.user_errors`): one line
+on stderr, exit 2. Heavy modules are imported inside the commands, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from asaptrace import __version__
+from asaptrace.cli._common import out
+from asaptrace.cli.analyze import analyze
+from asaptrace.cli.info import info
+from asaptrace.cli.ingest import ingest
+from asaptrace.cli.synth import synth
+
+app = typer.Typer(
+    name="asaptrace",
+    help="Where MoE prefill time goes, who waits on whom, and what an asynchronous disaggregated design wins back.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"asaptrace {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """asaptrace: diagnose MoE prefill traces."""
+
+
+for command in (ingest, info, analyze, synth):
+    app.command()(command)
+
+
+def main() -> None:
+    app()

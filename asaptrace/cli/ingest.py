@@ -1,0 +1,152 @@
+"""``asaptrace ingest``: trace files → an enriched store (:func:`asaptrace.pipeline.build_store`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from asaptrace.cli._common import (
+    BatchesOpt,
+    JsonOpt,
+    ParallelOpt,
+    TaxonomyOpt,
+    err,
+    out,
+    parse_size,
+    print_json,
+    user_errors,
+)
+from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED
+from asaptrace.units import human_bytes
+
+if TYPE_CHECKING:
+    from asaptrace.ingest.driver import Progress as IngestProgress
+
+
+@user_errors
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Trace files or folders of them (one file per rank).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Store directory to create.")],
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            help="Files read in parallel (default: 1 below 4 CPUs; else one per 2 CPUs, at most one per file "
+            "and per 256 MiB of input).",
+        ),
+    ] = 0,
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            help="Where files are read: serial, process (a local pool) or ray (`pip install 'asaptrace[ray]'`); "
+            "default: serial or process by --jobs."
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Ray cluster to run on (auto, HOST:6379, ray://HOST:10001); default: a local instance."
+        ),
+    ] = None,
+    rank_from: Annotated[
+        str, typer.Option(help="Where ranks come from: auto (file content, then name), content, name, order.")
+    ] = "auto",
+    rank_map: Annotated[
+        Path | None, typer.Option(help="File of '<trace file> <rank>' lines saying which file is which rank.")
+    ] = None,
+    max_size: Annotated[
+        str, typer.Option(help="Refuse a file that is (or decompresses to) more than this, e.g. 512M, 8G.")
+    ] = f"{DEFAULT_MAX_DECOMPRESSED // 1024**3}G",
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing store at OUTPUT.")] = False,
+    parallel: ParallelOpt = None,
+    batches: BatchesOpt = None,
+    taxonomy: TaxonomyOpt = None,
+    no_enrich: Annotated[
+        bool,
+        typer.Option(
+            "--no-enrich", help="Store the raw events only (no kinds, steps, layers, clock alignment)."
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Read profiler traces into a store that every analysis reads.
+
+    Example: asaptrace ingest traces/ -o run.store
+    """
+    from asaptrace.info import store_info
+    from asaptrace.ingest.base import IngestOptions
+    from asaptrace.ingest.driver import load_rank_map
+    from asaptrace.ingest.executors import make_executor
+    from asaptrace.pipeline import build_store
+    from asaptrace.views import ingest_summary
+
+    if rank_from not in ("auto", "content", "name", "order"):
+        raise typer.BadParameter("must be one of auto, content, name, order", param_hint="--rank-from")
+    options = IngestOptions(max_decompressed_bytes=parse_size(max_size))
+    mapping = load_rank_map(rank_map) if rank_map else None
+    if ray_address is not None and executor != "ray":
+        raise typer.BadParameter("needs --executor ray", param_hint="--ray-address")
+    runner = make_executor(executor, jobs=jobs or None, address=ray_address) if executor else None
+    with _IngestBar(enabled=not as_json) as bar:
+        store = build_store(
+            paths,
+            output,
+            overwrite=force,
+            enrich=not no_enrich,
+            parallel=parallel,
+            taxonomy=taxonomy,
+            batches=batches,
+            jobs=jobs or None,
+            options=options,
+            rank_from=rank_from,
+            rank_map=mapping,
+            progress=bar.update,
+            executor=runner,
+        )
+    info = store_info(store)
+    if as_json:
+        print_json(info)
+    else:
+        out.print(f"wrote [bold]{store.path}[/]: {ingest_summary(info)}")
+
+
+class _IngestBar:
+    """A rich progress bar over files, showing bytes and events/s (on stderr; silent with --json)."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled and err.is_terminal
+        self.task = None
+        if not self.enabled:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("ingest"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        )
+
+    def __enter__(self) -> _IngestBar:
+        if self.enabled:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.bar.stop()
+
+    def update(self, p: IngestProgress) -> None:
+        if not self.enabled:
+            return
+        if self.task is None:
+            self.task = self.bar.add_task("ingest", total=p.files_total, detail="")
+        elapsed = self.bar.tasks[0].elapsed or 1e-9
+        detail = f"{human_bytes(p.bytes_done)}/{human_bytes(p.bytes_total)}  {p.events_done / elapsed:,.0f} events/s"
+        self.bar.update(self.task, completed=p.files_done, detail=detail)

@@ -1,0 +1,45 @@
+"""``asaptrace synth``: synthetic MoE prefill traces with a ground truth (:func:`asaptrace.synth.synthesize`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from asaptrace.cli._common import out, user_errors
+from asaptrace.units import human_bytes
+
+
+@user_errors
+def synth(
+    preset: Annotated[str | None, typer.Option(help="Built-in preset (see --list-presets).")] = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("-o", "--out", help="Output directory (replaced if it is an earlier synth run)."),
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed (default: the preset's).")] = None,
+    steps: Annotated[int | None, typer.Option(help="Prefill steps to simulate.")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="kineto, ascend or both.")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="TOML file overriding the preset.")] = None,
+    list_presets: Annotated[
+        bool, typer.Option("--list-presets", help="List built-in presets and exit.")
+    ] = False,
+) -> None:
+    """Generate synthetic MoE prefill traces (coupled or ASAP-disaggregated) with a truth.json sidecar.
+
+    Example: asaptrace synth --preset coupled -o runs/coupled && asaptrace ingest runs/coupled/kineto -o c.store
+    """
+    from asaptrace.synth import load_config, presets, synthesize
+
+    if list_presets:
+        for name, text in presets().items():
+            out.print(f"[bold]{name}[/]  {text}")
+        return
+    if out_dir is None:
+        raise typer.BadParameter("is required (unless --list-presets)", param_hint="-o/--out")
+    res = synthesize(load_config(preset, config, seed=seed, steps=steps, fmt=fmt), out_dir)
+    out.print(
+        f"wrote [bold]{res.out_dir}[/]: {res.world_size} ranks, {res.steps} steps, {res.events:,} events, "
+        f"{human_bytes(res.bytes_written)} in {res.seconds:.1f} s"
+    )

@@ -1,0 +1,335 @@
+"""Enrichment on in-memory tables: taxonomy → segmentation → topology → clock alignment → batches.
+
+Pure frame → frame functions; reading and writing stores is :mod:`asaptrace.pipeline`'s job.
+
+:func:`enrich_frames` enriches whole tables at once. The same steps also run one rank at a time,
+so a store can be enriched while streaming its parts with memory bounded by the largest rank:
+:func:`segment_rank` (taxonomy, segmentation, kinds), :func:`rank_facts` (what the cross-rank steps
+need from a rank: its kinds, its collective kernels, its annotation spans, its step gaps),
+:func:`decide` (topology, clock offsets, batches — from the facts of every rank) and
+:func:`finish_rank` (the rank's final events and flows). Both ways give the same tables.
+
+Enrichment is idempotent: the clock offsets a previous run applied are undone first (recorded
+times = aligned times + ``clock_offset_ns``), so enriching twice gives the same store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from asaptrace.enrich.batches import annotated_dp_groups, batches_from_annotations, read_batches_sidecar
+from asaptrace.enrich.clock import apply_offsets, estimate_offsets
+from asaptrace.enrich.instances import match_instances
+from asaptrace.enrich.segment import (
+    SegmentNotes,
+    StepPlan,
+    fill_from_structure,
+    note_layers,
+    note_steps,
+    plan_steps,
+    ranks_without,
+    segment,
+    step_gaps,
+)
+from asaptrace.enrich.taxonomy import Profile, Taxonomy, classify, select_taxonomy
+from asaptrace.enrich.topology import ParallelConfig, assign_topology, parse_parallel
+from asaptrace.schema import Kind
+
+TABLES = ("events", "args", "flows", "streams", "ranks", "batches")
+
+
+@dataclass
+class Enriched:
+    """The enriched tables and what enrichment found (goes into meta.json)."""
+
+    tables: dict[str, pl.DataFrame]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _as_taxonomy(names: list[str], taxonomy: Taxonomy | Profile | str | Path | None) -> Taxonomy:
+    if isinstance(taxonomy, Taxonomy):
+        return taxonomy
+    return select_taxonomy(names, user=taxonomy)
+
+
+def _as_parallel(parallel: ParallelConfig | str | None) -> ParallelConfig | None:
+    return parse_parallel(parallel) if isinstance(parallel, str) else parallel
+
+
+def enrich_frames(
+    tables: dict[str, pl.DataFrame],
+    *,
+    parallel: ParallelConfig | str | None = None,
+    taxonomy: Taxonomy | Profile | str | Path | None = None,
+    batches: pl.DataFrame | str | Path | None = None,
+) -> Enriched:
+    """Enrich in-memory store tables (see the module docstring); inputs are not modified."""
+    events, args, ranks = tables["events"], tables["args"], tables["ranks"]
+    flows = tables.get("flows")
+    # undo a previous alignment so estimates always start from the recorded times
+    old = ranks.select("rank", "clock_offset_ns").rename({"clock_offset_ns": "offset_ns"})
+    events = apply_offsets(events, old, sign=+1)
+    if flows is not None and flows.height:
+        flows = apply_offsets(flows, old, sign=+1)
+
+    names = events.get_column("name").cast(pl.String).unique().drop_nulls().to_list()
+    tax = _as_taxonomy(names, taxonomy)
+
+    events, spans, seg_notes = segment(events, args, tax)
+    events = _classify(events, tax)
+    events = fill_from_structure(events, seg_notes)
+
+    par = _as_parallel(parallel)
+    ranks, parallel_meta = assign_topology(
+        ranks, events, annotated_dp=annotated_dp_groups(spans, args), parallel=par
+    )
+
+    instances = match_instances(events, ranks)
+    offsets, clock_notes = estimate_offsets(instances, ranks.get_column("rank").to_list())
+    events = apply_offsets(events, offsets)
+    if flows is not None and flows.height:
+        flows = apply_offsets(flows, offsets)
+    ranks = _with_offsets(ranks, offsets)
+
+    batch_table, batch_source = _batches(tables.get("batches"), spans, args, batches)
+
+    out = dict(tables)
+    out.update(events=events.drop("context"), ranks=ranks, batches=batch_table)
+    if flows is not None:
+        out["flows"] = flows
+    meta = {
+        "enriched": True,
+        "taxonomy_profile": tax.label,
+        "taxonomy": tax.to_json(),
+        "parallel": parallel_meta,
+        "segmentation": seg_notes.to_json(),
+        "clock": clock_notes.to_json(),
+        "batches_source": batch_source,
+    }
+    return Enriched(tables=out, meta=meta)
+
+
+def _classify(events: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
+    """Device events (not annotations) get the kind of the first matching rule, else keep theirs.
+
+    Rules are applied to unique names; only names that a context rule could match are looked up
+    per (name, annotation context).
+    """
+    target = pl.col("is_device") & (pl.col("kind").cast(pl.String) != Kind.ANNOTATION)
+    names = events.filter(target).get_column("name").cast(pl.String).unique().drop_nulls().to_list()
+    context_rules = [r for r in tax.rules if r.context is not None]
+    by_context = {n for n in names if any(r.match.search(n) for r in context_rules)}
+    plain = {n: k for n in names if n not in by_context and (k := tax.kind_of(n)) is not None}
+    name = pl.col("name").cast(pl.String)
+    rule_kind = (
+        name.replace_strict(plain, default=None, return_dtype=pl.String) if plain else pl.lit(None, pl.String)
+    )
+    out = events.with_columns(_rule_kind=pl.when(target).then(rule_kind))
+    if by_context:
+        sub = out.with_row_index("_row").filter(target & name.is_in(list(by_context)))
+        pairs = sub.select(name.alias("_n"), pl.col("context").fill_null("").alias("_c")).unique()
+        kinds = classify(tax, pairs.get_column("_n").to_list(), pairs.get_column("_c").to_list())
+        lookup = pairs.with_columns(_k=pl.Series(kinds, dtype=pl.String))
+        hit = (
+            sub.with_columns(_n=name, _c=pl.col("context").fill_null(""))
+            .join(lookup, on=["_n", "_c"], how="left")
+            .select("_row", "_k")
+        )
+        fill = pl.repeat(None, out.height, dtype=pl.String, eager=True).scatter(
+            hit.get_column("_row"), hit.get_column("_k")
+        )
+        out = out.with_columns(_rule_kind=pl.coalesce(fill, "_rule_kind"))
+    return out.with_columns(kind=pl.coalesce("_rule_kind", pl.col("kind").cast(pl.String))).drop("_rule_kind")
+
+
+def _batches(
+    existing: pl.DataFrame | None,
+    spans: pl.DataFrame,
+    args: pl.DataFrame,
+    sidecar: pl.DataFrame | str | Path | None,
+) -> tuple[pl.DataFrame, str]:
+    if isinstance(sidecar, pl.DataFrame):
+        return sidecar, "given"
+    if sidecar is not None:
+        return read_batches_sidecar(sidecar), f"sidecar:{Path(sidecar).name}"
+    from_ann = batches_from_annotations(spans, args)
+    if from_ann.height:
+        return from_ann, "annotations"
+    if existing is not None and existing.height:
+        return existing, "store"
+    return from_ann, "none"
+
+
+def _with_offsets(ranks: pl.DataFrame, offsets: pl.DataFrame) -> pl.DataFrame:
+    return (
+        ranks.drop("clock_offset_ns", "clock_residual_ns")
+        .join(
+            offsets.select(
+                "rank",
+                pl.col("offset_ns").alias("clock_offset_ns"),
+                pl.col("residual_ns").alias("clock_residual_ns"),
+            ),
+            on="rank",
+            how="left",
+        )
+        .with_columns(pl.col("clock_offset_ns").fill_null(0))
+    )
+
+
+# ------------------------------------------------------------------------------------ one rank at a time
+def taxonomy_for(names: list[str], taxonomy: Taxonomy | Profile | str | Path | None) -> Taxonomy:
+    """The taxonomy for a run whose distinct event names (over every rank) are ``names``."""
+    return _as_taxonomy(names, taxonomy)
+
+
+def _recorded(frame: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
+    old = ranks.select("rank", "clock_offset_ns").rename({"clock_offset_ns": "offset_ns"})
+    return apply_offsets(frame, old, sign=+1)
+
+
+@dataclass
+class RankSegments:
+    """One rank's events with kinds and annotation step/layer, before the cross-rank fill."""
+
+    events: pl.DataFrame
+    spans: pl.DataFrame
+    notes: SegmentNotes
+
+
+def segment_rank(
+    events: pl.DataFrame, args: pl.DataFrame, ranks: pl.DataFrame, tax: Taxonomy
+) -> RankSegments:
+    """Undo a previous alignment, segment from annotations, classify (one rank's tables)."""
+    ev, spans, notes = segment(_recorded(events, ranks), args, tax)
+    return RankSegments(_classify(ev, tax), spans, notes)
+
+
+def fill_rank(seg: RankSegments, plan: StepPlan | None) -> tuple[pl.DataFrame, SegmentNotes]:
+    """Steps from gaps (by the run-wide ``plan``) and layers from comm order, for one rank."""
+    notes = SegmentNotes()
+    return fill_from_structure(seg.events, notes, plan=plan, note_plan=False), notes
+
+
+def rank_gaps(seg: RankSegments) -> pl.DataFrame | None:
+    """The rank's idle gaps when it has no step annotations (input of the run-wide step plan)."""
+    without = ranks_without(seg.events, "step")
+    return step_gaps(seg.events, without).select("rank", "_gap") if without.len() else None
+
+
+_COMM = (Kind.DISPATCH, Kind.COMBINE, Kind.COLLECTIVE)
+
+
+@dataclass
+class RankFacts:
+    """The little a cross-rank step needs from one rank (kept for every rank while streaming)."""
+
+    kinds: pl.DataFrame  # distinct (rank, is_device, kind) of device events: roles
+    comm: pl.DataFrame  # device collective kernels: instances for clock alignment
+    spans: pl.DataFrame  # annotation spans (rank, eid, own_step, is_step_span): dp groups, batches
+    span_args: pl.DataFrame  # the args rows of those spans
+    segment_notes: SegmentNotes
+    fill_notes: SegmentNotes
+
+
+def rank_facts(
+    seg: RankSegments, filled: pl.DataFrame, fill_notes: SegmentNotes, args: pl.DataFrame
+) -> RankFacts:
+    kind = pl.col("kind").cast(pl.String)
+    dev = filled.filter(pl.col("is_device"))
+    spans = seg.spans.select("rank", "eid", "own_step", "is_step_span")
+    return RankFacts(
+        kinds=dev.select("rank", "is_device", kind.alias("kind")).unique(),
+        comm=dev.filter(kind.is_in(_COMM)).select(
+            "rank",
+            "step",
+            "layer",
+            "micro_batch",
+            "is_device",
+            kind.alias("kind"),
+            pl.col("name").cast(pl.String),
+            "ts_ns",
+            "dur_ns",
+        ),
+        spans=spans,
+        span_args=args.join(spans, on=["rank", "eid"], how="semi"),
+        segment_notes=seg.notes,
+        fill_notes=fill_notes,
+    )
+
+
+@dataclass
+class Decision:
+    """What enrichment decided over every rank: the new ranks table, batches, and meta."""
+
+    ranks: pl.DataFrame
+    offsets: pl.DataFrame
+    batches: pl.DataFrame
+    meta: dict[str, Any]
+
+
+def plan_of(gaps: list[pl.DataFrame]) -> StepPlan | None:
+    """The run-wide step plan from the gaps of every step-less rank (None: every rank has steps)."""
+    return plan_steps(pl.concat(gaps)) if gaps else None
+
+
+def decide(
+    facts: list[RankFacts],
+    ranks: pl.DataFrame,
+    tax: Taxonomy,
+    plan: StepPlan | None,
+    *,
+    existing_batches: pl.DataFrame | None = None,
+    parallel: ParallelConfig | str | None = None,
+    batches: pl.DataFrame | str | Path | None = None,
+) -> Decision:
+    """Topology, clock offsets and batches of the run from the facts of every rank."""
+    seg = SegmentNotes(
+        step_source="annotations"
+        if any(f.segment_notes.step_source == "annotations" for f in facts)
+        else "none",
+        layer_source="annotations"
+        if any(f.segment_notes.layer_source == "annotations" for f in facts)
+        else "none",
+    )
+    if plan is not None:
+        note_steps(seg, plan)
+    if any(f.fill_notes.layer_source == "comm_order" for f in facts):
+        note_layers(seg)
+    spans = _concat([f.spans for f in facts])
+    span_args = _concat([f.span_args for f in facts])
+    annotated = annotated_dp_groups(spans, span_args)
+    new_ranks, parallel_meta = assign_topology(
+        ranks, _concat([f.kinds for f in facts]), annotated_dp=annotated, parallel=_as_parallel(parallel)
+    )
+    comm = _concat([f.comm for f in facts])
+    instances = match_instances(comm, new_ranks)
+    offsets, clock_notes = estimate_offsets(instances, new_ranks.get_column("rank").to_list())
+    batch_table, batch_source = _batches(existing_batches, spans, span_args, batches)
+    meta = {
+        "enriched": True,
+        "taxonomy_profile": tax.label,
+        "taxonomy": tax.to_json(),
+        "parallel": parallel_meta,
+        "segmentation": seg.to_json(),
+        "clock": clock_notes.to_json(),
+        "batches_source": batch_source,
+    }
+    return Decision(ranks=_with_offsets(new_ranks, offsets), offsets=offsets, batches=batch_table, meta=meta)
+
+
+def finish_rank(
+    filled: pl.DataFrame, flows: pl.DataFrame, old_ranks: pl.DataFrame, offsets: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A rank's final events (aligned, sorted by eid) and flows (re-aligned)."""
+    events = apply_offsets(filled, offsets).drop("context").sort("eid")
+    if flows.height:
+        flows = apply_offsets(_recorded(flows, old_ranks), offsets)
+    return events, flows
+
+
+def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    return pl.concat(frames, how="vertical_relaxed")

@@ -1,0 +1,233 @@
+"""The one place that composes the layers: ingest → enrich → store → diagnose.
+
+Every face (the CLI, a notebook, later the report, the dashboard and the exporter) calls these;
+the layers below stay pure (``enrich`` maps frames to frames, ``analyze.diagnosis.diagnose`` maps
+tables to a Diagnosis) and never import one another upwards. Still to come here, as their layers
+land: ``replay_store`` (the runtime replay of a store), ``sweep`` (replay over a grid of
+scenarios), ``report`` (the HTML report) and ``export``.
+
+**The store is written once.** :func:`build_store` lets the ingest driver write each file's raw
+parts into the new store's temporary directory, then enriches them there before the single commit,
+streaming one rank at a time: a first pass collects what needs every rank (the event names for the
+taxonomy, the idle gaps of ranks without step annotations, the collective kernels for clock
+alignment, kinds for roles, annotation spans for DP groups and batches), the cross-rank decisions
+are taken on that small data, and a second pass enriches and writes each rank's part. Peak memory is
+about the largest rank plus that cross-rank data, not the whole run.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from asaptrace.enrich.batches import read_batches_sidecar
+from asaptrace.enrich.frames import (
+    RankFacts,
+    decide,
+    enrich_frames,
+    fill_rank,
+    finish_rank,
+    plan_of,
+    rank_facts,
+    rank_gaps,
+    segment_rank,
+    taxonomy_for,
+)
+from asaptrace.enrich.taxonomy import Profile, Taxonomy, load_profile
+from asaptrace.enrich.topology import ParallelConfig, parse_parallel
+from asaptrace.errors import StoreError
+from asaptrace.info import store_info
+from asaptrace.ingest.driver import ingest_paths
+from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore, write_part
+
+if TYPE_CHECKING:  # every analysis is imported by diagnose_store only, so `ingest` starts fast
+    from asaptrace.analyze.diagnosis import Diagnosis
+
+__all__ = ["build_store", "diagnose_store", "enrich_store", "read_tables", "store_info"]
+
+TABLES = ("events", "args", "flows", "streams", "ranks", "batches")
+_STAGE = ".enriched"  # inside the writer's temporary directory, invisible to scans of the raw parts
+
+
+def read_tables(store: TraceStore) -> dict[str, pl.DataFrame]:
+    """Every table of ``store`` in memory (for small stores and in-memory re-enrichment)."""
+    return {name: store.read(name) for name in TABLES}
+
+
+def build_store(
+    paths: list[Path],
+    out: Path,
+    *,
+    overwrite: bool = False,
+    enrich: bool = True,
+    parallel: ParallelConfig | str | None = None,
+    taxonomy: Profile | str | Path | None = None,
+    batches: pl.DataFrame | str | Path | None = None,
+    **ingest_options: Any,
+) -> TraceStore:
+    """Ingest ``paths`` and enrich them into the store ``out`` — all or nothing, written once.
+
+    ``ingest_options`` go to :func:`asaptrace.ingest.driver.ingest_paths` (``jobs``, ``options``,
+    ``rank_from``, ``rank_map``, ``format``, ``progress``). The enrichment options are read and
+    validated before any trace is, so a bad option, a bad trace or a failure while enriching
+    leaves nothing at ``out`` (and an existing store there untouched).
+    """
+    if not enrich:
+        return ingest_paths(paths, out, overwrite=overwrite, **ingest_options)
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise StoreError("already exists; pass --force to replace it", path=out)
+    par = parse_parallel(parallel) if isinstance(parallel, str) else parallel
+    profile = load_profile(taxonomy) if isinstance(taxonomy, (str, Path)) else taxonomy
+    sidecar = read_batches_sidecar(batches) if isinstance(batches, (str, Path)) else batches
+
+    def finish(writer: StoreWriter, meta: dict[str, Any]) -> dict[str, Any]:
+        raw = TraceStore(path=writer.tmp, meta=meta)
+        return {**meta, **_enrich_streaming(raw, writer, parallel=par, taxonomy=profile, batches=sidecar)}
+
+    return ingest_paths(paths, out, overwrite=overwrite, finish=finish, **ingest_options)
+
+
+def enrich_store(
+    store: TraceStore,
+    out: Path | None = None,
+    *,
+    parallel: ParallelConfig | str | None = None,
+    taxonomy: Taxonomy | Profile | str | Path | None = None,
+    batches: pl.DataFrame | str | Path | None = None,
+    overwrite: bool = False,
+) -> TraceStore:
+    """Enrich ``store`` (streaming, one rank at a time) and write the result atomically: in place
+    when ``out`` is None; a store already at another ``out`` is replaced only with ``overwrite``."""
+    target = Path(out) if out is not None else store.path
+    in_place = target.resolve() == store.path.resolve() or overwrite
+    meta = {k: v for k, v in store.meta.items() if k not in ("format_version", "asaptrace_version")}
+    with StoreWriter(target, overwrite=in_place) as writer:
+        meta.update(_enrich_streaming(store, writer, parallel=parallel, taxonomy=taxonomy, batches=batches))
+        writer.write_table("streams", store.read("streams").to_arrow())
+        return writer.commit(meta)
+
+
+def _enrich_streaming(
+    src: TraceStore,
+    writer: StoreWriter,
+    *,
+    parallel: ParallelConfig | str | None,
+    taxonomy: Taxonomy | Profile | str | Path | None,
+    batches: pl.DataFrame | str | Path | None,
+) -> dict[str, Any]:
+    """Enrich ``src``'s parts rank by rank into ``writer`` (ranks, batches and parted tables);
+    returns the enrichment's meta. ``src`` may be the writer's own temporary directory."""
+    ranks = src.read("ranks")
+    rank_ids = ranks.get_column("rank").to_list()
+    names = (
+        src.events().select(pl.col("name").cast(pl.String).unique()).collect().get_column("name").drop_nulls()
+    )
+    tax = taxonomy_for(names.to_list(), taxonomy)
+
+    def tables_of(rank: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+        at = pl.col("rank") == rank
+        return src.scan("events").filter(at).collect(), src.scan("args").filter(at).collect()
+
+    # pass 1: the cross-rank facts (ranks without step annotations wait for the run-wide step plan).
+    # The rank enriched last here is kept and written first in pass 2 (a one-rank store is segmented
+    # once); no other rank's frame is held while the next is read.
+    facts: dict[int, RankFacts] = {}
+    gaps, stepless = [], []
+    last: tuple[int, pl.DataFrame, pl.DataFrame] | None = None
+    for rank in rank_ids:
+        events, args = tables_of(rank)
+        seg = segment_rank(events, args, ranks, tax)
+        g = rank_gaps(seg)
+        if g is not None:
+            gaps.append(g)
+            stepless.append(rank)
+            continue
+        filled, notes = fill_rank(seg, None)
+        facts[rank] = rank_facts(seg, filled, notes, args)
+        if rank == rank_ids[-1] and not stepless:
+            last = (rank, filled, args)
+    plan = plan_of(gaps)
+    del gaps
+    for rank in stepless:
+        events, args = tables_of(rank)
+        seg = segment_rank(events, args, ranks, tax)
+        filled, notes = fill_rank(seg, plan)
+        facts[rank] = rank_facts(seg, filled, notes, args)
+        if rank == stepless[-1]:
+            last = (rank, filled, args)
+    del events, args, seg, filled
+    decision = decide(
+        [facts[r] for r in rank_ids],
+        ranks,
+        tax,
+        plan,
+        existing_batches=src.read("batches") if (src.path / "batches.parquet").is_file() else None,
+        parallel=parallel,
+        batches=batches,
+    )
+    del facts
+    # pass 2: each rank's final parts, written once
+    stage = writer.tmp / _STAGE
+    assert last is not None  # a store has at least one rank
+    order = [last[0], *(r for r in rank_ids if r != last[0])]
+    for rank in order:
+        if last is not None and rank == last[0]:
+            _, filled, args = last
+            last = None
+        else:
+            events, args = tables_of(rank)
+            filled, _ = fill_rank(segment_rank(events, args, ranks, tax), plan)
+        flows = src.scan("flows").filter(pl.col("rank") == rank).collect()
+        events, flows = finish_rank(filled, flows, ranks, decision.offsets)
+        part = f"{int(rank):05d}"
+        for name, table in (("events", events), ("args", args), ("flows", flows)):
+            if name == "events" or table.height:
+                _write_staged(stage, name, part, table)
+    for name in PARTED_TABLES:
+        shutil.rmtree(writer.tmp / name, ignore_errors=True)
+        if (stage / name).is_dir():
+            (stage / name).rename(writer.tmp / name)
+    shutil.rmtree(stage, ignore_errors=True)
+    writer.write_table("ranks", decision.ranks.to_arrow())
+    writer.write_table("batches", decision.batches.to_arrow())
+    return decision.meta
+
+
+def _write_staged(stage: Path, name: str, part: str, table: pl.DataFrame) -> None:
+    write_part(stage, name, part, table.to_arrow())  # type: ignore[arg-type]
+
+
+def diagnose_store(
+    store: TraceStore,
+    *,
+    parallel: ParallelConfig | str | None = None,
+    batches: pl.DataFrame | str | Path | None = None,
+    taxonomy: Taxonomy | Profile | str | Path | None = None,
+) -> Diagnosis:
+    """Diagnose a store. It is read lazily; when it was never enriched, or when an option overrides
+    the parallel layout, the batches or the taxonomy, it is enriched in memory first (the store on
+    disk is not modified)."""
+    from asaptrace.analyze.diagnosis import diagnose
+
+    meta: dict[str, Any] = {"store": str(store.path)}
+    if store.meta.get("enriched") and parallel is None and batches is None and taxonomy is None:
+        events, ranks, bt = store.events(), store.ranks(), store.scan("batches")
+        m = store.meta
+    else:
+        result = enrich_frames(read_tables(store), parallel=parallel, taxonomy=taxonomy, batches=batches)
+        events, ranks, bt = (result.tables[n].lazy() for n in ("events", "ranks", "batches"))
+        m = {**store.meta, **result.meta}
+        meta["enriched_in_memory"] = True
+    meta.update(
+        parallel=m.get("parallel"),
+        taxonomy_profile=m.get("taxonomy_profile"),
+        clock=m.get("clock"),
+        segmentation=m.get("segmentation"),
+        batches_source=m.get("batches_source"),
+    )
+    notes = [*(m.get("segmentation") or {}).get("notes", []), *(m.get("clock") or {}).get("notes", [])]
+    return diagnose(events, ranks, batches=bt, meta={**meta, "notes": notes})

@@ -1,0 +1,83 @@
+"""One formatter of durations for every face, and one display policy (views) for the CLI and later faces."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from asaptrace.analyze.diagnosis import Diagnosis
+from asaptrace.units import cell, human_bytes, human_ns, percent, text_ns
+from asaptrace.views import diagnosis_tables
+
+
+def test_durations_in_the_largest_unit_they_fill():
+    # 1 234 567 ns = 1.234567 ms: three decimals in tables, three significant digits in prose
+    assert human_ns(1_234_567) == "1.235 ms"
+    assert text_ns(1_234_567) == "1.23 ms"
+    # 123 456 789 ns = 123.456789 ms: prose drops the decimals from 100 on
+    assert text_ns(123_456_789) == "123 ms"
+    assert human_ns(2_500_000_000_000) == "2,500.000 s"
+    assert human_ns(999) == "999 ns" and text_ns(999.4) == "999 ns"
+    assert human_ns(None) == "-" and text_ns(None) == "?"
+    assert human_bytes(3 * 1024**2) == "3.0 MiB"
+    assert percent(0.255) == "26%" and percent(None) == "?"
+
+
+def test_cells_follow_their_column_name():
+    assert cell("mean_wait_ns", 1_500) == "1.500 µs"
+    assert cell("last_share", 0.5) == "50.0%"
+    assert cell("sum_sq_ratio", 2.2049) == "2.2"
+    assert cell("events", 1234567) == "1,234,567"
+    assert cell("rank", 1234) == "1234"
+    assert cell("dp_group", None) == "-"
+
+
+def _diag(stragglers: pl.DataFrame, barriers: int) -> Diagnosis:
+    empty = pl.DataFrame()
+    tables = {
+        "barrier_instances": pl.DataFrame({"x": list(range(barriers))}),
+        "barrier_by_group": pl.DataFrame(
+            {
+                "dp_group": [0],
+                "n_ranks": [4],
+                "mean_wait_ns": [10],
+                "last_share": [0.5],
+                "imposed_wait_ns": [3],
+            }
+        ),
+        "barrier_by_rank": pl.DataFrame(
+            {
+                "rank": [0],
+                "dp_group": [0],
+                "wait_ns": [1],
+                "exposed_wait_ns": [1],
+                "last_count": [1],
+                "wait_share": [0.1],
+            }
+        ),
+        "imbalance_by_step": empty,
+        "overlap_by_role": empty,
+        "stragglers": stragglers,
+    }
+    return Diagnosis(tables=tables, findings=[])
+
+
+def test_views_show_outliers_and_last_arrivers_and_hide_barriers_without_barriers():
+    s = pl.DataFrame(
+        {
+            "rank": [0, 1, 2, 3],
+            "dp_group": [0, 0, 1, 1],
+            "last_share": [0.0, 0.2, 0.7, 0.0],
+            "compute_ratio": [1.0, 1.0, 1.1, 1.5],
+            "moe_ratio": [1.0, 1.0, 1.0, 1.0],
+            "cause": ["-", "-", "load", "slow"],
+            "outlier": [False, False, False, True],
+            "last_count": [0, 2, 7, 0],
+        }
+    )
+    views = {v.title: v for v in diagnosis_tables(_diag(s, barriers=3))}
+    # DP groups exist, so the per-rank barrier table is left to --json; empty tables are not shown
+    assert list(views) == ["barrier_by_group", "stragglers"]
+    # rank 0 is neither an outlier nor ever last; the rest sorted by how often they were last
+    assert views["stragglers"].rows.get_column("rank").to_list() == [2, 1, 3]
+    assert views["stragglers"].rows.columns == views["stragglers"].columns
+    assert [v.title for v in diagnosis_tables(_diag(s, barriers=0))] == ["stragglers"]
