@@ -70,7 +70,7 @@ def build_store(
 ) -> TraceStore:
     """Ingest ``paths`` and enrich them into the store ``out`` — all or nothing, written once.
 
-    ``ingest_options`` go to :func:`asaptrace.ingest.driver.ingest_paths` (``jobs``, ``options``,
+    ``ingest_options`` go to :func:`asaptrace.ingest.driver.ingest_paths` (``jobs``, ``executor``, ``options``,
     ``rank_from``, ``rank_map``, ``format``, ``progress``). The enrichment options are read and
     validated before any trace is, so a bad option, a bad trace or a failure while enriching
     leaves nothing at ``out`` (and an existing store there untouched).

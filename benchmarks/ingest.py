@@ -130,7 +130,7 @@ def print_cli_summary(results: dict[str, dict], hta_r: dict | None) -> None:
     if enrich > 0 and rest > 0:
         print(
             f"\nwhole-CLI ingest {t:.2f} s = start-up + imports {start['seconds']:.2f} s"
-            f" + enrichment (incl. its store rewrite) {enrich:.2f} s + parse/hash/write/exit {rest:.2f} s"
+            f" + enrichment {enrich:.2f} s + parse/hash/write/exit {rest:.2f} s"
         )
     else:
         print(f"\nwhole-CLI ingest {t:.2f} s (too noisy in this run to split; try a larger --repeat)")
