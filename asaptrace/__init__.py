@@ -21,6 +21,7 @@ _EXPORTS = {
     "enrich_store": "asaptrace.pipeline",
     "diagnose_store": "asaptrace.pipeline",
     "read_tables": "asaptrace.pipeline",
+    "replay_store": "asaptrace.pipeline",
     "store_info": "asaptrace.info",
     "open_store": "asaptrace.store",
     "TraceStore": "asaptrace.store",
@@ -38,6 +39,7 @@ __all__ = [  # noqa: RUF022  (grouped as _EXPORTS)
     "enrich_store",
     "diagnose_store",
     "read_tables",
+    "replay_store",
     "store_info",
     "open_store",
     "TraceStore",
@@ -54,7 +56,7 @@ if TYPE_CHECKING:
     from asaptrace.enrich.frames import enrich_frames
     from asaptrace.info import store_info
     from asaptrace.ingest.base import IngestOptions
-    from asaptrace.pipeline import build_store, diagnose_store, enrich_store, read_tables
+    from asaptrace.pipeline import build_store, diagnose_store, enrich_store, read_tables, replay_store
     from asaptrace.store import TraceStore, open_store
     from asaptrace.synth import load_config, synthesize
 

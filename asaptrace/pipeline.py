@@ -3,8 +3,7 @@
 Every face (the CLI, a notebook, later the report, the dashboard and the exporter) calls these;
 the layers below stay pure (``enrich`` maps frames to frames, ``analyze.diagnosis.diagnose`` maps
 tables to a Diagnosis) and never import one another upwards. Still to come here, as their layers
-land: ``replay_store`` (the runtime replay of a store), ``sweep`` (replay over a grid of
-scenarios), ``report`` (the HTML report) and ``export``.
+land: ``sweep`` (replay over a grid of scenarios), ``report`` (the HTML report) and ``export``.
 
 **The store is written once.** :func:`build_store` lets the ingest driver write each file's raw
 parts into the new store's temporary directory, then enriches them there before the single commit,
@@ -18,6 +17,7 @@ about the largest rank plus that cross-rank data, not the whole run.
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,15 +38,26 @@ from asaptrace.enrich.frames import (
 )
 from asaptrace.enrich.taxonomy import Profile, Taxonomy, load_profile
 from asaptrace.enrich.topology import ParallelConfig, parse_parallel
-from asaptrace.errors import StoreError
+from asaptrace.errors import StoreError, UsageError
 from asaptrace.info import store_info
 from asaptrace.ingest.driver import ingest_paths
 from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore, write_part
 
-if TYPE_CHECKING:  # every analysis is imported by diagnose_store only, so `ingest` starts fast
+if TYPE_CHECKING:  # the diagnosis and the replay are imported by the calls that need them (a fast `ingest`)
     from asaptrace.analyze.diagnosis import Diagnosis
+    from asaptrace.replay.costs import CostModel
+    from asaptrace.replay.run import ReplayResult
+    from asaptrace.replay.workload import Workload
 
-__all__ = ["build_store", "diagnose_store", "enrich_store", "read_tables", "store_info"]
+__all__ = [
+    "build_store",
+    "diagnose_store",
+    "enrich_store",
+    "read_tables",
+    "replay_store",
+    "store_info",
+    "write_replay",
+]
 
 TABLES = ("events", "args", "flows", "streams", "ranks", "batches")
 _STAGE = ".enriched"  # inside the writer's temporary directory, invisible to scans of the raw parts
@@ -231,3 +242,68 @@ def diagnose_store(
     )
     notes = [*(m.get("segmentation") or {}).get("notes", []), *(m.get("clock") or {}).get("notes", [])]
     return diagnose(events, ranks, batches=bt, meta={**meta, "notes": notes})
+
+
+# --------------------------------------------------------------------------------------------- replay
+def replay_store(
+    store_path: str | Path,
+    policy: str = "asap",
+    *,
+    params: dict[str, Any] | None = None,
+    costs: CostModel | str | Path | None = None,
+    out: str | Path | None = None,
+    overwrite: bool = False,
+    attribute: bool = True,
+) -> ReplayResult:
+    """Replay a measured store under ``policy``: open → extract the workload → replay → (write).
+
+    See :mod:`asaptrace.replay.run` for what the replay does and its JSON form; with ``out`` the
+    replay is written as a store in the canonical schema (atomically), so every analysis, report
+    and export works on it as on a measured run.
+    """
+    from asaptrace.replay.run import replay_workload
+    from asaptrace.replay.workload import extract_workload
+
+    t0 = time.perf_counter()
+    wl = extract_workload(TraceStore.open(store_path))
+    result = replay_workload(
+        wl, policy, params=params, costs=costs, attribute=attribute, source=str(store_path)
+    )
+    if out is not None:
+        result.out = str(write_replay(result, wl, out, overwrite=overwrite))
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def write_replay(result: ReplayResult, wl: Workload, out: str | Path, *, overwrite: bool = False) -> Path:
+    """Write ``result``'s replay as a store at ``out`` (atomically)."""
+    from asaptrace.replay.replayed_store import replay_meta, replay_tables
+
+    run = result.run
+    if run is None:
+        raise UsageError("this result holds no replay to write")
+    tables = replay_tables(run, wl)
+    n = tables["events"].num_rows
+    extra = {
+        "accounting": {"read": n, "kept": n, "kept_by_table": {"events": n}, "rejected": {}},
+        "replay": {
+            "of": wl.source,
+            "policy": result.policy,
+            "params": result.params,
+            "deployment": result.deployment,
+            "reference_policy": result.reference_policy,
+            "error_mean_pct": result.error_mean_pct,
+            "error_max_pct": result.error_max_pct,
+            "simulated_wait_ns": result.simulated_wait_ns,
+            "steps": result.steps,
+            "recovered_ns": result.recovered_ns,
+            "costs": result.costs,
+            "cost_fit": result.cost_fit,
+        },
+    }
+    with StoreWriter(out, overwrite=overwrite) as w:
+        w.write_part("events", "replay", tables["events"])
+        for name in ("ranks", "streams", "batches"):
+            w.write_table(name, tables[name])
+        store = w.commit(replay_meta(run, wl, extra))
+    return store.path

@@ -12,11 +12,12 @@ import sys
 
 from tests._kineto_helpers import gpu_process, kernel, write_trace
 
-#: Modules the ingest command never needs (imported by `analyze`, `synth`, reports, dashboards, Ray).
+#: Modules the ingest command never needs (imported by `analyze`, `replay`, `synth`, faces, Ray).
 NOT_ON_THE_INGEST_PATH = (
     "asaptrace.analyze.diagnosis",
     "asaptrace.analyze.barrier",
     "asaptrace.synth",
+    "asaptrace.replay",
     "asaptrace.viz",
     "plotly",
     "dash",

@@ -15,6 +15,7 @@ from asaptrace.cli._common import out
 from asaptrace.cli.analyze import analyze
 from asaptrace.cli.info import info
 from asaptrace.cli.ingest import ingest
+from asaptrace.cli.replay import replay
 from asaptrace.cli.synth import synth
 
 app = typer.Typer(
@@ -41,7 +42,7 @@ def _root(
     """asaptrace: diagnose MoE prefill traces."""
 
 
-for command in (ingest, info, analyze, synth):
+for command in (ingest, info, analyze, synth, replay):
     app.command()(command)
 
 
