@@ -14,6 +14,18 @@ import pyarrow as pa
 #: Bumped whenever a table's columns or meanings change; a store of another version is refused.
 STORE_FORMAT_VERSION = 1
 
+#: Keys of annotation args every ingester keeps in ``args.extra`` (segmentation and batches read them).
+ANNOTATION_ARG_KEYS = (
+    "step",
+    "layer",
+    "micro_batch",
+    "dp_group",
+    "seq_lens",
+    "cached_lens",
+    "request_ids",
+    "arrivals_ns",
+)
+
 
 class Kind(StrEnum):
     """What an event does, as far as MoE prefill is concerned (set by the taxonomy)."""

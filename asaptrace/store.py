@@ -12,6 +12,10 @@ Layout of a store directory::
 
 A store is written into a hidden temporary sibling directory and renamed into place only when
 complete, so a crash or a bad input file never leaves a half-written store behind.
+
+meta.json lists every Parquet file of the store with its row count (``files``). Opening a store
+reads each file's footer and checks it against that list, so a deleted, truncated, replaced or
+foreign file is one :class:`StoreError` naming that file, not a polars error deep in an analysis.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+from polars.exceptions import PolarsError
 
 from asaptrace import __version__
 from asaptrace.errors import StoreError, StoreVersionError
@@ -89,7 +94,13 @@ class StoreWriter:
             target = self.tmp / f"{name}.parquet"
             if not target.exists():
                 pq.write_table(TABLE_SCHEMAS[name].empty_table(), target)
-        full = {"format_version": STORE_FORMAT_VERSION, "asaptrace_version": __version__, **meta}
+        meta = {k: v for k, v in meta.items() if k != "files"}
+        full = {
+            "format_version": STORE_FORMAT_VERSION,
+            "asaptrace_version": __version__,
+            **meta,
+            "files": _file_rows(self.tmp),
+        }
         (self.tmp / "meta.json").write_text(json.dumps(full, indent=2, sort_keys=False))
         backup = None
         if self.path.exists():
@@ -120,6 +131,8 @@ class TraceStore:
         if not path.is_dir():
             raise StoreError("no such store directory", path=path)
         if not meta_path.is_file():
+            if (path / "events").is_dir() or (path / "ranks.parquet").exists():
+                raise StoreError("missing: the store is damaged; re-ingest the traces", path=meta_path)
             raise StoreError("not an asaptrace store (no meta.json)", path=path)
         try:
             meta = json.loads(meta_path.read_text())
@@ -132,12 +145,19 @@ class TraceStore:
                 f"(expects {STORE_FORMAT_VERSION}); re-ingest the traces",
                 path=path,
             )
+        if not isinstance(meta, dict):
+            raise StoreError("meta.json is unreadable (not a JSON object)", path=path)
+        _check_files(path, meta.get("files"))
         return cls(path=path, meta=meta)
 
     def scan(self, name: str) -> pl.LazyFrame:
         """Lazily scan one table; an absent or empty parted table scans as an empty frame."""
         if name in PARTED_TABLES:
-            parts = sorted((self.path / name).glob("part-*.parquet"))
+            listed = self.meta.get("files")
+            if isinstance(listed, dict):  # exactly the parts written, so a lost one is an error
+                parts = [self.path / rel for rel in listed if rel.startswith(f"{name}/")]
+            else:
+                parts = sorted((self.path / name).glob("part-*.parquet"))
             if not parts:
                 return pl.from_arrow(TABLE_SCHEMAS[name].empty_table()).lazy()  # type: ignore[union-attr]
             return pl.scan_parquet(parts)
@@ -152,9 +172,72 @@ class TraceStore:
         return self.scan("ranks")
 
     def read(self, name: str) -> pl.DataFrame:
-        return self.scan(name).collect()
+        try:
+            return self.scan(name).collect()
+        except (PolarsError, OSError) as err:
+            where = self.path / (name if name in PARTED_TABLES else f"{name}.parquet")
+            raise StoreError(f"cannot be read, the store is damaged ({_one_line(err)})", path=where) from None
 
 
 def open_store(path: str | Path) -> TraceStore:
     """Open the store at ``path`` (see :meth:`TraceStore.open`)."""
     return TraceStore.open(path)
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _store_files(root: Path) -> list[str]:
+    """The Parquet files of a store, relative to its root (single tables, then parts)."""
+    files = [f"{name}.parquet" for name in SINGLE_TABLES if (root / f"{name}.parquet").exists()]
+    for name in PARTED_TABLES:
+        files += [f"{name}/{p.name}" for p in sorted((root / name).glob("part-*.parquet"))]
+    return files
+
+
+def _file_rows(root: Path) -> dict[str, int]:
+    return {rel: pq.read_metadata(root / rel).num_rows for rel in _store_files(root)}
+
+
+def _check_files(root: Path, listed: Any) -> None:
+    """Raise a StoreError naming the first missing, damaged or unexpected file of the store.
+
+    ``listed`` is meta.json's ``files`` (relative path → rows); stores written before it existed
+    have none, and then only the footers and columns of the files present are checked.
+    """
+    damaged = "the store is damaged; re-ingest the traces"
+    for name in SINGLE_TABLES:
+        if not (root / f"{name}.parquet").is_file():
+            raise StoreError(f"missing: {damaged}", path=root / f"{name}.parquet")
+    if listed is not None and not (
+        isinstance(listed, dict) and all(isinstance(v, int) for v in listed.values())
+    ):
+        raise StoreError("meta.json: 'files' is not a map of file → rows", path=root)
+    present = _store_files(root)
+    if isinstance(listed, dict):
+        for rel in listed:
+            if rel not in present:
+                raise StoreError(f"missing ({listed[rel]:,} rows): {damaged}", path=root / rel)
+        for rel in present:
+            if rel not in listed:
+                raise StoreError(
+                    f"not written with this store (not in meta.json): {damaged}", path=root / rel
+                )
+    for rel in present:
+        try:
+            md = pq.read_metadata(root / rel)
+            names = set(md.schema.to_arrow_schema().names)
+        except (OSError, pa.ArrowException) as err:
+            raise StoreError(
+                f"truncated or not Parquet ({_one_line(err)}): {damaged}", path=root / rel
+            ) from None
+        table = rel.split("/")[0].removesuffix(".parquet")
+        lacking = [n for n in TABLE_SCHEMAS[table].names if n not in names]
+        if lacking:
+            raise StoreError(f"lacks the columns {lacking}: {damaged}", path=root / rel)
+        if isinstance(listed, dict) and md.num_rows != listed[rel]:
+            raise StoreError(
+                f"holds {md.num_rows:,} rows, meta.json says {listed[rel]:,}: {damaged}", path=root / rel
+            )

@@ -29,8 +29,8 @@ def human_ns(ns: float | int | None, *, sig: bool = False, missing: str = "-") -
     return f"{ns:.0f} ns" if sig else f"{ns} ns"
 
 
-#: the duration style of finding texts ("?" for an unknown)
-text_ns = partial(human_ns, sig=True, missing="?")
+#: the duration style of finding texts ("unknown" for an unknown, never a bare "?")
+text_ns = partial(human_ns, sig=True, missing="unknown")
 
 
 def human_bytes(n: int) -> str:
@@ -41,7 +41,7 @@ def human_bytes(n: int) -> str:
 
 
 def percent(x: float | None, digits: int = 0) -> str:
-    return "?" if x is None else f"{100 * x:.{digits}f}%"
+    return "unknown" if x is None else f"{100 * x:.{digits}f}%"
 
 
 def cell(name: str, value: object) -> str:

@@ -15,3 +15,39 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real traces not available: {SHARED_DATA} is absent")
     return SHARED_DATA
+
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+#: sample → folder of its trace files
+SAMPLE_RUNS = {
+    "coupled": "kineto",
+    "coupled-hot-expert": "kineto",
+    "coupled-ascend": "ascend",
+    "disaggregated": "kineto",
+}
+
+
+@pytest.fixture(scope="session")
+def sample_run(tmp_path_factory):
+    """``get(name) -> (truth, store, diagnosis)`` for a bundled sample, ingested once per session."""
+    import json
+
+    from asaptrace.ingest.driver import ingest_paths
+    from asaptrace.pipeline import diagnose_store, enrich_store
+
+    cache: dict[str, tuple] = {}
+
+    def get(name: str):
+        if name not in cache:
+            folder = SAMPLES / name
+            if not (folder / "truth.json").is_file():
+                pytest.skip(
+                    f"sample trace {folder} is absent (regenerate with `asaptrace synth --preset {name}`)"
+                )
+            store = ingest_paths([folder / SAMPLE_RUNS[name]], tmp_path_factory.mktemp(name) / "s", jobs=2)
+            store = enrich_store(store)
+            truth = json.loads((folder / "truth.json").read_text())
+            cache[name] = (truth, store, diagnose_store(store))
+        return cache[name]
+
+    return get

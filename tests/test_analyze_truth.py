@@ -6,42 +6,18 @@ the run's true clock; offsets are relative to rank 0 (its offset is 0 there as h
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import polars as pl
 import pytest
 
-from asaptrace.ingest.driver import ingest_paths
-from asaptrace.pipeline import diagnose_store, enrich_store
+from tests.conftest import SAMPLE_RUNS
 
-SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
-RUNS = {  # sample → folder of its trace files
-    "coupled": "kineto",
-    "coupled-hot-expert": "kineto",
-    "coupled-ascend": "ascend",
-    "disaggregated": "kineto",
-}
+RUNS = SAMPLE_RUNS
 COUPLED = ["coupled", "coupled-hot-expert", "coupled-ascend"]
-_cache: dict[str, tuple] = {}
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    def get(name: str):
-        if name not in _cache:
-            folder = SAMPLES / name
-            if not (folder / "truth.json").is_file():
-                pytest.skip(
-                    f"sample trace {folder} is absent (regenerate with `asaptrace synth --preset {name}`)"
-                )
-            store = ingest_paths([folder / RUNS[name]], tmp_path_factory.mktemp(name) / "s", jobs=2)
-            store = enrich_store(store)
-            truth = json.loads((folder / "truth.json").read_text())
-            _cache[name] = (truth, store, diagnose_store(store))
-        return _cache[name]
-
-    return get
+def run(sample_run):
+    return sample_run
 
 
 @pytest.mark.parametrize("name", list(RUNS))
@@ -148,3 +124,39 @@ def test_slow_device_and_hot_expert_are_named(run):
     codes = {f.code: f for f in diag.findings}
     assert f"Rank {s['slow_rank']} is a slow device" in codes["slow_device"].text
     assert f"Rank {s['hot_expert_rank']} holds a hot expert" in codes["hot_expert"].text
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_ttft_of_every_request_matches_truth(run, name):
+    # synth stamps each request's arrival in the step annotations (on rank 0's clock, the one the
+    # store is aligned to); truth.json's ttft_ns = end of the last device kernel of the request's
+    # step on its DP group's ranks − its arrival, on the true clock. The two clocks differ by a
+    # constant, so TTFT must agree to the clock alignment's error (≤ 2 µs). Where the clocks
+    # cannot be aligned (the disaggregated run shares no collective across groups), a group's
+    # step end stays on its ranks' own clocks: the error is then bounded by their true skew to
+    # rank 0, max |offset[r] − offset[0]| over the group's ranks.
+    truth, store, diag = run(name)
+    offsets = truth["clock_offsets_ns"]
+    aligned = store.meta["clock"]["status"] != "impossible"
+    skew = {
+        g: max(abs(offsets[r["rank"]] - offsets[0]) for r in truth["ranks"] if r["dp_group"] == g)
+        for g in {r["dp_group"] for r in truth["ranks"] if r["dp_group"] is not None}
+    }
+    tb = pl.DataFrame(truth["batches"]).select("request_id", "arrival_ns", "ttft_ns")
+    assert tb.get_column("ttft_ns").null_count() == 0
+    assert store.meta["batches_source"] == "annotations"
+    assert store.read("batches").get_column("arrival_ns").null_count() == 0
+    req = diag.tables["ttft_requests"]
+    assert req.height == tb.height
+    assert req.get_column("ttft_ns").null_count() == 0
+    got = req.join(tb, on="request_id", suffix="_truth")
+    assert got.height == tb.height
+    for row in got.iter_rows(named=True):
+        bound = 2_000 + (0 if aligned else skew[row["dp_group"]])
+        assert abs(row["ttft_ns"] - row["ttft_ns_truth"]) <= bound, row
+    # arrivals on the aligned clock: the true arrival shifted by one constant for the whole run
+    shift = got.get_column("arrival_ns") - got.get_column("arrival_ns_truth")
+    assert shift.n_unique() == 1
+    buckets = diag.tables["ttft_by_bucket"]
+    assert buckets.height and buckets.get_column("mean_ttft_ns").null_count() == 0
+    assert buckets.get_column("n_requests").sum() == tb.height

@@ -69,3 +69,34 @@ def test_bad_sidecar_is_a_one_line_error(tmp_path, line, message):
     with pytest.raises(UsageError, match=message) as info:
         enrich_store(raw, tmp_path / "out", batches=path)
     assert str(path) in str(info.value)
+
+
+def test_batch_lines_carry_arrivals_as_a_list(tmp_path):
+    from asaptrace.enrich.batches import read_batches_sidecar
+
+    path = tmp_path / "b.jsonl"
+    line = {"step": 1, "dp_group": 0, "seq_lens": [10, 20], "request_ids": ["x", "y"], "arrivals_ns": [5, 7]}
+    path.write_text(json.dumps(line) + "\n")
+    got = read_batches_sidecar(path).sort("request_id")
+    assert got.get_column("arrival_ns").to_list() == [5, 7]
+
+
+@pytest.mark.parametrize(
+    ("arrivals", "message"),
+    [
+        ([5], "must be lists of as many items as 'seq_lens'"),
+        (["5", 7], "'arrivals_ns' must be a list of integers"),
+        ([2**64, 7], "'arrivals_ns' must be a list of integers"),  # beyond int64: no overflow inside
+        ("5,7", "must be lists of as many items"),
+    ],
+)
+def test_bad_arrivals_are_one_line_naming_the_file(tmp_path, arrivals, message):
+    from asaptrace.enrich.batches import read_batches_sidecar
+
+    path = tmp_path / "b.jsonl"
+    path.write_text(
+        json.dumps({"step": 1, "dp_group": 0, "seq_lens": [10, 20], "arrivals_ns": arrivals}) + "\n"
+    )
+    with pytest.raises(UsageError, match=message) as err:
+        read_batches_sidecar(path)
+    assert str(err.value).startswith(f"{path}: line 1:")

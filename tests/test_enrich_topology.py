@@ -80,3 +80,40 @@ def test_roles_from_the_kinds_a_rank_runs():
     assert r.get_column("tp_index").to_list() == [0, 1, None, None]  # order within the DP group
     assert r.get_column("ep_index").to_list() == [0, None, 1, None]  # order among MoE runners
     assert meta["deployment"] == "disaggregated" and meta["source"] == "inferred"
+
+
+@pytest.mark.parametrize(
+    ("kinds", "roles", "deployment"),
+    [
+        # SGLang Qwen3-8B dense decode on one GPU: attention kernels, no MoE kernel anywhere
+        ({0: ["attention", "compute", "collective"]}, ["fused"], "dense"),
+        # a dense model with TP over 2 GPUs
+        ({0: ["attention", "compute"], 1: ["attention", "compute"]}, ["fused", "fused"], "dense"),
+        # one GPU running a MoE model (Qwen3-30B-A3B on a B300)
+        ({0: ["attention", "gate", "moe"]}, ["fused"], "single-device"),
+        # a coupled EP run where one rank's MoE kernels were not seen: still no expert-only rank
+        ({0: ["attention", "moe"], 1: ["attention"]}, ["fused", "fused"], "coupled"),
+        # an expert-only rank without any attention-only rank is no ASAP split either
+        ({0: ["attention", "moe"], 1: ["moe"]}, ["fused", "expert"], "coupled"),
+        # both sides present: the ASAP layout
+        (
+            {0: ["attention"], 1: ["attention"], 2: ["moe"]},
+            ["attention", "attention", "expert"],
+            "disaggregated",
+        ),
+        # a recommender model (DLRM): neither attention nor MoE
+        ({0: ["compute", "collective"], 1: ["compute"]}, ["unknown", "unknown"], "unknown"),
+    ],
+)
+def test_disaggregated_only_with_attention_only_and_expert_only_ranks(kinds, roles, deployment):
+    ranks, meta = assign_topology(_ranks(len(kinds)), _events(kinds))
+    assert ranks.sort("rank").get_column("role").to_list() == roles
+    assert meta["deployment"] == deployment
+
+
+def test_ep_index_counts_only_ranks_that_run_moe():
+    # rank 1 runs attention beside a MoE rank: fused (no expert-only rank), but it runs no expert,
+    # so it has no EP index and the EP size is 1
+    ranks, meta = assign_topology(_ranks(2), _events({0: ["attention", "moe"], 1: ["attention"]}))
+    assert ranks.sort("rank").get_column("ep_index").to_list() == [0, None]
+    assert meta["ep"] == 1

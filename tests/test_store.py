@@ -80,3 +80,82 @@ def test_open_non_store_says_so(tmp_path):
         TraceStore.open(tmp_path)
     with pytest.raises(StoreError, match="no such store"):
         TraceStore.open(tmp_path / "missing")
+
+
+def _sample_store(tmp_path):
+    """A committed store of two event parts (3 and 2 rows), as ingest writes them."""
+    with StoreWriter(tmp_path / "s") as w:
+        w.write_part("events", "00000", _events(3))
+        w.write_part("events", "00001", _events(2))
+        w.commit({"accounting": {"read": 5, "kept": 5, "rejected": {}}})
+    return tmp_path / "s"
+
+
+def test_meta_lists_every_file_with_its_rows(tmp_path):
+    store = TraceStore.open(_sample_store(tmp_path))
+    files = store.meta["files"]
+    assert files["events/part-00000.parquet"] == 3 and files["events/part-00001.parquet"] == 2
+    assert files["ranks.parquet"] == 0 and "meta.json" not in files
+
+
+def test_deleted_event_part_is_named(tmp_path):
+    root = _sample_store(tmp_path)
+    (root / "events" / "part-00001.parquet").unlink()
+    with pytest.raises(StoreError) as err:
+        TraceStore.open(root)
+    assert (
+        str(err.value)
+        == f"{root}/events/part-00001.parquet: missing (2 rows): the store is damaged; re-ingest the traces"
+    )
+
+
+def test_truncated_event_part_is_named(tmp_path):
+    root = _sample_store(tmp_path)
+    part = root / "events" / "part-00000.parquet"
+    part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+    with pytest.raises(
+        StoreError, match=r"events/part-00000\.parquet: truncated or not Parquet .*damaged"
+    ) as err:
+        TraceStore.open(root)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_meta_json_of_a_store_is_damage(tmp_path):
+    root = _sample_store(tmp_path)
+    (root / "meta.json").unlink()
+    with pytest.raises(StoreError, match=r"meta\.json: missing: the store is damaged"):
+        TraceStore.open(root)
+
+
+def test_garbage_ranks_parquet_is_named(tmp_path):
+    root = _sample_store(tmp_path)
+    (root / "ranks.parquet").write_bytes(b"PAR1 this is not a parquet file at all \x00\xff")
+    with pytest.raises(StoreError, match=r"ranks\.parquet: truncated or not Parquet .*damaged"):
+        TraceStore.open(root)
+
+
+def test_part_replaced_by_another_of_other_length_is_named(tmp_path):
+    # a valid Parquet file with the right columns but not the rows meta.json recorded
+    root = _sample_store(tmp_path)
+    import pyarrow.parquet as pq
+
+    pq.write_table(_events(7), root / "events" / "part-00001.parquet")
+    with pytest.raises(StoreError, match=r"part-00001\.parquet: holds 7 rows, meta\.json says 2"):
+        TraceStore.open(root)
+
+
+def test_foreign_part_is_named(tmp_path):
+    root = _sample_store(tmp_path)
+    (root / "events" / "part-00009.parquet").write_bytes(
+        (root / "events" / "part-00000.parquet").read_bytes()
+    )
+    with pytest.raises(StoreError, match=r"part-00009\.parquet: not written with this store"):
+        TraceStore.open(root)
+
+
+def test_damage_after_open_is_a_store_error_on_read(tmp_path):
+    root = _sample_store(tmp_path)
+    store = TraceStore.open(root)
+    (root / "events" / "part-00000.parquet").unlink()
+    with pytest.raises(StoreError, match=r"events: cannot be read, the store is damaged"):
+        store.read("events")

@@ -85,7 +85,14 @@ def test_fused_moe_and_hccl_names_and_annotations(written):
     spans = [e for e in events if e.get("cat") == "user_annotation"]
     layer = [e for e in spans if e["name"].startswith("layer#")]
     step = [e for e in spans if e["name"].startswith("prefill_step#")]
-    assert step and set(step[0]["args"]) == {"step", "dp_group", "seq_lens", "cached_lens", "request_ids"}
+    assert step and set(step[0]["args"]) == {
+        "step",
+        "dp_group",
+        "seq_lens",
+        "cached_lens",
+        "request_ids",
+        "arrivals_ns",
+    }
     assert layer and set(layer[0]["args"]) == {"step", "layer", "micro_batch"}
 
 

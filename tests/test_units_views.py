@@ -17,9 +17,10 @@ def test_durations_in_the_largest_unit_they_fill():
     assert text_ns(123_456_789) == "123 ms"
     assert human_ns(2_500_000_000_000) == "2,500.000 s"
     assert human_ns(999) == "999 ns" and text_ns(999.4) == "999 ns"
-    assert human_ns(None) == "-" and text_ns(None) == "?"
+    # prose never shows a bare "?" for an unknown (issue 13): it says so
+    assert human_ns(None) == "-" and text_ns(None) == "unknown"
     assert human_bytes(3 * 1024**2) == "3.0 MiB"
-    assert percent(0.255) == "26%" and percent(None) == "?"
+    assert percent(0.255) == "26%" and percent(None) == "unknown"
 
 
 def test_cells_follow_their_column_name():

@@ -130,6 +130,14 @@ def diagnose(
     t["ttft_requests"] = ttft_requests(b, breakdown=breakdown)
     t["ttft_by_bucket"] = ttft_by_bucket(t["ttft_requests"])
     notes = list(meta.pop("notes", []))
+    if b is not None and b.height:
+        known = set(rk.get_column("dp_group").drop_nulls().to_list())
+        stray = sorted(set(b.get_column("dp_group").drop_nulls().to_list()) - known)
+        if stray:
+            notes.append(
+                f"the batches name DP groups {', '.join(map(str, stray[:8]))}{' …' if len(stray) > 8 else ''} "
+                "that no rank of the store belongs to; their requests are left out of the imbalance analysis"
+            )
     incomplete = inst.filter(~pl.col("complete")).get_column("instance").n_unique()
     if incomplete:
         notes.append(

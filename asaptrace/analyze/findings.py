@@ -3,11 +3,23 @@
 Each finding carries a ``code`` (stable, for scripts), a ``severity``, the time at stake
 (``cost_ns``: per rank on average, used to rank findings; None for information) and the numbers
 behind its text (``data``). The texts format durations for people; the tables keep integer ns.
+
+Rules every text keeps (a test re-reads the findings of every sample against its tables):
+
+* a number in a text is one of a table's, with the rounding the text shows, and says which wait
+  it is: *exposed* (not hidden under compute: ``step_breakdown.wait_ns``,
+  ``barrier_by_rank.exposed_wait_ns``) or *total* (the whole time spent waiting inside collective
+  kernels: ``barrier_instances.wait_ns``, ``barrier_by_rank.wait_ns``, ``barrier_by_group.mean_wait_ns``);
+* a stock sentence appears only when its numbers say it (balanced tokens with unbalanced Σs²,
+  short requests waiting a larger share, a barrier at all); an unknown number drops its clause;
+* the severity is a function of the cost at stake (:func:`cost_severity`, share of the mean step
+  time per rank), so nothing with 0 ns at stake is ``high``; findings are sorted by severity,
+  then cost, which is the same order as by cost for the costed ones.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
@@ -16,6 +28,11 @@ from asaptrace.units import percent, text_ns
 
 #: A clock residual above this means the matched collectives do not end together.
 UNRELIABLE_RESIDUAL_NS = 50_000
+#: Token counts within this ratio of the mean are balanced; Σs² from this ratio up is not.
+BALANCED_RATIO = 1.10
+UNBALANCED_RATIO = 1.25
+#: Short requests "pay" when their wait share exceeds the longest bucket's by this much.
+TTFT_SHARE_GAP = 0.05
 
 
 @dataclass(frozen=True)
@@ -38,6 +55,24 @@ class Finding:
         }
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+#: Severity by the share of the mean step time per rank at stake.
+SEVERITY_SHARES = (("high", 0.10), ("medium", 0.03))
+_ORDER = {"high": 0, "medium": 1, "low": 2, "info": 3}
+
+
+def cost_severity(cost_ns: int, step_time_ns: float) -> str:
+    """``high`` from 10 % of the mean step time per rank at stake, ``medium`` from 3 %, ``low``
+    above 0, ``info`` for nothing at stake."""
+    if cost_ns <= 0:
+        return "info"
+    share = cost_ns / step_time_ns if step_time_ns > 0 else 0.0
+    return next((label for label, floor in SEVERITY_SHARES if share >= floor), "low")
+
+
 def rank_findings(t: dict[str, pl.DataFrame], ranks: pl.DataFrame, meta: dict[str, Any]) -> list[Finding]:
     """Findings from the Diagnosis tables, most costly first (then by severity)."""
     out: list[Finding] = []
@@ -50,12 +85,9 @@ def rank_findings(t: dict[str, pl.DataFrame], ranks: pl.DataFrame, meta: dict[st
     if t["barrier_instances"].height:
         out += _ttft_findings(t)
     out += _clock_findings(t, meta)
-    rank = {"high": 0, "medium": 1, "low": 2, "info": 3}
-    return sorted(out, key=lambda f: (f.cost_ns is None, -(f.cost_ns or 0), rank[f.severity]))
-
-
-def _severity(share: float) -> str:
-    return "high" if share >= 0.10 else "medium" if share >= 0.03 else "low"
+    step_time = int(t["step_breakdown"].get_column("step_time_ns").sum()) / n_ranks
+    out = [f if f.cost_ns is None else replace(f, severity=cost_severity(f.cost_ns, step_time)) for f in out]
+    return sorted(out, key=lambda f: (_ORDER[f.severity], -(f.cost_ns or 0)))
 
 
 def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str | None) -> list[Finding]:
@@ -70,10 +102,11 @@ def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
         return [
             Finding(
                 "receive_wait",
-                _severity(share),
+                "",
                 f"No barrier (asynchronous deployment): attention devices wait only for their own results — "
-                f"{text_ns(raw / n_att)} per attention device in combine receives, of which {text_ns(exposed / n_att)} "
-                f"is exposed (compute idle), {percent(share)} of step time.",
+                f"{text_ns(raw / n_att)} of total wait per attention device in combine receives, over "
+                f"{_plural(n_att, 'attention device')}, of which {text_ns(exposed / n_att)} is exposed "
+                f"(compute idle), {percent(share)} of step time.",
                 cost_ns=exposed // n_ranks,
                 data={
                     "receive_wait_ns": raw,
@@ -96,16 +129,25 @@ def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
         return [Finding("no_barrier", "info", text)]
     wait = int(bd.get_column("wait_ns").sum())
     total = int(bd.get_column("step_time_ns").sum())
+    inside = int(b.get_column("wait_ns").sum())
     share = wait / total if total else 0.0
     n_inst = b.get_column("instance").n_unique()
     out = [
         Finding(
             "barrier_wait",
-            _severity(share),
-            f"Barrier wait cost {percent(share)} of step time: {text_ns(wait / n_ranks)} per rank on average, "
-            f"exposed (not hidden under compute), over {n_inst} matched collective instances.",
+            "",
+            f"Exposed barrier wait (not hidden under compute) cost {percent(share)} of step time: "
+            f"{text_ns(wait / n_ranks)} per rank on average over {_plural(n_ranks, 'rank')}, of "
+            f"{text_ns(inside / n_ranks)} of total wait inside collective kernels, over "
+            f"{_plural(n_inst, 'matched collective instance')}.",
             cost_ns=wait // n_ranks,
-            data={"exposed_wait_ns": wait, "step_time_ns": total, "wait_share": share, "n_instances": n_inst},
+            data={
+                "exposed_wait_ns": wait,
+                "total_wait_ns": inside,
+                "step_time_ns": total,
+                "wait_share": share,
+                "n_instances": n_inst,
+            },
         )
     ]
     worst = b.sort("wait_ns", descending=True).row(0, named=True)
@@ -115,7 +157,7 @@ def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
         Finding(
             "longest_wait",
             "info",
-            f"Longest single wait: rank {worst['rank']} waited {text_ns(worst['wait_ns'])} at {_where(worst)} for "
+            f"Longest single wait (total): rank {worst['rank']} waited {text_ns(worst['wait_ns'])} at {_where(worst)} for "
             f"rank {worst['last_rank']}. At the first instance ({_where(fw)}) rank {fw['rank']} waited longest "
             f"({text_ns(fw['wait_ns'])}) and rank {fw['last_rank']} arrived last.",
             data={
@@ -145,10 +187,18 @@ def _straggler_findings(t: dict[str, pl.DataFrame], n_ranks: int) -> list[Findin
     groups, by_group, imb = t["straggler_groups"], t["barrier_by_group"], t["imbalance_by_group"]
     if groups.height:
         g = groups.row(0, named=True)
-        caused = by_group.filter(pl.col("dp_group") == g["dp_group"])
-        caused_ns = int(caused.get_column("caused_wait_ns").sum()) if caused.height else 0
+        row = by_group.filter(pl.col("dp_group") == g["dp_group"])
+        caused_ns = int(row.get_column("caused_wait_ns").sum()) if row.height else 0
+        imposed_ns = int(row.get_column("imposed_wait_ns").sum()) if row.height else 0
+        own = int(row.get_column("n_ranks").sum()) if row.height else 0
+        n_other = max(int(by_group.get_column("n_ranks").sum()) - own, 0)
         text = f"DP group {g['dp_group']} arrived last at {percent(g['last_share'])} of barriers"
-        data: dict[str, Any] = {**g, "caused_wait_ns": caused_ns}
+        data: dict[str, Any] = {
+            **g,
+            "caused_wait_ns": caused_ns,
+            "imposed_wait_ns": imposed_ns,
+            "n_other_ranks": n_other,
+        }
         rel = _relative_load(imb, g["dp_group"])
         if rel is not None:
             sq, tok = rel
@@ -162,29 +212,19 @@ def _straggler_findings(t: dict[str, pl.DataFrame], n_ranks: int) -> list[Findin
         if culprit is not None:
             data["dominant_rank"] = culprit
             text += f" (mostly because of rank {culprit})"
-        text += f"; the other ranks waited {text_ns(caused_ns / n_ranks)} each for it on average."
-        share = g["last_share"] or 0.0
-        out.append(
-            Finding(
-                "straggler_group",
-                "high" if share >= 0.5 else "medium",
-                text,
-                cost_ns=caused_ns // n_ranks,
-                data=data,
+        text += f"; it alone held the barrier for {text_ns(imposed_ns)} in all (imposed wait)"
+        if n_other:
+            text += (
+                f", and at the barriers it reached last the other {_plural(n_other, 'rank')} waited "
+                f"{text_ns(caused_ns / n_other)} each (total wait)"
             )
+        # at stake: the wait the others would not have had, had the group been as fast as the next one
+        out.append(
+            Finding("straggler_group", "", text + ".", cost_ns=imposed_ns * n_other // n_ranks, data=data)
         )
     st = t["stragglers"]
     for r in st.filter(pl.col("outlier")).iter_rows(named=True):
-        b = t["barrier_instances"]
-        caused_ns = (
-            int(
-                b.filter((pl.col("last_rank") == r["rank"]) & (pl.col("rank") != r["rank"]))
-                .get_column("wait_ns")
-                .sum()
-            )
-            if b.height
-            else 0
-        )
+        caused_ns, imposed_ns, at_stake = _rank_blame(t["barrier_instances"], r["rank"])
         test = {"dixon_q95": "Dixon's Q test, 95%", "3sigma": "3σ test"}.get(
             r["outlier_test"], r["outlier_test"]
         )
@@ -197,20 +237,22 @@ def _straggler_findings(t: dict[str, pl.DataFrame], n_ranks: int) -> list[Findin
             text = (
                 f"Rank {r['rank']} is a slow device: its non-MoE kernels take {r['compute_ratio']:.2f}× as long as "
                 f"{versus.get(r['compute_baseline'], 'expected')} ({test}); it arrived last at "
-                f"{percent(r['last_share'])} of barriers."
+                f"{percent(r['last_share'])} of barriers"
             )
         else:
             text = (
                 f"Rank {r['rank']} holds a hot expert: its MoE kernels take {r['moe_ratio']:.2f}× the median "
-                f"({test}); it arrived last at {percent(r['last_share'])} of barriers."
+                f"({test}); it arrived last at {percent(r['last_share'])} of barriers"
             )
+        if imposed_ns:
+            text += f" and alone held them for {text_ns(imposed_ns)} in all (imposed wait)"
         out.append(
             Finding(
                 r["cause"],
-                "high",
-                text,
-                cost_ns=caused_ns // n_ranks,
-                data={**r, "caused_wait_ns": caused_ns},
+                "",
+                text + ".",
+                cost_ns=at_stake // n_ranks,
+                data={**r, "caused_wait_ns": caused_ns, "imposed_wait_ns": imposed_ns},
             )
         )
     if not groups.height and st.height and st.get_column("last_count").sum() > 0:
@@ -225,6 +267,31 @@ def _straggler_findings(t: dict[str, pl.DataFrame], n_ranks: int) -> list[Findin
             )
         )
     return out
+
+
+def _rank_blame(b: pl.DataFrame, rank: int) -> tuple[int, int, int]:
+    """(caused, imposed, at stake) of a rank over the instances it reached last.
+
+    caused = Σ the other ranks' waits there (total wait); imposed = Σ release − the latest other
+    arrival (the time the rank alone held the barrier); at stake = Σ imposed × other ranks there
+    (the wait that would vanish had the rank arrived with the next-latest one).
+    """
+    if b.height == 0:
+        return 0, 0, 0
+    mine = b.filter(
+        pl.col("instance").is_in(b.filter(pl.col("last_rank") == rank).get_column("instance").implode())
+    )
+    others = mine.filter(pl.col("rank") != rank)
+    if others.height == 0:
+        return 0, 0, 0
+    per = others.group_by("instance").agg(
+        (pl.col("release_ns").first() - pl.col("arrival_ns").max()).alias("imposed"),
+        pl.len().alias("n"),
+        pl.col("wait_ns").sum().alias("caused"),
+    )
+    imposed = int(per.get_column("imposed").sum())
+    at_stake = int((per.get_column("imposed") * per.get_column("n")).sum())
+    return int(per.get_column("caused").sum()), imposed, at_stake
 
 
 def _dominant_rank(t: dict[str, pl.DataFrame], group: int) -> int | None:
@@ -254,6 +321,15 @@ def _imbalance_findings(t: dict[str, pl.DataFrame], n_ranks: int, *, coupled: bo
     f = fit.row(0, named=True)
     if f["cost_basis"] == "measured_attention":
         worst = steps.get_column("attention_ratio").max()
+        if worst is None:
+            return [
+                Finding(
+                    "lengths_unknown",
+                    "info",
+                    "Request lengths are unknown and no attention kernel was found: DP imbalance "
+                    "cannot be measured.",
+                )
+            ]
         return [
             Finding(
                 "lengths_unknown",
@@ -264,18 +340,28 @@ def _imbalance_findings(t: dict[str, pl.DataFrame], n_ranks: int, *, coupled: bo
                 data={"max_attention_ratio": worst},
             )
         ]
-    sq = steps.get_column("sum_sq_ratio")
-    tok = steps.get_column("tokens_ratio")
-    att = steps.get_column("attention_ratio")
+    sq = steps.get_column("sum_sq_ratio").drop_nulls()
+    tok = steps.get_column("tokens_ratio").drop_nulls()
+    att = steps.get_column("attention_ratio").drop_nulls()
+    if sq.len() == 0:
+        return []
+    sq_mean, sq_max = float(sq.mean()), float(sq.max())  # type: ignore[arg-type]
+    tok_mean = float(tok.mean()) if tok.len() else None  # type: ignore[arg-type]
+    att_mean = float(att.mean()) if att.len() else None  # type: ignore[arg-type]
     text = (
-        f"Σs² imbalance: the heaviest DP group's Σs² was {sq.mean():.2f}× the mean on average (up to "
-        f"{sq.max():.2f}×) while tokens were {tok.mean():.2f}×; measured attention {att.mean():.2f}×."
+        f"Σs² imbalance: the heaviest DP group's Σs² was {sq_mean:.2f}× the mean on average (up to "
+        f"{sq_max:.2f}×)"
     )
+    if tok_mean is not None:
+        text += f" while tokens were {tok_mean:.2f}×"
+    if att_mean is not None:
+        text += f"; measured attention {att_mean:.2f}×"
+    text += "."
     data = {
-        "mean_sum_sq_ratio": sq.mean(),
-        "max_sum_sq_ratio": sq.max(),
-        "mean_tokens_ratio": tok.mean(),
-        "mean_attention_ratio": att.mean(),
+        "mean_sum_sq_ratio": sq_mean,
+        "max_sum_sq_ratio": sq_max,
+        "mean_tokens_ratio": tok_mean,
+        "mean_attention_ratio": att_mean,
         **f,
     }
     if not coupled:
@@ -286,7 +372,8 @@ def _imbalance_findings(t: dict[str, pl.DataFrame], n_ranks: int, *, coupled: bo
             else " No barrier couples the DP groups here, so the imbalance costs no waiting."
         )
         return [Finding("sumsq_imbalance", "info", text, data=data)]
-    text += " Balanced token counts do not balance the barrier."
+    if tok_mean is not None and tok_mean <= BALANCED_RATIO and sq_mean >= UNBALANCED_RATIO:
+        text += " Balanced token counts do not balance the barrier."
     if f["r2"] is not None:
         text += f" Attention time fits c0 + c1·Σs + c2·Σs² with R² = {f['r2']:.2f}"
         if f["explained_wait_share"] is not None:
@@ -302,7 +389,7 @@ def _imbalance_findings(t: dict[str, pl.DataFrame], n_ranks: int, *, coupled: bo
     return [
         Finding(
             "sumsq_imbalance",
-            "high" if sq.mean() >= 1.5 else "medium",
+            "",
             text,
             cost_ns=int(wait * explained) // n_ranks,
             data=data,
@@ -325,15 +412,19 @@ def _overlap_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
         waited = max(exposed - transfer, 0)
         text = (
             f"Overlap efficiency {percent(eff)}: of {text_ns(comm / n_ranks)} of communication per rank, "
-            f"{text_ns(exposed / n_ranks)} is exposed ({percent(exposed / span if span else None)} of the device "
-            "span)"
+            f"{text_ns(exposed / n_ranks)} is exposed"
         )
-        if waited:
-            text += f", of which {text_ns(waited / n_ranks)} is barrier wait and {text_ns(transfer / n_ranks)} transfer"
+        if span:
+            text += f" ({percent(exposed / span)} of the device span)"
+        if waited and t["barrier_instances"].height:
+            text += (
+                f", of which {text_ns(waited / n_ranks)} is exposed barrier wait and "
+                f"{text_ns(transfer / n_ranks)} transfer"
+            )
         out.append(
             Finding(
                 "overlap",
-                "info" if eff >= 0.5 else "low",
+                "",
                 text + ".",
                 cost_ns=transfer // n_ranks,
                 data={
@@ -344,11 +435,12 @@ def _overlap_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
                 },
             )
         )
-    if deployment == "disaggregated" and roles.height:
+    if deployment == "disaggregated" and roles.filter(pl.col("utilisation").is_not_null()).height:
         parts = [
-            f"{r['role']} devices {percent(r['utilisation'])} busy ({r['n_bubbles']} bubbles, "
-            f"mean {text_ns(r['mean_bubble_ns'])})"
+            f"{r['role']} devices {percent(r['utilisation'])} busy ({_plural(r['n_bubbles'], 'bubble')}"
+            + (f", mean {text_ns(r['mean_bubble_ns'])})" if r["mean_bubble_ns"] is not None else ")")
             for r in roles.iter_rows(named=True)
+            if r["utilisation"] is not None
         ]
         out.append(
             Finding(
@@ -365,16 +457,26 @@ def _ttft_findings(t: dict[str, pl.DataFrame]) -> list[Finding]:
     tb = t["ttft_by_bucket"]
     if tb.height < 2 or tb.get_column("wait_share").is_null().all():
         return []
-    first, last = tb.row(0, named=True), tb.row(tb.height - 1, named=True)
-    return [
-        Finding(
-            "ttft_wait",
-            "info",
-            f"Short requests pay for the barrier: {first['bucket']} requests spend {percent(first['wait_share'])} of their "
-            f"step waiting, {last['bucket']} requests {percent(last['wait_share'])}.",
-            data={"buckets": tb.to_dicts()},
+    known = tb.filter(pl.col("wait_share").is_not_null())
+    if known.height < 2:
+        return []
+    first, last = known.row(0, named=True), known.row(known.height - 1, named=True)
+    shares = (
+        f"{first['bucket']} requests spend {percent(first['wait_share'])} of their step waiting, "
+        f"{last['bucket']} requests {percent(last['wait_share'])}"
+    )
+    if first["wait_share"] - last["wait_share"] >= TTFT_SHARE_GAP:
+        text = f"Short requests pay for the barrier: {shares}."
+    elif last["wait_share"] - first["wait_share"] >= TTFT_SHARE_GAP:
+        text = f"Long requests wait a larger share of their step than short ones: {shares}."
+    else:
+        text = f"Requests of every length wait about the same share of their step at the barrier: {shares}."
+    if first["mean_ttft_ns"] is not None and last["mean_ttft_ns"] is not None:
+        text = text[:-1] + (
+            f"; their mean time to first token is {text_ns(first['mean_ttft_ns'])} and "
+            f"{text_ns(last['mean_ttft_ns'])}."
         )
-    ]
+    return [Finding("ttft_wait", "info", text, data={"buckets": tb.to_dicts()})]
 
 
 def _clock_findings(t: dict[str, pl.DataFrame], meta: dict[str, Any]) -> list[Finding]:
@@ -392,14 +494,17 @@ def _clock_findings(t: dict[str, pl.DataFrame], meta: dict[str, Any]) -> list[Fi
                 data=clock,
             )
         ]
-    if c.height == 0 or c.get_column("residual_ns").is_null().all():
+    if (
+        c.height == 0
+        or c.get_column("residual_ns").is_null().all()
+        or c.get_column("offset_ns").is_null().all()
+    ):
         return []
     span = int(c.get_column("offset_ns").max() - c.get_column("offset_ns").min())  # type: ignore[operator]
     resid = int(c.get_column("residual_ns").max())  # type: ignore[arg-type]
-    text = (
-        f"Clocks aligned on {clock.get('n_instances', '?')} collective instances: offsets span {text_ns(span)} "
-        f"(reference rank {clock.get('reference_rank')}), residual at most {text_ns(resid)}."
-    )
+    on = f" on {_plural(clock['n_instances'], 'collective instance')}" if clock.get("n_instances") else ""
+    ref = f" (reference rank {clock['reference_rank']})" if clock.get("reference_rank") is not None else ""
+    text = f"Clocks aligned{on}: offsets span {text_ns(span)}{ref}, residual at most {text_ns(resid)}."
     severity = "info"
     if resid > UNRELIABLE_RESIDUAL_NS:
         severity = "medium"

@@ -16,7 +16,8 @@ Symbols, for step k and DP group g with requests of lengths s_1 … s_n:
   wait that group totals cannot see; wait R² = the R² of W ≈ a + b·P over all (k, g): how well
   the length mix ranks the groups' waits.
 
-When the lengths are unknown the cost basis falls back to the measured attention time (T, Σs²,
+Batches of DP groups no rank of the store belongs to are left out (the store's ranks define the
+groups). When the lengths are unknown the cost basis falls back to the measured attention time (T, Σs²,
 the fit and P are null) and ``cost_basis`` says ``measured_attention``.
 
 :func:`imbalance_by_group` columns: step (int32), dp_group (int32), n_ranks (int64),
@@ -59,7 +60,13 @@ def imbalance_by_group(
         pl.col("rank").n_unique().cast(pl.Int64).alias("n_ranks"),
         pl.col("attn").mean().round(0).cast(pl.Int64).alias("attention_ns"),
     )
+    # only the DP groups some rank of the store belongs to: a batch of a group no device ran is
+    # no load of this run (diagnose() notes such groups)
     lengths = _lengths(batches)
+    if lengths.height:
+        lengths = lengths.join(
+            rk.select(pl.col("dp_group").cast(pl.Int32)).unique(), on="dp_group", how="semi"
+        )
     out = (
         attn.join(lengths, on=_BY, how="full", coalesce=True)
         if lengths.height

@@ -8,9 +8,12 @@ store already holds. A sidecar line is either one request::
 
 or one batch, with lists::
 
-    {"step": 0, "dp_group": 3, "seq_lens": [4096, 512], "request_ids": ["r17", "r18"]}
+    {"step": 0, "dp_group": 3, "seq_lens": [4096, 512], "request_ids": ["r17", "r18"],
+     "arrivals_ns": [1749999999012000000, 1749999999013500000]}
 
-``micro_batch``, ``request_id(s)``, ``cached_len(s)``, ``arrival_ns`` are optional.
+``micro_batch``, ``request_id(s)``, ``cached_len(s)``, ``arrival_ns`` / ``arrivals_ns`` are
+optional. Arrivals are absolute ns on the trace's clock (after alignment: the reference rank's,
+rank 0), like its timestamps; the step annotations of ``asaptrace synth`` carry them so.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ def empty_batches() -> pl.DataFrame:
     return pl.DataFrame(schema=_SCHEMA)
 
 
+def _is_int64(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63
+
+
 def _rows_of(obj: dict[str, Any], where: str, path: Path) -> list[dict[str, Any]]:
     def need_int(key: str) -> int:
         v = obj.get(key)
@@ -42,14 +49,20 @@ def _rows_of(obj: dict[str, Any], where: str, path: Path) -> list[dict[str, Any]
     mb = obj.get("micro_batch")
     if "seq_lens" in obj:
         lens = obj["seq_lens"]
-        if not isinstance(lens, list) or not all(isinstance(v, int) and v >= 0 for v in lens):
+        if not isinstance(lens, list) or not all(_is_int64(v) and v >= 0 for v in lens):
             raise UsageError(f"{where}: 'seq_lens' must be a list of non-negative integers", path=path)
         ids = obj.get("request_ids") or [None] * len(lens)
         cached = obj.get("cached_lens") or [None] * len(lens)
-        if len(ids) != len(lens) or len(cached) != len(lens):
+        arrivals = obj.get("arrivals_ns") or [None] * len(lens)
+        if not all(isinstance(x, list) for x in (ids, cached, arrivals)) or not (
+            len(ids) == len(cached) == len(arrivals) == len(lens)
+        ):
             raise UsageError(
-                f"{where}: 'request_ids'/'cached_lens' must have as many items as 'seq_lens'", path=path
+                f"{where}: 'request_ids'/'cached_lens'/'arrivals_ns' must be lists of as many items as 'seq_lens'",
+                path=path,
             )
+        if not all(a is None or _is_int64(a) for a in arrivals):
+            raise UsageError(f"{where}: 'arrivals_ns' must be a list of integers (ns)", path=path)
         return [
             {
                 "step": step,
@@ -58,9 +71,9 @@ def _rows_of(obj: dict[str, Any], where: str, path: Path) -> list[dict[str, Any]
                 "request_id": None if i is None else str(i),
                 "seq_len": s,
                 "cached_len": c,
-                "arrival_ns": None,
+                "arrival_ns": a,
             }
-            for s, i, c in zip(lens, ids, cached, strict=True)
+            for s, i, c, a in zip(lens, ids, cached, arrivals, strict=True)
         ]
     seq = obj.get("seq_len")
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:

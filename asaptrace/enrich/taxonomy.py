@@ -1,7 +1,8 @@
 """The op taxonomy: ordered regex rules, per profile, that say what a device event does (its kind).
 
 The vocabulary is data, not code (STYLE rule 6): each profile is a TOML file in
-``asaptrace/enrich/rules/`` (``deepep``, ``nccl``, ``ascend``, ``vllm``, ``sglang``, plus ``common``
+``asaptrace/enrich/rules/`` (``deepep``, ``nccl``, ``ascend``, ``trtllm``, ``triton_moe``, ``aiter``,
+``vllm``, ``sglang``, plus ``common``
 which is always applied last). A file looks like::
 
     [profile]
@@ -41,7 +42,7 @@ from asaptrace.schema import KINDS, Kind
 #: Kinds a rule may assign (annotation and host come from the event category, not from names).
 RULE_KINDS = frozenset(KINDS) - {Kind.ANNOTATION, Kind.HOST}
 #: Order in which built-in profiles are tried when several are selected (most specific first).
-BUILTIN_ORDER = ("deepep", "ascend", "vllm", "sglang", "nccl", "common")
+BUILTIN_ORDER = ("deepep", "ascend", "trtllm", "triton_moe", "aiter", "vllm", "sglang", "nccl", "common")
 
 _PROFILE_KEYS = {
     "name",

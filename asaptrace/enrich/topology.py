@@ -10,6 +10,13 @@ Sources, first that says something wins, column by column:
 4. the kinds a rank executes: attention and MoE → ``fused``; attention only → ``attention``;
    MoE only → ``expert``; neither → ``unknown``. TP index = order of the rank within its DP group,
    EP index = order among ranks that run MoE.
+
+A run is ``disaggregated`` only when it has both attention-only and expert-only ranks (the ASAP
+layout: the experts run somewhere else). Without expert-only ranks, a rank that runs attention
+runs its feed-forward part too (dense MLP, or MoE kernels the taxonomy did not recognise), so it
+is ``fused``, and the deployment says which run it is: ``single-device`` (one rank running MoE),
+``coupled`` (several), ``dense`` (attention but no MoE kernel on any rank: a dense model, or a
+single device of one), ``unknown`` (no attention and no MoE: e.g. a recommender model).
 """
 
 from __future__ import annotations
@@ -115,15 +122,7 @@ def assign_topology(
         deployment = parallel.deployment(world)
         r = _from_parallel(r, parallel, deployment)
     else:
-        r = r.with_columns(
-            role=pl.when(pl.col("runs_attention") & pl.col("runs_moe"))
-            .then(pl.lit(Role.FUSED.value))
-            .when(pl.col("runs_attention"))
-            .then(pl.lit(Role.ATTENTION.value))
-            .when(pl.col("runs_moe"))
-            .then(pl.lit(Role.EXPERT.value))
-            .otherwise(pl.lit(Role.UNKNOWN.value))
-        )
+        r = r.with_columns(role=_role_from_kinds(r))
     # what is still unknown: TP index = order within the DP group, EP index = order among MoE runners
     r = r.sort("rank").with_columns(
         tp_index=pl.coalesce(
@@ -133,7 +132,7 @@ def assign_topology(
             .cast(pl.Int32),
         ),
     )
-    moe_runner = pl.col("role").is_in([Role.FUSED.value, Role.EXPERT.value])
+    moe_runner = pl.col("runs_moe") | (pl.col("role") == Role.EXPERT.value)
     r = r.with_columns(
         ep_index=pl.coalesce(
             "ep_index",
@@ -148,6 +147,22 @@ def assign_topology(
         world_size=pl.coalesce(pl.col("world_size"), pl.lit(world)).cast(pl.Int32),
     )
     return out, meta
+
+
+def _role_from_kinds(r: pl.DataFrame) -> pl.Expr:
+    """Role from the kinds a rank runs; attention-only ranks are ``attention`` only beside expert-only ones."""
+    attention_only = r.filter(pl.col("runs_attention") & ~pl.col("runs_moe")).height
+    expert_only = r.filter(~pl.col("runs_attention") & pl.col("runs_moe")).height
+    split = attention_only > 0 and expert_only > 0
+    return (
+        pl.when(pl.col("runs_attention") & (pl.col("runs_moe") | (not split)))
+        .then(pl.lit(Role.FUSED.value))
+        .when(pl.col("runs_attention"))
+        .then(pl.lit(Role.ATTENTION.value))
+        .when(pl.col("runs_moe"))
+        .then(pl.lit(Role.EXPERT.value))
+        .otherwise(pl.lit(Role.UNKNOWN.value))
+    )
 
 
 def _from_parallel(r: pl.DataFrame, p: ParallelConfig, deployment: str) -> pl.DataFrame:
@@ -173,15 +188,19 @@ def _from_parallel(r: pl.DataFrame, p: ParallelConfig, deployment: str) -> pl.Da
 
 def _parallel_meta(r: pl.DataFrame, p: ParallelConfig | None, deployment: str | None, world: int) -> dict:
     roles = set(r.get_column("role").to_list())
+    n_moe = r.filter(pl.col("runs_moe") | (pl.col("role") == Role.EXPERT.value)).height
     if deployment is None:
-        if Role.EXPERT.value in roles or Role.ATTENTION.value in roles:
+        if Role.EXPERT.value in roles and Role.ATTENTION.value in roles:
             deployment = "disaggregated"
-        elif Role.FUSED.value in roles:
+        elif n_moe == 0 and Role.FUSED.value in roles:
+            deployment = "dense"
+        elif n_moe and world == 1:
+            deployment = "single-device"
+        elif n_moe:
             deployment = "coupled"
         else:
             deployment = "unknown"
     groups = r.filter(pl.col("dp_group").is_not_null()).group_by("dp_group").len()
-    n_moe = r.filter(pl.col("role").is_in([Role.FUSED.value, Role.EXPERT.value])).height
     return {
         "dp": p.dp if p and p.dp else (groups.height or None),
         "tp": p.tp if p and p.tp else (int(groups.get_column("len").max()) if groups.height else None),  # type: ignore[arg-type]

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from asaptrace.synth.kineto_writer import write_gzip
-from asaptrace.synth.timeline import OP_CODE, OPS, Timeline
+from asaptrace.synth.timeline import OP_CODE, OPS, Timeline, written_args
 
 #: op → (device task name, framework op on the Python thread, aclnn API seen by CANN, Task Type)
 ASCEND_NAMES: dict[str, tuple[str, str, str, str]] = {
@@ -175,7 +175,7 @@ def render_rank(tl: Timeline, r: int, sel: np.ndarray, anns: list) -> list[str]:
     compute_iv: list[tuple[int, int]] = []
     comm_iv: list[tuple[int, int]] = []
     for a in anns:
-        args = json.dumps(a.args)
+        args = json.dumps(written_args(a.args, tl.epoch_ns, int(tl.clock_offset_ns[0])))
         py.append(
             (
                 a.host_start,

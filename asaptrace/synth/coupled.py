@@ -278,9 +278,7 @@ def _annotate(
         args = {
             "step": plan.step,
             "dp_group": int(group[r]),
-            "seq_lens": [int(reqs.seq_len[i]) for i in idx],
-            "cached_lens": [int(reqs.cached_len[i]) for i in idx],
-            "request_ids": [reqs.ids[i] for i in idx],
+            **reqs.batch_args(idx),
         }
         builder.annotations.append(
             Annotation(

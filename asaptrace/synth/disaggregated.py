@@ -471,9 +471,7 @@ def _annotate_group(builder: TimelineBuilder, reqs: Requests, st: _GroupStep, ho
     args = {
         "step": st.plan.step,
         "dp_group": st.g,
-        "seq_lens": [int(reqs.seq_len[i]) for i in idx],
-        "cached_lens": [int(reqs.cached_len[i]) for i in idx],
-        "request_ids": [reqs.ids[i] for i in idx],
+        **reqs.batch_args(idx),
     }
     ranks = st.dev.ranks
     for j, r in enumerate(ranks):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from asaptrace.synth.timeline import OPS, Timeline
+from asaptrace.synth.timeline import OPS, Timeline, written_args
 
 #: Kernel names per operation (DOMAIN.md §4 families: flash/MLA, DeepEP, DeepGEMM, CUTLASS).
 KINETO_NAMES: dict[str, str] = {
@@ -104,6 +104,7 @@ def render_rank(tl: Timeline, r: int, sel: np.ndarray, anns: list) -> tuple[str,
     dev = meta.device
     hpid = HOST_PID_BASE + r
     shift = int(tl.clock_offset_ns[r]) + TIME_MARGIN_NS
+    ref = int(tl.clock_offset_ns[0])
     names = [json.dumps(KINETO_NAMES[o]) for o in OPS]
     ev: list[str] = [
         f'{{"name": "process_name", "ph": "M", "ts": 0, "pid": {hpid}, "tid": 0, "args": {{"name": "python3"}}}}',
@@ -122,7 +123,9 @@ def render_rank(tl: Timeline, r: int, sel: np.ndarray, anns: list) -> tuple[str,
     ext = 1
     anns = sorted(anns, key=lambda a: (a.host_start, a.dev_start, a.name))
     for a in anns:
-        args = json.dumps({"External id": ext, **a.args}, separators=(", ", ": "))
+        args = json.dumps(
+            {"External id": ext, **written_args(a.args, tl.epoch_ns, ref)}, separators=(", ", ": ")
+        )
         name = json.dumps(a.name)
         ev.append(
             f'{{"ph": "X", "cat": "user_annotation", "name": {name}, "pid": {hpid}, "tid": {hpid}, '

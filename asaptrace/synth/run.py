@@ -68,7 +68,7 @@ def build_timeline(cfg: SynthConfig) -> Timeline:
         ranks = disaggregated_ranks(cfg)
         parts = simulate_disaggregated(cfg, reqs, plans, rng, builder)
     offsets = clock_offsets(cfg, ranks, np.random.default_rng(clock_seq))
-    truth = assemble(cfg, ranks, offsets, reqs, plans, parts)
+    truth = assemble(cfg, ranks, offsets, reqs, plans, parts, builder.annotations)
     return builder.build(ranks, offsets, cfg.clock.epoch_ns, truth)
 
 

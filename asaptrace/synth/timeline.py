@@ -110,6 +110,20 @@ class Annotation:
     args: dict[str, Any]
 
 
+def written_args(args: dict[str, Any], epoch_ns: int, reference_offset_ns: int) -> dict[str, Any]:
+    """An annotation's args as a trace carries them: request arrivals stamped on the clock of the
+    reference rank (rank 0), absolute ns like the trace's timestamps.
+
+    A serving front-end logs arrivals on one host's clock, not on each device's; rank 0's is the
+    clock every rank is aligned to on ingest, so arrival and step end meet on one clock and
+    TTFT = step end − arrival needs no per-rank correction.
+    """
+    if "arrivals_ns" not in args:
+        return args
+    shift = epoch_ns + reference_offset_ns
+    return {**args, "arrivals_ns": [a + shift for a in args["arrivals_ns"]]}
+
+
 @dataclass
 class TimelineBuilder:
     """Collects kernel rows in vectorised chunks (one chunk per op over many ranks)."""

@@ -8,7 +8,8 @@ Large tables are columnar (one list per column) to keep the file small.
 Keys: ``format_version``, ``time_base``, ``epoch_ns``, ``config`` (the resolved configuration),
 ``ranks`` (rank, role, dp_group, tp_index, ep_index, node, device, clock_offset_ns),
 ``clock_offsets_ns``, ``straggler`` (slow device, hot expert and the rank holding it), ``batches``
-(step, dp_group, micro_batch, request_id, seq_len, cached_len, arrival_ns), ``steps`` (per step:
+(step, dp_group, micro_batch, request_id, seq_len, cached_len, arrival_ns, ttft_ns: the end of
+the last device kernel of the request's step on its DP group's ranks − its arrival), ``steps`` (per step:
 start/end and per-group tokens, Σs², modelled attention time, imbalance), ``waits`` (per rank and
 collective instance: step, layer, micro_batch, op, rank, arrival_ns, release_ns, wait_ns; a dispatch
 instance opens with DeepEP's notify_dispatch, so its arrival is that kernel's start; layer -1 is the
@@ -27,7 +28,7 @@ import numpy as np
 
 from asaptrace.synth.config import SynthConfig
 from asaptrace.synth.schedule import StepPlan
-from asaptrace.synth.timeline import RankMeta
+from asaptrace.synth.timeline import Annotation, RankMeta
 from asaptrace.synth.workload import Requests
 
 TRUTH_VERSION = 1
@@ -40,12 +41,23 @@ def assemble(
     reqs: Requests,
     plans: list[StepPlan],
     parts: dict[str, Any],
+    annotations: list[Annotation] = (),  # type: ignore[assignment]
 ) -> dict[str, Any]:
     d, s = cfg.deployment, cfg.straggler
     batches: dict[str, list] = {
         k: []
-        for k in ("step", "dp_group", "micro_batch", "request_id", "seq_len", "cached_len", "arrival_ns")
+        for k in (
+            "step",
+            "dp_group",
+            "micro_batch",
+            "request_id",
+            "seq_len",
+            "cached_len",
+            "arrival_ns",
+            "ttft_ns",
+        )
     }
+    ends = _group_step_ends(annotations)
     for plan in plans:
         for (g, mb), idx in sorted(plan.slots.items()):
             for i in idx.tolist():
@@ -57,6 +69,10 @@ def assemble(
                     ("seq_len", int(reqs.seq_len[i])),
                     ("cached_len", int(reqs.cached_len[i])),
                     ("arrival_ns", int(reqs.arrival_ns[i])),
+                    (
+                        "ttft_ns",
+                        ends[(plan.step, g)] - int(reqs.arrival_ns[i]) if (plan.step, g) in ends else None,
+                    ),
                 ):
                     batches[k].append(v)
     w = parts["waits"]
@@ -101,6 +117,17 @@ def assemble(
         if key in parts:
             truth[key] = parts[key]
     return truth
+
+
+def _group_step_ends(annotations: list[Annotation]) -> dict[tuple[int, int], int]:
+    """(step, dp_group) → end of the last device kernel of the step on the group's ranks (true
+    clock): when the step's first tokens exist."""
+    ends: dict[tuple[int, int], int] = {}
+    for a in annotations:
+        if a.name.startswith("prefill_step#") and "dp_group" in a.args:
+            key = (int(a.args["step"]), int(a.args["dp_group"]))
+            ends[key] = max(ends.get(key, a.dev_end), a.dev_end)
+    return ends
 
 
 def _flat(chunks: list) -> list:

@@ -33,6 +33,19 @@ class Requests:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def batch_args(self, idx: list[int]) -> dict[str, list]:
+        """The step annotation's description of the requests ``idx`` (what a serving engine logs).
+
+        ``arrivals_ns`` are on the run's true clock here; the trace writers stamp them on the
+        reference rank's clock (:func:`asaptrace.synth.timeline.written_args`).
+        """
+        return {
+            "seq_lens": [int(self.seq_len[i]) for i in idx],
+            "cached_lens": [int(self.cached_len[i]) for i in idx],
+            "request_ids": [self.ids[i] for i in idx],
+            "arrivals_ns": [int(self.arrival_ns[i]) for i in idx],
+        }
+
 
 @dataclass(frozen=True)
 class WorkloadConfig:

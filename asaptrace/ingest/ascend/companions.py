@@ -117,7 +117,10 @@ def read_kernel_details(path: Path) -> tuple[pl.DataFrame, Counter[str], int]:
         )
     except (pl.exceptions.PolarsError, OSError) as err:
         raise CorruptTrace(f"cannot read {path.name} as CSV ({_first_line(err)})", path=path) from None
-    raw = raw.rename({c: c.strip().lstrip("\ufeff").strip() for c in raw.columns})
+    # trimmed header names; a name that would collide with another once trimmed keeps its spelling
+    trimmed = {c: c.strip().lstrip("\ufeff").strip() for c in raw.columns}
+    taken = Counter(trimmed.values())
+    raw = raw.rename({c: t for c, t in trimmed.items() if t != c and taken[t] == 1 and t not in raw.columns})
     picked: dict[str, str] = {}
     for key, names in KD_COLUMNS.items():
         for n in names:

@@ -67,6 +67,7 @@ class EventArgs(msgspec.Struct, gc=False):
     seq_lens: Any = None
     cached_lens: Any = None
     request_ids: Any = None
+    arrivals_ns: Any = None
 
 
 #: Args without any key we keep (shared: nothing downstream mutates args).

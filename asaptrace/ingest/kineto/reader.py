@@ -52,7 +52,14 @@ from asaptrace.ingest.kineto.decode import (
     is_rich,
 )
 from asaptrace.ingest.source import read_source_bytes
-from asaptrace.schema import ARGS_SCHEMA, EVENTS_SCHEMA, FLOWS_SCHEMA, STREAMS_SCHEMA, Kind
+from asaptrace.schema import (
+    ANNOTATION_ARG_KEYS,
+    ARGS_SCHEMA,
+    EVENTS_SCHEMA,
+    FLOWS_SCHEMA,
+    STREAMS_SCHEMA,
+    Kind,
+)
 
 FORMAT_NAME = "kineto"
 
@@ -522,7 +529,7 @@ def _rich_columns(sel: list[EventArgs]) -> dict[str, pa.Array]:
     }
 
 
-_EXTRA_KEYS = ("step", "layer", "micro_batch", "dp_group", "seq_lens", "cached_lens", "request_ids")
+_EXTRA_KEYS = ANNOTATION_ARG_KEYS
 
 
 def _rank_info(header: dict[str, Any], events: pa.Table) -> RankInfo:

@@ -51,7 +51,14 @@ from asaptrace.ingest.nsys.schema import (
     probe,
     require,
 )
-from asaptrace.schema import ARGS_SCHEMA, EVENTS_SCHEMA, FLOWS_SCHEMA, STREAMS_SCHEMA, Kind
+from asaptrace.schema import (
+    ANNOTATION_ARG_KEYS,
+    ARGS_SCHEMA,
+    EVENTS_SCHEMA,
+    FLOWS_SCHEMA,
+    STREAMS_SCHEMA,
+    Kind,
+)
 
 FORMAT_NAME = "nsys"
 
@@ -81,7 +88,7 @@ NVTX_META_TYPES = {"NvtxCategory": 33, "NvtxThread": 39, "NvtxDomainCreate": 75,
 _RANK_IN_NAME = re.compile(r"\brank[\s_-]*(\d+)\b", re.IGNORECASE)
 _RANK_ENV = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 _WORLD_ENV = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "SLURM_NPROCS")
-_ANNOTATION_KEYS = ("step", "layer", "micro_batch", "dp_group", "seq_lens", "cached_lens", "request_ids")
+_ANNOTATION_KEYS = ANNOTATION_ARG_KEYS
 
 
 def sniff(path: Path, head: bytes) -> bool:
@@ -116,7 +123,7 @@ def read_nsys(path: str | Path, options: IngestOptions | None = None) -> IngestR
     conn = connect(path)
     try:
         return _read(conn, path)
-    except sqlite3.DatabaseError as err:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as err:  # a damaged page's error text may not decode
         raise CorruptTrace(f"cannot read the SQLite database ({err})", path=path) from None
     finally:
         conn.close()

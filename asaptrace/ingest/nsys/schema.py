@@ -82,7 +82,7 @@ def probe(conn: sqlite3.Connection, path: Path) -> NsysSchema:
             kv = dict(conn.execute(f'SELECT name, value FROM "{meta}"').fetchall())
             schema.version = kv.get("EXPORT_SCHEMA_VERSION")
             schema.product = kv.get("EXPORT_PRODUCT_NAME")
-    except sqlite3.DatabaseError as err:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as err:  # a damaged schema's error text may not decode
         raise CorruptTrace(f"not a readable SQLite database ({err})", path=path) from None
     return schema
 
