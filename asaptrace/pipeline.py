@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
-from asaptrace.analyze.diagnosis import Diagnosis, diagnose
 from asaptrace.enrich.batches import read_batches_sidecar
 from asaptrace.enrich.frames import (
     RankFacts,
@@ -47,7 +46,8 @@ from asaptrace.info import store_info
 from asaptrace.ingest.driver import ingest_paths
 from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore, write_part
 
-if TYPE_CHECKING:  # the replay is imported by the calls that need it (import asaptrace.pipeline stays light)
+if TYPE_CHECKING:  # the diagnosis and the replay are imported by the calls that need them (a fast `ingest`)
+    from asaptrace.analyze.diagnosis import Diagnosis
     from asaptrace.replay.costs import CostModel
     from asaptrace.replay.run import ReplayResult
     from asaptrace.replay.workload import Workload
@@ -89,7 +89,7 @@ def build_store(
 ) -> TraceStore:
     """Ingest ``paths`` and enrich them into the store ``out`` — all or nothing, written once.
 
-    ``ingest_options`` go to :func:`asaptrace.ingest.driver.ingest_paths` (``jobs``, ``options``,
+    ``ingest_options`` go to :func:`asaptrace.ingest.driver.ingest_paths` (``jobs``, ``executor``, ``options``,
     ``rank_from``, ``rank_map``, ``format``, ``progress``). The enrichment options are read and
     validated before any trace is, so a bad option, a bad trace or a failure while enriching
     leaves nothing at ``out`` (and an existing store there untouched).
@@ -230,6 +230,8 @@ def diagnose_store(
     """Diagnose a store. It is read lazily; when it was never enriched, or when an option overrides
     the parallel layout, the batches or the taxonomy, it is enriched in memory first (the store on
     disk is not modified)."""
+    from asaptrace.analyze.diagnosis import diagnose
+
     meta: dict[str, Any] = {"store": str(store.path)}
     if store.meta.get("enriched") and parallel is None and batches is None and taxonomy is None:
         events, ranks, bt = store.events(), store.ranks(), store.scan("batches")

@@ -30,8 +30,27 @@ def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Trace files or folders of them (one file per rank).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Store directory to create.")],
     jobs: Annotated[
-        int, typer.Option("--jobs", "-j", help="Files read in parallel (default: CPU count).")
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            help="Files read in parallel (default: 1 below 4 CPUs; else one per 2 CPUs, at most one per file "
+            "and per 256 MiB of input).",
+        ),
     ] = 0,
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            help="Where files are read: serial, process (a local pool) or ray (`pip install 'asaptrace[ray]'`); "
+            "default: serial or process by --jobs."
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Ray cluster to run on (auto, HOST:6379, ray://HOST:10001); default: a local instance."
+        ),
+    ] = None,
     rank_from: Annotated[
         str, typer.Option(help="Where ranks come from: auto (file content, then name), content, name, order.")
     ] = "auto",
@@ -60,6 +79,7 @@ def ingest(
     from asaptrace.info import store_info
     from asaptrace.ingest.base import IngestOptions
     from asaptrace.ingest.driver import load_rank_map
+    from asaptrace.ingest.executors import make_executor
     from asaptrace.pipeline import build_store
     from asaptrace.views import ingest_summary
 
@@ -67,6 +87,9 @@ def ingest(
         raise typer.BadParameter("must be one of auto, content, name, order", param_hint="--rank-from")
     options = IngestOptions(max_decompressed_bytes=parse_size(max_size))
     mapping = load_rank_map(rank_map) if rank_map else None
+    if ray_address is not None and executor != "ray":
+        raise typer.BadParameter("needs --executor ray", param_hint="--ray-address")
+    runner = make_executor(executor, jobs=jobs or None, address=ray_address) if executor else None
     with _IngestBar(enabled=not as_json) as bar:
         store = build_store(
             paths,
@@ -81,6 +104,7 @@ def ingest(
             rank_from=rank_from,
             rank_map=mapping,
             progress=bar.update,
+            executor=runner,
         )
     info = store_info(store)
     if as_json:
@@ -93,9 +117,12 @@ class _IngestBar:
     """A rich progress bar over files, showing bytes and events/s (on stderr; silent with --json)."""
 
     def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled and err.is_terminal
+        self.task = None
+        if not self.enabled:
+            return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.enabled = enabled and err.is_terminal
         self.bar = Progress(
             TextColumn("ingest"),
             BarColumn(),
@@ -105,7 +132,6 @@ class _IngestBar:
             console=err,
             transient=True,
         )
-        self.task = None
 
     def __enter__(self) -> _IngestBar:
         if self.enabled:
