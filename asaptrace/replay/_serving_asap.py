@@ -182,17 +182,17 @@ class _AsapServer:
         attn = int(costs.attention_sums_ns(c.sum(), (c * (2 * p + c)).sum(), len(reqs)))
         disp = int(costs.transfer_ns(tokens / sc.asap_tp))
         pool = int(costs.moe_ns(tokens, sc.asap_experts))
-        moe = pool
         if not self.mech.overlap:
             pool += round(2 * disp * sc.asap_tp / sc.asap_experts)
         if not self.mech.super_kernel:
             pool += costs.launch_ns
         # own kernel time: share of attention by variable cost, of the rest by tokens
         w = costs.attn_c1_ms * c / 1e3 + costs.attn_c2_ms * c * (2 * p + c) / 1e6
-        share = attn * w / (w.sum() or 1.0) + (2 * disp + pool) * c / tokens
+        if w.sum() <= 0:  # no variable cost: the fixed cost splits evenly
+            w = np.ones_like(c)
+        share = attn * w / w.sum() + (2 * disp + pool) * c / tokens
         for i, s in zip(reqs, share.tolist(), strict=True):
             self.own[i] += sc.layers * s
-        del moe
         b = len(self.b_group)
         self.b_group.append(-1)
         self.b_reqs.append(reqs)

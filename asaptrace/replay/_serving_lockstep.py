@@ -235,7 +235,9 @@ def _attention_shares(groups: list[list[Piece]], attn: np.ndarray, costs: CostMo
     out = []
     for g, pieces in enumerate(groups):
         w = [costs.attn_c1_ms * c / 1e3 + costs.attn_c2_ms * c * (2 * p + c) / 1e6 for _, c, p in pieces]
-        total = sum(w) or 1.0
+        total = sum(w)
+        if total <= 0:  # no variable cost: the fixed cost splits evenly
+            w, total = [1.0] * len(pieces), float(len(pieces) or 1)
         out.append([float(attn[g]) * x / total for x in w])
     return out
 
