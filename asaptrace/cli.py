@@ -337,6 +337,86 @@ def synth(
     )
 
 
+# ---------------------------------------------------------------------------------------------- sweep
+@app.command()
+@user_errors
+def sweep(
+    scenario: Annotated[
+        str, typer.Option(help="Shipped scenario name or a scenario TOML file.")
+    ] = "asap-paper",
+    policies: Annotated[
+        str, typer.Option(help="Comma-separated; the first is the baseline of the ratios.")
+    ] = "default,chunked,asap",
+    rates: Annotated[
+        str, typer.Option(help="Request rates per second, e.g. 1,2,4,8, or auto (doubling from 0.5).")
+    ] = "auto",
+    duration: Annotated[
+        str | None, typer.Option(help="Arrivals per rate, then drained (default: the scenario's, 300s).")
+    ] = None,
+    slo_ttft: Annotated[
+        str | None, typer.Option("--slo-ttft", help="SLO on mean TTFT (default: the scenario's, 5s).")
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option(help="Seed of the one arrival stream shared by every rate.")
+    ] = None,
+    set_: Annotated[
+        list[str],
+        typer.Option("--set", help="Override one knob, KNOB=VALUE (repeatable; see docs/sweep.md)."),
+    ] = [],  # noqa: B006
+    costs: Annotated[
+        Path | None,
+        typer.Option(help="Cost model TOML (as written by replay) replacing the scenario's costs."),
+    ] = None,
+    workload: Annotated[
+        Path | None, typer.Option(help="Mooncake JSONL or Azure CSV request trace, rescaled to each rate.")
+    ] = None,
+    lengths: Annotated[
+        str, typer.Option(help="Poisson lengths: fit (the scenario's log-logistic) or a synth profile.")
+    ] = "fit",
+    at_rate: Annotated[float, typer.Option(help="Rate of the TTFT decomposition by length bucket.")] = 4.0,
+    vary: Annotated[
+        list[str], typer.Option(help="Re-run for each value of one knob, KNOB=V1,V2,… (repeatable).")
+    ] = [],  # noqa: B006
+    calibrate_ttft: Annotated[
+        str | None, typer.Option(help="POLICY=MS@RATE: solve the cost scale for one measured point.")
+    ] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Processes over (policy, rate) points.")] = 1,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write the results as JSON (docs/sweep.md).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Online serving: rate → TTFT curves and SLO-compliant throughput per policy, with sensitivity.
+
+    Example: asaptrace sweep --scenario asap-paper --rates 1,2,4,6,8 --vary k_s=1,2,4 -o sweep.json
+    """
+    from asaptrace import _cli_sweep as fmt
+    from asaptrace.replay.scenario import load_scenario
+    from asaptrace.replay.sensitivity import sweep_with_sensitivity
+    from asaptrace.replay.sweep import SweepOptions, write_results
+
+    sc = load_scenario(scenario)
+    sc = sc.with_costs_file(costs) if costs else sc
+    knobs = fmt.knob_overrides(set_, seed=seed, duration=duration, slo_ttft=slo_ttft)
+    opt = SweepOptions(
+        tuple(p.strip() for p in policies.split(",") if p.strip()),
+        fmt.parse_rates(rates),
+        decomposition_rate=at_rate,
+        jobs=jobs,
+        workload=str(workload) if workload else None,
+        lengths=lengths,
+    )
+    with fmt.progress_line(enabled=not as_json) as progress:
+        res = sweep_with_sensitivity(
+            sc.with_knobs(knobs), opt, vary_specs=vary, calibrate_spec=calibrate_ttft, progress=progress
+        )
+    if output is not None:
+        write_results(res, output)
+    print_json(res) if as_json else fmt.print_sweep(res)
+    if output is not None and not as_json:
+        out.print(f"wrote [bold]{output}[/]")
+
+
 def main() -> None:
     app()
 

@@ -9,7 +9,8 @@ from asaptrace.errors import UsageError
 from asaptrace.replay.lengths_fit import LengthTargets, fit_log_logistic
 from asaptrace.replay.scenario import knob_names, load_scenario
 from asaptrace.replay.serving import SERVING_POLICIES, ServingResult, policy_names
-from asaptrace.replay.sweep import SweepOptions, calibrate, evaluate, run_sweep, slo_rate, write_results
+from asaptrace.replay.sensitivity import calibrate, tornado, vary
+from asaptrace.replay.sweep import SweepOptions, evaluate, run_sweep, slo_rate, write_results
 
 # ------------------------------------------------------------------------------------ lengths
 

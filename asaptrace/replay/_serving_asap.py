@@ -30,7 +30,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from asaptrace.replay.engine import Engine, Event
+from asaptrace.replay._serving_base import Engine, Event
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving import ServingRequests, ServingResult
 
