@@ -8,10 +8,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.table import Column, Table
 
 from asaptrace._cli_common import err, out
 from asaptrace.errors import UsageError
+from asaptrace.replay.sweep import headline_policy
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
 _SECONDS = {"ms": 1e-3, "s": 1.0, "": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -80,6 +81,10 @@ def progress_line(*, enabled: bool) -> Iterator[Any]:
         yield lambda label: bar.update(task, advance=1, description=label)
 
 
+def _policy_col() -> Column:
+    return Column("policy", no_wrap=True)
+
+
 def _ms(ns: int | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:,.0f}"
 
@@ -121,7 +126,7 @@ def print_sweep(res: dict[str, Any]) -> None:
     ref_rps, ref_1 = paper.get("slo_rps", {}), paper.get("mean_ttft_ms_at_1rps", {})
     base_paper = ref_rps.get(pols[0])
     t = Table(
-        "policy",
+        _policy_col(),
         "SLO RPS",
         "ratio",
         "paper RPS",
@@ -154,21 +159,24 @@ def _print_curves(res: dict[str, Any]) -> None:
     pols = res["policies"]
     rates = sorted({row["rate"] for p in pols for row in res["curves"][p]})
     by = {(p, row["rate"]): row for p in pols for row in res["curves"][p]}
-    t = Table(
-        "rate /s", *[f"{p} mean / p99 ms" for p in pols], title="mean TTFT by rate (ms)", title_justify="left"
-    )
+    p99 = len(pols) <= 3  # wider sweeps show the mean only (p50 and p99 are in --json)
+    head = [f"{p} mean / p99" if p99 else f"{p} mean" for p in pols]
+    t = Table("rate /s", *head, title="TTFT by rate (ms)", title_justify="left")
     for r in rates:
         cells = []
         for p in pols:
             row = by.get((p, r))
-            cells.append("" if row is None else f"{_ms(row['mean_ttft_ns'])} / {_ms(row['p99_ttft_ns'])}")
+            if row is None:
+                cells.append("")
+            else:
+                cells.append(_ms(row["mean_ttft_ns"]) + (f" / {_ms(row['p99_ttft_ns'])}" if p99 else ""))
         t.add_row(f"{r:g}", *cells)
     out.print(t)
 
 
 def _print_decomposition(res: dict[str, Any]) -> None:
     t = Table(
-        "policy",
+        _policy_col(),
         "prompt tokens",
         "requests",
         "mean TTFT ms",
@@ -200,10 +208,10 @@ def _print_decomposition(res: dict[str, Any]) -> None:
 def _print_vary(res: dict[str, Any]) -> None:
     pols = res["policies"]
     t = Table(
-        "knob",
+        Column("knob", no_wrap=True),
         "value",
         *[f"{p} RPS" for p in pols],
-        f"{pols[-1]}/{pols[0]}",
+        f"{headline_policy(pols)}/{pols[0]}",
         title="sensitivity (one knob at a time)",
         title_justify="left",
     )

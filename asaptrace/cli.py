@@ -380,7 +380,9 @@ def sweep(
     calibrate_ttft: Annotated[
         str | None, typer.Option(help="POLICY=MS@RATE: solve the cost scale for one measured point.")
     ] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Processes over (policy, rate) points.")] = 1,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", help="Processes over (policy, rate) points (0: one per core).")
+    ] = 0,
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write the results as JSON (docs/sweep.md).")
     ] = None,

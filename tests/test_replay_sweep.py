@@ -8,8 +8,8 @@ import pytest
 from asaptrace.errors import UsageError
 from asaptrace.replay.lengths_fit import LengthTargets, fit_log_logistic
 from asaptrace.replay.scenario import knob_names, load_scenario
+from asaptrace.replay.sensitivity import calibrate, tornado
 from asaptrace.replay.serving import SERVING_POLICIES, ServingResult, policy_names
-from asaptrace.replay.sensitivity import calibrate, tornado, vary
 from asaptrace.replay.sweep import SweepOptions, evaluate, run_sweep, slo_rate, write_results
 
 # ------------------------------------------------------------------------------------ lengths
@@ -166,3 +166,19 @@ def test_calibration_finds_the_scale_that_matches_one_point():
     got = evaluate("asap", 1.0, sc.with_knobs({"cost_scale": scale}), opt)["mean_ttft_ns"] / 1e6
     assert abs(got / 350.0 - 1) < 0.01
     assert 0.1 < scale < 1.0  # the paper's ASAP is faster than its cost figures at face value
+
+
+def test_tornado_orders_knobs_by_swing():
+    # k_s moves the ratio 1.2 → 2.0 (swing 0.8), φ 1.20 → 1.25 (0.05): k_s first, with the
+    # values at which the ratio is lowest and highest; a row without a ratio is skipped
+    rows = [
+        {"knob": "attn_phi", "value": "0", "ratio": 1.2},
+        {"knob": "attn_phi", "value": "0.5", "ratio": 1.25},
+        {"knob": "coupled_k_s", "value": "1", "ratio": 1.2},
+        {"knob": "coupled_k_s", "value": "4", "ratio": 2.0},
+        {"knob": "coupled_k_s", "value": "2", "ratio": 1.5},
+        {"knob": "coupled_k_s", "value": "8", "ratio": None},
+    ]
+    t = tornado(rows)
+    assert [e["knob"] for e in t] == ["coupled_k_s", "attn_phi"]
+    assert (t[0]["ratio_min"], t[0]["at_min"], t[0]["ratio_max"], t[0]["at_max"]) == (1.2, "1", 2.0, "4")

@@ -3,7 +3,8 @@
 The paper does not say how it got from its cost figures to its throughput numbers, and the
 answer moves with a few knobs it leaves open (k_s, E_ref, φ, the Default routing, a global cost
 scale). :func:`vary` re-runs the SLO search for each value of one knob and reports each policy's
-SLO throughput and the last/first ratio; :func:`tornado` sums each knob's swing.
+SLO throughput and the ratio of ``asap`` (or the last policy) to the first; :func:`tornado`
+gives each knob's swing.
 :func:`calibrate` finds the ``cost_scale`` at which one policy's mean TTFT at one rate equals a
 measured value (the paper gives ASAP 350 ms at 1 RPS); the sweep then runs at that scale.
 :func:`sweep_with_sensitivity` is the whole ``asaptrace sweep`` call: calibrate, sweep, vary.
@@ -15,27 +16,27 @@ from typing import Any
 
 from asaptrace.errors import UsageError
 from asaptrace.replay.scenario import Scenario, knob_name
-from asaptrace.replay.sweep import Progress, SweepOptions, evaluate, run_sweep, search_slo
+from asaptrace.replay.sweep import Progress, SweepOptions, evaluate, headline_policy, run_sweep, search_slo
 
 
 def vary(
     sc: Scenario, opt: SweepOptions, knob: str, values: list[str], *, progress: Progress | None = None
 ) -> list[dict[str, Any]]:
-    """SLO throughput per policy and the last/first ratio for each value of one knob."""
+    """SLO throughput per policy and the asap (or last) / first ratio for each value of one knob."""
     name = knob_name(knob)
     rows = []
     for value in values:
         s = sc.with_knobs({name: value})
         slo, _ = search_slo(s, opt, progress=progress)
         rps = {p: slo[p]["slo_rps"] for p in opt.policies}
-        first, last = rps[opt.policies[0]], rps[opt.policies[-1]]
+        first, last = rps[opt.policies[0]], rps[headline_policy(opt.policies)]
         ratio = None if first in (None, 0) or last is None else round(last / first, 4)
         rows.append({"knob": name, "value": str(value), "slo_rps": rps, "ratio": ratio})
     return rows
 
 
 def tornado(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per knob: the lowest and highest last/first ratio over its values, widest swing first."""
+    """Per knob: the lowest and highest ratio over its values, widest swing first."""
     out: dict[str, dict[str, Any]] = {}
     for r in rows:
         if r["ratio"] is None:

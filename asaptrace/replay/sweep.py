@@ -299,16 +299,22 @@ def reading(result: dict[str, Any]) -> str:
     if ref and all(p in ref for p in pols):
         theirs = ", ".join(f"{p} {ref[p]:g}" for p in pols)
         text += f" The paper reports {theirs} RPS."
-        if len(pols) > 1 and result["ratios"].get(pols[-1]) is not None:
-            ratio = result["ratios"][pols[-1]]
-            paper_ratio = ref[pols[-1]] / ref[pols[0]]
+        head = headline_policy(pols)
+        if head != pols[0] and result["ratios"].get(head) is not None:
+            ratio = result["ratios"][head]
+            paper_ratio = ref[head] / ref[pols[0]]
             text += (
-                f" Here {pols[-1]}/{pols[0]} = {ratio:.2f}× against the paper's {paper_ratio:.2f}×, "
+                f" Here {head}/{pols[0]} = {ratio:.2f}× against the paper's {paper_ratio:.2f}×, "
                 "from the paper's own cost figures at face value and the knobs listed; the paper does "
                 "not say how it got from those figures to its numbers, and the ratio moves with k_s, "
                 "E_ref, φ, the Default routing and the cost scale (run with --vary to see how far)."
             )
     return text
+
+
+def headline_policy(policies: list[str] | tuple[str, ...]) -> str:
+    """The policy a ratio against the first is quoted for: ``asap`` when swept, else the last."""
+    return "asap" if "asap" in policies[1:] else policies[-1]
 
 
 def _rps(v: float | None) -> str:
