@@ -299,13 +299,15 @@ def reading(result: dict[str, Any]) -> str:
     if ref and all(p in ref for p in pols):
         theirs = ", ".join(f"{p} {ref[p]:g}" for p in pols)
         text += f" The paper reports {theirs} RPS."
+        scale = result["knobs"]["cost_scale"]
+        at_scale = "at face value" if scale == 1 else f"× {scale:g} (cost_scale)"
         head = headline_policy(pols)
         if head != pols[0] and result["ratios"].get(head) is not None:
             ratio = result["ratios"][head]
             paper_ratio = ref[head] / ref[pols[0]]
             text += (
                 f" Here {head}/{pols[0]} = {ratio:.2f}× against the paper's {paper_ratio:.2f}×, "
-                "from the paper's own cost figures at face value and the knobs listed; the paper does "
+                f"from the paper's own cost figures {at_scale} and the knobs listed; the paper does "
                 "not say how it got from those figures to its numbers, and the ratio moves with k_s, "
                 "E_ref, φ, the Default routing and the cost scale (run with --vary to see how far)."
             )
