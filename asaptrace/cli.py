@@ -337,6 +337,63 @@ def synth(
     )
 
 
+# --------------------------------------------------------------------------------------------- replay
+@app.command()
+@user_errors
+def replay(
+    store: StoreArg,
+    policy: Annotated[str, typer.Option(help="coupled, asap, balanced, afd-pingpong or chunked.")] = "asap",
+    attention: Annotated[str | None, typer.Option(help="Attention dies as DxT (asap, afd-pingpong).")] = None,
+    experts: Annotated[int | None, typer.Option(help="Expert (MoE pool) dies (asap, afd-pingpong).")] = None,
+    no_dual_batch: Annotated[
+        bool, typer.Option("--no-dual-batch", help="asap: no dual-batch interleaving.")
+    ] = False,
+    no_overlap: Annotated[
+        bool, typer.Option("--no-overlap", help="asap: no overlap on expert dies.")
+    ] = False,
+    no_super_kernel: Annotated[
+        bool, typer.Option("--no-super-kernel", help="asap: host-launched MoE kernels.")
+    ] = False,
+    expert_failure: Annotated[
+        bool, typer.Option("--expert-failure", help="asap, coupled: lose one expert die.")
+    ] = False,
+    m: Annotated[int | None, typer.Option("--m", help="afd-pingpong: micro-batches.")] = None,
+    chunk_tokens: Annotated[int | None, typer.Option(help="chunked: tokens per group per step.")] = None,
+    costs: Annotated[
+        Path | None, typer.Option("--costs", help="Cost model TOML (default: fitted to the store).")
+    ] = None,
+    save_costs: Annotated[
+        Path | None, typer.Option("--save-costs", help="Write the cost model used as TOML.")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write the replay as a store here.")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing store at OUTPUT.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Replay a store's measured work under another runtime: measured vs replayed step time, recovered time by cause.
+
+    Example: asaptrace replay run.store --policy asap --attention 4x4 --experts 16 -o asap.store
+    """
+    from asaptrace._cli_replay import print_replay, replay_params
+    from asaptrace.replay.api import replay_store, save_result_costs
+
+    params = replay_params(
+        attention=attention,
+        experts=experts,
+        no_dual_batch=no_dual_batch,
+        no_overlap=no_overlap,
+        no_super_kernel=no_super_kernel,
+        expert_failure=expert_failure,
+        m=m,
+        chunk_tokens=chunk_tokens,
+    )
+    result = replay_store(store, policy, params=params, costs=costs, out=output, overwrite=force)
+    if save_costs is not None:
+        save_result_costs(result, save_costs)
+    print_json(result.to_json()) if as_json else print_replay(result)
+
+
 # ---------------------------------------------------------------------------------------------- sweep
 @app.command()
 @user_errors

@@ -29,7 +29,7 @@ from collections import deque
 
 import numpy as np
 
-from asaptrace.replay._serving_base import CostModel
+from asaptrace.replay.costs import CostModel
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving import ServingRequests, ServingResult
 

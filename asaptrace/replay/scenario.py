@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from asaptrace.errors import UsageError
-from asaptrace.replay._serving_base import CostModel, load_costs
+from asaptrace.replay.costs import CostModel, load_costs
 from asaptrace.replay.lengths_fit import LengthTargets, LogLogistic, fit_log_logistic
 
 #: cost knobs: the CostModel fields a scenario sets (all in ms except phi, e_ref, k_s)

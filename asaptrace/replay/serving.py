@@ -15,8 +15,8 @@ when its last layer's last piece is done (the first token then follows), split a
 so ``sync ≥ 0`` and the identity holds exactly; :func:`check_identity` checks it (a failure is an
 :class:`AccountingError`, a bug). The schedulers are DOMAIN.md §6's, registered by name in
 :data:`SERVING_POLICIES`: ``default`` and ``chunked`` (lockstep steps, vectorised per step:
-:mod:`asaptrace.replay._serving_lockstep`) and ``asap`` with its ablations (a pipeline of
-(batch, layer) items on the replay engine: :mod:`asaptrace.replay._serving_asap`). All costs
+:mod:`asaptrace.replay._serving_lockstep`) and ``asap`` with its ablations (an online batch former on the replay's pipelined mechanics,
+:mod:`asaptrace.replay.pipelined`, via :mod:`asaptrace.replay._serving_asap`). All costs
 come from :class:`asaptrace.replay.costs.CostModel` (the scenario's, at its ``cost_scale``).
 """
 
@@ -64,6 +64,7 @@ class ServingResult:
     new_tokens: np.ndarray
     steps: int  # lockstep steps, or ASAP batches
     layer_items: int  # (group or batch, layer) items simulated
+    events: int = 0  # engine events handled (0: a lockstep policy, which needs no event queue)
 
     @property
     def ttft_ns(self) -> np.ndarray:

@@ -1,0 +1,136 @@
+"""Lockstep (coupled) mechanics: every collective instance is a barrier over its ranks.
+
+A coupled step is a chain of collective instances (:class:`~asaptrace.replay.workload.StepChain`).
+For instance k (in release order) and rank r taking part::
+
+    arrival[k, r] = end[ref[k, r], r] + gap[k, r]        (the rank's own work since its reference)
+    release[k]    = max over r of arrival[k, r]          (the barrier: last arrival)
+    end[k, r]     = release[k] + tail[k, r]              (transfer after the barrier)
+    wait[k, r]    = release[k] − arrival[k, r]
+
+and the rank's step ends ``end_tail[r]`` after its last reference. Replaying a measured chain with
+its own gaps and tails reproduces the measured arrivals and ends exactly (up to the clock
+residual folded into the tails); what-ifs change gaps (balanced attention, moved experts) or
+tails (k_s). The loop runs over instances and is vectorised over ranks — a lockstep step needs
+no event queue.
+
+:func:`chain_from_costs` builds the chain of one step from per-layer costs (one micro-batch:
+attention → dispatch barrier → MoE → combine barrier), which is how a deployment that was never
+measured (the online sweep's Default, chunked sub-steps, hand-worked tests) is run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from asaptrace.replay.workload import StepChain
+
+
+@dataclass(frozen=True)
+class ChainTimes:
+    """Replayed times of one chain: (K, R) arrival and end, (K,) release, (R,) step start/end."""
+
+    chain: StepChain
+    arrival: np.ndarray
+    release: np.ndarray
+    end: np.ndarray
+    start: np.ndarray
+    step_end: np.ndarray
+
+    @property
+    def makespan_ns(self) -> int:
+        return int(self.step_end.max() - self.start.min())
+
+    @property
+    def wait_ns(self) -> np.ndarray:
+        """(K, R) barrier wait (0 where the rank does not take part)."""
+        return np.where(self.chain.part, self.release[:, None] - self.arrival, 0)
+
+
+def run_chain(chain: StepChain, *, start: np.ndarray | None = None) -> ChainTimes:
+    """Replay one step's chain (see the module docstring); ``start`` shifts the ranks' step starts."""
+    k_n, r_n = chain.gap.shape
+    s = chain.start if start is None else start
+    arrival = np.zeros((k_n, r_n), np.int64)
+    end = np.zeros((k_n, r_n), np.int64)
+    release = np.zeros(k_n, np.int64)
+    cols = np.arange(r_n)
+    lo = np.iinfo(np.int64).min
+    for k in range(k_n):
+        ref = chain.ref[k]
+        base = np.where(ref >= 0, end[np.maximum(ref, 0), cols], s)
+        a = base + chain.gap[k]
+        part = chain.part[k]
+        rel = int(np.where(part, a, lo).max())
+        arrival[k] = np.where(part, a, 0)
+        end[k] = np.where(part, rel + chain.tail[k], 0)
+        release[k] = rel
+    er = chain.end_ref
+    step_end = np.where(er >= 0, end[np.maximum(er, 0), cols], s) + chain.end_tail
+    return ChainTimes(chain, arrival, release, end, np.asarray(s), step_end)
+
+
+def scale_transfers(chain: StepChain, k_s: float) -> StepChain:
+    """The chain with every collective's transfer scaled by ``k_s`` (tails grow by (k_s − 1)·x)."""
+    if k_s == 1.0:
+        return chain
+    extra = np.rint((k_s - 1.0) * chain.transfer).astype(np.int64)
+    return replace(chain, tail=np.where(chain.part, chain.tail + extra[:, None], 0))
+
+
+def chain_from_costs(
+    attention_ns: np.ndarray,
+    moe_ns: np.ndarray,
+    dispatch_ns: np.ndarray,
+    combine_ns: np.ndarray,
+    *,
+    tp: int,
+    step: int = 0,
+    start_ns: int = 0,
+) -> StepChain:
+    """The lockstep chain of one step from costs.
+
+    ``attention_ns`` (G, L): each DP group's local work before layer l's dispatch; ``moe_ns``
+    (G·tp, L) or (L,): each rank's expert work before layer l's combine; ``dispatch_ns`` and
+    ``combine_ns`` (L,): transfer after each barrier. Ranks are numbered group-major (rank r is in
+    group r // tp). A layer with dispatch and combine both 0 and no MoE still has its barriers.
+    """
+    attn = np.asarray(attention_ns, np.int64)
+    g_n, l_n = attn.shape
+    r_n = g_n * tp
+    moe = np.asarray(moe_ns, np.int64)
+    moe = np.broadcast_to(moe, (r_n, l_n)) if moe.ndim == 1 else moe
+    k_n = 2 * l_n
+    gap = np.zeros((k_n, r_n), np.int64)
+    ref = np.zeros((k_n, r_n), np.int64)
+    tail = np.zeros((k_n, r_n), np.int64)
+    transfer = np.zeros(k_n, np.int64)
+    group = np.arange(r_n) // tp
+    for layer in range(l_n):
+        d, c = 2 * layer, 2 * layer + 1
+        gap[d] = attn[group, layer]
+        ref[d] = c - 2 if layer else -1
+        tail[d] = transfer[d] = int(dispatch_ns[layer])
+        gap[c] = moe[:, layer]
+        ref[c] = d
+        tail[c] = transfer[c] = int(combine_ns[layer])
+    zeros = np.zeros((k_n, r_n), np.int64)
+    return StepChain(
+        step=step,
+        ranks=np.arange(r_n),
+        kind=["dispatch", "combine"] * l_n,
+        layer=np.repeat(np.arange(l_n), 2),
+        micro_batch=np.zeros(k_n, np.int64),
+        part=np.ones((k_n, r_n), bool),
+        gap=gap,
+        ref=ref,
+        tail=tail,
+        transfer=transfer,
+        start=np.full(r_n, start_ns, np.int64),
+        end_ref=np.full(r_n, k_n - 1, np.int64),
+        end_tail=np.zeros(r_n, np.int64),
+        measured_arrival=zeros,
+        measured_end=zeros,
+    )

@@ -1,0 +1,131 @@
+"""``afd-pingpong``: attention–FFN disaggregation with a ping-pong pipeline (MegaScale-Infer, Step-3).
+
+All D×T attention workers act as one stage with a barrier across them: a micro-batch's attention
+takes the slowest DP group's time. Each step's batch is split into ``m`` micro-batches that
+ping-pong between the attention stage and the E-die FFN (MoE) stage, with a transfer T_c each
+way. With per-micro-batch stage times T_a (attention), T_e (MoE), T_c and T_f = max(T_a, T_e),
+once m is large enough to keep the bottleneck busy (m ≥ 2(1 + T_c/T_f) when T_a = T_e)::
+
+    T_total = (T_a + T_e + 2·T_c) + T_f·(m·L − 1)
+
+Costs of a micro-batch at a layer: attention = max over the D groups of the step's attention
+(measured groups dealt longest-first onto D groups, × T_meas/T) / m; MoE and transfers as in
+:mod:`asaptrace.replay.offline` for 1/m of the step's tokens. Runs on the pipelined mechanics with
+one attention group of ``m`` slots. Hook: :meth:`AfdPingpong.former`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import polars as pl
+
+from asaptrace.errors import UsageError
+from asaptrace.replay.costs import CostModel
+from asaptrace.replay.pipelined import Batch, BatchFormer, StaticBatches
+from asaptrace.replay.policies._base import Deployment, PipelinedPolicy
+from asaptrace.replay.workload import Workload
+
+
+def pingpong_batches(
+    attention_ns: np.ndarray,
+    moe_ns: np.ndarray,
+    transfer_ns: np.ndarray,
+    *,
+    m: int,
+    ready_ns: int = 0,
+    step: int = 0,
+) -> list[Batch]:
+    """``m`` micro-batches of one step, each with the given per-layer stage times (arrays of L)."""
+    return [
+        Batch(
+            batch_id=step * 10_000 + j,
+            ready_ns=ready_ns,
+            attention_ns=np.asarray(attention_ns, np.int64),
+            dispatch_ns=np.asarray(transfer_ns, np.int64),
+            moe_ns=np.asarray(moe_ns, np.int64),
+            combine_ns=np.asarray(transfer_ns, np.int64),
+            step=step,
+            key=(step, 0, j),
+        )
+        for j in range(m)
+    ]
+
+
+@dataclass(frozen=True)
+class AfdPingpong(PipelinedPolicy):
+    name: ClassVar[str] = "afd-pingpong"
+    interleave_choice: ClassVar[bool] = False
+    m: int = 2
+
+    def slots(self) -> int:
+        return self.m
+
+    def deployment(self, wl: Workload) -> Deployment:
+        dep = super().deployment(wl)
+        return Deployment(dep.kind, 1, dep.groups * dep.tp, dep.experts)
+
+    def former(self, wl: Workload, costs: CostModel, dep: Deployment) -> BatchFormer:
+        if self.m < 1:
+            raise UsageError(f"--m must be at least 1, not {self.m}")
+        inner = super().deployment(wl)
+        starts = dict(zip(wl.steps["step"].to_list(), wl.steps["start_ns"].to_list(), strict=True))
+        batches: list[Batch] = []
+        for step in wl.steps["step"].to_list():
+            it = wl.items.filter(pl.col("step") == step)
+            per = it.group_by("dp_group", "layer").agg(pl.col("attn_ns").sum(), pl.col("tokens").sum())
+            layers = wl.layers
+            # deal measured groups longest-first onto the D attention groups (attention summed over layers)
+            tot = per.group_by("dp_group").agg(pl.col("attn_ns").sum()).sort("attn_ns", descending=True)
+            load = np.zeros(inner.groups)
+            where = {}
+            for g, a in tot.iter_rows():
+                d = int(np.argmin(load))
+                where[g] = d
+                load[d] += a
+            stage = np.zeros((inner.groups, layers))
+            for g, layer, a, _ in per.iter_rows():
+                stage[where[g], layer] += a
+            attn = stage.max(axis=0) * wl.tp / inner.tp / self.m
+            pool = (
+                wl.pool.filter(pl.col("step") == step)
+                .group_by("layer")
+                .agg(pl.col("pool_ns").sum(), pl.col("tokens").max())
+            )
+            moe = np.zeros(layers)
+            n_tot = float(pool["tokens"].max() or 0) * max(wl.micro_batches, 1)
+            scale = (
+                float(costs.moe_ns(n_tot / self.m, self.live_experts(inner)))
+                / max(float(costs.moe_ns(n_tot, wl.expert_ranks)), 1.0)
+                if wl.has_tokens
+                else wl.expert_ranks / self.live_experts(inner) / self.m
+            )
+            moe[pool["layer"].to_numpy()] = pool["pool_ns"].to_numpy() * scale
+            xf = (
+                wl.transfers.filter(pl.col("step") == step)
+                .group_by("layer")
+                .agg(
+                    ((pl.col("dispatch_ns") + pl.col("combine_ns")) / 2).sum().alias("x"),
+                    pl.col("tokens_per_die").max(),
+                )
+            )
+            x = np.zeros(layers)
+            if wl.has_tokens and xf.height:
+                tpd = float(xf["tokens_per_die"].max() or 0)
+                xr = float(costs.transfer_ns(n_tot / self.m / (inner.groups * inner.tp))) / max(
+                    float(costs.transfer_ns(tpd)), 1.0
+                )
+            else:
+                xr = 1.0 / self.m
+            x[xf["layer"].to_numpy()] = xf["x"].to_numpy() * xr
+            batches += pingpong_batches(
+                np.rint(attn),
+                np.rint(moe),
+                np.where(moe > 0, np.rint(x), 0),
+                m=self.m,
+                ready_ns=int(starts[step]),
+                step=step,
+            )
+        return StaticBatches(batches, groups=1)

@@ -1,0 +1,116 @@
+"""``chunked``: Sarathi-style chunked prefill on the coupled deployment.
+
+Each DP group takes at most ``chunk_tokens`` new tokens per sub-step: its requests are cut into
+pieces in order, a prompt's tail staying on its group and going first in the next sub-step. A
+later piece pays its prefix (causal attention: c·(2P + c)), so chunking bounds each sub-step's
+work but not the total quadratic cost. A measured step becomes as many lockstep sub-steps as its
+fullest group needs; sub-step costs are the measured ones rescaled by the cost model:
+
+* attention of group g = measured (all micro-batches) × A(its sub-step pieces) / A(all its pieces);
+* MoE = measured pool time × M(sub-step tokens) / M(step tokens) on the measured EP ranks;
+* dispatch/combine = measured × X(largest group's sub-step tokens per die) / X(measured).
+
+Sub-steps run one micro-batch each (the measured two-micro-batch overlap is not modelled).
+Hook: :meth:`Chunked.step_chains`. Needs the batch composition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import polars as pl
+
+from asaptrace.errors import UsageError
+from asaptrace.replay.costs import CostModel
+from asaptrace.replay.lockstep import chain_from_costs
+from asaptrace.replay.policies._base import LockstepPolicy
+from asaptrace.replay.workload import StepChain, Workload
+
+
+def chunk_pieces(seq_len: list[int], cached: list[int], budget: int) -> list[list[tuple[int, int]]]:
+    """Cut one group's requests into sub-steps of ≤ ``budget`` new tokens: [[(c, P), ...], ...]."""
+    if budget < 1:
+        raise UsageError(f"--chunk-tokens must be positive, not {budget}")
+    subs: list[list[tuple[int, int]]] = [[]]
+    room = budget
+    for s, p in zip(seq_len, cached, strict=True):
+        done = p
+        while done < s:
+            if room == 0:
+                subs.append([])
+                room = budget
+            c = min(s - done, room)
+            subs[-1].append((c, done))
+            done += c
+            room -= c
+    return subs
+
+
+@dataclass(frozen=True)
+class Chunked(LockstepPolicy):
+    name: ClassVar[str] = "chunked"
+    chunk_tokens: int = 8192
+
+    def step_chains(self, wl: Workload, step: int, costs: CostModel) -> list[StepChain]:
+        b = wl.batches.filter(pl.col("step") == step) if wl.batches.height else wl.batches
+        if b.height == 0:
+            raise UsageError("the chunked policy needs the batch composition (batches table or --batches)")
+        g_n, layers = wl.n_groups, wl.layers
+        it = (
+            wl.items.filter(pl.col("step") == step).group_by("dp_group", "layer").agg(pl.col("attn_ns").sum())
+        )
+        attn = np.zeros((g_n, layers))
+        attn[it["dp_group"].to_numpy(), it["layer"].to_numpy()] = it["attn_ns"].to_numpy()
+        pool = wl.pool.filter(pl.col("step") == step).group_by("layer").agg(pl.col("pool_ns").sum())
+        moe = np.zeros(layers)
+        moe[pool["layer"].to_numpy()] = pool["pool_ns"].to_numpy()
+        xf = (
+            wl.transfers.filter(pl.col("step") == step)
+            .group_by("layer")
+            .agg(pl.col("dispatch_ns").sum(), pl.col("combine_ns").sum())
+        )
+        disp, comb = np.zeros(layers), np.zeros(layers)
+        disp[xf["layer"].to_numpy()] = xf["dispatch_ns"].to_numpy()
+        comb[xf["layer"].to_numpy()] = xf["combine_ns"].to_numpy()
+        subs, full_attn, full_tok = [], np.zeros(g_n), np.zeros(g_n)
+        for g in range(g_n):
+            mine = b.filter(pl.col("dp_group") == g)
+            seq, cached = mine["seq_len"].to_list(), mine["cached_len"].fill_null(0).to_list()
+            subs.append(chunk_pieces(seq, cached, self.chunk_tokens))
+            full_attn[g] = costs.attention_ns(np.subtract(seq, cached), cached) if seq else 0
+            full_tok[g] = float(np.subtract(seq, cached).sum()) if seq else 0.0
+        n_sub = max(len(s) for s in subs)
+        n_tot = full_tok.sum()
+        x_ref = max(float(costs.transfer_ns(full_tok.max() / wl.tp)), 1.0)
+        m_ref = max(float(costs.moe_ns(n_tot, wl.expert_ranks)), 1.0)
+        start = int(wl.steps.filter(pl.col("step") == step)["start_ns"][0])
+        chains = []
+        for j in range(n_sub):
+            a_j = np.zeros((g_n, layers))
+            tok = np.zeros(g_n)
+            for g in range(g_n):
+                pieces = subs[g][j] if j < len(subs[g]) else []
+                if not pieces or full_attn[g] == 0:
+                    continue
+                c, p = np.array(pieces, np.float64).T
+                a_j[g] = attn[g] * costs.attention_ns(c, p) / full_attn[g]
+                tok[g] = c.sum()
+            m_j = moe * float(costs.moe_ns(tok.sum(), wl.expert_ranks)) / m_ref
+            x_j = float(costs.transfer_ns(tok.max() / wl.tp)) / x_ref
+            chains.append(
+                chain_from_costs(
+                    np.rint(a_j).astype(np.int64),
+                    np.rint(np.where(moe > 0, m_j, 0)).astype(np.int64),
+                    np.rint(disp * x_j).astype(np.int64),
+                    np.rint(comb * x_j).astype(np.int64),
+                    tp=wl.tp,
+                    step=step,
+                    start_ns=start,
+                )
+            )
+        return chains
+
+    def drawn_busy(self, wl: Workload) -> None:
+        return None

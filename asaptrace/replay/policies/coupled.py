@@ -1,0 +1,70 @@
+"""``coupled``: the measured deployment replayed as it ran — DP attention + EP experts on the same
+devices, a barrier at every dispatch/combine (and every other collective), the measured two
+micro-batch overlap kept as measured.
+
+Hook: :meth:`Coupled.step_chains` returns the measured chain with the coupled collective factor
+k_s applied (:func:`~asaptrace.replay.lockstep.scale_transfers`) and, with ``expert_failure``,
+the MoE work of ``failed_rank`` moved evenly onto the other ranks at every combine (its attention
+stays: only its experts are lost). Replaying the measured chain unchanged reproduces the measured
+step times — the reproduction error every what-if is quoted with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+import numpy as np
+import polars as pl
+
+from asaptrace.errors import UsageError
+from asaptrace.replay.costs import CostModel
+from asaptrace.replay.lockstep import scale_transfers
+from asaptrace.replay.policies._base import LockstepPolicy, Policy
+from asaptrace.replay.workload import StepChain, Workload
+from asaptrace.schema import Kind
+
+
+@dataclass(frozen=True)
+class Coupled(LockstepPolicy):
+    name: ClassVar[str] = "coupled"
+    expert_failure: bool = False
+    failed_rank: int = 0
+
+    def counterfactuals(self, wl: Workload) -> list[tuple[str, Policy]]:
+        """Plain coupled recovers nothing; with a knob turned, the whole change is that knob's."""
+        if self.expert_failure:
+            return [("expert_failure", self)]
+        return [("collective_factor", self)] if self.k_s != 1.0 else []
+
+    def step_chains(self, wl: Workload, step: int, costs: CostModel) -> list[StepChain]:
+        chain = scale_transfers(super().step_chains(wl, step, costs)[0], self.k_s * costs.coupled_k_s)
+        if self.expert_failure:
+            chain = move_experts(chain, wl, self.failed_rank)
+        return [chain]
+
+
+def move_experts(chain: StepChain, wl: Workload, failed_rank: int) -> StepChain:
+    """``failed_rank``'s MoE time before each combine spread evenly over the other taking-part ranks."""
+    where = np.flatnonzero(chain.ranks == failed_rank)
+    if len(where) == 0:
+        raise UsageError(f"--failed-rank {failed_rank} is not a rank of this store")
+    jf = int(where[0])
+    combine = np.array([k == Kind.COMBINE.value for k in chain.kind])
+    moe = np.zeros_like(chain.gap)
+    if wl.chains:
+        b = wl.busy.filter(
+            (pl.col("step") == chain.step) & (pl.col("kind") == Kind.MOE.value) & (pl.col("pos") >= 0)
+        )
+        b = b.group_by("rank", "pos").agg(pl.col("busy_ns").sum())
+        r_of = {int(r): j for j, r in enumerate(chain.ranks)}
+        moe[b["pos"].to_numpy(), [r_of[int(r)] for r in b["rank"].to_numpy()]] = b["busy_ns"].to_numpy()
+    else:
+        moe = np.where(combine[:, None], chain.gap, 0)
+    lost = np.where(combine, moe[:, jf], 0)
+    others = chain.part.copy()
+    others[:, jf] = False
+    n_others = np.maximum(others.sum(axis=1), 1)
+    gap = chain.gap + np.where(others, np.rint(lost / n_others)[:, None].astype(np.int64), 0)
+    gap[:, jf] -= lost
+    return replace(chain, gap=np.maximum(gap, 0))

@@ -1,0 +1,502 @@
+"""Workload extraction: the work a measured store did, with the waiting taken out.
+
+From an enriched store (coupled or disaggregated) :func:`extract_workload` builds a
+:class:`Workload`, the replay's only input:
+
+* ``steps`` — per step: measured start, end and step time (device work of every rank);
+* ``chains`` — per step (coupled stores only): each rank's sequence of collective instances as
+  the barrier analysis matches them (:func:`asaptrace.analyze.barrier.barrier_wait`, on
+  :func:`asaptrace.enrich.instances.match_instances`), with the *local gap* before each arrival
+  (arrival − end of the rank's latest earlier instance, or the rank's step start), the transfer
+  x (shortest peer duration) and each rank's tail (end − release). These are what the lockstep
+  replay re-runs (:mod:`asaptrace.replay.lockstep`);
+* ``busy`` — per (step, rank, chain position, kind, layer, micro-batch): device compute time
+  that precedes that arrival (position −1: after the last one) — what the replayed store draws
+  and what the what-ifs rescale;
+* ``items`` — per (step, DP group, layer, micro-batch): attention-side compute (``attn_ns``, the
+  slowest member's non-MoE kernel time), launch gaps (idle inside the group's gaps), and the
+  batch composition when known: tokens Σc, causal quadratic Σc(2P+c) and requests (a group's
+  batch is split evenly over micro-batches when ``batches`` does not say which is which);
+* ``pool`` — per (step, layer, micro-batch): the MoE time of the expert side (busiest expert
+  rank ``pool_ns``, the mean, tokens N of every group);
+* ``transfers`` — per (step, layer, micro-batch): dispatch and combine transfer (wait removed)
+  and tokens per sending die.
+
+Columns:
+
+| table | column | dtype | unit |
+|---|---|---|---|
+| steps | step, start_ns, end_ns, measured_ns | int32, int64, int64, int64 | ns |
+| items | step, dp_group, layer, micro_batch | int32, int32, int16, int8 | – |
+| items | attn_ns, launch_gap_ns | int64 | ns |
+| items | tokens, quad, n_req (float64), max_len (int64) | nullable | tokens, tokens², requests, longest prompt |
+| pool | step, layer, micro_batch, pool_ns, pool_mean_ns, tokens | … | ns, tokens |
+| transfers | step, layer, micro_batch, dispatch_ns, combine_ns, tokens_per_die | … | ns, tokens |
+| busy | step, rank, pos, kind, layer, micro_batch, busy_ns | … | ns |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from asaptrace.analyze.barrier import barrier_wait
+from asaptrace.enrich.instances import match_instances
+from asaptrace.errors import UsageError
+from asaptrace.schema import COMM_KINDS, Kind, Role
+from asaptrace.store import TraceStore
+
+_COMM = [str(k) for k in COMM_KINDS]
+
+
+@dataclass(frozen=True)
+class StepChain:
+    """One step of a lockstep deployment: K collective instances (in release order) × R ranks.
+
+    Arrays are (K, R) int64 unless said; ``part`` marks the ranks taking part in an instance,
+    ``ref[k, r]`` is the position whose end the gap counts from (−1: the rank's step start).
+    """
+
+    step: int
+    ranks: np.ndarray  # (R,) rank ids
+    kind: list[str]  # (K,) dispatch / combine / collective
+    layer: np.ndarray  # (K,) −1 when none
+    micro_batch: np.ndarray  # (K,) −1 when none
+    part: np.ndarray  # (K, R) bool
+    gap: np.ndarray
+    ref: np.ndarray
+    tail: np.ndarray  # end − release per rank
+    transfer: np.ndarray  # (K,) x
+    start: np.ndarray  # (R,) step start per rank
+    end_ref: np.ndarray  # (R,) position the rank's step end counts from (−1: start)
+    end_tail: np.ndarray  # (R,) step end − that position's end
+    measured_arrival: np.ndarray
+    measured_end: np.ndarray
+
+    @property
+    def n_instances(self) -> int:
+        return len(self.kind)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a store's run did (tables documented in the module docstring)."""
+
+    source: str
+    deployment: str  # coupled | disaggregated
+    ranks: pl.DataFrame
+    n_groups: int
+    tp: int
+    micro_batches: int
+    expert_ranks: int
+    layers: int
+    steps: pl.DataFrame
+    items: pl.DataFrame
+    pool: pl.DataFrame
+    transfers: pl.DataFrame
+    busy: pl.DataFrame
+    batches: pl.DataFrame
+    chains: dict[int, StepChain] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def world_size(self) -> int:
+        return self.ranks.height
+
+    @property
+    def has_tokens(self) -> bool:
+        return self.items.height > 0 and self.items["tokens"].null_count() == 0
+
+
+def extract_workload(store: TraceStore) -> Workload:
+    """Read an enriched store's work (see the module docstring); UsageError if there is none."""
+    if not store.meta.get("enriched"):
+        raise UsageError("store is not enriched (ingest it without --no-enrich)", path=store.path)
+    ranks = store.read("ranks").select("rank", "role", "dp_group", "tp_index", "ep_index")
+    dev = (
+        store.events()
+        .filter(pl.col("is_device") & (pl.col("kind").cast(pl.String) != Kind.ANNOTATION))
+        .filter(pl.col("step").is_not_null())
+        .select(
+            "rank",
+            "stream",
+            "is_device",
+            pl.col("kind").cast(pl.String),
+            pl.col("name").cast(pl.String),
+            "ts_ns",
+            "dur_ns",
+            (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"),
+            "step",
+            "layer",
+            "micro_batch",
+        )
+        .collect()
+    )
+    if dev.height == 0:
+        raise UsageError("store has no device work inside steps: nothing to replay", path=store.path)
+    notes: list[str] = []
+    if ranks["dp_group"].null_count() == ranks.height and Role.ATTENTION.value not in ranks["role"].to_list():
+        ranks = ranks.with_columns(dp_group=pl.col("rank"), tp_index=pl.lit(0, pl.Int32))
+        notes.append(
+            "the store does not say the DP groups: each rank is taken as its own group (TP1); "
+            "pass --parallel dp=…,tp=… when ingesting"
+        )
+    roles = set(ranks["role"].to_list())
+    deployment = "disaggregated" if Role.ATTENTION.value in roles else "coupled"
+    groups = ranks.filter(pl.col("dp_group").is_not_null())
+    n_groups = max(groups["dp_group"].n_unique(), 1)
+    tp = int(groups.group_by("dp_group").len()["len"].max() or 1) if groups.height else 1
+    expert = ranks.filter(pl.col("role") != Role.ATTENTION.value)
+    if deployment == "disaggregated":
+        expert = ranks.filter(pl.col("role") == Role.EXPERT.value)
+    n_mb = int(dev["micro_batch"].drop_nulls().n_unique()) or 1
+    layers = int(dev["layer"].max() or 0) + 1 if dev["layer"].drop_nulls().len() else 0
+
+    steps = (
+        dev.group_by("step")
+        .agg(pl.col("ts_ns").min().alias("start_ns"), pl.col("end_ns").max())
+        .with_columns(measured_ns=pl.col("end_ns") - pl.col("start_ns"))
+        .sort("step")
+    )
+    batches = store.read("batches")
+    chains: dict[int, StepChain] = {}
+    busy, idle = _empty_busy(), _empty_idle()
+    bw = None
+    if deployment == "coupled":
+        bw = barrier_wait(dev, ranks, instances=match_instances(dev, ranks))
+        bw = bw.filter(pl.col("step").is_not_null())
+        if bw.height:
+            chains, busy, idle = _chains(dev, bw)
+    items = _items(dev, ranks, batches, idle, n_mb)
+    pool = _pool(dev, expert, items)
+    transfers = _transfers(dev, ranks, deployment, bw if deployment == "coupled" else None, items, tp)
+    return Workload(
+        source=str(store.path),
+        deployment=deployment,
+        ranks=ranks,
+        n_groups=n_groups,
+        tp=tp,
+        micro_batches=n_mb,
+        expert_ranks=max(expert.height, 1),
+        layers=layers,
+        steps=steps,
+        items=items,
+        pool=pool,
+        transfers=transfers,
+        busy=busy,
+        batches=batches,
+        chains=chains,
+        notes=notes,
+    )
+
+
+# ------------------------------------------------------------------------------------------ chains
+def _chains(dev: pl.DataFrame, bw: pl.DataFrame) -> tuple[dict[int, StepChain], pl.DataFrame, pl.DataFrame]:
+    starts = dev.group_by("step", "rank").agg(
+        pl.col("ts_ns").min().alias("start"), pl.col("end_ns").max().alias("last")
+    )
+    compute = dev.filter(~pl.col("kind").is_in(_COMM))
+    chains: dict[int, StepChain] = {}
+    busy_parts, idle_parts = [], []
+    for (step,), sb in bw.sort("release_ns", "instance").group_by("step", maintain_order=True):
+        order = sb.select("instance", "release_ns").unique("instance", maintain_order=True)
+        inst_ids = order["instance"].to_numpy()
+        k_of = {int(i): k for k, i in enumerate(inst_ids)}
+        rk = np.sort(sb["rank"].unique().to_numpy())
+        r_of = {int(r): j for j, r in enumerate(rk)}
+        K, R = len(inst_ids), len(rk)
+        ki = np.array([k_of[int(i)] for i in sb["instance"].to_numpy()])
+        ri = np.array([r_of[int(r)] for r in sb["rank"].to_numpy()])
+        arr = np.zeros((K, R), np.int64)
+        end = np.zeros((K, R), np.int64)
+        part = np.zeros((K, R), bool)
+        arr[ki, ri] = sb["arrival_ns"].to_numpy()
+        end[ki, ri] = sb["end_ns"].to_numpy()
+        part[ki, ri] = True
+        rel = np.zeros(K, np.int64)
+        rel[ki] = sb["release_ns"].to_numpy()
+        xfer = np.zeros(K, np.int64)
+        xfer[ki] = sb["transfer_ns"].to_numpy()
+        first = sb.unique("instance", maintain_order=True)
+        kinds = [""] * K
+        layer = np.full(K, -1, np.int64)
+        mb = np.full(K, -1, np.int64)
+        for row in first.iter_rows(named=True):
+            k = k_of[int(row["instance"])]
+            kinds[k] = row["kind"]
+            layer[k] = -1 if row["layer"] is None else row["layer"]
+            mb[k] = -1 if row["micro_batch"] is None else row["micro_batch"]
+        st = starts.filter(pl.col("step") == step)
+        s_map = dict(zip(st["rank"].to_list(), st["start"].to_list(), strict=True))
+        l_map = dict(zip(st["rank"].to_list(), st["last"].to_list(), strict=True))
+        start = np.array([s_map[int(r)] for r in rk], np.int64)
+        last = np.array([l_map[int(r)] for r in rk], np.int64)
+        ref = np.full((K, R), -1, np.int64)
+        end_ref = np.full(R, -1, np.int64)
+        for j in range(R):
+            ks = np.flatnonzero(part[:, j])
+            e = end[ks, j]
+            o = np.argsort(e, kind="stable")
+            es, kso = e[o], ks[o]
+            # latest end among this rank's instances ending no later than each arrival (not itself)
+            pos = np.searchsorted(es, arr[ks, j], side="right") - 1
+            cand = np.where(pos >= 0, kso[np.maximum(pos, 0)], -1)
+            # an instance cannot be its own reference (zero-length transfer): step back once
+            same = cand == ks
+            back = np.where(pos >= 1, kso[np.maximum(pos - 1, 0)], -1)
+            ref[ks, j] = np.where(same, back, cand)
+            p_end = np.searchsorted(es, last[j], side="right") - 1
+            end_ref[j] = kso[p_end] if p_end >= 0 else -1
+        rows = np.arange(R)
+        ref_end = np.where(ref >= 0, end[np.maximum(ref, 0), rows[None, :]], start[None, :])
+        gap = np.where(part, arr - ref_end, 0)
+        tail = np.where(part, end - rel[:, None], 0)
+        end_tail = last - np.where(end_ref >= 0, end[np.maximum(end_ref, 0), rows], start)
+        chains[int(step)] = StepChain(
+            step=int(step),
+            ranks=rk,
+            kind=kinds,
+            layer=layer,
+            micro_batch=mb,
+            part=part,
+            gap=gap,
+            ref=ref,
+            tail=tail,
+            transfer=xfer,
+            start=start,
+            end_ref=end_ref,
+            end_tail=end_tail,
+            measured_arrival=arr,
+            measured_end=end,
+        )
+        b = _busy(compute.filter(pl.col("step") == step), int(step), rk, arr, part)
+        busy_parts.append(b)
+        idle_parts.append(_idle(b, chains[int(step)]))
+    if not busy_parts:
+        return chains, _empty_busy(), _empty_idle()
+    return chains, pl.concat(busy_parts), pl.concat(idle_parts)
+
+
+def _idle(busy: pl.DataFrame, ch: StepChain) -> pl.DataFrame:
+    """Idle device time inside each dispatch gap (gap − compute before the arrival): launch gaps."""
+    r_of = {int(r): j for j, r in enumerate(ch.ranks)}
+    used = np.zeros_like(ch.gap)
+    s = busy.filter(pl.col("pos") >= 0).group_by("rank", "pos").agg(pl.col("busy_ns").sum())
+    if s.height:
+        used[s["pos"].to_numpy(), [r_of[int(r)] for r in s["rank"].to_numpy()]] = s["busy_ns"].to_numpy()
+    idle = np.maximum(ch.gap - used, 0)
+    disp = np.array([k == Kind.DISPATCH.value for k in ch.kind])
+    kk, jj = np.nonzero(ch.part & disp[:, None])
+    return pl.DataFrame(
+        {
+            "step": np.full(len(kk), ch.step),
+            "rank": ch.ranks[jj],
+            "layer": ch.layer[kk],
+            "micro_batch": ch.micro_batch[kk],
+            "idle_ns": idle[kk, jj],
+        }
+    ).cast(_empty_idle().schema)  # type: ignore[arg-type]
+
+
+def _empty_idle() -> pl.DataFrame:
+    return pl.DataFrame(
+        schema={
+            "step": pl.Int32,
+            "rank": pl.Int32,
+            "layer": pl.Int16,
+            "micro_batch": pl.Int8,
+            "idle_ns": pl.Int64,
+        }
+    )
+
+
+def _busy(comp: pl.DataFrame, step: int, rk: np.ndarray, arr: np.ndarray, part: np.ndarray) -> pl.DataFrame:
+    """Assign each compute kernel to the first arrival at or after its end (−1: after the last)."""
+    pieces = []
+    for j, r in enumerate(rk.tolist()):
+        c = comp.filter(pl.col("rank") == r)
+        if c.height == 0:
+            continue
+        ks = np.flatnonzero(part[:, j])
+        a = arr[ks, j]
+        o = np.argsort(a, kind="stable")
+        idx = np.searchsorted(a[o], c["end_ns"].to_numpy(), side="left")
+        pos = np.where(idx < len(ks), ks[o][np.minimum(idx, len(ks) - 1)], -1)
+        pieces.append(
+            c.select("kind", "layer", "micro_batch", "dur_ns").with_columns(
+                step=pl.lit(step, pl.Int32), rank=pl.lit(r, pl.Int32), pos=pl.Series(pos, dtype=pl.Int64)
+            )
+        )
+    if not pieces:
+        return _empty_busy()
+    return (
+        pl.concat(pieces)
+        .group_by("step", "rank", "pos", "kind", "layer", "micro_batch", maintain_order=True)
+        .agg(pl.col("dur_ns").sum().alias("busy_ns"))
+        .select(_empty_busy().columns)
+        .cast(_empty_busy().schema)  # type: ignore[arg-type]
+    )
+
+
+def _empty_busy() -> pl.DataFrame:
+    return pl.DataFrame(
+        schema={
+            "step": pl.Int32,
+            "rank": pl.Int32,
+            "pos": pl.Int64,
+            "kind": pl.String,
+            "layer": pl.Int16,
+            "micro_batch": pl.Int8,
+            "busy_ns": pl.Int64,
+        }
+    )
+
+
+# ------------------------------------------------------------------------------------------- items
+def _items(
+    dev: pl.DataFrame, ranks: pl.DataFrame, batches: pl.DataFrame, idle: pl.DataFrame, n_mb: int
+) -> pl.DataFrame:
+    attn_side = ranks.filter(pl.col("dp_group").is_not_null()).select("rank", "dp_group")
+    comp = dev.filter(~pl.col("kind").is_in([*_COMM, Kind.MOE.value]) & pl.col("layer").is_not_null())
+    per_rank = (
+        comp.join(attn_side, on="rank")
+        .group_by("step", "dp_group", "layer", "micro_batch", "rank")
+        .agg(pl.col("dur_ns").sum().alias("attn_ns"))
+    )
+    items = per_rank.group_by("step", "dp_group", "layer", "micro_batch").agg(pl.col("attn_ns").max())
+    # launch gaps: the idle part of the gaps before dispatch arrivals (slowest member)
+    gaps = (
+        idle.join(attn_side, on="rank")
+        .group_by("step", "dp_group", "layer", "micro_batch")
+        .agg(pl.col("idle_ns").max().alias("launch_gap_ns"))
+    )
+    items = items.join(gaps, on=["step", "dp_group", "layer", "micro_batch"], how="left", nulls_equal=True)
+    comp_b = _composition(batches, n_mb)
+    items = items.join(comp_b, on=["step", "dp_group", "micro_batch"], how="left", nulls_equal=True)
+    return items.select(
+        pl.col("step").cast(pl.Int32),
+        pl.col("dp_group").cast(pl.Int32),
+        pl.col("layer").cast(pl.Int16),
+        pl.col("micro_batch").cast(pl.Int8),
+        pl.col("attn_ns").cast(pl.Int64),
+        pl.col("launch_gap_ns").fill_null(0).cast(pl.Int64),
+        pl.col("tokens").cast(pl.Float64),
+        pl.col("quad").cast(pl.Float64),
+        pl.col("n_req").cast(pl.Float64),
+        pl.col("max_len").cast(pl.Int64),
+    ).sort("step", "dp_group", "layer", "micro_batch")
+
+
+def _composition(batches: pl.DataFrame, n_mb: int) -> pl.DataFrame:
+    """Per (step, group, micro-batch): tokens, causal quadratic, requests (split over mbs if unknown)."""
+    schema = {
+        "step": pl.Int32,
+        "dp_group": pl.Int32,
+        "micro_batch": pl.Int8,
+        "tokens": pl.Float64,
+        "quad": pl.Float64,
+        "n_req": pl.Float64,
+        "max_len": pl.Int64,
+    }
+    if batches.height == 0:
+        return pl.DataFrame(schema=schema)
+    b = batches.with_columns(
+        c=(pl.col("seq_len") - pl.col("cached_len").fill_null(0)).cast(pl.Float64),
+        p=pl.col("cached_len").fill_null(0).cast(pl.Float64),
+    ).with_columns(q=pl.col("c") * (2 * pl.col("p") + pl.col("c")))
+    if b["micro_batch"].null_count() == 0:
+        return (
+            b.group_by("step", "dp_group", "micro_batch")
+            .agg(
+                pl.col("c").sum().alias("tokens"),
+                pl.col("q").sum().alias("quad"),
+                pl.len().alias("n_req"),
+                pl.col("seq_len").max().alias("max_len"),
+            )
+            .cast(schema)  # type: ignore[arg-type]
+        )
+    g = b.group_by("step", "dp_group").agg(
+        (pl.col("c").sum() / n_mb).alias("tokens"),
+        (pl.col("q").sum() / n_mb).alias("quad"),
+        (pl.len() / n_mb).alias("n_req"),
+        pl.col("seq_len").max().alias("max_len"),
+    )
+    mbs = pl.DataFrame({"micro_batch": list(range(n_mb))}, schema={"micro_batch": pl.Int8})
+    return g.join(mbs, how="cross").select(list(schema)).cast(schema)  # type: ignore[arg-type]
+
+
+def _pool(dev: pl.DataFrame, expert: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
+    moe = (
+        dev.filter((pl.col("kind") == Kind.MOE.value) & pl.col("layer").is_not_null())
+        .join(expert.select("rank"), on="rank")
+        .group_by("step", "layer", "micro_batch", "rank")
+        .agg(pl.col("dur_ns").sum())
+        .group_by("step", "layer", "micro_batch")
+        .agg(pl.col("dur_ns").max().alias("pool_ns"), pl.col("dur_ns").mean().round(0).alias("pool_mean_ns"))
+    )
+    tok = items.group_by("step", "layer", "micro_batch").agg(
+        pl.when(pl.col("tokens").null_count() == 0).then(pl.col("tokens").sum()).alias("tokens")
+    )
+    return (
+        moe.join(tok, on=["step", "layer", "micro_batch"], how="left", nulls_equal=True)
+        .select(
+            pl.col("step").cast(pl.Int32),
+            pl.col("layer").cast(pl.Int16),
+            pl.col("micro_batch").cast(pl.Int8),
+            pl.col("pool_ns").cast(pl.Int64),
+            pl.col("pool_mean_ns").cast(pl.Int64),
+            pl.col("tokens").cast(pl.Float64),
+        )
+        .sort("step", "layer", "micro_batch")
+    )
+
+
+def _transfers(
+    dev: pl.DataFrame,
+    ranks: pl.DataFrame,
+    deployment: str,
+    bw: pl.DataFrame | None,
+    items: pl.DataFrame,
+    tp: int,
+) -> pl.DataFrame:
+    keys = ["step", "layer", "micro_batch"]
+    if bw is not None and bw.height:
+        x = bw.filter(pl.col("kind").is_in([Kind.DISPATCH.value, Kind.COMBINE.value])).unique("instance")
+        x = x.group_by(*keys).agg(
+            pl.col("transfer_ns").filter(pl.col("kind") == Kind.DISPATCH.value).sum().alias("dispatch_ns"),
+            pl.col("transfer_ns").filter(pl.col("kind") == Kind.COMBINE.value).sum().alias("combine_ns"),
+        )
+    else:
+        # asynchronous sends do not wait for peers: the sender's kernel is the transfer (dispatch
+        # on the attention side, combine on the expert side; the receivers' kernels spin)
+        role = pl.col("role")
+        sender = ((pl.col("kind") == Kind.DISPATCH.value) & (role == Role.ATTENTION.value)) | (
+            (pl.col("kind") == Kind.COMBINE.value) & (role == Role.EXPERT.value)
+        )
+        x = (
+            dev.join(ranks.select("rank", "role"), on="rank")
+            .filter(sender)
+            .group_by(*keys)
+            .agg(
+                pl.col("dur_ns").filter(pl.col("kind") == Kind.DISPATCH.value).median().alias("dispatch_ns"),
+                pl.col("dur_ns").filter(pl.col("kind") == Kind.COMBINE.value).median().alias("combine_ns"),
+            )
+        )
+    tok = items.group_by(*keys).agg(
+        pl.when(pl.col("tokens").null_count() == 0).then(pl.col("tokens").max() / tp).alias("tokens_per_die")
+    )
+    return (
+        x.join(tok, on=keys, how="left", nulls_equal=True)
+        .select(
+            pl.col("step").cast(pl.Int32),
+            pl.col("layer").cast(pl.Int16),
+            pl.col("micro_batch").cast(pl.Int8),
+            pl.col("dispatch_ns").fill_null(0).cast(pl.Int64),
+            pl.col("combine_ns").fill_null(0).cast(pl.Int64),
+            pl.col("tokens_per_die").cast(pl.Float64),
+        )
+        .filter(pl.col("layer").is_not_null())
+        .sort(*keys)
+    )

@@ -1,0 +1,117 @@
+"""Hand-worked cases of the lockstep and pipelined mechanics (times in ns, worked out in comments)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from asaptrace.replay.lockstep import chain_from_costs, run_chain
+from asaptrace.replay.pipelined import Batch, PipelineConfig, StaticBatches, run_pipeline
+from asaptrace.replay.policies.afd_pingpong import pingpong_batches
+
+# Two DP groups of one die each, two MoE layers. Attention per layer: group 0 [10, 4], group 1
+# [4, 10]; MoE: rank 0 takes 3, rank 1 takes 2; dispatch and combine transfers 1 each.
+ATTN = np.array([[10, 4], [4, 10]])
+MOE = np.array([[3, 3], [2, 2]])
+XFER = np.array([1, 1])
+
+
+def test_coupled_two_groups_exact_barrier_wait_and_makespan():
+    # layer 0: dispatch arrivals 10, 4 → release 10, ends 11 (rank 1 waits 6);
+    #          combine arrivals 11+3 = 14, 11+2 = 13 → release 14, ends 15 (rank 1 waits 1)
+    # layer 1: dispatch arrivals 15+4 = 19, 15+10 = 25 → release 25, ends 26 (rank 0 waits 6);
+    #          combine arrivals 29, 28 → release 29, ends 30 (rank 1 waits 1)
+    ct = run_chain(chain_from_costs(ATTN, MOE, XFER, XFER, tp=1))
+    assert ct.release.tolist() == [10, 14, 25, 29]
+    assert ct.makespan_ns == 30
+    assert ct.wait_ns.sum(axis=0).tolist() == [6, 8]  # rank 0: 6; rank 1: 6 + 1 + 1
+
+
+def test_tp_members_share_their_group_attention():
+    # same case with TP2: ranks 0, 1 are group 0 and ranks 2, 3 group 1 — the same releases
+    ct = run_chain(chain_from_costs(ATTN, np.repeat(MOE, 2, axis=0), XFER, XFER, tp=2))
+    assert ct.release.tolist() == [10, 14, 25, 29] and ct.makespan_ns == 30
+
+
+def _batch(i: int, attn, moe, xfer=(1, 1), alone=False, ready=0) -> Batch:
+    return Batch(
+        batch_id=i,
+        ready_ns=ready,
+        attention_ns=np.array(attn),
+        dispatch_ns=np.array(xfer),
+        moe_ns=np.array(moe),
+        combine_ns=np.array(xfer),
+        alone=alone,
+        key=(0, i, 0),
+    )
+
+
+def test_asap_two_groups_exact_pipelined_makespan_without_barrier():
+    # The same work on ASAP: group g runs batch g, a one-die pool serves items FIFO.
+    # b1: attn 0–4, pool 5–7, back 8, attn 8–18, pool arrival 19.
+    # b0: attn 0–10, pool 11–14, back 15, attn 15–19, pool arrival 20.
+    # pool: b1·l1 19–21 → b1 back 22 (done); b0·l1 21–24 → b0 back 25 (done). Makespan 25 < 30.
+    b = [_batch(0, [10, 4], [3, 3]), _batch(1, [4, 10], [2, 2])]
+    tr = run_pipeline(PipelineConfig(groups=2, slots=1), StaticBatches(b, groups=2))
+    assert tr.done == {0: 25, 1: 22}
+    assert sorted((x[0], x[1], x[2], x[3]) for x in tr.moe) == [
+        (0, 0, 11, 14),
+        (0, 1, 21, 24),
+        (1, 0, 5, 7),
+        (1, 1, 19, 21),
+    ]
+
+
+def test_dual_batch_interleaves_two_batches_on_one_group():
+    # One group, two batches of attention 10 per layer (2 layers), MoE 10, transfers 0.
+    # Two slots: A 0–10 (b0·l0), 10–20 (b1·l0), pool b0·l0 10–20, b0·l1 A 20–30, pool b1·l0 20–30,
+    # b1·l1 A 30–40, pool b0·l1 30–40 (b0 done 40), pool b1·l1 40–50 (b1 done 50).
+    # One slot: b0 runs 0–10 A, 10–20 pool, 20–30 A, 30–40 pool; b1 the same from 40 → done 80.
+    b = [_batch(0, [10, 10], [10, 10], (0, 0)), _batch(1, [10, 10], [10, 10], (0, 0))]
+    two = run_pipeline(PipelineConfig(groups=1, slots=2), StaticBatches(b, groups=1))
+    one = run_pipeline(PipelineConfig(groups=1, slots=1), StaticBatches(b, groups=1))
+    assert two.done == {0: 40, 1: 50} and one.done == {0: 40, 1: 80}
+
+
+def test_a_long_prompt_batch_runs_alone():
+    # b0 (ordinary) takes a slot at 0; b1 is marked alone: it waits until the group is idle (b0
+    # done at 40 as above), then runs by itself 40–80; b2 (ordinary) queues behind it (FIFO).
+    b = [_batch(i, [10, 10], [10, 10], (0, 0), alone=(i == 1)) for i in range(3)]
+    tr = run_pipeline(PipelineConfig(groups=1, slots=2), StaticBatches(b, groups=1))
+    assert tr.done[0] == 40 and tr.done[1] == 80 and tr.done[2] == 120
+
+
+def test_back_pressure_blocks_a_sender_until_a_buffer_slot_frees():
+    # two groups send at time 1 into a pool with one buffer slot: b0's item holds it 1–11; b1's
+    # dispatch finds it full and enters when it frees at 11 → served 11–21 (unbounded: the same
+    # service, since the pool is FIFO) — and nothing is lost: both finish.
+    b = [_batch(i, [1], [10], (0,)) for i in range(2)]
+    tight = run_pipeline(PipelineConfig(groups=2, slots=1, buffer_slots=1), StaticBatches(b, groups=2))
+    assert tight.done == {0: 11, 1: 21}
+
+
+def test_no_super_kernel_and_no_overlap_lengthen_each_pool_item():
+    # one batch, one layer: attn 10, dispatch 2, MoE 10, combine 2.
+    # super kernel on, overlap on: 10 + 2 + 10 + 2 = 24
+    # launch 5 per item: 29; no overlap with comm share 0.5: pool + 0.5·(2 + 2) = 2 → 26
+    b = [_batch(0, [10], [10], (2,))]
+    assert run_pipeline(PipelineConfig(groups=1), StaticBatches(b)).done[0] == 24
+    assert run_pipeline(PipelineConfig(groups=1, launch_ns=5), StaticBatches(b)).done[0] == 29
+    assert (
+        run_pipeline(PipelineConfig(groups=1, overlap=False, comm_share=0.5), StaticBatches(b)).done[0] == 26
+    )
+
+
+@pytest.mark.parametrize(
+    ("t_a", "t_e", "t_c", "m", "layers"), [(10, 10, 1, 4, 3), (8, 10, 1, 4, 5), (10, 6, 2, 3, 4)]
+)
+def test_afd_pingpong_matches_the_closed_form(t_a, t_e, t_c, m, layers):
+    # MegaScale-Infer / Step-3: T_total = (T_a + T_e + 2·T_c) + T_f·(m·L − 1), T_f = max(T_a, T_e),
+    # when m keeps the bottleneck busy (m ≥ 2(1 + T_c/T_f) here). Worked for (8, 10, 1, 4, L):
+    # the pool (bottleneck) gets its first item at 9 and is busy from then on for m·L items of 10,
+    # and the last one returns 1 later: 9 + 10·m·L + 1 = (8 + 10 + 2) + 10·(m·L − 1).
+    t_f = max(t_a, t_e)
+    assert m >= 2 * (1 + t_c / t_f)
+    batches = pingpong_batches(np.full(layers, t_a), np.full(layers, t_e), np.full(layers, t_c), m=m)
+    tr = run_pipeline(PipelineConfig(groups=1, slots=m), StaticBatches(batches, groups=1))
+    assert max(tr.done.values()) == (t_a + t_e + 2 * t_c) + t_f * (m * layers - 1)

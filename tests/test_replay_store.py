@@ -1,0 +1,130 @@
+"""replay_store on a hand-built DeepEP trace (tests/_analysis_helpers.moe_scenario), with and without
+annotations: the coupled replay reproduces its step exactly, the replayed stores analyse as expected,
+the JSON form and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from asaptrace.analyze.diagnosis import diagnose_store
+from asaptrace.enrich import enrich_store
+from asaptrace.replay.api import SCHEMA_VERSION, replay_store
+from asaptrace.store import TraceStore
+from tests._analysis_helpers import ingest, moe_scenario, write_traces
+from tests._cli import run_cli
+
+US = 1000
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["annotated", "deepep-names-only"])
+def scenario(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp("scenario")
+    return enrich_store(ingest(write_traces(root / "t", moe_scenario(annotations=request.param)), root / "s"))
+
+
+def test_coupled_replay_reproduces_the_hand_worked_step(scenario, tmp_path):
+    # moe_scenario's docstring: step window [0, 850] µs on every rank; waits 480, 480, 80, 40 µs
+    r = replay_store(scenario.path, "coupled", out=tmp_path / "c.store")
+    assert [s["measured_ns"] for s in r.steps] == [850 * US]
+    assert [s["replayed_ns"] for s in r.steps] == [850 * US]
+    assert r.error_mean_pct == 0 and r.error_max_pct == 0
+    assert r.simulated_wait_ns == (480 + 480 + 80 + 40) * US
+    diag = diagnose_store(TraceStore.open(r.out))
+    waits = diag.tables["barrier_by_rank"].sort("rank")["wait_ns"].to_list()
+    assert waits == [480 * US, 480 * US, 80 * US, 40 * US]
+
+
+def test_asap_replay_has_no_barrier_and_says_what_it_simulated(scenario, tmp_path):
+    r = replay_store(
+        scenario.path, "asap", params={"attention": "2x2", "experts": 4}, out=tmp_path / "a.store"
+    )
+    assert r.simulated_wait_ns == 0
+    store = TraceStore.open(r.out)
+    diag = diagnose_store(store)
+    assert diag.tables["barrier_instances"].height == 0
+    ranks = store.read("ranks")
+    assert ranks.filter(pl.col("role") == "attention").height == 4
+    assert ranks.filter(pl.col("role") == "expert").height == 4
+    meta = store.meta["replay"]
+    assert meta["policy"] == "asap" and meta["params"]["attention"] == "2x2"
+    assert meta["error_max_pct"] == 0 and "attn_c1_ms" in meta["costs"]
+    assert store.meta["accounting"]["read"] == store.meta["accounting"]["kept"] == store.read("events").height
+
+
+def test_json_form_has_the_documented_fields(scenario):
+    j = replay_store(scenario.path, "asap").to_json()
+    assert j["schema_version"] == SCHEMA_VERSION == 1
+    for key in (
+        "policy",
+        "steps",
+        "error_mean_pct",
+        "error_max_pct",
+        "recovered_ns",
+        "reference_policy",
+        "costs",
+    ):
+        assert key in j
+    assert set(j["steps"][0]) == {"step", "measured_ns", "reference_ns", "replayed_ns"}
+    assert list(j["recovered_ns"]) == [
+        "barrier_wait_removed",
+        "overlap_gained",
+        "launch_overhead_removed",
+        "device_count_changed",
+    ]
+    # the causes add up to coupled replay − asap replay
+    assert sum(j["recovered_ns"].values()) == j["baseline_ns"] - j["replayed_ns"]
+    json.dumps(j)
+
+
+def test_cli_replay_prints_error_and_recovered_time(scenario, tmp_path):
+    res = run_cli("replay", scenario.path, "--policy", "asap", "--attention", "2x2", "--experts", "4")
+    assert res.code == 0
+    assert "coupled reproduction error 0.00% mean" in res.stdout and "barrier wait removed" in res.stdout
+    res = run_cli("replay", scenario.path, "--policy", "coupled", "--json")
+    assert json.loads(res.stdout)["steps"][0]["replayed_ns"] == 850 * US
+
+
+def test_cli_writes_a_store_and_refuses_to_overwrite_it(scenario, tmp_path):
+    out = tmp_path / "r.store"
+    assert run_cli("replay", scenario.path, "--policy", "balanced", "-o", out).code == 0
+    assert TraceStore.open(out).meta["replay"]["policy"] == "balanced"
+    again = run_cli("replay", scenario.path, "--policy", "balanced", "-o", out)
+    assert again.code == 2 and "--force" in again.stderr
+    assert run_cli("replay", scenario.path, "--policy", "balanced", "-o", out, "--force").code == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--policy", "nope"], "unknown replay policy 'nope'"),
+        (["--policy", "chunked", "--m", "3"], "has no parameter m"),
+        (["--policy", "asap", "--attention", "four"], "--attention must look like 4x4"),
+    ],
+)
+def test_cli_user_errors_are_one_line_exit_2(scenario, args, message):
+    res = run_cli("replay", scenario.path, *args)
+    assert res.code == 2 and message in res.stderr and res.stderr.strip().count("\n") == 0
+
+
+def test_cli_bad_cost_file_and_bad_store(scenario, tmp_path):
+    bad = tmp_path / "c.toml"
+    bad.write_text("[moe]\nspeed = 3\n")
+    res = run_cli("replay", scenario.path, "--costs", bad)
+    assert res.code == 2 and str(bad) in res.stderr and "unknown key moe.speed" in res.stderr
+    res = run_cli("replay", tmp_path / "missing.store")
+    assert res.code == 2 and "no such store directory" in res.stderr
+
+
+def test_save_costs_writes_a_file_a_later_replay_reads(scenario, tmp_path):
+    path = tmp_path / "fitted.toml"
+    assert run_cli("replay", scenario.path, "--policy", "asap", "--save-costs", path).code == 0
+    res = run_cli("replay", scenario.path, "--policy", "asap", "--costs", path, "--json")
+    assert res.code == 0 and json.loads(res.stdout)["costs"]["source"] == "file fitted.toml"
+
+
+def test_chunked_needs_the_batch_composition(scenario):
+    res = run_cli("replay", scenario.path, "--policy", "chunked")
+    assert res.code == 2 and "needs the batch composition" in res.stderr
