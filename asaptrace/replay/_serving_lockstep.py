@@ -8,7 +8,8 @@ conserving). Every layer of a step costs the same (the same pieces are in it), s
     step  = L · layer
 
 (A attention, X transfer, M MoE of :class:`~asaptrace.replay.costs.CostModel`; dispatch and
-combine cost k_s × X for the largest group, after the barrier). With
+combine cost k_s × X for the largest group, after the barrier), run as a one-layer chain of the
+replay's lockstep mechanics (:func:`asaptrace.replay.lockstep.chain_from_costs`). With
 ``default_micro_batch_overlap`` each group's pieces are split into two micro-batches and the
 L layers run as a two-stream chain (compute: attention a, b, MoE a, b; communication: dispatch
 a, b, combine a, b; each collective after the barrier of its micro-batch). All requests of a
@@ -30,6 +31,7 @@ from collections import deque
 import numpy as np
 
 from asaptrace.replay.costs import CostModel
+from asaptrace.replay.lockstep import chain_from_costs, run_chain
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving import ServingRequests, ServingResult
 
@@ -253,12 +255,22 @@ def _step_cost(groups: list[list[Piece]], costs: CostModel, sc: Scenario) -> tup
     xfer_g = k_s * costs.transfer_ns(tok / t).astype(np.float64)  # each group's own collective
     xfer = round(k_s * int(costs.transfer_ns(tok.max() / t)))
     moe = int(costs.moe_ns(n_total, sc.default_dp * t))
-    layer = int(attn.max()) + 2 * xfer + moe
+    layer = _layer_ns(attn, moe, xfer, t)
     shares = _attention_shares(groups, attn, costs)
     for g, pieces in enumerate(groups):
         for k, (_, c, _) in enumerate(pieces):
             shares[g][k] = sc.layers * (shares[g][k] + 2 * xfer_g[g] * c / tok[g] + moe * c / n_total)
     return sc.layers * layer, shares
+
+
+def _layer_ns(attn: np.ndarray, moe: int, xfer: int, tp: int) -> int:
+    """One layer of the step on the replay's lockstep mechanics: each group's attention, the
+    dispatch barrier, MoE on every die, the combine barrier (every layer of a step is the same,
+    so the step is L of these)."""
+    chain = chain_from_costs(
+        np.asarray(attn, np.int64)[:, None], np.array([moe]), np.array([xfer]), np.array([xfer]), tp=tp
+    )
+    return int(run_chain(chain).step_end.max())
 
 
 def _split_micro_batches(pieces: list[Piece]) -> tuple[list[Piece], list[Piece]]:
