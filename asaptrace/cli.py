@@ -438,7 +438,10 @@ def sweep(
         str | None, typer.Option(help="POLICY=MS@RATE: solve the cost scale for one measured point.")
     ] = None,
     jobs: Annotated[
-        int, typer.Option("--jobs", "-j", help="Processes over (policy, rate) points (0: one per core).")
+        int,
+        typer.Option(
+            "--jobs", "-j", help="Processes over (policy, rate) points (0: one per core; 1: serial)."
+        ),
     ] = 0,
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write the results as JSON (docs/sweep.md).")

@@ -9,7 +9,8 @@ The asap-paper scenario (61 layers, Default DP8×TP4/EP32, ASAP 4×4 + 16 dies) 
   to the loop itself;
 * each policy serially in this process: wall time, simulated requests/s, layer-items/s
   ((group, layer) items for the lockstep policies, (batch, layer) items for ASAP);
-* the same 30 points over a 2-process pool (``--jobs``), so the ratio says whether the pool pays;
+* the same 30 points over a 2-process pool (``--jobs``; spawned, as the sweep does, since a
+  forked child of a process with polars threads can deadlock), so the ratio says whether it pays;
 * ``--scale``: one row at 384 dies (Default DP96×TP4/EP384, ASAP 48×4 + 192), rates × 12.
 
 Usage::
@@ -21,6 +22,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor
 
@@ -93,10 +95,10 @@ def main() -> None:
     )
     if args.jobs > 1:
         t = time.perf_counter()
-        with ProcessPoolExecutor(args.jobs) as pool:
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
             list(pool.map(run_point, [(p, r, sc) for p in POLICIES for r in RATES]))
         par = time.perf_counter() - t
-        print(f"{args.jobs} processes: {par:.2f} s = {total / par:.2f}× serial (worth it when > 1)")
+        print(f"{args.jobs} spawned processes: {par:.2f} s = {total / par:.2f}× serial (worth it when > 1)")
     if args.scale:
         big = sc.with_knobs(SCALE_384)
         for policy in POLICIES:

@@ -79,3 +79,50 @@ def test_mooncake_prefix_cache_hits_make_ttft_shorter():
     for p in ("default", "chunked", "asap"):
         assert warm["curves"][p][0]["n_requests"] == cold["curves"][p][0]["n_requests"]
         assert warm["mean_ttft_ns_at_1rps"][p] < cold["mean_ttft_ns_at_1rps"][p]
+
+
+def test_poisson_lengths_from_a_synth_profile():
+    r = run_cli("sweep", *QUICK, "--policies", "default", "--lengths", "production", "--json")
+    assert r.code == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["workload"] == "poisson, lengths production" and res["lengths_fit"] is None
+    bad = run_cli("sweep", *QUICK, "--lengths", "nope")
+    assert bad.code == 2 and "unknown length profile 'nope'" in bad.stderr
+
+
+def _batches_store(path, arrival):
+    import pyarrow as pa
+
+    from asaptrace.store import StoreWriter
+
+    n = len(arrival)
+    table = pa.table(
+        {
+            "step": pa.array([0] * n, pa.int32()),
+            "dp_group": pa.array([0] * n, pa.int32()),
+            "micro_batch": pa.array([0] * n, pa.int8()),
+            "request_id": [f"r{i}" for i in range(n)],
+            "seq_len": pa.array([3000] * n, pa.int64()),
+            "cached_len": pa.array([0] * n, pa.int64()),
+            "arrival_ns": pa.array(arrival, pa.int64()),
+        }
+    )
+    with StoreWriter(path) as w:
+        w.write_table("batches", table)
+        w.commit({})
+    return path
+
+
+def test_a_stores_batches_are_a_workload(tmp_path):
+    # 41 requests one second apart: at its own rate (1/s) all 41 arrive in 40 s; at 2/s the
+    # same requests come twice as fast, so 41 of them arrive within 20 s
+    store = _batches_store(tmp_path / "s.store", [i * 10**9 for i in range(41)])
+    r = run_cli(
+        "sweep", "--workload", store, "--duration", "40s", "--rates", "1,2", "--policies", "default", "--json"
+    )
+    assert r.code == 0, r.stderr
+    curve = {p["rate"]: p["n_requests"] for p in json.loads(r.stdout)["curves"]["default"]}
+    assert curve[1.0] == 41 and curve[2.0] == 41
+    bad = _batches_store(tmp_path / "b.store", [0, None])
+    r = run_cli("sweep", "--workload", bad, "--rates", "1", "--policies", "default")
+    assert r.code == 2 and "1 of 2 batch rows have no arrival_ns" in r.stderr

@@ -186,3 +186,18 @@ def test_every_request_is_served_and_its_ttft_adds_up(policy):
     assert (res.end_ns > res.arrival_ns).all()
     assert (res.queue_ns >= 0).all() and (res.own_ns > 0).all() and (res.sync_ns >= -n).all()
     assert (res.queue_ns + res.own_ns + res.sync_ns == res.ttft_ns).all()
+
+
+def test_two_micro_batch_overlap_by_hand():
+    # Default on one group of one die, two 1000-token requests at 0, two layers; attention 1 ms
+    # per 1K, MoE 1 ms per 1K (E_ref = 0), dispatch = combine = 1 ms. Without overlap a layer is
+    # A(2000) 2 + X 1 + M(2000) 2 + X 1 = 6 ms: the step takes 12 ms.
+    # With two micro-batches (one request each), compute stream: attn a 0–1, attn b 1–2,
+    # MoE a 2–3 (after dispatch a 1–2), MoE b 3–4 (dispatch b 2–3); communication stream:
+    # combine a 3–4, combine b 4–5. Layer 2: attn a 4–5 (combine a back at 4, compute free
+    # at 4), attn b 5–6, dispatch a 5–6, b 6–7, MoE a 6–7, b 7–8, combine a 7–8, b 8–9: 9 ms.
+    sc = scenario(layers=2, default_dp=1, default_tp=1, attn_c1_ms=1.0, moe_b_ms=1.0, xfer_latency_ms=1.0)
+    req = requests([0, 0], [1000, 1000])
+    assert simulate("default", req, sc).ttft_ns.tolist() == [12 * MS, 12 * MS]
+    overlapped = simulate("default", req, sc.with_knobs({"default_micro_batch_overlap": True}))
+    assert overlapped.ttft_ns.tolist() == [9 * MS, 9 * MS]

@@ -7,7 +7,8 @@ requests, in the same order, only closer together. That is what makes a curve mo
 a fixed seed, and differences between rates and policies free of sampling noise between them.
 
 A trace file (Mooncake JSONL, Azure CSV; read by :func:`asaptrace.synth.workload.replay_requests`)
-works the same way: its own arrival times are compressed or stretched to rate λ, and its lengths
+or a store's ``batches`` table (its requests' ``arrival_ns``, ``seq_len``, ``cached_len``) works the
+same way: its own arrival times are compressed or stretched to rate λ, and its lengths
 (clipped to the scenario's ``len_max``) and prefix-cache hits are kept.
 """
 
@@ -99,14 +100,13 @@ def make_stream(
     """The scenario's stream: Poisson with ``lengths`` ("fit": the scenario's log-logistic, or a
     synth length profile by name), or a trace file's requests when ``workload`` is given."""
     if workload is not None:
-        from asaptrace.synth.workload import replay_requests
-
-        reqs = replay_requests(Path(workload))
-        if len(reqs) < 2:
+        arrival, seq, cached = _trace_requests(Path(workload))
+        if len(arrival) < 2:
             raise UsageError("a request trace needs at least two requests", path=workload)
-        seq = np.minimum(reqs.seq_len, sc.len_max)
-        cached = np.minimum(reqs.cached_len, seq - 1) if sc.prefix_cache else np.zeros_like(seq)
-        return TraceStream(reqs.arrival_ns, seq, cached, str(workload))
+        seq = np.minimum(seq, sc.len_max)
+        cached = np.minimum(cached, seq - 1) if sc.prefix_cache else np.zeros_like(seq)
+        order = np.argsort(arrival, kind="stable")
+        return TraceStream(arrival[order], seq[order], cached[order], str(workload))
     if lengths == "fit":
         return ArrivalStream(sc.seed, sc.lengths.sample)
     from asaptrace.synth.lengths import get_profile
@@ -117,3 +117,25 @@ def make_stream(
         return np.clip(prof.sample(rng, n), sc.len_min, sc.len_max)
 
     return ArrivalStream(sc.seed, draw, prof.sample_cached if sc.prefix_cache else None)
+
+
+def _trace_requests(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(arrival_ns, seq_len, cached_len) of a Mooncake / Azure file, or of a store's ``batches``
+    (a directory: every request with an arrival time; one without is counted and refused)."""
+    if not path.is_dir():
+        from asaptrace.synth.workload import replay_requests
+
+        reqs = replay_requests(path)
+        return reqs.arrival_ns, reqs.seq_len, reqs.cached_len
+    from asaptrace.store import TraceStore
+
+    b = TraceStore.open(path).read("batches")
+    if b.height == 0:
+        raise UsageError("the store has no batches table to take requests from", path=path)
+    missing = b["arrival_ns"].null_count()
+    if missing:
+        raise UsageError(
+            f"{missing} of {b.height} batch rows have no arrival_ns; cannot serve them online", path=path
+        )
+    cached = b["cached_len"].fill_null(0)
+    return b["arrival_ns"].to_numpy(), b["seq_len"].to_numpy(), cached.to_numpy()

@@ -20,6 +20,7 @@ gives the same file byte for byte. :func:`vary` re-runs the SLO search per value
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -50,7 +51,7 @@ class SweepOptions:
     rates: tuple[float, ...] | None = None  # None: auto (doubling until the SLO is missed)
     bisection_steps: int = 4
     decomposition_rate: float = 4.0
-    jobs: int = 1  # processes over (policy, rate) points (1: in this process)
+    jobs: int = 1  # processes over (policy, rate) points (1: in this process; 0: one per core)
     workload: str | None = None  # a Mooncake JSONL / Azure CSV trace instead of Poisson
     lengths: str = "fit"  # "fit" (the scenario's log-logistic) or a synth length profile
 
@@ -138,7 +139,11 @@ class _Runner:
         self.sc, self.opt, self.progress = sc, opt, progress
         self.points: dict[tuple[str, float], dict[str, Any]] = {}
         jobs = opt.jobs if opt.jobs > 0 else (os.cpu_count() or 1)
-        self.pool = ProcessPoolExecutor(jobs) if jobs > 1 else None
+        # spawn, not fork: a forked child of a process whose polars / pyarrow threads hold locks
+        # can deadlock; spawn pays ≈ 1–2 s per worker for the imports instead
+        self.pool = (
+            ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) if jobs > 1 else None
+        )
 
     def close(self) -> None:
         if self.pool is not None:
