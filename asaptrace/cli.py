@@ -357,6 +357,7 @@ def replay(
     expert_failure: Annotated[
         bool, typer.Option("--expert-failure", help="asap, coupled: lose one expert die.")
     ] = False,
+    failed_rank: Annotated[int | None, typer.Option(help="coupled --expert-failure: the rank lost.")] = None,
     m: Annotated[int | None, typer.Option("--m", help="afd-pingpong: micro-batches.")] = None,
     chunk_tokens: Annotated[int | None, typer.Option(help="chunked: tokens per group per step.")] = None,
     costs: Annotated[
@@ -385,6 +386,7 @@ def replay(
         no_overlap=no_overlap,
         no_super_kernel=no_super_kernel,
         expert_failure=expert_failure,
+        failed_rank=failed_rank,
         m=m,
         chunk_tokens=chunk_tokens,
     )

@@ -10,17 +10,24 @@ ASAP one of (D/8)×4 attention dies + D/2 expert dies, two batches per group per
   engine handled events (the floor of any heap-based event loop in Python), and a bare numpy
   ``max`` over each chain's (instances × ranks) matrix (the floor of a vectorised lockstep step).
 
+With ``--end-to-end`` it also synthesises a coupled 32-device, 61-layer run of ``--steps`` steps,
+ingests it (not timed) and times ``replay_store`` (workload extraction + cost fit + reference and
+policy replays, no store written) for coupled and asap, against reading the store's events table.
+
 Prints seconds, simulated events/s and the ratio to the baseline. Usage::
 
     python benchmarks/replay.py                      # 32, 128, 384 devices; 61 layers; 10 steps
     python benchmarks/replay.py --devices 32 --layers 16 61 122
+    python benchmarks/replay.py --devices 32 --end-to-end
 """
 
 from __future__ import annotations
 
 import argparse
 import heapq
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -90,11 +97,32 @@ def numpy_floor(chains) -> float:
     return time.perf_counter() - t
 
 
+def end_to_end(steps: int) -> None:
+    from asaptrace.enrich import enrich_store
+    from asaptrace.ingest.driver import ingest_paths
+    from asaptrace.replay.api import replay_store
+    from asaptrace.synth import load_config, synthesize
+
+    work = Path(tempfile.mkdtemp(prefix="asaptrace-bench-replay-"))
+    run = synthesize(load_config("coupled", steps=steps, fmt="kineto"), work / "run")
+    store = enrich_store(ingest_paths([run.out_dir / "kineto"], work / "run.store"))
+    _, base = timed(lambda: store.read("events"))
+    print(f"\nend to end: coupled 32 devices, 61 layers, {steps} steps; baseline (read events) {base:.3f} s")
+    for policy in ("coupled", "asap"):
+        r, t = timed(lambda policy=policy: replay_store(store.path, policy, attribute=False))
+        print(
+            f"  replay_store {policy:<8} {t:6.3f} s  ratio {t / base:5.1f}  ({r.events:,} simulated events)"
+        )
+    r, t = timed(lambda: replay_store(store.path, "asap"))
+    print(f"  replay_store asap with recovered-time attribution {t:6.3f} s  ratio {t / base:5.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--devices", type=int, nargs="+", default=[32, 128, 384])
     ap.add_argument("--layers", type=int, nargs="+", default=[61])
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--end-to-end", action="store_true", help="also time replay_store on a synthesised store")
     args = ap.parse_args()
     costs = CostModel()
     print(
@@ -121,6 +149,8 @@ def main() -> None:
                 f"{devices:>7} {layers:>6} {'pipelined':>9} {t_pipe:>8.3f} {tr.events:>9,} {tr.events / t_pipe:>11,.0f} "
                 f"{base_pipe:>10.3f} {t_pipe / base_pipe:>6.1f}"
             )
+    if args.end_to_end:
+        end_to_end(args.steps)
 
 
 if __name__ == "__main__":

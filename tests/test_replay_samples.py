@@ -6,6 +6,7 @@ import pytest
 
 from asaptrace.analyze.diagnosis import diagnose_store
 from asaptrace.enrich import enrich_store
+from asaptrace.errors import UsageError
 from asaptrace.ingest.driver import ingest_paths
 from asaptrace.replay.api import replay_store
 from asaptrace.store import TraceStore
@@ -123,6 +124,9 @@ def test_real_dlrm_trace(shared_data, tmp_path):
         pytest.skip(f"{folder} is absent")
     store = enrich_store(ingest_paths([folder], tmp_path / "dlrm", jobs=1))
     r = replay_store(store.path, "coupled", attribute=False, out=tmp_path / "replayed")
+    # asap needs MoE layers: one line saying so
+    with pytest.raises(UsageError, match="no per-layer work"):
+        replay_store(store.path, "asap", attribute=False)
     assert len(r.steps) >= 1 and r.error_mean_pct <= 3 and r.error_max_pct <= 6
     assert r.simulated_wait_ns > 0
     measured = diagnose_store(store).tables["barrier_instances"]["wait_ns"].sum()

@@ -128,3 +128,48 @@ def test_save_costs_writes_a_file_a_later_replay_reads(scenario, tmp_path):
 def test_chunked_needs_the_batch_composition(scenario):
     res = run_cli("replay", scenario.path, "--policy", "chunked")
     assert res.code == 2 and "needs the batch composition" in res.stderr
+
+
+def test_a_store_without_enrichment_is_refused_in_one_line(tmp_path):
+    raw = ingest(write_traces(tmp_path / "t", moe_scenario()), tmp_path / "raw")  # not enriched
+    res = run_cli("replay", raw.path, "--policy", "coupled")
+    assert res.code == 2 and "not enriched" in res.stderr and str(raw.path) in res.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_asap_replay_of_the_hand_worked_step(tmp_path):
+    # moe_scenario, annotated: groups {0, 1} and {2, 3} (TP2), 2 MoE layers, no batch composition.
+    # Workload: attention per layer g0 = 100 µs, g1 = 300 µs (slowest member); pool (busiest expert
+    # rank) 90 µs per layer; dispatch 20, combine 10 µs. On asap 2x2 + 4 expert dies (the measured
+    # counts) without token counts a batch's pool item is 90 × (4/4) / 2 groups = 45 µs.
+    # Placement (longest first): b1 (g1) → group 0, b0 (g0) → group 1; one batch per group.
+    #   b0: attn 0–100, pool 120–165, back 175, attn 175–275, pool 295–340, back 350 (done)
+    #   b1: attn 0–300, arrives 320 but the pool is busy until 340: 340–385, back 395,
+    #       attn 395–695, pool 715–760, back 770 (done)  →  step 770 µs instead of 850
+    root = tmp_path
+    store = enrich_store(ingest(write_traces(root / "t", moe_scenario()), root / "s"))
+    r = replay_store(store.path, "asap", params={"attention": "2x2", "experts": 4})
+    assert [s["replayed_ns"] for s in r.steps] == [770 * US]
+    assert sum(r.recovered_ns.values()) == (850 - 770) * US
+
+
+def test_a_step_without_collectives_replays_as_measured(tmp_path):
+    # two ranks, one annotated step of attention then MoE, no dispatch/combine: rank 0 runs
+    # 0–100 + 100–120 µs, rank 1 0–150 + 150–170 µs; nothing to wait for, so the coupled replay is
+    # the measured 170 µs, no wait
+    from tests._analysis_helpers import ATTENTION, COMPUTE_STREAM, MOE, RankTrace
+
+    traces = [RankTrace(r, 2, 0) for r in range(2)]
+    for r, t in enumerate(traces):
+        t.kernel(ATTENTION, 0, 100 + 50 * r, stream=COMPUTE_STREAM, launch_at=-5)
+        t.kernel(MOE, 100 + 50 * r, 20, stream=COMPUTE_STREAM, launch_at=-4)
+        t.annotation("prefill_step#0", -10, 200, {"step": 0, "dp_group": r})
+    store = enrich_store(ingest(write_traces(tmp_path / "t", traces), tmp_path / "s"))
+    r = replay_store(store.path, "coupled", out=tmp_path / "r.store")
+    assert diagnose_store(TraceStore.open(r.out)).tables["step_breakdown"]["step_time_ns"].to_list() == [
+        100 * US + 20 * US,
+        170 * US,
+    ]
+    assert r.reference_policy == "coupled"
+    assert [(s["measured_ns"], s["replayed_ns"]) for s in r.steps] == [(170 * US, 170 * US)]
+    assert r.simulated_wait_ns == 0

@@ -1,1 +1,20 @@
-"""asaptrace.replay (see DESIGN.md)."""
+"""asaptrace.replay: re-run a store's measured work under other runtime semantics (docs/analyses/replay.md).
+
+Modules, in the order data flows through them:
+
+* :mod:`~asaptrace.replay.workload` — ``extract_workload(store) -> Workload``: what the run did,
+  wait removed (chains of collective instances, per-layer items, pool and transfer times);
+* :mod:`~asaptrace.replay.costs` — ``CostModel`` (DOMAIN §3/§6 defaults), ``fit_costs``,
+  ``load_costs`` / ``save_costs`` (strict TOML);
+* :mod:`~asaptrace.replay.engine` — the one event engine (``Engine``, ``Event``);
+* :mod:`~asaptrace.replay.lockstep` — coupled mechanics (``run_chain``, ``chain_from_costs``,
+  ``chain_from_costs_two_mb``), vectorised over ranks;
+* :mod:`~asaptrace.replay.pipelined` — disaggregated mechanics on the engine (``run_pipeline``,
+  ``PipelineConfig``, the ``BatchFormer`` hook, ``StaticBatches``, ``batch_costs``);
+* :mod:`~asaptrace.replay.planner` — the batch planner (FIFO admission, longest-first balancing);
+* :mod:`~asaptrace.replay.offline` — a measured batch's costs on another deployment;
+* :mod:`~asaptrace.replay.policies` — ``POLICIES`` registry: coupled, asap, balanced,
+  afd-pingpong, chunked;
+* :mod:`~asaptrace.replay.replayed_store` — a replay drawn as canonical store tables;
+* :mod:`~asaptrace.replay.api` — ``replay_store(store, policy, ...) -> ReplayResult`` (+ JSON).
+"""

@@ -158,13 +158,14 @@ def replay_store(
     ref = ref_pol.run(wl, model)
     run = ref if pol == ref_pol else pol.run(wl, model)
     baseline = ref if isinstance(ref_pol, Coupled) else Coupled().run(wl, model)
-    missing = sorted(set(wl.steps["step"].to_list()) - set(run.step_ns))
-    if missing:
-        raise UsageError(
-            f"policy {pol.name!r} found no per-layer work to replay in step(s) {missing} "
-            "(it needs attention and MoE layers segmented in the store)",
-            path=store_path,
-        )
+    for p, r in ((ref_pol, ref), (pol, run)):
+        missing = sorted(set(wl.steps["step"].to_list()) - set(r.step_ns))
+        if missing:
+            raise UsageError(
+                f"policy {p.name!r} found no per-layer work to replay in step(s) {missing} "
+                "(it needs attention and MoE layers segmented in the store)",
+                path=store_path,
+            )
     recovered = attribute_recovered(pol, wl, model, baseline, run) if attribute else {}
     steps = [
         {

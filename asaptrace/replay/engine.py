@@ -53,8 +53,12 @@ class Engine:
             raise ValueError(
                 f"event {type(event).__name__} at {event.t_ns} ns is in the past ({self.now_ns})"
             )
-        stamped = replace(event, seq=next(self._seq))
-        heapq.heappush(self._heap, (stamped.t_ns, stamped.priority, stamped.seq, stamped))
+        # an event is stamped once, when first pushed (before anyone else holds it); pushing an
+        # already stamped event again pushes a stamped copy
+        stamped = event if event.seq < 0 else replace(event)
+        seq = next(self._seq)
+        object.__setattr__(stamped, "seq", seq)
+        heapq.heappush(self._heap, (stamped.t_ns, stamped.priority, seq, stamped))
         return stamped
 
     def run(self, handler: Handler, initial: Iterable[Event] = (), *, until_ns: int | None = None) -> int:

@@ -3,7 +3,7 @@
 A coupled step is a chain of collective instances (:class:`~asaptrace.replay.workload.StepChain`).
 For instance k (in release order) and rank r taking part::
 
-    arrival[k, r] = end[ref[k, r], r] + gap[k, r]        (the rank's own work since its reference)
+    arrival[k, r] = max(end[ref[k, r], r], arrival[ref2[k, r], r]) + gap[k, r]   (own work since then)
     release[k]    = max over r of arrival[k, r]          (the barrier: last arrival)
     end[k, r]     = release[k] + tail[k, r]              (transfer after the barrier)
     wait[k, r]    = release[k] − arrival[k, r]
@@ -58,9 +58,13 @@ def run_chain(chain: StepChain, *, start: np.ndarray | None = None) -> ChainTime
     release = np.zeros(k_n, np.int64)
     cols = np.arange(r_n)
     lo = np.iinfo(np.int64).min
+    ref2 = chain.ref2
     for k in range(k_n):
         ref = chain.ref[k]
         base = np.where(ref >= 0, end[np.maximum(ref, 0), cols], s)
+        if ref2 is not None:
+            r2 = ref2[k]
+            base = np.where(r2 >= 0, np.maximum(base, arrival[np.maximum(r2, 0), cols]), base)
         a = base + chain.gap[k]
         part = chain.part[k]
         rel = int(np.where(part, a, lo).max())
@@ -68,7 +72,8 @@ def run_chain(chain: StepChain, *, start: np.ndarray | None = None) -> ChainTime
         end[k] = np.where(part, rel + chain.tail[k], 0)
         release[k] = rel
     er = chain.end_ref
-    step_end = np.where(er >= 0, end[np.maximum(er, 0), cols], s) + chain.end_tail
+    last = end[np.maximum(er, 0), cols] if k_n else s
+    step_end = np.where(er >= 0, last, s) + chain.end_tail
     return ChainTimes(chain, arrival, release, end, np.asarray(s), step_end)
 
 
@@ -78,6 +83,67 @@ def scale_transfers(chain: StepChain, k_s: float) -> StepChain:
         return chain
     extra = np.rint((k_s - 1.0) * chain.transfer).astype(np.int64)
     return replace(chain, tail=np.where(chain.part, chain.tail + extra[:, None], 0))
+
+
+def chain_from_costs_two_mb(
+    attention_ns: np.ndarray,
+    moe_ns: np.ndarray,
+    dispatch_ns: np.ndarray,
+    combine_ns: np.ndarray,
+    *,
+    tp: int,
+    step: int = 0,
+    start_ns: int = 0,
+) -> StepChain:
+    """Two micro-batches A, B overlapped DeepSeek-style: arrays with a leading micro-batch axis of 2.
+
+    The compute stream runs attention A, attention B, MoE A, MoE B per layer; each collective
+    waits for its own micro-batch's previous one (``ref``) and the compute stream for the work
+    before it (``ref2``: the arrival that ended it). Order of instances per layer: dA, dB, cA, cB.
+    """
+    attn = np.asarray(attention_ns, np.int64)
+    _, g_n, l_n = attn.shape
+    r_n = g_n * tp
+    moe = np.asarray(moe_ns, np.int64)
+    moe = np.broadcast_to(moe[:, None, :], (2, r_n, l_n)) if moe.ndim == 2 else moe
+    k_n = 4 * l_n
+    gap = np.zeros((k_n, r_n), np.int64)
+    ref = np.zeros((k_n, r_n), np.int64)
+    ref2 = np.zeros((k_n, r_n), np.int64)
+    tail = np.zeros((k_n, r_n), np.int64)
+    transfer = np.zeros(k_n, np.int64)
+    group = np.arange(r_n) // tp
+    for layer in range(l_n):
+        da, db, ca, cb = (4 * layer + i for i in range(4))
+        prev_ca, prev_cb = da - 2, da - 1  # this micro-batch's combine of the layer before
+        for k, mb, own, compute_before, cost in (
+            (da, 0, prev_ca if layer else -1, prev_cb if layer else -1, attn[0][group, layer]),
+            (db, 1, prev_cb if layer else -1, da, attn[1][group, layer]),
+            (ca, 0, da, db, moe[0][:, layer]),
+            (cb, 1, db, ca, moe[1][:, layer]),
+        ):
+            gap[k], ref[k], ref2[k] = cost, own, compute_before
+            x = int((dispatch_ns if k in (da, db) else combine_ns)[mb][layer])
+            tail[k] = transfer[k] = x
+    zeros = np.zeros((k_n, r_n), np.int64)
+    return StepChain(
+        step=step,
+        ranks=np.arange(r_n),
+        kind=["dispatch", "dispatch", "combine", "combine"] * l_n,
+        layer=np.repeat(np.arange(l_n), 4),
+        micro_batch=np.tile(np.array([0, 1, 0, 1]), l_n),
+        part=np.ones((k_n, r_n), bool),
+        gap=gap,
+        ref=ref,
+        tail=tail,
+        transfer=transfer,
+        start=np.full(r_n, start_ns, np.int64),
+        end_ref=np.full(r_n, k_n - 1, np.int64),
+        end_tail=np.zeros(r_n, np.int64),
+        measured_arrival=zeros,
+        measured_end=zeros,
+        ref2=ref2,
+    )
 
 
 def chain_from_costs(

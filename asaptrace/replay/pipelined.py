@@ -70,6 +70,10 @@ class BatchFormer(Protocol):
 
     def wakeups(self) -> Iterable[int]: ...
 
+    def fresh(self) -> BatchFormer:
+        """The same former before any batch was handed out (a policy may simulate several runs)."""
+        ...
+
     def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None: ...
 
 
@@ -100,6 +104,10 @@ class StaticBatches:
 
     def wakeups(self) -> Iterable[int]:
         return sorted({b.ready_ns for b in self.batches})
+
+    def fresh(self) -> StaticBatches:
+        """The same former, before any batch was handed out (for another run)."""
+        return StaticBatches(self.batches, self.groups)
 
     def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
         q = self._queues[group]
@@ -242,7 +250,15 @@ class Pipeline:
         self.pool_busy = False
         self.pool_queue = _Queue(None if order is None else order.pool)
         self.pool_held = 0  # items in the pool's buffer (queued or in service)
-        self.blocked: deque[tuple[int, int, int]] = deque()  # dispatches waiting for a buffer slot
+        self.blocked: deque[tuple[int, int, int]] = deque()
+        self._handlers = {
+            AttentionDone: self._attention_done,
+            AttentionReady: self._attention_ready,
+            PoolArrive: self._pool_arrive,
+            PoolDone: self._pool_done,
+            BatchDone: self._batch_done,
+            Wakeup: self._wakeup,
+        }  # dispatches waiting for a buffer slot
 
     def run(self) -> PipelineTrace:
         engine = Engine()
@@ -255,27 +271,27 @@ class Pipeline:
         return self.trace
 
     def handle(self, ev: Event) -> Iterator[Event]:
-        if isinstance(ev, AttentionDone):
-            yield from self._attention_done(ev)
-        elif isinstance(ev, AttentionReady):
-            g = self.trace.group_of[ev.batch]
-            self.compute_queue[g].put((ev.batch, ev.layer))
-            yield from self._start_compute(g, ev.t_ns)
-        elif isinstance(ev, PoolArrive):
-            self.pool_queue.put((ev.batch, ev.layer))
-            yield from self._start_pool(ev.t_ns)
-        elif isinstance(ev, PoolDone):
-            yield from self._pool_done(ev)
-        elif isinstance(ev, BatchDone):
-            b = self.batches[ev.batch]
-            g = self.trace.group_of[ev.batch]
-            self.trace.done[ev.batch] = ev.t_ns
-            take = self.cfg.slots if b.alone else 1
-            self.used[g] -= take
-            self.free_slots[g].extend(range(self.cfg.slots) if b.alone else [self.trace.slot_of[ev.batch]])
-            yield from self._assign(ev.t_ns)
-        elif isinstance(ev, Wakeup):
-            yield from self._assign(ev.t_ns)
+        return self._handlers[type(ev)](ev)
+
+    def _attention_ready(self, ev: AttentionReady) -> Iterator[Event]:
+        g = self.trace.group_of[ev.batch]
+        self.compute_queue[g].put((ev.batch, ev.layer))
+        yield from self._start_compute(g, ev.t_ns)
+
+    def _pool_arrive(self, ev: PoolArrive) -> Iterator[Event]:
+        self.pool_queue.put((ev.batch, ev.layer))
+        yield from self._start_pool(ev.t_ns)
+
+    def _batch_done(self, ev: BatchDone) -> Iterator[Event]:
+        b = self.batches[ev.batch]
+        g = self.trace.group_of[ev.batch]
+        self.trace.done[ev.batch] = ev.t_ns
+        self.used[g] -= self.cfg.slots if b.alone else 1
+        self.free_slots[g].extend(range(self.cfg.slots) if b.alone else [self.trace.slot_of[ev.batch]])
+        yield from self._assign(ev.t_ns)
+
+    def _wakeup(self, ev: Wakeup) -> Iterator[Event]:
+        yield from self._assign(ev.t_ns)
 
     # ------------------------------------------------------------------------------- handlers
     def _assign(self, t: int) -> Iterator[Event]:

@@ -8,7 +8,8 @@ The replayed store is an ordinary enriched store, so every analysis works on it 
   chains: the measured kernels' time by kind, layer and micro-batch, compressed if a what-if
   shrank the gap; cost-built chains: one attention span before a dispatch, one MoE span before a
   combine). Steps follow each other with the measured gaps between them.
-* pipelined replays: attention ranks (D groups × T, role ``attention``) carry attention,
+* pipelined replays (micro_batch = the batch's index among its group's batches of the step):
+  attention ranks (D groups × T, role ``attention``) carry attention,
   dispatch-send and combine-receive spans (the receive drawn from when the pool finished, so it
   holds the transfer, not a wait); expert ranks (role ``expert``) carry the pool's MoE spans and
   the combine sends. No instance is a barrier (roles attention/expert), so the barrier analysis
@@ -194,13 +195,16 @@ def _draw_busy(ct: ChainTimes, busy: pl.DataFrame, shift: int) -> pl.DataFrame:
     r_of = {int(r): j for j, r in enumerate(ch.ranks)}
     j = np.array([r_of[int(r)] for r in busy["rank"].to_numpy()], np.int64)
     pos = busy["pos"].to_numpy()
-    p = np.maximum(pos, 0)
-    ref = ch.ref[p, j]
-    ref_end = np.where(ref >= 0, ct.end[np.maximum(ref, 0), j], ct.start[j])
-    er = ch.end_ref[j]
-    last_end = np.where(er >= 0, ct.end[np.maximum(er, 0), j], ct.start[j])
-    win_lo = np.where(pos >= 0, ref_end, last_end)
-    win_hi = np.where(pos >= 0, ct.arrival[p, j], ct.step_end[j])
+    if ch.n_instances == 0:  # a step without collectives: its compute runs from the rank's start
+        win_lo, win_hi = ct.start[j], ct.step_end[j]
+    else:
+        p = np.maximum(pos, 0)
+        ref = ch.ref[p, j]
+        ref_end = np.where(ref >= 0, ct.end[np.maximum(ref, 0), j], ct.start[j])
+        er = ch.end_ref[j]
+        last_end = np.where(er >= 0, ct.end[np.maximum(er, 0), j], ct.start[j])
+        win_lo = np.where(pos >= 0, ref_end, last_end)
+        win_hi = np.where(pos >= 0, ct.arrival[p, j], ct.step_end[j])
     b = busy.with_columns(
         _lo=pl.Series(win_lo), _len=pl.Series(np.maximum(win_hi - win_lo, 0)), _i=pl.int_range(pl.len())
     ).with_columns(_tot=pl.col("busy_ns").sum().over("rank", "pos"))
@@ -245,6 +249,17 @@ def _pipelined(run: PolicyRun, wl: Workload) -> tuple[pl.DataFrame, pl.DataFrame
     t = dep.tp
     live = dep.experts - (1 if run.params.get("expert_failure") else 0)
     step_of = {b: k[0] for b, k in run.batch_keys.items()}
+    # micro_batch of a span = the batch's index among its group's batches of the step (by start),
+    # so every (step, layer, micro_batch) of an attention rank is one batch
+    first: dict[int, int] = {}
+    for b, _g, _layer, t0, _t1 in tr.attention:
+        first[b] = min(first.get(b, t0), t0)
+    index_of: dict[int, int] = {}
+    seen: dict[tuple[int, int], int] = {}
+    for b in sorted(first, key=lambda b: (first[b], b)):
+        k = (step_of[b], tr.group_of[b])
+        index_of[b] = seen.get(k, 0)
+        seen[k] = index_of[b] + 1
 
     def spans(rows: list[tuple], kind: str, stream: int, ranks_of) -> pl.DataFrame:
         if not rows:
@@ -252,7 +267,7 @@ def _pipelined(run: PolicyRun, wl: Workload) -> tuple[pl.DataFrame, pl.DataFrame
         a = np.array(rows, np.int64)
         bid, layer, t0, t1 = a[:, 0], a[:, -3], a[:, -2], a[:, -1]
         group = a[:, 1] if a.shape[1] == 5 else np.array([tr.group_of[int(x)] for x in bid])
-        slot = np.array([tr.slot_of[int(x)] for x in bid])
+        slot = np.array([index_of[int(x)] for x in bid])
         step = np.array([step_of[int(x)] for x in bid])
         rk = ranks_of(group)  # (n, m)
         m = rk.shape[1]

@@ -56,7 +56,8 @@ class StepChain:
     """One step of a lockstep deployment: K collective instances (in release order) × R ranks.
 
     Arrays are (K, R) int64 unless said; ``part`` marks the ranks taking part in an instance,
-    ``ref[k, r]`` is the position whose end the gap counts from (−1: the rank's step start).
+    ``ref[k, r]`` is the position whose end the gap counts from (−1: the rank's step start) and
+    ``ref2[k, r]`` (optional) one whose arrival must also have passed.
     """
 
     step: int
@@ -74,6 +75,9 @@ class StepChain:
     end_tail: np.ndarray  # (R,) step end − that position's end
     measured_arrival: np.ndarray
     measured_end: np.ndarray
+    #: (K, R) an instance whose *arrival* also bounds the gap's start (−1: none) — the compute
+    #: stream's previous work in a cost-built two-micro-batch chain; None for measured chains
+    ref2: np.ndarray | None = None
 
     @property
     def n_instances(self) -> int:
@@ -167,8 +171,7 @@ def extract_workload(store: TraceStore) -> Workload:
     if deployment == "coupled":
         bw = barrier_wait(dev, ranks, instances=match_instances(dev, ranks))
         bw = bw.filter(pl.col("step").is_not_null())
-        if bw.height:
-            chains, busy, idle = _chains(dev, bw)
+        chains, busy, idle = _chains(dev, bw)
     items = _items(dev, ranks, batches, idle, n_mb)
     pool = _pool(dev, expert, items)
     transfers = _transfers(dev, ranks, deployment, bw if deployment == "coupled" else None, items, tp)
@@ -200,15 +203,19 @@ def _chains(dev: pl.DataFrame, bw: pl.DataFrame) -> tuple[dict[int, StepChain], 
     compute = dev.filter(~pl.col("kind").is_in(_COMM))
     chains: dict[int, StepChain] = {}
     busy_parts, idle_parts = [], []
-    for (step,), sb in bw.sort("release_ns", "instance").group_by("step", maintain_order=True):
+    bw = bw.sort("release_ns", "instance")
+    for step in sorted(starts["step"].unique().to_list()):
+        # every rank with work in the step takes part in the chain (a rank in no instance just
+        # runs from its start to its end); a step without any instance is an empty chain
+        sb = bw.filter(pl.col("step") == step)
         order = sb.select("instance", "release_ns").unique("instance", maintain_order=True)
         inst_ids = order["instance"].to_numpy()
         k_of = {int(i): k for k, i in enumerate(inst_ids)}
-        rk = np.sort(sb["rank"].unique().to_numpy())
+        rk = np.sort(starts.filter(pl.col("step") == step)["rank"].to_numpy())
         r_of = {int(r): j for j, r in enumerate(rk)}
         K, R = len(inst_ids), len(rk)
-        ki = np.array([k_of[int(i)] for i in sb["instance"].to_numpy()])
-        ri = np.array([r_of[int(r)] for r in sb["rank"].to_numpy()])
+        ki = np.array([k_of[int(i)] for i in sb["instance"].to_numpy()], np.int64)
+        ri = np.array([r_of[int(r)] for r in sb["rank"].to_numpy()], np.int64)
         arr = np.zeros((K, R), np.int64)
         end = np.zeros((K, R), np.int64)
         part = np.zeros((K, R), bool)
@@ -220,7 +227,7 @@ def _chains(dev: pl.DataFrame, bw: pl.DataFrame) -> tuple[dict[int, StepChain], 
         xfer = np.zeros(K, np.int64)
         xfer[ki] = sb["transfer_ns"].to_numpy()
         first = sb.unique("instance", maintain_order=True)
-        kinds = [""] * K
+        kinds: list[str] = [""] * K
         layer = np.full(K, -1, np.int64)
         mb = np.full(K, -1, np.int64)
         for row in first.iter_rows(named=True):
@@ -253,7 +260,7 @@ def _chains(dev: pl.DataFrame, bw: pl.DataFrame) -> tuple[dict[int, StepChain], 
         ref_end = np.where(ref >= 0, end[np.maximum(ref, 0), rows[None, :]], start[None, :])
         gap = np.where(part, arr - ref_end, 0)
         tail = np.where(part, end - rel[:, None], 0)
-        end_tail = last - np.where(end_ref >= 0, end[np.maximum(end_ref, 0), rows], start)
+        end_tail = last - (np.where(end_ref >= 0, end[np.maximum(end_ref, 0), rows], start) if K else start)
         chains[int(step)] = StepChain(
             step=int(step),
             ranks=rk,
@@ -287,7 +294,7 @@ def _idle(busy: pl.DataFrame, ch: StepChain) -> pl.DataFrame:
     if s.height:
         used[s["pos"].to_numpy(), [r_of[int(r)] for r in s["rank"].to_numpy()]] = s["busy_ns"].to_numpy()
     idle = np.maximum(ch.gap - used, 0)
-    disp = np.array([k == Kind.DISPATCH.value for k in ch.kind])
+    disp = np.array([k == Kind.DISPATCH.value for k in ch.kind], bool)
     kk, jj = np.nonzero(ch.part & disp[:, None])
     return pl.DataFrame(
         {
@@ -314,25 +321,26 @@ def _empty_idle() -> pl.DataFrame:
 
 def _busy(comp: pl.DataFrame, step: int, rk: np.ndarray, arr: np.ndarray, part: np.ndarray) -> pl.DataFrame:
     """Assign each compute kernel to the first arrival at or after its end (−1: after the last)."""
-    pieces = []
-    for j, r in enumerate(rk.tolist()):
-        c = comp.filter(pl.col("rank") == r)
-        if c.height == 0:
-            continue
-        ks = np.flatnonzero(part[:, j])
-        a = arr[ks, j]
-        o = np.argsort(a, kind="stable")
-        idx = np.searchsorted(a[o], c["end_ns"].to_numpy(), side="left")
-        pos = np.where(idx < len(ks), ks[o][np.minimum(idx, len(ks) - 1)], -1)
-        pieces.append(
-            c.select("kind", "layer", "micro_batch", "dur_ns").with_columns(
-                step=pl.lit(step, pl.Int32), rank=pl.lit(r, pl.Int32), pos=pl.Series(pos, dtype=pl.Int64)
-            )
-        )
-    if not pieces:
+    if comp.height == 0:
         return _empty_busy()
+    kk, jj = np.nonzero(part)
+    arrivals = pl.DataFrame(
+        {"rank": rk[jj].astype(np.int32), "pos": kk.astype(np.int64), "arrival": arr[kk, jj]}
+    ).sort("arrival")
     return (
-        pl.concat(pieces)
+        comp.select(pl.col("rank").cast(pl.Int32), "kind", "layer", "micro_batch", "dur_ns", "end_ns")
+        .with_row_index("_i")
+        .sort("end_ns")
+        .join_asof(
+            arrivals,
+            left_on="end_ns",
+            right_on="arrival",
+            by="rank",
+            strategy="forward",
+            check_sortedness=False,
+        )
+        .sort("_i")
+        .with_columns(step=pl.lit(step, pl.Int32), pos=pl.col("pos").fill_null(-1))
         .group_by("step", "rank", "pos", "kind", "layer", "micro_batch", maintain_order=True)
         .agg(pl.col("dur_ns").sum().alias("busy_ns"))
         .select(_empty_busy().columns)

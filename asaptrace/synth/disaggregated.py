@@ -5,8 +5,9 @@ by layer) and never waits for another group. A dispatch-send returns once its da
 the MoE devices serve (group, step, layer, batch) work items **in arrival order**, whatever group
 or layer they come from; a group's combine-receive kernel spins until its own results are back.
 
-The model is a small discrete-event loop: group programs are generators that yield the work item
-whose result they need next; the loop pops items by arrival time, runs them on every MoE device
+The model runs on the replay's event engine (:class:`asaptrace.replay.engine.Engine`): group
+programs are generators that yield the work item whose result they need next; the engine pops
+items by (arrival time, send order), runs them on every MoE device
 (receive → grouped GEMM → combine-send, three streams), and resumes the group that waits for the
 result. Items are pushed only with arrival times after the one being served, so popping by time
 is the MoE devices' true first-come-first-served order.
@@ -14,12 +15,13 @@ is the MoE devices' true first-come-first-served order.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Generator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from asaptrace.replay.engine import Engine, Event
 from asaptrace.synth.config import SynthConfig
 from asaptrace.synth.schedule import StepPlan
 from asaptrace.synth.timeline import (
@@ -39,6 +41,14 @@ SEND_STREAM, RECV_STREAM = 20, 21
 EXPERT_LAUNCH_LEAD_NS = 200_000  # the layer-oblivious super kernel is launched ahead of the data
 
 ItemKey = tuple[int, int, int, int]  # (group, step, layer, batch)
+
+
+@dataclass(frozen=True)
+class ItemAvailable(Event):
+    """A work item's data has reached the MoE devices (pushed by a dispatch-send)."""
+
+    key: ItemKey = (0, 0, 0, 0)
+    tokens: float = 0.0
 
 
 def disaggregated_ranks(cfg: SynthConfig) -> list[RankMeta]:
@@ -205,8 +215,7 @@ class _Sim:
         self.pop = expert_popularity(rng, m.experts, m.layers, s.routing_skew, s.hot_expert, s.hot_factor)
         self.new_tok = reqs.seq_len - reqs.cached_len
         self.quad = (reqs.seq_len.astype(np.float64) ** 2 - reqs.cached_len.astype(np.float64) ** 2) / 1e6
-        self.heap: list[tuple[int, int, ItemKey, float]] = []
-        self.seq = 0
+        self.outbox: list[ItemAvailable] = []  # items sent since the engine last collected them
         self.results: dict[ItemKey, int] = {}
         self.waits: dict[str, list] = {
             k: [] for k in ("step", "layer", "micro_batch", "op", "rank", "arrival_ns", "release_ns")
@@ -236,8 +245,11 @@ class _Sim:
             tab[k].append(v if isinstance(v, np.ndarray) else [v] * n)
 
     def push(self, t_avail: int, key: ItemKey, tokens: float) -> None:
-        self.seq += 1
-        heapq.heappush(self.heap, (t_avail, self.seq, key, tokens))
+        self.outbox.append(ItemAvailable(t_avail, key=key, tokens=tokens))
+
+    def _sent(self) -> list[ItemAvailable]:
+        out, self.outbox = self.outbox, []
+        return out
 
     def group_program(self, g: int) -> Generator[ItemKey, int, None]:
         """Yields the item whose result the group needs next; is sent that result's arrival time."""
@@ -391,13 +403,17 @@ class _Sim:
                     return
                 value = self.results[key]
 
+        def handle(ev: Event) -> list[ItemAvailable]:
+            # the MoE devices serve items in the engine's (arrival time, send order) order
+            assert isinstance(ev, ItemAvailable)
+            self.results[ev.key] = self.serve(ev.key, ev.t_ns, ev.tokens)
+            if ev.key in waiting:
+                advance(waiting.pop(ev.key), self.results[ev.key])
+            return self._sent()
+
         for g in gens:
             advance(g, None)
-        while self.heap:
-            t_avail, _, key, tokens = heapq.heappop(self.heap)
-            self.results[key] = self.serve(key, t_avail, tokens)
-            if key in waiting:
-                advance(waiting.pop(key), self.results[key])
+        Engine().run(handle, self._sent())
         for (step, _), (lo, hi, hlo, hhi) in sorted(self.exp_spans.items()):
             for r in range(self.E):
                 self.builder.annotations.append(

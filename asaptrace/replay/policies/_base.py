@@ -186,14 +186,21 @@ class PipelinedPolicy(Policy):
         former = self.former(wl, costs, dep)
         keys = {b.batch_id: (b.step, *b.key) for b in getattr(former, "batches", [])}
         starts = dict(zip(wl.steps["step"].to_list(), wl.steps["start_ns"].to_list(), strict=True))
-        chosen = self._simulate(dep, costs, wl, self.slots(), full=True)
+        chosen = self._simulate(dep, former, self.slots(), full=True, launch_ns=costs.launch_ns)
         if self.interleave_choice and self.slots() > 1:
-            single = self._simulate(dep, costs, wl, 1, full=True)
+            single = self._simulate(dep, former, 1, full=True, launch_ns=costs.launch_ns)
             if sum(_step_ns(single, keys, starts).values()) < sum(_step_ns(chosen, keys, starts).values()):
                 chosen = single
         trace = chosen
         if not (self.super_kernel and self.overlap):
-            trace = self._simulate(dep, costs, wl, chosen.slots, full=False, order=ServiceOrder.of(chosen))
+            trace = self._simulate(
+                dep,
+                former,
+                chosen.slots,
+                full=False,
+                launch_ns=costs.launch_ns,
+                order=ServiceOrder.of(chosen),
+            )
         return PolicyRun(
             policy=self.name,
             params=self.params(),
@@ -206,7 +213,7 @@ class PipelinedPolicy(Policy):
         )
 
     def _simulate(
-        self, dep: Deployment, costs: CostModel, wl: Workload, slots: int, *, full: bool, order=None
+        self, dep: Deployment, former: BatchFormer, slots: int, *, full: bool, launch_ns: int, order=None
     ) -> PipelineTrace:
         cfg = PipelineConfig(
             groups=dep.groups,
@@ -214,9 +221,9 @@ class PipelinedPolicy(Policy):
             buffer_slots=self.buffer_slots,
             overlap=True if full else self.overlap,
             comm_share=dep.tp / max(self.live_experts(dep), 1),
-            launch_ns=0 if (full or self.super_kernel) else costs.launch_ns,
+            launch_ns=0 if (full or self.super_kernel) else launch_ns,
         )
-        trace = run_pipeline(cfg, self.former(wl, costs, dep), order=order)
+        trace = run_pipeline(cfg, former.fresh(), order=order)
         trace.slots = slots
         return trace
 

@@ -50,7 +50,7 @@ def move_experts(chain: StepChain, wl: Workload, failed_rank: int) -> StepChain:
     if len(where) == 0:
         raise UsageError(f"--failed-rank {failed_rank} is not a rank of this store")
     jf = int(where[0])
-    combine = np.array([k == Kind.COMBINE.value for k in chain.kind])
+    combine = np.array([k == Kind.COMBINE.value for k in chain.kind], bool)
     moe = np.zeros_like(chain.gap)
     if wl.chains:
         b = wl.busy.filter(

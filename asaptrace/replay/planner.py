@@ -1,0 +1,99 @@
+"""The batch planner: which requests run in which step, DP group and micro-batch.
+
+The one planner of the project: synth plans its runs with it (``asaptrace.synth.schedule``
+re-exports it), and the online serving sweep's Default former can cut its steps with it.
+
+Admission is FIFO: a step takes the longest prefix of the waiting queue whose new tokens fit in
+``step_tokens`` (always at least one request). The admitted requests are then spread over batch
+slots by **token count** — longest first onto the least-loaded slot — the way production
+schedulers balance DP groups. Token counts come out nearly equal while Σs² does not, which is
+exactly the imbalance the coupled deployment pays for at every MoE barrier (DOMAIN.md §1).
+The coupled and disaggregated runs admit the same requests per step from the same workload.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from asaptrace.errors import UsageError
+
+
+class Requests(Protocol):
+    """What the planner reads of a request list (columnar, in arrival order)."""
+
+    arrival_ns: np.ndarray
+    seq_len: np.ndarray
+    cached_len: np.ndarray
+
+    def __len__(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """One prefill step: its requests and how they are split into (group, micro_batch) slots."""
+
+    step: int
+    ready_ns: int  # the last admitted request's arrival (the step cannot start before)
+    slots: dict[tuple[int, int], np.ndarray]  # (dp_group, micro_batch) -> request indexes (ascending)
+
+
+def new_tokens(reqs: Requests) -> np.ndarray:
+    return reqs.seq_len - reqs.cached_len
+
+
+def admit(reqs: Requests, steps: int, step_tokens: int) -> list[np.ndarray]:
+    """FIFO request indexes per step (fewer steps when the workload runs out)."""
+    tok = new_tokens(reqs)
+    out, i, n = [], 0, len(reqs)
+    while len(out) < steps and i < n:
+        j, total = i, 0
+        while j < n and (j == i or total + tok[j] <= step_tokens):
+            total += int(tok[j])
+            j += 1
+        out.append(np.arange(i, j))
+        i = j
+    if not out:
+        raise UsageError("workload has no requests to schedule")
+    return out
+
+
+def balance(idx: np.ndarray, tokens: np.ndarray, bins: int) -> list[np.ndarray]:
+    """Longest-processing-time assignment of requests to ``bins`` by token count."""
+    order = sorted(idx.tolist(), key=lambda i: (-int(tokens[i]), i))
+    load = [0] * bins
+    members: list[list[int]] = [[] for _ in range(bins)]
+    for i in order:
+        b = min(range(bins), key=lambda k: (load[k], k))
+        load[b] += int(tokens[i])
+        members[b].append(i)
+    return [np.array(sorted(m), dtype=np.int64) for m in members]
+
+
+def plan_coupled(reqs: Requests, steps: int, step_tokens: int, dp: int, micro_batches: int) -> list[StepPlan]:
+    """Token-balanced DP groups, each split into ``micro_batches`` token-balanced halves."""
+    tok = new_tokens(reqs)
+    plans = []
+    for s, idx in enumerate(admit(reqs, steps, step_tokens)):
+        slots = {}
+        for g, members in enumerate(balance(idx, tok, dp)):
+            for m, part in enumerate(balance(members, tok, micro_batches)):
+                slots[(g, m)] = part
+        plans.append(StepPlan(s, int(reqs.arrival_ns[idx].max()), slots))
+    return plans
+
+
+def plan_disaggregated(
+    reqs: Requests, steps: int, step_tokens: int, groups: int, dual_batch: bool
+) -> list[StepPlan]:
+    """The same admitted requests spread over ``groups × 2`` interleaved batches (or ``groups``)."""
+    tok = new_tokens(reqs)
+    per_group = 2 if dual_batch else 1
+    plans = []
+    for s, idx in enumerate(admit(reqs, steps, step_tokens)):
+        parts = balance(idx, tok, groups * per_group)
+        slots = {(k % groups, k // groups): part for k, part in enumerate(parts)}
+        plans.append(StepPlan(s, int(reqs.arrival_ns[idx].max()), slots))
+    return plans
