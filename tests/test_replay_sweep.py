@@ -89,6 +89,9 @@ def test_same_seed_gives_the_same_results_file_byte_for_byte(tmp_path):
     assert a == b
     c = write_results(run_sweep(sc.with_knobs({"seed": 1}), opt), tmp_path / "c.json").read_bytes()
     assert c != a  # the seed matters
+    # and the process pool changes nothing but the wall time
+    pooled = SweepOptions(rates=(1, 3, 6), bisection_steps=2, jobs=2)
+    assert write_results(run_sweep(sc, pooled), tmp_path / "d.json").read_bytes() == a
 
 
 @pytest.mark.parametrize("policy", ["default", "chunked", "asap", "asap-no-dual-batch"])
