@@ -3,8 +3,7 @@
 The asap-paper scenario (61 layers, Default DP8×TP4/EP32, ASAP 4×4 + 16 dies) at rates
 2, 4, …, 20 per second (the paper's range), 300 s of Poisson arrivals each, drained. It times:
 
-* baseline — the bare event engine (replay's ``Engine``, and the serving's heap-key variant that
-  skips ``dataclasses.replace`` per push) handling as many no-op events as the ASAP runs did (the
+* baseline — the bare event engine handling as many no-op events as the ASAP runs did (the
   floor any heap simulation pays), so the ratio says how close the pipeline's per-event work is
   to the loop itself;
 * each policy serially in this process: wall time, simulated requests/s, layer-items/s
@@ -26,7 +25,6 @@ import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from asaptrace.replay._serving_asap import HeapKeyEngine
 from asaptrace.replay.arrivals import make_stream
 from asaptrace.replay.engine import Engine, Event
 from asaptrace.replay.scenario import Scenario, load_scenario
@@ -44,8 +42,8 @@ def run_point(args: tuple[str, float, Scenario]) -> tuple[int, int, int]:
     return len(reqs), res.layer_items, res.events
 
 
-def bare_engine(n_events: int, engine: type[Engine] = Engine) -> float:
-    """Seconds for ``engine`` to handle ``n_events`` no-op events (two live at a time)."""
+def bare_engine(n_events: int) -> float:
+    """Seconds for the engine to handle ``n_events`` no-op events (two live at a time)."""
 
     class Tick(Event):
         pass
@@ -57,7 +55,7 @@ def bare_engine(n_events: int, engine: type[Engine] = Engine) -> float:
         return (Tick(ev.t_ns + 1),) if left[0] > 1 else ()
 
     t = time.perf_counter()
-    engine().run(handler, [Tick(0), Tick(0)])
+    Engine().run(handler, [Tick(0), Tick(0)])
     return time.perf_counter() - t
 
 
@@ -87,11 +85,9 @@ def main() -> None:
     print(f"{'serial':>10} {total:8.2f}  (target: under 60 s)")
     events = asap_events
     base = bare_engine(events)
-    lean = bare_engine(events, HeapKeyEngine)
     print(
-        f"baseline: replay's Engine, {events:,} no-op events in {base:.2f} s ({events / base:,.0f} events/s); "
-        f"the serving's heap-key engine {lean:.2f} s ({base / lean:.2f}× faster); "
-        f"ASAP's pipeline handles {events / asap_s:,.0f} events/s = {lean / asap_s:.2f}× the bare loop's rate"
+        f"baseline: the bare engine, {events:,} no-op events in {base:.2f} s ({events / base:,.0f} events/s); "
+        f"ASAP's pipeline handles {events / asap_s:,.0f} events/s = {base / asap_s:.2f}× the bare loop's rate"
     )
     if args.jobs > 1:
         t = time.perf_counter()

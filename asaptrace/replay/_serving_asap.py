@@ -24,7 +24,6 @@ pipeline's switches: ``no_dual_batch`` one slot, ``no_overlap`` the pool also se
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,9 +31,7 @@ from functools import partial
 
 import numpy as np
 
-from asaptrace.errors import AccountingError
-from asaptrace.replay.engine import Engine, Event
-from asaptrace.replay.pipelined import Batch, Pipeline, PipelineConfig, PipelineTrace, Wakeup, batch_costs
+from asaptrace.replay.pipelined import Batch, PipelineConfig, batch_costs, run_pipeline
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving import ServingRequests, ServingResult
 
@@ -129,34 +126,6 @@ def _own_shares(former: ServingFormer, batches: dict[int, Batch], cfg: PipelineC
         former.own[reqs] += share
 
 
-class HeapKeyEngine(Engine):
-    """The replay engine, with ``seq`` kept in the heap key only: no ``dataclasses.replace`` per
-    push (a third of the run time of a serving sweep). Same order (t_ns, priority, seq); the
-    events keep ``seq = -1``, which nothing in the pipeline reads. To fold into engine.py."""
-
-    def push(self, event: Event) -> Event:
-        if event.t_ns < self.now_ns:
-            raise ValueError(
-                f"event {type(event).__name__} at {event.t_ns} ns is in the past ({self.now_ns})"
-            )
-        heapq.heappush(self._heap, (event.t_ns, event.priority, next(self._seq), event))
-        return event
-
-
-class _ServingPipeline(Pipeline):
-    """:class:`Pipeline` run on :class:`HeapKeyEngine` (its ``run``, with that engine)."""
-
-    def run(self) -> PipelineTrace:
-        engine = HeapKeyEngine()
-        engine.run(self.handle, [Wakeup(t) for t in self.former.wakeups()])
-        self.trace.events = engine.handled
-        self.trace.slots = self.cfg.slots
-        stuck = [b for b in self.batches if b not in self.trace.done]
-        if stuck:
-            raise AccountingError(f"pipeline stalled with {len(stuck)} batches unfinished: a bug")
-        return self.trace
-
-
 def simulate_asap(
     req: ServingRequests, sc: Scenario, *, mech: Mechanisms = Mechanisms(), name: str = "asap"
 ) -> ServingResult:
@@ -170,7 +139,7 @@ def simulate_asap(
         launch_ns=0 if mech.super_kernel else sc.costs.launch_ns,
     )
     pipeline_batches: dict[int, Batch] = {}
-    trace = _ServingPipeline(cfg, _Recording(former, pipeline_batches)).run()
+    trace = run_pipeline(cfg, _Recording(former, pipeline_batches))
     _own_shares(former, pipeline_batches, cfg, sc)
     end = np.full(len(req), -1, np.int64)
     for bid, reqs in enumerate(former.members):
