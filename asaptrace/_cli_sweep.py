@@ -223,7 +223,11 @@ def _print_vary(res: dict[str, Any]) -> None:
             "-" if r["ratio"] is None else f"{r['ratio']:.2f}×",
         )
     out.print(t)
-    if res.get("tornado"):
+    if not res.get("tornado"):
+        out.print(
+            "tornado: no ratio to compare (the SLO was met at every rate swept, or missed at the lowest)"
+        )
+    else:
         tt = Table("knob", "ratio range", "swing", title="tornado (widest first)", title_justify="left")
         for e in res["tornado"]:
             tt.add_row(

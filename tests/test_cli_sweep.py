@@ -16,7 +16,7 @@ MOONCAKE = (
     / "workloads"
     / "mooncake_conversation_trace.jsonl"
 )
-QUICK = ["--duration", "20s", "--rates", "1,2,4", "--jobs", "1"]
+QUICK = ["--duration", "20s", "--rates", "1,4,16", "--jobs", "1"]
 
 
 def test_json_holds_the_documented_keys_and_matches_the_results_file(tmp_path):

@@ -30,7 +30,7 @@ def _sections(text: str, header: str) -> dict[str, set[str]]:
 @pytest.fixture(scope="module")
 def result():
     sc = load_scenario("asap-paper").with_knobs({"duration_s": 20})
-    opt = SweepOptions(rates=(1, 2), bisection_steps=1)
+    opt = SweepOptions(rates=(1, 4, 16), bisection_steps=1)
     return sweep_with_sensitivity(sc, opt, vary_specs=["k_s=1,2"])
 
 

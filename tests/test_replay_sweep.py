@@ -10,7 +10,7 @@ from asaptrace.replay.lengths_fit import LengthTargets, fit_log_logistic
 from asaptrace.replay.scenario import knob_names, load_scenario
 from asaptrace.replay.sensitivity import calibrate, tornado
 from asaptrace.replay.serving import SERVING_POLICIES, ServingResult, policy_names
-from asaptrace.replay.sweep import SweepOptions, evaluate, run_sweep, slo_rate, write_results
+from asaptrace.replay.sweep import SweepOptions, evaluate, run_sweep, slo_rate, slo_ratio, write_results
 
 # ------------------------------------------------------------------------------------ lengths
 
@@ -39,6 +39,14 @@ def test_slo_rate_interpolates_inside_the_bracket():
     assert slo_rate([(1, 1e9), (2, 2e9), (4, 8e9)], 5e9) == (3.0, False)
     assert slo_rate([(1, 1e9), (2, 2e9)], 5e9) == (2, True)  # never missed: censored
     assert slo_rate([(1, 6e9), (2, 7e9)], 5e9) == (None, False)  # missed at the lowest rate
+
+
+def test_ratios_are_not_made_of_lower_bounds():
+    a, b = {"slo_rps": 6.0, "censored": False}, {"slo_rps": 4.0, "censored": False}
+    assert slo_ratio(a, b) == 1.5
+    assert slo_ratio(a, b | {"censored": True}) is None  # "≥ 4" as the base says nothing
+    assert slo_ratio(a | {"censored": True}, b) is None
+    assert slo_ratio(a, b | {"slo_rps": None}) is None
 
 
 def _count_policy(req, sc):

@@ -16,7 +16,15 @@ from typing import Any
 
 from asaptrace.errors import UsageError
 from asaptrace.replay.scenario import Scenario, knob_name
-from asaptrace.replay.sweep import Progress, SweepOptions, evaluate, headline_policy, run_sweep, search_slo
+from asaptrace.replay.sweep import (
+    Progress,
+    SweepOptions,
+    evaluate,
+    headline_policy,
+    run_sweep,
+    search_slo,
+    slo_ratio,
+)
 
 
 def vary(
@@ -29,8 +37,7 @@ def vary(
         s = sc.with_knobs({name: value})
         slo, _ = search_slo(s, opt, progress=progress)
         rps = {p: slo[p]["slo_rps"] for p in opt.policies}
-        first, last = rps[opt.policies[0]], rps[headline_policy(opt.policies)]
-        ratio = None if first in (None, 0) or last is None else round(last / first, 4)
+        ratio = slo_ratio(slo[headline_policy(opt.policies)], slo[opt.policies[0]])
         rows.append({"knob": name, "value": str(value), "slo_rps": rps, "ratio": ratio})
     return rows
 

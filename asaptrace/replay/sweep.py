@@ -253,7 +253,6 @@ def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = No
     """The whole sweep as a JSON-able dict (docs/sweep.md)."""
     slo, runner = search_slo(sc, opt, progress=progress)
     runner.run(((p, opt.decomposition_rate) for p in opt.policies), kind="reference")
-    base = slo[opt.policies[0]]["slo_rps"]
     curves = {
         p: [
             {k: v for k, v in runner.points[key].items() if k != "buckets"}
@@ -276,12 +275,7 @@ def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = No
         "workload": opt.workload or f"poisson, lengths {opt.lengths}",
         "slo_rps": {p: slo[p]["slo_rps"] for p in opt.policies},
         "slo_censored": {p: slo[p]["censored"] for p in opt.policies},
-        "ratios": {
-            p: (
-                None if base in (None, 0) or slo[p]["slo_rps"] is None else round(slo[p]["slo_rps"] / base, 4)
-            )
-            for p in opt.policies
-        },
+        "ratios": {p: slo_ratio(slo[p], slo[opt.policies[0]]) for p in opt.policies},
         "mean_ttft_ns_at_1rps": {p: runner.points[(p, 1.0)]["mean_ttft_ns"] for p in opt.policies},
         "curves": curves,
         "decomposition_rate": opt.decomposition_rate,
@@ -307,7 +301,12 @@ def reading(result: dict[str, Any]) -> str:
         scale = result["knobs"]["cost_scale"]
         at_scale = "at face value" if scale == 1 else f"× {scale:g} (cost_scale)"
         head = headline_policy(pols)
-        if head != pols[0] and result["ratios"].get(head) is not None:
+        if head != pols[0] and result["ratios"].get(head) is None:
+            text += (
+                f" No {head}/{pols[0]} ratio: a policy met the SLO at every rate swept (a lower bound)"
+                " or missed it at the lowest; sweep a wider range of --rates."
+            )
+        elif head != pols[0]:
             ratio = result["ratios"][head]
             paper_ratio = ref[head] / ref[pols[0]]
             text += (
@@ -317,6 +316,15 @@ def reading(result: dict[str, Any]) -> str:
                 "E_ref, φ, the Default routing and the cost scale (run with --vary to see how far)."
             )
     return text
+
+
+def slo_ratio(this: dict[str, Any], base: dict[str, Any]) -> float | None:
+    """``this`` policy's SLO throughput over ``base``'s; None when either is missing or censored
+    (a lower bound over a lower bound says nothing)."""
+    a, b = this["slo_rps"], base["slo_rps"]
+    if a is None or not b or this["censored"] or base["censored"]:
+        return None
+    return round(a / b, 4)
 
 
 def headline_policy(policies: list[str] | tuple[str, ...]) -> str:
