@@ -126,3 +126,20 @@ def test_a_stores_batches_are_a_workload(tmp_path):
     bad = _batches_store(tmp_path / "b.store", [0, None])
     r = run_cli("sweep", "--workload", bad, "--rates", "1", "--policies", "default")
     assert r.code == 2 and "1 of 2 batch rows have no arrival_ns" in r.stderr
+
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "coupled" / "kineto"
+
+
+@pytest.mark.skipif(not SAMPLE.is_dir(), reason="needs sample_traces/coupled")
+def test_sweep_runs_on_the_costs_replay_fitted_to_a_store(tmp_path):
+    import tomllib
+
+    store, fitted = tmp_path / "c.store", tmp_path / "fit.toml"
+    assert run_cli("ingest", SAMPLE, "-o", store).code == 0
+    assert run_cli("replay", store, "--policy", "coupled", "--save-costs", fitted).code == 0
+    r = run_cli("sweep", *QUICK, "--costs", fitted, "--json")
+    assert r.code == 0, r.stderr
+    knobs, fit = json.loads(r.stdout)["knobs"], tomllib.loads(fitted.read_text())
+    assert knobs["attn_c1_ms"] == fit["attention"]["c1_ms"] and knobs["moe_b_ms"] == fit["moe"]["b_ms"]
+    assert knobs["cost_source"] == "file fit.toml"
