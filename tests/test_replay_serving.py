@@ -201,3 +201,15 @@ def test_two_micro_batch_overlap_by_hand():
     assert simulate("default", req, sc).ttft_ns.tolist() == [12 * MS, 12 * MS]
     overlapped = simulate("default", req, sc.with_knobs({"default_micro_batch_overlap": True}))
     assert overlapped.ttft_ns.tolist() == [9 * MS, 9 * MS]
+
+
+def test_balanced_places_by_attention_work_not_tokens():
+    # Two groups, one layer, attention c2 only (1 ms per (1K)²). Requests 3000, 2000, 2000, 1000
+    # at 0. Default (fewest tokens): 3000 → g0, 2000 → g1, 2000 → g1 (2000 < 3000),
+    # 1000 → g0 (3000 < 4000): g0 9 + 1 = 10 ms, g1 4 + 4 = 8 → step 10.
+    # Balanced (least attention work, heaviest first): 3000 → g0 (9), 2000 → g1 (4),
+    # 2000 → g1 (8), 1000 → g1 (8 < 9 → 9): both 9 ms → step 9.
+    sc = scenario(layers=1, default_dp=2, default_tp=1, attn_c2_ms=1.0)
+    req = requests([0, 0, 0, 0], [3000, 2000, 2000, 1000])
+    assert simulate("default", req, sc).end_ns.max() == 10 * MS
+    assert simulate("balanced", req, sc).end_ns.max() == 9 * MS

@@ -21,7 +21,10 @@ Placement (``default_routing = "step"``): the step takes queued requests FIFO up
 front, keeping FIFO order). ``"arrival"``: each request joins, when it arrives, the queue of the
 group with the fewest outstanding (queued or running) tokens, and each group fills its step from
 its own queue FIFO. ChunkedPrefill: a budget of ``chunk_tokens`` per group and step; a prompt is
-cut to fill it, and its tail stays on its group and goes first next step.
+cut to fill it, and its tail stays on its group and goes first next step. ``balanced`` (the
+replay's oracle, online): Default whose step places the heaviest attention work first onto the
+group with the least attention work (the variable cost c1·c + c2·c(2P+c), so Σs² is balanced, not
+tokens); it always places at step formation.
 """
 
 from __future__ import annotations
@@ -47,7 +50,13 @@ def simulate_chunked(req: ServingRequests, sc: Scenario) -> ServingResult:
     return _run(req, sc, chunk=sc.chunk_tokens, name="chunked")
 
 
-def _run(req: ServingRequests, sc: Scenario, *, chunk: int, name: str) -> ServingResult:
+def simulate_balanced(req: ServingRequests, sc: Scenario) -> ServingResult:
+    return _run(req, sc, chunk=0, name="balanced", balance=True)
+
+
+def _run(
+    req: ServingRequests, sc: Scenario, *, chunk: int, name: str, balance: bool = False
+) -> ServingResult:
     n, d = len(req), sc.default_dp
     arrival = req.arrival_ns.tolist()
     new = req.new_tokens.tolist()
@@ -57,7 +66,7 @@ def _run(req: ServingRequests, sc: Scenario, *, chunk: int, name: str) -> Servin
     end = np.full(n, -1, np.int64)
     own = np.zeros(n, np.float64)
     costs = sc.costs
-    by_arrival = sc.default_routing == "arrival"
+    by_arrival = sc.default_routing == "arrival" and not balance
     queue: deque[int] = deque()
     gqueues: list[deque[int]] = [deque() for _ in range(d)]
     outstanding = [0] * d  # arrival routing: queued + running new tokens per group
@@ -88,7 +97,7 @@ def _run(req: ServingRequests, sc: Scenario, *, chunk: int, name: str) -> Servin
         elif chunk:
             groups = _fill_chunked(queue, carry, remaining, done, d, chunk)
         else:
-            groups = _fill_default(queue, remaining, done, sc)
+            groups = _fill_default(queue, remaining, done, sc, balance=costs if balance else None)
         step_ns, shares = _step_cost(groups, costs, sc)
         t_end = t + step_ns
         steps += 1
@@ -124,9 +133,15 @@ def _run(req: ServingRequests, sc: Scenario, *, chunk: int, name: str) -> Servin
 
 # ------------------------------------------------------------------------------ step formation
 def _fill_default(
-    queue: deque[int], remaining: list[int], done: list[int], sc: Scenario
+    queue: deque[int],
+    remaining: list[int],
+    done: list[int],
+    sc: Scenario,
+    *,
+    balance: CostModel | None = None,
 ) -> list[list[Piece]]:
-    """FIFO up to the step budget, then longest-first onto the group with the fewest tokens."""
+    """FIFO up to the step budget, then longest-first onto the group with the fewest tokens (with
+    ``balance``: the heaviest attention first onto the group with the least attention work)."""
     d, cap = sc.default_dp, sc.default_group_tokens
     taken: list[int] = []
     total = 0
@@ -134,17 +149,26 @@ def _fill_default(
         i = queue.popleft()
         taken.append(i)
         total += remaining[i]
-    load = [0] * d
+
+    def weight(i: int) -> float:
+        c = remaining[i]
+        if balance is None:
+            return c
+        return balance.attn_c1_ms * c / 1e3 + balance.attn_c2_ms * c * (2 * done[i] + c) / 1e6
+
+    tokens = [0] * d
+    load = [0.0] * d
     groups: list[list[Piece]] = [[] for _ in range(d)]
     back: list[int] = []
-    for i in sorted(taken, key=lambda i: -remaining[i]):  # stable: FIFO among equal lengths
+    for i in sorted(taken, key=lambda i: -weight(i)):  # stable: FIFO among equals
         g = min(range(d), key=load.__getitem__)
         c = remaining[i]
-        if load[g] and load[g] + c > cap:
+        if tokens[g] and tokens[g] + c > cap:
             back.append(i)
             continue
         groups[g].append((i, c, done[i]))
-        load[g] += c
+        tokens[g] += c
+        load[g] += weight(i)
     if back:  # did not fit: back to the front, in FIFO order
         queue.extendleft(sorted(back, reverse=True))
     return groups

@@ -14,7 +14,7 @@ when its last layer's last piece is done (the first token then follows), split a
 
 so ``sync ≥ 0`` and the identity holds exactly; :func:`check_identity` checks it (a failure is an
 :class:`AccountingError`, a bug). The schedulers are DOMAIN.md §6's, registered by name in
-:data:`SERVING_POLICIES`: ``default`` and ``chunked`` (lockstep steps, vectorised per step:
+:data:`SERVING_POLICIES`: ``default``, ``chunked`` and ``balanced`` (lockstep steps, vectorised per step:
 :mod:`asaptrace.replay._serving_lockstep`) and ``asap`` with its ablations (an online batch former on the replay's pipelined mechanics,
 :mod:`asaptrace.replay.pipelined`, via :mod:`asaptrace.replay._serving_asap`). All costs
 come from :class:`asaptrace.replay.costs.CostModel` (the scenario's, at its ``cost_scale``).
@@ -116,5 +116,6 @@ def _register_builtins() -> None:
 
     SERVING_POLICIES.register("default", _serving_lockstep.simulate_default)
     SERVING_POLICIES.register("chunked", _serving_lockstep.simulate_chunked)
+    SERVING_POLICIES.register("balanced", _serving_lockstep.simulate_balanced)
     for name, sim in _serving_asap.VARIANTS.items():
         SERVING_POLICIES.register(name, sim)
