@@ -201,6 +201,10 @@ def test_two_micro_batch_overlap_by_hand():
     assert simulate("default", req, sc).ttft_ns.tolist() == [12 * MS, 12 * MS]
     overlapped = simulate("default", req, sc.with_knobs({"default_micro_batch_overlap": True}))
     assert overlapped.ttft_ns.tolist() == [9 * MS, 9 * MS]
+    # a lone request has no partner micro-batch: 2·(1 + 1 + 1 + 1) = 8 ms either way, its own
+    # kernel time all of it (the last combine counts, though the empty micro-batch ends first)
+    alone = simulate("default", requests([0], [1000]), sc.with_knobs({"default_micro_batch_overlap": True}))
+    assert alone.ttft_ns.tolist() == [8 * MS] and alone.sync_ns.tolist() == [0]
 
 
 def test_balanced_places_by_attention_work_not_tokens():

@@ -10,9 +10,10 @@ conserving). Every layer of a step costs the same (the same pieces are in it), s
 (A attention, X transfer, M MoE of :class:`~asaptrace.replay.costs.CostModel`; dispatch and
 combine cost k_s × X for the largest group, after the barrier), run as a one-layer chain of the
 replay's lockstep mechanics (:func:`asaptrace.replay.lockstep.chain_from_costs`). With
-``default_micro_batch_overlap`` each group's pieces are split into two micro-batches and the
-L layers run as a two-stream chain (compute: attention a, b, MoE a, b; communication: dispatch
-a, b, combine a, b; each collective after the barrier of its micro-batch). All requests of a
+``default_micro_batch_overlap`` each group's pieces are split longest-first into two
+micro-batches and the L layers run on the replay's two-micro-batch chain
+(:func:`asaptrace.replay.lockstep.chain_from_costs_two_mb`: compute attention A, B, MoE A, B per
+layer; each collective after its micro-batch's barrier). All requests of a
 step finish at its end (a chunked request at the end of the step holding its last chunk).
 
 Placement (``default_routing = "step"``): the step takes queued requests FIFO up to
@@ -34,7 +35,7 @@ from collections import deque
 import numpy as np
 
 from asaptrace.replay.costs import CostModel
-from asaptrace.replay.lockstep import chain_from_costs, run_chain
+from asaptrace.replay.lockstep import chain_from_costs, chain_from_costs_two_mb, run_chain
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving import ServingRequests, ServingResult
 
@@ -311,7 +312,7 @@ def _split_micro_batches(pieces: list[Piece]) -> tuple[list[Piece], list[Piece]]
 def _step_cost_overlapped(
     groups: list[list[Piece]], costs: CostModel, sc: Scenario
 ) -> tuple[int, list[list[float]]]:
-    """Two micro-batches, compute and communication streams, L layers chained."""
+    """Two micro-batches on the replay's two-micro-batch lockstep chain, L layers."""
     halves = [_split_micro_batches(p) for p in groups]
     t, k_s, e = sc.default_tp, costs.coupled_k_s, sc.default_dp * sc.default_tp
     a_ns, x_ns, m_ns, shares_mb = [], [], [], []
@@ -322,7 +323,7 @@ def _step_cost_overlapped(
         xfer_g = k_s * costs.transfer_ns(tok / t).astype(np.float64)
         xfer = round(k_s * int(costs.transfer_ns(tok.max() / t))) if tok.max() > 0 else 0
         moe = int(costs.moe_ns(tok.sum(), e)) if tok.sum() > 0 else 0
-        a_ns.append(int(attn.max()))
+        a_ns.append(attn)
         x_ns.append(xfer)
         m_ns.append(moe)
         sh = _attention_shares(mgroups, attn, costs)
@@ -330,25 +331,14 @@ def _step_cost_overlapped(
             for j, (_, c, _) in enumerate(pieces):
                 sh[g][j] = sc.layers * (sh[g][j] + 2 * xfer_g[g] * c / tok[g] + moe * c / tok.sum())
         shares_mb.append((mgroups, sh))
-    comp = comm = 0
-    comb_end = [0, 0]
-    for _ in range(sc.layers):
-        attn_end = [0, 0]
-        for k in (0, 1):
-            comp = max(comp, comb_end[k]) + a_ns[k]
-            attn_end[k] = comp
-        disp_end = [0, 0]
-        for k in (0, 1):
-            comm = max(comm, attn_end[k]) + x_ns[k]
-            disp_end[k] = comm
-        moe_end = [0, 0]
-        for k in (0, 1):
-            comp = max(comp, disp_end[k]) + m_ns[k]
-            moe_end[k] = comp
-        for k in (0, 1):
-            comm = max(comm, moe_end[k]) + x_ns[k]
-            comb_end[k] = comm
-    step = max(comb_end)
+    n_l = sc.layers
+    attn_gl = np.repeat(np.stack(a_ns).astype(np.int64)[:, :, None], n_l, axis=2)  # (2, G, L)
+    moe_l = np.repeat(np.array(m_ns, np.int64)[:, None], n_l, axis=1)  # (2, L)
+    xfer_l = np.repeat(np.array(x_ns, np.int64)[:, None], n_l, axis=1)
+    times = run_chain(chain_from_costs_two_mb(attn_gl, moe_l, xfer_l, xfer_l, tp=t))
+    # the step ends when both micro-batches' last combines are done (the chain's step_end counts
+    # from the last instance, combine B, and misses combine A's transfer when B ends first)
+    step = int(times.end[-2:].max())
     # shares back in the order of the group's pieces
     shares: list[list[float]] = []
     for g, pieces in enumerate(groups):
