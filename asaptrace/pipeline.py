@@ -1,9 +1,9 @@
-"""The one place that composes the layers: ingest → enrich → store → diagnose.
+"""The one place that composes the layers: ingest → enrich → store → diagnose; store → replay →
+store; the serving sweep; report, export and compare.
 
-Every face (the CLI, a notebook, later the report, the dashboard and the exporter) calls these;
-the layers below stay pure (``enrich`` maps frames to frames, ``analyze.diagnosis.diagnose`` maps
-tables to a Diagnosis) and never import one another upwards. Still to come here, as their layers
-land: ``sweep`` (the online serving sweep).
+Every face (the CLI, a notebook, the report, the dashboard and the exporter) calls these; the layers
+below stay pure (``enrich`` maps frames to frames, ``analyze.diagnosis.diagnose`` maps tables to a
+Diagnosis, ``replay`` maps a workload to a result) and never import one another upwards.
 
 **The store is written once.** :func:`build_store` lets the ingest driver write each file's raw
 parts into the new store's temporary directory, then enriches them there before the single commit,
@@ -63,6 +63,7 @@ __all__ = [
     "replay_store",
     "report_store",
     "store_info",
+    "sweep",
     "write_replay",
     "write_text_atomic",
 ]
@@ -426,3 +427,48 @@ def compare_stores(a_path: Path, b_path: Path) -> tuple[dict[str, pl.DataFrame],
     a = diagnose_store(TraceStore.open(a_path))
     b = diagnose_store(TraceStore.open(b_path))
     return compare(a.tables, b.tables), a, b
+
+
+# ---------------------------------------------------------------------------------------------- sweep
+def sweep(
+    scenario: str | Path = "asap-paper",
+    *,
+    policies: Sequence[str] = ("default", "chunked", "asap"),
+    rates: Sequence[float] | None = None,
+    knobs: dict[str, Any] | None = None,
+    costs: str | Path | None = None,
+    workload: str | Path | None = None,
+    lengths: str = "fit",
+    decomposition_rate: float = 4.0,
+    jobs: int = 1,
+    vary: Sequence[str] = (),
+    calibrate: str | None = None,
+    progress: Any = None,
+    out: str | Path | None = None,
+) -> dict[str, Any]:
+    """Online serving sweep: scenario (+ cost file, + knob overrides) → curves, SLO throughput,
+    sensitivity (``vary``: ``"KNOB=v1,v2"``) and calibration (``calibrate``: ``"asap=350@1"``).
+
+    Returns the JSON-able results object of docs/reference/sweep-json.md; with ``out`` it is also
+    written there atomically. ``jobs``: processes over (policy, rate) points (0: one per core).
+    """
+    from asaptrace.replay.scenario import load_scenario
+    from asaptrace.replay.sensitivity import sweep_with_sensitivity
+    from asaptrace.replay.sweep import SweepOptions, write_results
+
+    sc = load_scenario(scenario)
+    sc = sc.with_costs_file(costs) if costs else sc
+    opt = SweepOptions(
+        tuple(policies),
+        tuple(rates) if rates else None,
+        decomposition_rate=decomposition_rate,
+        jobs=jobs,
+        workload=str(workload) if workload else None,
+        lengths=lengths,
+    )
+    res = sweep_with_sensitivity(
+        sc.with_knobs(knobs or {}), opt, vary_specs=list(vary), calibrate_spec=calibrate, progress=progress
+    )
+    if out is not None:
+        write_results(res, out)
+    return res

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from asaptrace.errors import UsageError
-from asaptrace.synth.workload import WorkloadConfig
+from asaptrace.workload.requests import WorkloadConfig
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from asaptrace.synth.disaggregated import disaggregated_ranks, simulate_disaggre
 from asaptrace.synth.schedule import plan_coupled, plan_disaggregated
 from asaptrace.synth.timeline import RankMeta, Timeline, TimelineBuilder
 from asaptrace.synth.truth import assemble, write_truth
-from asaptrace.synth.workload import make_requests
+from asaptrace.workload.requests import make_requests
 
 TRUTH_FILE = "truth.json"
 CONFIG_FILE = "config.toml"
