@@ -336,9 +336,7 @@ def _step_cost_overlapped(
     moe_l = np.repeat(np.array(m_ns, np.int64)[:, None], n_l, axis=1)  # (2, L)
     xfer_l = np.repeat(np.array(x_ns, np.int64)[:, None], n_l, axis=1)
     times = run_chain(chain_from_costs_two_mb(attn_gl, moe_l, xfer_l, xfer_l, tp=t))
-    # the step ends when both micro-batches' last combines are done (the chain's step_end counts
-    # from the last instance, combine B, and misses combine A's transfer when B ends first)
-    step = int(times.end[-2:].max())
+    step = int(times.step_end.max())  # both micro-batches' last combines are done (run_chain)
     # shares back in the order of the group's pieces
     shares: list[list[float]] = []
     for g, pieces in enumerate(groups):
