@@ -55,20 +55,29 @@ if TYPE_CHECKING:  # the replay is imported by the calls that need it (import as
 
 __all__ = [
     "build_store",
+    "compare_diagnoses",
     "compare_stores",
     "diagnose_store",
     "enrich_store",
     "export_store",
+    "open_store",
     "read_tables",
+    "replay_policies",
     "replay_store",
     "report_store",
     "store_info",
+    "timeline_of",
     "write_replay",
     "write_text_atomic",
 ]
 
 TABLES = ("events", "args", "flows", "streams", "ranks", "batches")
 _STAGE = ".enriched"  # inside the writer's temporary directory, invisible to scans of the raw parts
+
+
+def open_store(path: str | Path) -> TraceStore:
+    """Open a store (a :class:`~asaptrace.errors.StoreError` naming the path when it cannot be read)."""
+    return TraceStore.open(path)
 
 
 def read_tables(store: TraceStore) -> dict[str, pl.DataFrame]:
@@ -281,6 +290,18 @@ def replay_store(
     return result
 
 
+def replay_policies() -> dict[str, dict[str, Any]]:
+    """Every registered replay policy and its parameters with their defaults (for a face's form)."""
+    from dataclasses import MISSING, fields
+
+    from asaptrace.replay.policies import POLICIES
+
+    return {
+        name: {f.name: (None if f.default is MISSING else f.default) for f in fields(cls)}
+        for name, cls in ((n, POLICIES.get(n)) for n in POLICIES.names())
+    }
+
+
 def write_replay(result: ReplayResult, wl: Workload, out: str | Path, *, overwrite: bool = False) -> Path:
     """Write ``result``'s replay as a store at ``out`` (atomically)."""
     from asaptrace.replay.replayed_store import replay_meta, replay_tables
@@ -324,6 +345,23 @@ def _waits(diag: Diagnosis) -> pl.DataFrame:
     return pl.concat([t["barrier_instances"], t["receive_waits"]])
 
 
+def timeline_of(
+    store: TraceStore,
+    diag: Diagnosis,
+    *,
+    step: int | None = None,
+    layers: tuple[int, int] | None = None,
+    rank_subset: Sequence[int] | None = None,
+) -> pl.DataFrame:
+    """The timeline's spans of one step and layer range (:func:`asaptrace.viz.timeline.timeline_spans`)
+    with the store's barrier and receive waits in the wait band."""
+    from asaptrace.viz.timeline import timeline_spans
+
+    return timeline_spans(
+        store.events(), store.ranks(), _waits(diag), step=step, layers=layers, rank_subset=rank_subset
+    )
+
+
 def _writable_target(path: Path) -> Path:
     path = Path(path)
     if path.is_dir():
@@ -361,7 +399,7 @@ def report_store(
     ``sections`` is where the replay and the sweep add theirs (see asaptrace.report.sections).
     """
     from asaptrace.report.render import render_report
-    from asaptrace.viz.timeline import timeline_spans, worst_window
+    from asaptrace.viz.timeline import worst_window
 
     output = _writable_target(output)
     store = TraceStore.open(store_path)
@@ -372,7 +410,7 @@ def report_store(
     spans, window = None, ""
     if fmt == "html":
         step, layers = worst_window(diag.tables["barrier_by_rank_layer"], diag.tables["step_breakdown"])
-        spans = timeline_spans(store.events(), store.ranks(), _waits(diag), step=step, layers=layers)
+        spans = timeline_of(store, diag, step=step, layers=layers)
         window = f"step {step}" + (f", layers {layers[0]}–{layers[1]}" if layers else ", all layers")
         window += " (where the summed wait is largest)" if layers else ""
     text = render_report(
@@ -419,8 +457,13 @@ def export_store(
 
 def compare_stores(a_path: Path, b_path: Path) -> tuple[dict[str, pl.DataFrame], Diagnosis, Diagnosis]:
     """Diagnose two stores and compare them (tables of asaptrace.analyze.compare)."""
-    from asaptrace.analyze.compare import compare
-
     a = diagnose_store(TraceStore.open(a_path))
     b = diagnose_store(TraceStore.open(b_path))
-    return compare(a.tables, b.tables), a, b
+    return compare_diagnoses(a, b), a, b
+
+
+def compare_diagnoses(a: Diagnosis, b: Diagnosis) -> dict[str, pl.DataFrame]:
+    """Compare two Diagnoses already made (``compare_overall``, ``compare_by_group``; delta = B − A)."""
+    from asaptrace.analyze.compare import compare
+
+    return compare(a.tables, b.tables)
