@@ -48,7 +48,7 @@ def timeline_controls(stores: Stores, key: Any) -> tuple:
     # the layers that have waits (barrier or receive) are the ones a wait band can show
     events_layers = sorted(t["barrier_by_rank_layer"].get_column("layer").drop_nulls().unique().to_list())
     step, window = worst_window(t["barrier_by_rank_layer"], t["step_breakdown"])
-    lo, hi = (min(events_layers), max(events_layers)) if events_layers else (0, 0)
+    lo, hi = (0, max(events_layers)) if events_layers else (0, 0)  # layers count from 0
     marks = {int(v): str(v) for v in events_layers[:: max(1, len(events_layers) // 12)]}
     ranks = sorted(r["rank"] for r in s.info["ranks"])
     return (
