@@ -8,8 +8,8 @@ import json
 import time
 from pathlib import Path
 
-from plotly.utils import PlotlyJSONEncoder
 import pytest
+from plotly.utils import PlotlyJSONEncoder
 
 from asaptrace import pipeline
 from dashboards import create_app
@@ -168,7 +168,7 @@ def test_imbalance_overlap_compare_pages_have_their_figures(stores):
 
 def test_trace_names_reach_the_page_as_inert_text(tmp_path):
     s = Stores([hostile_store(tmp_path).path])
-    steps, step, *_ = timeline.timeline_controls(s, "0")
+    _steps, step, *_ = timeline.timeline_controls(s, "0")
     fig = timeline.timeline_fig(s, "0", step, None, None)
     texts = [x for t in fig.data for x in (t.text or [])]
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in texts and SCRIPT_KERNEL not in texts
@@ -247,7 +247,7 @@ def test_a_running_replay_can_be_cancelled(stores):
 
 def test_a_replay_on_an_unreadable_store_is_a_message_not_a_job(stores):
     jobs = Jobs()
-    job, msg = replay.start_replay(stores, jobs, "2", "asap", {}, [])
+    _job, msg = replay.start_replay(stores, jobs, "2", "asap", {}, [])
     assert msg.children.startswith("cannot read store missing.store") and jobs._jobs == {}
 
 
@@ -256,7 +256,7 @@ def test_sweep_page_says_so_when_the_pipeline_has_no_sweep(monkeypatch):
     monkeypatch.delattr(pipeline, "sweep", raising=False)
     page = sweep.layout()
     assert _find(page, "sw-unavailable").children == sweep.UNAVAILABLE
-    job, msg = sweep.start_sweep(Jobs(), ["asap"], "1", 10, "")
+    _job, msg = sweep.start_sweep(Jobs(), ["asap"], "1", 10, "")
     assert msg.children == sweep.UNAVAILABLE
 
 
@@ -301,7 +301,7 @@ def test_sweep_result_shows_slo_table_curves_and_tornado():
 # ------------------------------------------------------------------------------------------- latency
 def test_callbacks_answer_well_under_a_second_after_the_first_load(stores):
     stores.get("0")  # the first load (open + diagnose) is paid once
-    steps, step, lo, hi, window, *_ = timeline.timeline_controls(stores, "0")
+    _steps, _step, lo, _hi, _window, *_ = timeline.timeline_controls(stores, "0")
     calls = {
         "overview": lambda: overview.overview_body(stores, "0"),
         "timeline": lambda: timeline.timeline_fig(stores, "0", 0, [lo, lo + 2], None),
