@@ -51,7 +51,14 @@ def create_app(stores: Sequence[str | Path], *, jobs: Jobs | None = None) -> das
                     html.Label(
                         [
                             "store ",
-                            dcc.Dropdown(id="store", options=registry.options(), value="0", clearable=False),
+                            dcc.Dropdown(
+                                id="store",
+                                options=registry.options(),
+                                value="0",
+                                clearable=False,
+                                persistence=True,  # a reload keeps the tab's store (sessionStorage: per tab)
+                                persistence_type="session",
+                            ),
                         ],
                         className="store-picker",
                     ),

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests._dashboard_helpers import DASH_IDLE, GRAPHS_DRAWN, LiveDash
+from tests._report_helpers import hostile_store
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [
@@ -26,11 +27,13 @@ PAGES = ["/", "/timeline", "/barriers", "/imbalance", "/overlap", "/replay", "/s
 
 @pytest.fixture(scope="module")
 def served(coupled_store, sample_run, tmp_path_factory):
-    """The coupled and disaggregated samples plus a store that does not exist (key "2")."""
+    """The coupled and disaggregated samples, a store that does not exist (key "2") and one whose
+    kernel and file names are HTML injections (key "3")."""
     from dashboards import create_app
 
     missing = tmp_path_factory.mktemp("gone") / "missing.store"
-    app = create_app([coupled_store.path, sample_run("disaggregated")[1].path, missing])
+    hostile = hostile_store(tmp_path_factory.mktemp("hostile"))
+    app = create_app([coupled_store.path, sample_run("disaggregated")[1].path, missing, hostile.path])
     with LiveDash(app) as live:
         yield live
 
@@ -47,7 +50,8 @@ def page(served):
             args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
         )
         pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        pg.log = {"errors": [], "external": []}  # type: ignore[attr-defined]
+        pg.log = {"errors": [], "external": [], "dialogs": []}  # type: ignore[attr-defined]
+        pg.on("dialog", lambda d: (pg.log["dialogs"].append(d.message), d.dismiss()))
         pg.on("console", lambda m: pg.log["errors"].append(m.text) if m.type == "error" else None)
         pg.on("pageerror", lambda e: pg.log["errors"].append(str(e)))
         pg.on(
@@ -75,6 +79,16 @@ def pick_store(page, label: str) -> None:
     page.click("#store")
     page.get_by_role("option", name=label).click()
     settle(page)
+
+
+def open_tab(page, url: str):
+    """A second tab (its own browser context) of the same browser, logging errors with the first."""
+    tab = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+    tab.on("console", lambda m: page.log["errors"].append(m.text) if m.type == "error" else None)
+    tab.on("pageerror", lambda e: page.log["errors"].append(str(e)))
+    tab.goto(url)
+    settle(tab)
+    return tab
 
 
 def test_every_page_renders_with_no_error_and_no_external_request(page, served, shots):
@@ -153,4 +167,40 @@ def test_an_unreadable_store_shows_its_message_and_the_others_still_work(page, s
     assert msg.startswith("cannot read store missing.store:") and "no such store" in msg
     pick_store(page, "coupled")  # the sample store's folder is named after the sample
     assert page.locator("#overview-findings").count() == 1
+    assert page.log["errors"] == []
+
+
+def test_trace_names_show_as_text_and_run_nothing(page, served):
+    page.goto(served.url + "/")
+    settle(page)
+    pick_store(page, "hostile.store")
+    assert "nccl_AllReduce<script>alert" in page.inner_text("#overview-findings")
+    page.goto(served.url + "/timeline")  # the tab keeps its store across a reload
+    settle(page)
+    assert page.locator("#page script, #page img").count() == 0
+    texts = page.evaluate(
+        "[].concat(...document.querySelector('#tl-figure .js-plotly-plot').data.map(t => t.text || []))"
+    )
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in texts
+    assert page.log["dialogs"] == [] and page.log["errors"] == []
+    pick_store(page, "coupled")
+
+
+def test_two_tabs_follow_their_own_replay(page, served):
+    tab = open_tab(page, served.url + "/replay")
+    try:
+        page.goto(served.url + "/replay")
+        settle(page)
+        tab.click("#rp-policy")
+        tab.get_by_role("option", name="coupled", exact=True).click()
+        settle(tab)
+        page.click("#rp-run")
+        tab.click("#rp-run")
+        for p in (page, tab):
+            p.wait_for_selector("#rp-summary", timeout=60_000)
+            settle(p)
+        assert page.inner_text("#rp-summary").startswith("asap (")
+        assert tab.inner_text("#rp-summary").startswith("coupled (")
+    finally:
+        tab.close()
     assert page.log["errors"] == []
