@@ -45,7 +45,7 @@ from asaptrace.enrich.topology import ParallelConfig, parse_parallel
 from asaptrace.errors import StoreError, UsageError
 from asaptrace.info import store_info
 from asaptrace.ingest.driver import ingest_paths
-from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore, write_part
+from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore, open_store, write_part
 
 if TYPE_CHECKING:  # the replay is imported by the calls that need it (import asaptrace.pipeline stays light)
     from asaptrace.replay.costs import CostModel
@@ -73,11 +73,6 @@ __all__ = [
 
 TABLES = ("events", "args", "flows", "streams", "ranks", "batches")
 _STAGE = ".enriched"  # inside the writer's temporary directory, invisible to scans of the raw parts
-
-
-def open_store(path: str | Path) -> TraceStore:
-    """Open a store (a :class:`~asaptrace.errors.StoreError` naming the path when it cannot be read)."""
-    return TraceStore.open(path)
 
 
 def read_tables(store: TraceStore) -> dict[str, pl.DataFrame]:
