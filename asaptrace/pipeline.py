@@ -20,7 +20,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -264,22 +264,27 @@ def replay_store(
     out: str | Path | None = None,
     overwrite: bool = False,
     attribute: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> ReplayResult:
     """Replay a measured store under ``policy``: open → extract the workload → replay → (write).
 
     See :mod:`asaptrace.replay.run` for what the replay does and its JSON form; with ``out`` the
     replay is written as a store in the canonical schema (atomically), so every analysis, report
-    and export works on it as on a measured run.
+    and export works on it as on a measured run. ``progress`` is told each stage as it starts.
     """
     from asaptrace.replay.run import replay_workload
     from asaptrace.replay.workload import extract_workload
 
+    say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
+    say("extracting the workload")
     wl = extract_workload(TraceStore.open(store_path))
+    say(f"replaying {policy} (reference replay, the policy, the counterfactuals of its causes)")
     result = replay_workload(
         wl, policy, params=params, costs=costs, attribute=attribute, source=str(store_path)
     )
     if out is not None:
+        say("writing the replay store")
         result.out = str(write_replay(result, wl, out, overwrite=overwrite))
     result.seconds = time.perf_counter() - t0
     return result

@@ -34,8 +34,9 @@ def _child(kind: str, kwargs: dict[str, Any], queue: Any) -> None:
 
     try:
         if kind == "replay":
-            progress(f"replaying {kwargs['policy']}: extracting the workload, fitting costs, replaying")
-            result = pipeline.replay_store(kwargs["store_path"], kwargs["policy"], params=kwargs["params"])
+            result = pipeline.replay_store(
+                kwargs["store_path"], kwargs["policy"], params=kwargs["params"], progress=progress
+            )
             queue.put(("done", result.to_json()))
         elif kind == "sweep":
             progress("sweeping")

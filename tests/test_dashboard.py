@@ -215,6 +215,8 @@ def test_two_tabs_replays_run_in_the_background_apart_and_are_cached(stores, cou
     a, b = _wait(jobs, tab_a["id"]), _wait(jobs, tab_b["id"])
     assert (a["state"], b["state"]) == ("done", "done")
     assert a["result"]["policy"] == "asap" and b["result"]["policy"] == "coupled"
+    # the worker reported the replay's stages as they started
+    assert a["messages"][1] == "extracting the workload" and a["messages"][2].startswith("replaying asap")
     # the same replay in this process gives the same numbers
     direct = pipeline.replay_store(
         coupled_store.path,
