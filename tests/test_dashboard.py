@@ -345,3 +345,30 @@ def test_importing_the_cli_does_not_import_dash():
     code = "import sys, asaptrace.cli.app; print('dash' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_replay_summary_says_recovered_or_slower():
+    ms = 1_000_000
+    base = {
+        "policy": "asap",
+        "reference_policy": "coupled",
+        "deployment": {"kind": "disaggregated", "groups": 4, "tp": 4, "experts": 16},
+        "steps": [{"step": 0, "measured_ns": 10 * ms, "reference_ns": 10 * ms, "replayed_ns": 8 * ms}],
+        "measured_ns": 10 * ms,
+        "replayed_ns": 8 * ms,
+        "baseline_ns": 10 * ms,
+        "recovered_ns": {"barrier_wait_removed": 2 * ms},
+        "recovered_total_ns": 2 * ms,
+        "error_mean_pct": 0.0,
+        "error_max_pct": 0.0,
+        "costs": {"source": "defaults"},
+    }
+    # 10 → 8 ms is −20.0%, 2 ms recovered; the other way round it is 2 ms slower
+    assert replay.replay_result(base)[0].children == (
+        "asap (4×4 attention + 16 expert dies): measured 10.000 ms, replayed 8.000 ms (-20.0%); "
+        "recovered 2.000 ms from the coupled replay"
+    )
+    slower = {**base, "replayed_ns": 12 * ms, "recovered_total_ns": -2 * ms}
+    assert replay.replay_result(slower)[0].children.endswith(
+        "(+20.0%); 2.000 ms slower than the coupled replay"
+    )

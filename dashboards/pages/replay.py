@@ -138,7 +138,11 @@ def replay_result(result: dict[str, Any]) -> list:
     return [
         html.P(
             f"{result['policy']} ({shape}): measured {human_ns(measured)}, replayed {human_ns(replayed)} ({change}); "
-            f"recovered {human_ns(recovered)} from the coupled replay",
+            + (
+                f"recovered {human_ns(recovered)} from the coupled replay"
+                if recovered >= 0
+                else f"{human_ns(-recovered)} slower than the coupled replay"
+            ),
             id="rp-summary",
         ),
         html.P(
