@@ -262,8 +262,12 @@ def test_sweep_page_says_so_when_the_pipeline_has_no_sweep(monkeypatch):
     assert msg.children == sweep.UNAVAILABLE
 
 
-def test_sweep_form_becomes_the_pipeline_call(monkeypatch):
+def test_sweep_form_becomes_the_pipeline_call(monkeypatch, coupled_store):
+    assert not any("sw-result" in k for k in create_app([coupled_store.path]).callback_map)
     monkeypatch.setattr(pipeline, "sweep", lambda **kw: kw, raising=False)
+    # with a sweep in the pipeline the page's run, cancel and poll callbacks are wired
+    wired = create_app([coupled_store.path]).callback_map
+    assert any("sw-result.children" in k for k in wired) and any("sweep-job.data" in k for k in wired)
     page = sweep.layout()
     assert _find(page, "sw-unavailable") is None and _find(page, "sw-run") is not None
     args = sweep.sweep_args(["asap", "default"], "1, 2,4", 30, "k_s=1,2")
