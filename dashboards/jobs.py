@@ -22,6 +22,12 @@ from typing import Any
 
 #: Jobs kept (finished ones beyond this are forgotten, oldest first).
 MAX_JOBS = 64
+#: Worker processes at once (more Run clicks than this are refused until one ends or is cancelled).
+MAX_RUNNING = 2
+
+
+class JobsBusy(Exception):
+    """Too many jobs are running; ``str()`` is the message the page shows."""
 
 
 def _child(kind: str, kwargs: dict[str, Any], queue: Any) -> None:
@@ -85,15 +91,20 @@ class Jobs:
         self._lock = threading.Lock()
 
     def submit(self, kind: str, key: str, kwargs: dict[str, Any]) -> str:
-        """Start a job (or return a finished one for a key already run); returns its id."""
+        """Start a job (or return a finished one for a key already run); returns its id.
+        :class:`JobsBusy` when :data:`MAX_RUNNING` jobs are running."""
         job = Job(id=uuid.uuid4().hex, kind=kind, key=key)
         with self._lock:
             self._forget_old()
-            self._jobs[job.id] = job
             if key in self._done:
+                self._jobs[job.id] = job
                 job.state, job.result, job.ended = "done", self._done[key], job.started
                 job.messages.append("cached: this run was done before with the same parameters")
                 return job.id
+            running = sum(j.state == "running" for j in self._jobs.values())
+            if running >= MAX_RUNNING:
+                raise JobsBusy(f"{running} jobs are running already: wait for one to end, or cancel it")
+            self._jobs[job.id] = job
         queue = self._ctx.Queue()
         job.process = self._ctx.Process(target=_child, args=(kind, kwargs, queue), daemon=True)
         job.messages.append("starting a worker process")

@@ -247,6 +247,22 @@ def test_a_running_replay_can_be_cancelled(stores):
     assert jobs.cancel(job["id"]) is False and jobs.status("no-such-job") is None
 
 
+def test_more_runs_than_workers_are_refused_until_one_ends(stores):
+    from dashboards.jobs import MAX_RUNNING
+
+    jobs = Jobs()
+    started = [
+        replay.start_replay(stores, jobs, "0", "chunked", {"chunk_tokens": 1024 * (i + 1)}, [])[0]
+        for i in range(MAX_RUNNING)
+    ]
+    job, msg = replay.start_replay(stores, jobs, "0", "chunked", {"chunk_tokens": 99}, [])
+    assert msg.children.startswith(f"{MAX_RUNNING} jobs are running already")
+    for j in started:
+        jobs.cancel(j["id"])
+    job, msg = replay.start_replay(stores, jobs, "0", "chunked", {"chunk_tokens": 99}, [])
+    assert msg is None and jobs.cancel(job["id"])
+
+
 def test_a_replay_on_an_unreadable_store_is_a_message_not_a_job(stores):
     jobs = Jobs()
     _job, msg = replay.start_replay(stores, jobs, "2", "asap", {}, [])

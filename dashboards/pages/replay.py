@@ -12,7 +12,7 @@ from asaptrace import pipeline
 from asaptrace.units import human_ns
 from asaptrace.viz.replay import recovered_waterfall, replay_steps
 from dashboards.components import graph, message
-from dashboards.jobs import Jobs
+from dashboards.jobs import Jobs, JobsBusy
 from dashboards.pages._jobs_ui import POLL_MS, buttons, poll
 from dashboards.state import Stores, StoreUnavailable
 
@@ -121,7 +121,10 @@ def start_replay(
     except (StoreUnavailable, ValueError) as e:
         return no_update, message(str(e))
     job_key = f"replay|{key}|{policy}|{json.dumps(params, sort_keys=True)}"
-    job_id = jobs.submit("replay", job_key, {"store_path": str(path), "policy": policy, "params": params})
+    try:
+        job_id = jobs.submit("replay", job_key, {"store_path": str(path), "policy": policy, "params": params})
+    except JobsBusy as e:
+        return no_update, message(str(e), kind="info")
     return {"id": job_id, "store": key}, None
 
 

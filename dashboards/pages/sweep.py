@@ -15,7 +15,7 @@ from dash import Input, Output, State, dcc, html, no_update
 from asaptrace import pipeline
 from asaptrace.viz.sweep import sensitivity_tornado, ttft_curves
 from dashboards.components import graph, message, text_table
-from dashboards.jobs import Jobs
+from dashboards.jobs import Jobs, JobsBusy
 from dashboards.pages._jobs_ui import POLL_MS, buttons, poll
 
 PATH, TITLE = "/sweep", "Sweep"
@@ -97,7 +97,10 @@ def start_sweep(jobs: Jobs, policies: Any, rates: Any, duration: Any, vary: Any)
     except ValueError as e:
         return no_update, message(str(e))
     key = "sweep|" + repr(sorted(args.items()))
-    return {"id": jobs.submit("sweep", key, args)}, None
+    try:
+        return {"id": jobs.submit("sweep", key, args)}, None
+    except JobsBusy as e:
+        return no_update, message(str(e), kind="info")
 
 
 def sweep_result(result: dict[str, Any]) -> list:
