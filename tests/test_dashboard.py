@@ -279,6 +279,7 @@ def test_sweep_page_says_so_when_the_pipeline_has_no_sweep(monkeypatch):
 
 
 def test_sweep_form_becomes_the_pipeline_call(monkeypatch, coupled_store):
+    monkeypatch.delattr(pipeline, "sweep", raising=False)  # this build may or may not have one
     assert not any("sw-result" in k for k in create_app([coupled_store.path]).callback_map)
     monkeypatch.setattr(pipeline, "sweep", lambda **kw: kw, raising=False)
     # with a sweep in the pipeline the page's run, cancel and poll callbacks are wired
@@ -392,3 +393,24 @@ def test_replay_summary_says_recovered_or_slower():
     assert replay.replay_result(slower)[0].children.endswith(
         "(+20.0%); 2.000 ms slower than the coupled replay"
     )
+
+
+def test_the_sweep_worker_calls_pipeline_sweep_with_the_form_and_forwards_progress(monkeypatch):
+    import queue
+
+    from dashboards.jobs import _child
+
+    seen = {}
+
+    def fake_sweep(**kw):
+        seen.update(kw)
+        kw["progress"]("asap @ 1/s")
+        return {"slo_rps": {"asap": 1.0}}
+
+    monkeypatch.setattr(pipeline, "sweep", fake_sweep, raising=False)
+    args = sweep.sweep_args(["asap"], "1", 10, "")
+    q: queue.Queue = queue.Queue()
+    _child("sweep", args, q)  # what the worker process runs, here in this process
+    got = [q.get_nowait() for _ in range(q.qsize())]
+    assert got == [("progress", "sweeping"), ("progress", "asap @ 1/s"), ("done", {"slo_rps": {"asap": 1.0}})]
+    assert {k: v for k, v in seen.items() if k != "progress"} == args
