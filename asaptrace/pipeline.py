@@ -20,7 +20,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -44,7 +44,7 @@ from asaptrace.enrich.topology import ParallelConfig, parse_parallel
 from asaptrace.errors import StoreError, UsageError
 from asaptrace.info import store_info
 from asaptrace.ingest.driver import ingest_paths
-from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore, write_part
+from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore, open_store, write_part
 
 if TYPE_CHECKING:  # the diagnosis and the replay are imported by the calls that need them (a fast `ingest`)
     from asaptrace.analyze.diagnosis import Diagnosis
@@ -55,15 +55,19 @@ if TYPE_CHECKING:  # the diagnosis and the replay are imported by the calls that
 
 __all__ = [
     "build_store",
+    "compare_diagnoses",
     "compare_stores",
     "diagnose_store",
     "enrich_store",
     "export_store",
+    "open_store",
     "read_tables",
+    "replay_policies",
     "replay_store",
     "report_store",
     "store_info",
     "sweep",
+    "timeline_of",
     "write_replay",
     "write_text_atomic",
 ]
@@ -263,25 +267,42 @@ def replay_store(
     out: str | Path | None = None,
     overwrite: bool = False,
     attribute: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> ReplayResult:
     """Replay a measured store under ``policy``: open → extract the workload → replay → (write).
 
     See :mod:`asaptrace.replay.run` for what the replay does and its JSON form; with ``out`` the
     replay is written as a store in the canonical schema (atomically), so every analysis, report
-    and export works on it as on a measured run.
+    and export works on it as on a measured run. ``progress`` is told each stage as it starts.
     """
     from asaptrace.replay.run import replay_workload
     from asaptrace.replay.workload import extract_workload
 
+    say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
+    say("extracting the workload")
     wl = extract_workload(TraceStore.open(store_path))
+    say(f"replaying {policy} (reference replay, the policy, the counterfactuals of its causes)")
     result = replay_workload(
         wl, policy, params=params, costs=costs, attribute=attribute, source=str(store_path)
     )
     if out is not None:
+        say("writing the replay store")
         result.out = str(write_replay(result, wl, out, overwrite=overwrite))
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def replay_policies() -> dict[str, dict[str, Any]]:
+    """Every registered replay policy and its parameters with their defaults (for a face's form)."""
+    from dataclasses import MISSING, fields
+
+    from asaptrace.replay.policies import POLICIES
+
+    return {
+        name: {f.name: (None if f.default is MISSING else f.default) for f in fields(cls)}
+        for name, cls in ((n, POLICIES.get(n)) for n in POLICIES.names())
+    }
 
 
 def write_replay(result: ReplayResult, wl: Workload, out: str | Path, *, overwrite: bool = False) -> Path:
@@ -327,6 +348,23 @@ def _waits(diag: Diagnosis) -> pl.DataFrame:
     return pl.concat([t["barrier_instances"], t["receive_waits"]])
 
 
+def timeline_of(
+    store: TraceStore,
+    diag: Diagnosis,
+    *,
+    step: int | None = None,
+    layers: tuple[int, int] | None = None,
+    rank_subset: Sequence[int] | None = None,
+) -> pl.DataFrame:
+    """The timeline's spans of one step and layer range (:func:`asaptrace.viz.timeline.timeline_spans`)
+    with the store's barrier and receive waits in the wait band."""
+    from asaptrace.viz.timeline import timeline_spans
+
+    return timeline_spans(
+        store.events(), store.ranks(), _waits(diag), step=step, layers=layers, rank_subset=rank_subset
+    )
+
+
 def _writable_target(path: Path) -> Path:
     path = Path(path)
     if path.is_dir():
@@ -364,7 +402,7 @@ def report_store(
     ``sections`` is where the replay and the sweep add theirs (see asaptrace.report.sections).
     """
     from asaptrace.report.render import render_report
-    from asaptrace.viz.timeline import timeline_spans, worst_window
+    from asaptrace.viz.timeline import worst_window
 
     output = _writable_target(output)
     store = TraceStore.open(store_path)
@@ -375,7 +413,7 @@ def report_store(
     spans, window = None, ""
     if fmt == "html":
         step, layers = worst_window(diag.tables["barrier_by_rank_layer"], diag.tables["step_breakdown"])
-        spans = timeline_spans(store.events(), store.ranks(), _waits(diag), step=step, layers=layers)
+        spans = timeline_of(store, diag, step=step, layers=layers)
         window = f"step {step}" + (f", layers {layers[0]}–{layers[1]}" if layers else ", all layers")
         window += " (where the summed wait is largest)" if layers else ""
     text = render_report(
@@ -422,11 +460,16 @@ def export_store(
 
 def compare_stores(a_path: Path, b_path: Path) -> tuple[dict[str, pl.DataFrame], Diagnosis, Diagnosis]:
     """Diagnose two stores and compare them (tables of asaptrace.analyze.compare)."""
-    from asaptrace.analyze.compare import compare
-
     a = diagnose_store(TraceStore.open(a_path))
     b = diagnose_store(TraceStore.open(b_path))
-    return compare(a.tables, b.tables), a, b
+    return compare_diagnoses(a, b), a, b
+
+
+def compare_diagnoses(a: Diagnosis, b: Diagnosis) -> dict[str, pl.DataFrame]:
+    """Compare two Diagnoses already made (``compare_overall``, ``compare_by_group``; delta = B − A)."""
+    from asaptrace.analyze.compare import compare
+
+    return compare(a.tables, b.tables)
 
 
 # ---------------------------------------------------------------------------------------------- sweep

@@ -49,10 +49,25 @@ def cell(name: str, value: object) -> str:
     other floats with three significant digits, counts with thousands separators."""
     if value is None:
         return "-"
+    name = name.removesuffix("_delta").removesuffix("_a").removesuffix("_b")  # compare_by_group
     if name.endswith("_ns"):
-        return human_ns(int(value))  # type: ignore[call-overload]
+        return human_ns(round(value))  # type: ignore[call-overload]
     if isinstance(value, float):
         return percent(value, 1) if name.endswith(("_share", "efficiency", "utilisation")) else f"{value:.3g}"
     if isinstance(value, int) and name in COUNT_COLUMNS:
         return f"{value:,}"
     return str(value)
+
+
+def metric_value(unit: str, metric: str, value: float | None) -> str:
+    """A headline metric's value (asaptrace.analyze.compare.HEADLINE_METRICS): durations, shares as %,
+    ratios with two decimals and a ×, counts with thousands separators ("–" when unknown)."""
+    if value is None:
+        return "–"
+    if unit == "ns":
+        return human_ns(round(value), missing="–")
+    if metric.endswith(("share", "efficiency", "utilisation")):
+        return f"{100 * value:.1f}%"
+    if metric.endswith("ratio"):
+        return f"{value:.2f}×"
+    return f"{value:,.0f}"

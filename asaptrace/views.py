@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from asaptrace.units import human_ns
+from asaptrace.units import human_ns, metric_value
 
 if TYPE_CHECKING:
     from asaptrace.analyze.diagnosis import Diagnosis
@@ -140,3 +140,65 @@ def ingest_summary(info: dict[str, Any]) -> str:
     return f"{info['n_ranks']} ranks, {acc['kept']:,} of {acc['read']:,} events kept" + (
         f", {rejected:,} rejected" if acc["rejected"] else ""
     )
+
+
+# ------------------------------------------------------------------------------ dashboard / report
+def headline_rows(diag: Diagnosis) -> list[tuple[str, str, str]]:
+    """The headline numbers of a Diagnosis as (metric, meaning, value text), in display order."""
+    from asaptrace.analyze.compare import HEADLINE_METRICS, headline
+
+    meaning = {m: text for m, _, text in HEADLINE_METRICS}
+    return [(m, meaning[m], metric_value(u, m, v)) for m, u, v in headline(diag.tables).iter_rows()]
+
+
+def findings_view(diag: Diagnosis) -> TableView:
+    """The ranked findings: severity, the time at stake per rank, the text."""
+    rows = pl.DataFrame(
+        {
+            "severity": [f.severity for f in diag.findings],
+            "cost_ns": [f.cost_ns for f in diag.findings],
+            "text": [f.text for f in diag.findings],
+        },
+        schema={"severity": pl.String, "cost_ns": pl.Int64, "text": pl.String},
+    )
+    return TableView("findings", rows.columns, rows, ["severity", "at stake", "finding"])
+
+
+def instance_at(barrier_instances: pl.DataFrame, *, step: int | None, rank: int, layer: int) -> int | None:
+    """The barrier instance of a heatmap cell: where ``rank`` waited longest in that step and layer."""
+    t = barrier_instances.filter((pl.col("rank") == rank) & (pl.col("layer") == layer))
+    if step is not None:
+        t = t.filter(pl.col("step") == step)
+    if t.height == 0:
+        return None
+    return int(t.sort(["wait_ns", "instance"], descending=[True, False]).get_column("instance")[0])
+
+
+def arrival_order(barrier_instances: pl.DataFrame, instance: int) -> TableView:
+    """One barrier instance's ranks in the order they arrived: offset from the first, wait, last."""
+    t = barrier_instances.filter(pl.col("instance") == instance).sort("arrival_ns", "rank")
+    cols = ["order", "rank", "dp_group", "after_first_ns", "wait_ns", "is_last"]
+    rows = t.with_columns(
+        pl.int_range(1, pl.len() + 1).alias("order"),
+        (pl.col("arrival_ns") - pl.col("arrival_ns").min()).alias("after_first_ns"),
+    ).select(cols)
+    first = t.row(0, named=True) if t.height else {}
+    where = f"step {first.get('step')}, layer {first.get('layer')}, {first.get('op')}" if first else ""
+    return TableView(
+        f"arrival order at instance {instance} ({where})",
+        cols,
+        rows,
+        ["#", "rank", "DP", "arrived after the first", "wait", "last"],
+    )
+
+
+def instance_window(barrier_instances: pl.DataFrame, instance: int) -> dict[str, Any]:
+    """Where to look at one instance on the timeline: step, layer, its ranks, [first arrival, release]."""
+    t = barrier_instances.filter(pl.col("instance") == instance)
+    first = t.row(0, named=True)
+    return {
+        "step": first["step"],
+        "layer": first["layer"],
+        "ranks": sorted(t.get_column("rank").to_list()),
+        "window_ns": (int(t.get_column("arrival_ns").min()), int(t.get_column("release_ns").max())),  # type: ignore[arg-type]
+    }

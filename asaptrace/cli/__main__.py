@@ -2,4 +2,5 @@
 
 from asaptrace.cli.app import main
 
-main()
+if __name__ == "__main__":  # the dashboard's spawned workers import this module again: run nothing then
+    main()

@@ -14,6 +14,7 @@ from asaptrace import __version__
 from asaptrace.cli._common import out
 from asaptrace.cli.analyze import analyze
 from asaptrace.cli.compare import compare
+from asaptrace.cli.dashboard import dashboard
 from asaptrace.cli.export import export
 from asaptrace.cli.info import info
 from asaptrace.cli.ingest import ingest
@@ -46,7 +47,7 @@ def _root(
     """asaptrace: diagnose MoE prefill traces."""
 
 
-for command in (ingest, info, analyze, replay, sweep, report, export, compare, synth):
+for command in (ingest, info, analyze, replay, sweep, report, dashboard, export, compare, synth):
     app.command()(command)
 
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from asaptrace.units import metric_value
+
+__all__ = ["cell", "human_ns", "metric_value"]
+
 
 def human_ns(ns: float | int | None) -> str:
     """A duration for people: ``6,254.491 ms``, ``3.650 s``, ``49.000 µs``."""
@@ -33,16 +37,3 @@ def cell(column: str, value: Any) -> str:
     if isinstance(value, int):
         return f"{value:,}" if column not in ("rank", "dp_group", "step", "layer", "instance") else str(value)
     return str(value)
-
-
-def metric_value(unit: str, metric: str, value: float | None) -> str:
-    """A headline metric's value (see asaptrace.analyze.compare.HEADLINE_METRICS)."""
-    if value is None:
-        return "–"
-    if unit == "ns":
-        return human_ns(value)
-    if metric.endswith(("share", "efficiency", "utilisation")):
-        return f"{100 * value:.1f}%"
-    if metric.endswith("ratio"):
-        return f"{value:.2f}×"
-    return f"{value:,.0f}"

@@ -147,6 +147,13 @@ def rank_label(rank: int, dp_group: int | None) -> str:
     return f"r{rank}" if dp_group is None else f"r{rank} · DP{dp_group}"
 
 
+def rank_from_label(label: str) -> int | None:
+    """The rank an axis label of :func:`rank_label` names ("r5 · DP1" → 5), None for another text
+    (how a click on a heatmap row is turned back into a rank)."""
+    head = str(label).split(" · ", 1)[0]
+    return int(head[1:]) if head.startswith("r") and head[1:].isdigit() else None
+
+
 def plain(text: str) -> str:
     """A trace-derived string made inert for plotly's pseudo-HTML labels (``<b>``, ``<a href>``…).
 

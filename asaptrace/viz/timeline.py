@@ -172,8 +172,13 @@ def timeline_figure(
     title: str = "Device timeline",
     pixel_width: int = 1600,
     max_segments: int = 150_000,
+    highlight_ns: tuple[int, int] | None = None,
 ) -> go.Figure:
-    """Draw :func:`timeline_spans`' output: lanes per rank and stream, one WebGL trace per kind + waits."""
+    """Draw :func:`timeline_spans`' output: lanes per rank and stream, one WebGL trace per kind + waits.
+
+    ``highlight_ns`` (start, end on the store's clock) shades one interval, e.g. a barrier instance
+    from its first arrival to its release.
+    """
     if spans.height == 0:
         return empty_figure(title, "no device work in this step and layer range")
     t0, t1 = int(spans.get_column("start_ns").min()), int(spans.get_column("end_ns").max())  # type: ignore[arg-type]
@@ -209,6 +214,9 @@ def timeline_figure(
         f"(merged below {resolution / 1000:,.1f} µs)"
     )
     fig.update_layout(hovermode="closest")
+    if highlight_ns is not None:
+        lo, hi = ((v - t0) / div for v in highlight_ns)
+        fig.add_vrect(x0=round(lo, X_DECIMALS), x1=round(hi, X_DECIMALS), fillcolor=WAIT_COLOUR, opacity=0.12)
     return styled(
         fig,
         title=f"{title}<br><sup>{sub}</sup>",

@@ -1,0 +1,138 @@
+"""Dashboard callback latency on the 32-rank coupled sample: the first (uncached) load vs later callbacks.
+
+Ingests ``sample_traces/coupled/kineto`` into a temporary store (not timed), builds the app, then
+times in this process, through the Flask test client (the real request path: JSON in, callback,
+figure serialised to JSON out):
+
+* baseline — the first request for a store: open + diagnose + the Overview (what a user waits for
+  once per store);
+* every page's callbacks after that, each the median of ``--repeat`` requests (the Diagnosis is
+  cached; timeline windows are cached per (step, layers, ranks), so a new window is timed too);
+* a background replay (asap), submit to result (a worker process: spawn + replay).
+
+Prints each figure and its ratio to the first load.
+
+    python benchmarks/dashboard.py
+    python benchmarks/dashboard.py --repeat 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from asaptrace.ingest.driver import ingest_paths
+from asaptrace.pipeline import enrich_store
+from dashboards import create_app
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "coupled" / "kineto"
+
+
+def call(client, output: str, inputs: list[dict], state: list[dict] | None = None) -> float:
+    """One callback request as the browser sends it; returns seconds."""
+    body = {
+        "output": output,
+        "outputs": _outputs(output),
+        "inputs": inputs,
+        "state": state or [],
+        "changedPropIds": [],
+    }
+    t0 = time.perf_counter()
+    r = client.post("/_dash-update-component", data=json.dumps(body), content_type="application/json")
+    dt = time.perf_counter() - t0
+    if r.status_code not in (200, 204):
+        raise SystemExit(f"callback {output} failed: {r.status_code} {r.data[:300]!r}")
+    return dt
+
+
+def _outputs(output: str):
+    parts = output.strip(".").split("...")
+    outs = [{"id": p.rsplit(".", 1)[0], "property": p.rsplit(".", 1)[1]} for p in parts]
+    return outs if output.startswith("..") else outs[0]
+
+
+def inp(id_: str, prop: str, value) -> dict:
+    return {"id": id_, "property": prop, "value": value}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = enrich_store(ingest_paths([SAMPLE], Path(tmp) / "coupled.store", jobs=2))
+        app = create_app([store.path])
+        client = app.server.test_client()
+        first = call(client, "overview-body.children", [inp("store", "value", "0")])
+        print(f"first load (open + diagnose + overview): {first * 1000:8.1f} ms  (baseline)")
+        d = app.asaptrace_stores.get("0").diag
+        from asaptrace.viz.timeline import worst_window
+
+        step, window = worst_window(d.tables["barrier_by_rank_layer"], d.tables["step_breakdown"])
+        cases = {
+            "overview": ("overview-body.children", [inp("store", "value", "0")], None),
+            "timeline (worst window, cached)": (
+                "tl-figure.figure",
+                [
+                    inp("store", "value", "0"),
+                    inp("tl-step", "value", step),
+                    inp("tl-layers", "value", list(window)),
+                    inp("tl-ranks", "value", None),
+                ],
+                None,
+            ),
+            "barriers (heatmap + ranking)": (
+                "bw-body.children",
+                [inp("store", "value", "0"), inp("bw-step", "value", "all")],
+                None,
+            ),
+            "heatmap click (instance timeline + arrivals)": (
+                "bw-detail.children",
+                [inp("bw-heatmap", "clickData", {"points": [{"x": 5, "y": "r3 · DP0"}]})],
+                [inp("store", "value", "0"), inp("bw-step", "value", "all")],
+            ),
+            "imbalance": (
+                "imb-body.children",
+                [inp("store", "value", "0"), inp("imb-step", "value", "all")],
+                None,
+            ),
+            "overlap": ("ov-body.children", [inp("store", "value", "0")], None),
+        }
+        for name, (output, inputs, state) in cases.items():
+            times = [call(client, output, inputs, state) for _ in range(args.repeat)]
+            med = statistics.median(times)
+            print(f"{name:46s} {med * 1000:8.1f} ms  ({med / first:.3f}× the first load)")
+        fresh = [
+            call(
+                client,
+                "tl-figure.figure",
+                [
+                    inp("store", "value", "0"),
+                    inp("tl-step", "value", step),
+                    inp("tl-layers", "value", [lo, lo + 2]),
+                    inp("tl-ranks", "value", None),
+                ],
+            )
+            for lo in range(10, 10 + 3 * args.repeat, 3)
+        ]
+        med = statistics.median(fresh)
+        print(
+            f"{'timeline (a new window each time)':46s} {med * 1000:8.1f} ms  ({med / first:.3f}× the first load)"
+        )
+        jobs = app.asaptrace_jobs
+        t0 = time.perf_counter()
+        job = jobs.submit("replay", "bench", {"store_path": str(store.path), "policy": "asap", "params": {}})
+        while jobs.status(job)["state"] == "running":
+            time.sleep(0.05)
+        dt = time.perf_counter() - t0
+        print(
+            f"{'background replay asap (submit → result)':46s} {dt * 1000:8.1f} ms  ({dt / first:.2f}× the first load)"
+        )
+
+
+if __name__ == "__main__":
+    main()

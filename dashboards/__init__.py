@@ -1,0 +1,14 @@
+"""The asaptrace dashboard (Dash): ``create_app(stores) -> dash.Dash``, served by ``asaptrace dashboard``.
+
+Built only on ``asaptrace.pipeline`` (library calls), ``asaptrace.views`` (what a human sees),
+``asaptrace.units`` (how numbers read) and ``asaptrace.viz`` (the figures the report draws too);
+no analysis and no figure code lives here (import-linter checks it). See docs/dashboard.md.
+
+Modules: ``app`` (create_app, routing), ``state`` (the stores, loaded lazily and cached),
+``jobs`` (replay and sweep in worker processes, cancellable), ``components`` (tables, messages),
+``pages/`` (one module per page).
+"""
+
+from dashboards.app import create_app
+
+__all__ = ["create_app"]

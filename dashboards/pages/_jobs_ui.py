@@ -1,0 +1,51 @@
+"""The part the Replay and Sweep pages share: run / cancel buttons, a progress line, polling a job."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dash import html
+
+from dashboards.components import message
+from dashboards.jobs import Jobs
+
+#: How often a page asks for its job's progress (ms).
+POLL_MS = 400
+
+
+def buttons(prefix: str, run_label: str) -> html.Div:
+    return html.Div(
+        [
+            html.Button(run_label, id=f"{prefix}-run", n_clicks=0, className="run"),
+            html.Button("Cancel", id=f"{prefix}-cancel", n_clicks=0, className="cancel"),
+        ],
+        className="buttons",
+    )
+
+
+def poll(jobs: Jobs, job: Any, render: Callable[[Any], list]) -> tuple[Any, Any, bool]:
+    """(progress children, result children, poll disabled) for the tab's job."""
+    job_id = (job or {}).get("id")
+    st = jobs.status(job_id)
+    if st is None:
+        return None, None, True
+    last = st["messages"][-1] if st["messages"] else ""
+    if st["state"] == "running":
+        return (
+            html.Div(
+                [html.Progress(className="busy"), html.Span(f" running for {st['elapsed_s']:.1f} s: {last}")],
+                id="job-progress",
+            ),
+            None,
+            False,
+        )
+    if st["state"] == "done":
+        return (
+            html.Div(f"done in {st['elapsed_s']:.1f} s ({last})", id="job-progress"),
+            render(st["result"]),
+            True,
+        )
+    if st["state"] == "cancelled":
+        return html.Div("cancelled", id="job-progress"), None, True
+    return html.Div("failed", id="job-progress"), message(st["error"] or "failed"), True

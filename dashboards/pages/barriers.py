@@ -1,0 +1,96 @@
+"""Barriers: who waited where (rank × layer heatmap) and who made the others wait; a click on a cell
+shows that barrier instance's lanes on the timeline and the order its ranks arrived in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import Input, Output, State, dcc, html
+
+from asaptrace import views
+from asaptrace.viz.barrier import imposed_wait_ranking, wait_heatmap
+from asaptrace.viz.theme import rank_from_label
+from asaptrace.viz.timeline import timeline_figure
+from dashboards.components import graph, message, table
+from dashboards.state import Stores, StoreUnavailable
+
+PATH, TITLE = "/barriers", "Barriers"
+HINT = "Click a cell of the heatmap to see that barrier instance's lanes and its arrival order."
+
+
+def layout(stores: Any = None) -> html.Div:
+    return html.Div(
+        [
+            html.Div(
+                [html.Label(["step", dcc.Dropdown(id="bw-step", clearable=False)])], className="controls"
+            ),
+            html.Div(id="bw-body"),
+            html.Div(html.P(HINT, className="note"), id="bw-detail"),
+        ]
+    )
+
+
+def step_options(stores: Stores, key: Any) -> tuple[list, Any]:
+    try:
+        s = stores.get(key)
+    except StoreUnavailable:
+        return [], None
+    steps = sorted(s.diag.tables["step_breakdown"].get_column("step").drop_nulls().unique().to_list())
+    return [{"label": "all steps", "value": "all"}] + [
+        {"label": f"step {v}", "value": v} for v in steps
+    ], "all"
+
+
+def barriers_body(stores: Stores, key: Any, step: Any) -> list:
+    try:
+        s = stores.get(key)
+    except StoreUnavailable as e:
+        return [message(str(e))]
+    t = s.diag.tables
+    st = None if step in (None, "all") else int(step)
+    return [
+        graph("bw-heatmap", wait_heatmap(t["barrier_by_rank_layer"], step=st)),
+        graph("bw-imposed", imposed_wait_ranking(t["barrier_by_group"])),
+    ]
+
+
+def instance_detail(stores: Stores, key: Any, step: Any, click: Any) -> list:
+    """The clicked cell's barrier instance: its ranks' lanes in that layer, shaded from the first
+    arrival to the release, and the arrival order."""
+    if not click or not click.get("points"):
+        return [html.P(HINT, className="note")]
+    try:
+        s = stores.get(key)
+    except StoreUnavailable as e:
+        return [message(str(e))]
+    point = click["points"][0]
+    rank, layer = rank_from_label(point.get("y", "")), int(point["x"])
+    if rank is None:
+        return [html.P(HINT, className="note")]
+    inst_t = s.diag.tables["barrier_instances"]
+    st = None if step in (None, "all") else int(step)
+    instance = views.instance_at(inst_t, step=st, rank=rank, layer=layer)
+    if instance is None:
+        return [message(f"r{rank} waited at no barrier in layer {layer}", kind="info")]
+    where = views.instance_window(inst_t, instance)
+    spans = s.timeline(where["step"], (where["layer"], where["layer"]), tuple(where["ranks"]))
+    title = f"Barrier instance {instance}: step {where['step']}, layer {where['layer']}, where r{rank} waited longest"
+    return [
+        graph("bw-timeline", timeline_figure(spans, title=title, highlight_ns=where["window_ns"])),
+        table(views.arrival_order(inst_t, instance), id="bw-arrivals"),
+    ]
+
+
+def register(app, stores: Stores, jobs) -> None:
+    app.callback(Output("bw-step", "options"), Output("bw-step", "value"), Input("store", "value"))(
+        lambda key: step_options(stores, key)
+    )
+    app.callback(Output("bw-body", "children"), Input("store", "value"), Input("bw-step", "value"))(
+        lambda key, step: barriers_body(stores, key, step)
+    )
+    app.callback(
+        Output("bw-detail", "children"),
+        Input("bw-heatmap", "clickData"),
+        State("store", "value"),
+        State("bw-step", "value"),
+    )(lambda click, key, step: instance_detail(stores, key, step, click))

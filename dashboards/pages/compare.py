@@ -1,0 +1,90 @@
+"""Compare: two stores side by side (e.g. measured coupled vs replayed ASAP): headline numbers with
+deltas (B − A), per DP group, and each store's step-time bars."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import Input, Output, dcc, html
+
+from asaptrace.units import cell, metric_value
+from asaptrace.views import TableView
+from asaptrace.viz.breakdown import group_stacked_bars
+from dashboards.components import graph, message, table, text_table
+from dashboards.state import Stores, StoreUnavailable
+
+PATH, TITLE = "/compare", "Compare"
+
+
+def layout(stores: Stores) -> html.Div:
+    opts = stores.options()
+    b = opts[1]["value"] if len(opts) > 1 else opts[0]["value"]
+    return html.Div(
+        [
+            html.Div(
+                [
+                    html.Label(
+                        ["A", dcc.Dropdown(id="cmp-a", options=opts, value=opts[0]["value"], clearable=False)]
+                    ),
+                    html.Label(["B", dcc.Dropdown(id="cmp-b", options=opts, value=b, clearable=False)]),
+                ],
+                className="controls",
+            ),
+            html.Div(id="cmp-body"),
+        ]
+    )
+
+
+def compare_body(stores: Stores, a: Any, b: Any) -> list:
+    try:
+        tables = stores.compare(a, b)
+        la, lb = stores.get(a), stores.get(b)
+    except StoreUnavailable as e:
+        return [message(str(e))]
+    overall = [
+        (
+            r["metric"],
+            *(metric_value(r["unit"], r["metric"], r[k]) for k in ("a", "b", "delta")),
+            cell("ratio", r["ratio"]),
+        )
+        for r in tables["compare_overall"].iter_rows(named=True)
+    ]
+    by_group = tables["compare_by_group"]
+    return [
+        html.H4(f"A = {la.label}, B = {lb.label} (delta = B − A)"),
+        text_table(["metric", "A", "B", "delta", "B / A"], overall, id="cmp-overall"),
+        table(TableView("per DP group", by_group.columns, by_group), id="cmp-groups"),
+        html.Div(
+            [
+                html.Div(
+                    [
+                        html.H4(f"A: {la.label}"),
+                        graph(
+                            "cmp-bars-a",
+                            group_stacked_bars(
+                                la.diag.tables["step_breakdown"], la.diag.tables["stragglers"]
+                            ),
+                        ),
+                    ]
+                ),
+                html.Div(
+                    [
+                        html.H4(f"B: {lb.label}"),
+                        graph(
+                            "cmp-bars-b",
+                            group_stacked_bars(
+                                lb.diag.tables["step_breakdown"], lb.diag.tables["stragglers"]
+                            ),
+                        ),
+                    ]
+                ),
+            ],
+            className="side-by-side",
+        ),
+    ]
+
+
+def register(app, stores: Stores, jobs) -> None:
+    app.callback(Output("cmp-body", "children"), Input("cmp-a", "value"), Input("cmp-b", "value"))(
+        lambda a, b: compare_body(stores, a, b)
+    )

@@ -1,0 +1,39 @@
+"""Overlap: per device, compute alone / communication under compute / exposed communication / idle;
+per DP group, where step time goes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import Input, Output, html
+
+from asaptrace.views import DIAGNOSIS_COLUMNS, TableView
+from asaptrace.viz.breakdown import group_stacked_bars, overlap_per_device
+from dashboards.components import graph, message, table
+from dashboards.state import Stores, StoreUnavailable
+
+PATH, TITLE = "/overlap", "Overlap"
+
+
+def layout(stores: Any = None) -> html.Div:
+    return html.Div(id="ov-body")
+
+
+def overlap_body(stores: Stores, key: Any) -> list:
+    try:
+        s = stores.get(key)
+    except StoreUnavailable as e:
+        return [message(str(e))]
+    t = s.diag.tables
+    cols = DIAGNOSIS_COLUMNS["overlap_by_role"]
+    return [
+        graph("ov-devices", overlap_per_device(t["overlap_by_rank"])),
+        graph("ov-groups", group_stacked_bars(t["step_breakdown"], t["stragglers"])),
+        table(TableView("overlap by role", cols, t["overlap_by_role"].select(cols)), id="ov-table"),
+    ]
+
+
+def register(app, stores: Stores, jobs) -> None:
+    app.callback(Output("ov-body", "children"), Input("store", "value"))(
+        lambda key: overlap_body(stores, key)
+    )

@@ -1,0 +1,70 @@
+"""Overview: the findings in plain words, the headline numbers, where the store came from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import Input, Output, html
+
+from asaptrace import views
+from asaptrace.units import human_bytes
+from dashboards.components import message, table, text_table
+from dashboards.state import Stores, StoreUnavailable
+
+PATH, TITLE = "/", "Overview"
+
+
+def layout(stores: Any = None) -> html.Div:
+    return html.Div(id="overview-body")
+
+
+def overview_body(stores: Stores, key: Any) -> list:
+    try:
+        s = stores.get(key)
+    except StoreUnavailable as e:
+        return [message(str(e))]
+    diag, info, meta = s.diag, s.info, s.store.meta
+    acc = info["accounting"]
+    rejected = ", ".join(f"{k}: {v:,}" for k, v in acc["rejected"].items()) or "none"
+    provenance = [
+        ("store", s.label),
+        ("deployment", views.diagnosis_header(diag).strip()),
+        ("ranks, events", f"{info['n_ranks']} ranks, {info['n_events']:,} events"),
+        ("accounting", f"read {acc['read']:,} = kept {acc['kept']:,} + rejected ({rejected})"),
+        ("clock", str((meta.get("clock") or {}).get("status", "-"))),
+        ("batches", str(diag.meta.get("batches_source") or "-")),
+        (
+            "written by",
+            f"asaptrace {meta.get('asaptrace_version', '?')}, format v{meta.get('format_version')}",
+        ),
+    ]
+    sources = [
+        (
+            str(src.get("path", "")).rsplit("/", 1)[-1],
+            src.get("format", "-"),
+            src.get("rank", "-"),
+            human_bytes(int(src.get("size", 0))),
+        )
+        for src in meta.get("sources", [])
+    ]
+    return [
+        html.H2(f"{s.label}"),
+        table(views.findings_view(diag), id="overview-findings"),
+        html.H4("headline numbers"),
+        text_table(["metric", "meaning", "value"], views.headline_rows(diag), id="overview-headline"),
+        html.H4("provenance"),
+        text_table(["", ""], provenance, id="overview-provenance"),
+        html.Details(
+            [
+                html.Summary(f"{len(sources)} source files"),
+                text_table(["file", "format", "rank", "size"], sources, id="overview-sources"),
+            ]
+        ),
+        *(html.P(f"note: {n}", className="note") for n in diag.notes),
+    ]
+
+
+def register(app, stores: Stores, jobs) -> None:
+    app.callback(Output("overview-body", "children"), Input("store", "value"))(
+        lambda key: overview_body(stores, key)
+    )

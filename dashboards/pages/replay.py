@@ -1,0 +1,204 @@
+"""Replay: a policy and its knobs, run in the background; measured vs replayed, recovered time by cause."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from dash import Input, Output, State, dcc, html, no_update
+
+from asaptrace import pipeline
+from asaptrace.units import human_ns
+from asaptrace.viz.replay import recovered_waterfall, replay_steps
+from dashboards.components import graph, message
+from dashboards.jobs import Jobs, JobsBusy
+from dashboards.pages._jobs_ui import POLL_MS, buttons, poll
+from dashboards.state import Stores, StoreUnavailable
+
+PATH, TITLE = "/replay", "Replay"
+#: on/off mechanisms of the pipelined policies (a knob a policy lacks is greyed out)
+MECHANISMS = (
+    ("dual_batch", "dual-batch interleaving"),
+    ("overlap", "overlap on expert dies"),
+    ("super_kernel", "device-launched MoE (super kernel)"),
+    ("expert_failure", "lose one expert die"),
+)
+#: the numeric and text knobs: (parameter, form id, label)
+KNOBS = (
+    ("attention", "rp-attention", "attention dies (DxT, empty: half the measured devices)"),
+    ("experts", "rp-experts", "expert dies (empty: the rest)"),
+    ("m", "rp-m", "micro-batches (afd-pingpong)"),
+    ("chunk_tokens", "rp-chunk", "tokens per group per step (chunked)"),
+)
+_DXT = re.compile(r"^\s*\d+\s*x\s*\d+\s*$")
+
+
+def layout(stores: Any = None) -> html.Div:
+    policies = list(pipeline.replay_policies())
+    return html.Div(
+        [
+            html.Div(
+                [
+                    html.Label(
+                        [
+                            "policy",
+                            dcc.Dropdown(id="rp-policy", options=policies, value="asap", clearable=False),
+                        ]
+                    ),
+                    *(
+                        html.Label(
+                            [
+                                label,
+                                dcc.Input(
+                                    id=fid, type="text" if p == "attention" else "number", debounce=True
+                                ),
+                            ]
+                        )
+                        for p, fid, label in KNOBS
+                    ),
+                    dcc.Checklist(
+                        id="rp-mech",
+                        options=[{"label": label, "value": name} for name, label in MECHANISMS],
+                        value=["dual_batch", "overlap", "super_kernel"],
+                    ),
+                ],
+                className="controls",
+            ),
+            buttons("rp", "Run replay"),
+            html.Div(id="rp-cancel-msg"),
+            html.Div(id="rp-progress"),
+            html.Div(id="rp-result"),
+            dcc.Interval(id="rp-poll", interval=POLL_MS, disabled=True),
+        ]
+    )
+
+
+def knob_state(policy: str) -> tuple:
+    """Which knobs the policy has: (disabled per knob..., mechanism options)."""
+    names = pipeline.replay_policies().get(policy, {})
+    disabled = tuple(p not in names for p, _, _ in KNOBS)
+    options = [{"label": label, "value": n, "disabled": n not in names} for n, label in MECHANISMS]
+    return (*disabled, options)
+
+
+def replay_params(policy: str, values: dict[str, Any], mechanisms: list[str] | None) -> dict[str, Any]:
+    """The form → the policy's parameters (only those it has; empty fields keep its defaults).
+
+    Raises ValueError with the message to show when a field cannot be used."""
+    names = pipeline.replay_policies().get(policy)
+    if names is None:
+        raise ValueError(f"unknown policy {policy!r}")
+    params: dict[str, Any] = {}
+    for p, _, label in KNOBS:
+        v = values.get(p)
+        if p not in names or v in (None, ""):
+            continue
+        if p == "attention":
+            if not _DXT.match(str(v)):
+                raise ValueError(f"attention must be DxT (e.g. 4x4), not {v!r}")
+            params[p] = str(v).replace(" ", "")
+        else:
+            if int(v) < 1:
+                raise ValueError(f"{label.split(' (')[0]} must be at least 1")
+            params[p] = int(v)
+    for name, _ in MECHANISMS:
+        if name in names:
+            params[name] = name in (mechanisms or [])
+    if not params.get("expert_failure"):
+        params.pop("expert_failure", None)
+    return params
+
+
+def start_replay(
+    stores: Stores, jobs: Jobs, key: Any, policy: str, values: dict[str, Any], mech: Any
+) -> tuple:
+    """Submit the replay; returns (the tab's job, a message)."""
+    try:
+        path = stores.path(key)
+        stores.get(key)  # an unreadable store says so here, not in a worker
+        params = replay_params(policy, values, mech)
+    except (StoreUnavailable, ValueError) as e:
+        return no_update, message(str(e))
+    job_key = f"replay|{key}|{policy}|{json.dumps(params, sort_keys=True)}"
+    try:
+        job_id = jobs.submit("replay", job_key, {"store_path": str(path), "policy": policy, "params": params})
+    except JobsBusy as e:
+        return no_update, message(str(e), kind="info")
+    return {"id": job_id, "store": key}, None
+
+
+def replay_result(result: dict[str, Any]) -> list:
+    dep = result["deployment"]
+    shape = (
+        f"{dep['groups']}×{dep['tp']} attention + {dep['experts']} expert dies"
+        if dep["kind"] == "disaggregated"
+        else f"DP{dep['groups']}×TP{dep['tp']} coupled"
+    )
+    measured, replayed = result["measured_ns"], result["replayed_ns"]
+    change = f"{100 * (replayed - measured) / measured:+.1f}%" if measured else "-"
+    recovered = result.get("recovered_total_ns") or 0
+    return [
+        html.P(
+            f"{result['policy']} ({shape}): measured {human_ns(measured)}, replayed {human_ns(replayed)} ({change}); "
+            + (
+                f"recovered {human_ns(recovered)} from the coupled replay"
+                if recovered >= 0
+                else f"{human_ns(-recovered)} slower than the coupled replay"
+            ),
+            id="rp-summary",
+        ),
+        html.P(
+            f"{result['reference_policy']} reproduction error {result['error_mean_pct']:.2f}% mean, "
+            f"{result['error_max_pct']:.2f}% max (every what-if carries it); costs: {result['costs'].get('source', '-')}",
+            className="note",
+        ),
+        graph("rp-steps", replay_steps(result)),
+        graph("rp-waterfall", recovered_waterfall(result)),
+        *(html.P(f"note: {n}", className="note") for n in result.get("notes", [])),
+    ]
+
+
+def register(app, stores: Stores, jobs: Jobs) -> None:
+    app.callback(
+        *(Output(fid, "disabled") for _, fid, _ in KNOBS),
+        Output("rp-mech", "options"),
+        Input("rp-policy", "value"),
+    )(knob_state)
+
+    @app.callback(
+        Output("replay-job", "data"),
+        Output("rp-cancel-msg", "children"),
+        Input("rp-run", "n_clicks"),
+        State("store", "value"),
+        State("rp-policy", "value"),
+        *(State(fid, "value") for _, fid, _ in KNOBS),
+        State("rp-mech", "value"),
+        prevent_initial_call=True,
+    )
+    def _run(n, key, policy, *rest):
+        if not n:  # the button was (re)drawn, not clicked
+            return no_update, no_update
+        *vals, mech = rest
+        return start_replay(
+            stores, jobs, key, policy, {p: v for (p, _, _), v in zip(KNOBS, vals, strict=True)}, mech
+        )
+
+    @app.callback(
+        Output("rp-cancel-msg", "children", allow_duplicate=True),
+        Input("rp-cancel", "n_clicks"),
+        State("replay-job", "data"),
+        prevent_initial_call=True,
+    )
+    def _cancel(n, job):
+        if not n:
+            return no_update
+        return None if jobs.cancel((job or {}).get("id")) else html.P("nothing running", className="note")
+
+    app.callback(
+        Output("rp-progress", "children"),
+        Output("rp-result", "children"),
+        Output("rp-poll", "disabled"),
+        Input("rp-poll", "n_intervals"),
+        Input("replay-job", "data"),
+    )(lambda _n, job: poll(jobs, job, replay_result))

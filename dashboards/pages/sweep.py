@@ -1,0 +1,161 @@
+"""Sweep: rate → mean TTFT per policy with the SLO line, the sensitivity tornado; a small sweep run
+from the page in the background.
+
+It calls ``asaptrace.pipeline.sweep(scenario, *, policies, rates, knobs, vary, progress) -> dict``
+(the object of docs/reference/sweep-json.md). A build whose pipeline has no ``sweep`` shows a
+message instead of the form.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import Input, Output, State, dcc, html, no_update
+
+from asaptrace import pipeline
+from asaptrace.viz.sweep import sensitivity_tornado, ttft_curves
+from dashboards.components import graph, message, text_table
+from dashboards.jobs import Jobs, JobsBusy
+from dashboards.pages._jobs_ui import POLL_MS, buttons, poll
+
+PATH, TITLE = "/sweep", "Sweep"
+UNAVAILABLE = "The SLO sweep is not available in this build (asaptrace.pipeline has no sweep)."
+POLICIES = ("default", "chunked", "asap")
+#: a small sweep by default: a page run should take seconds, not the paper's 300 s per rate
+DEFAULTS = {"rates": "1,2,4,8", "duration_s": 30, "vary": "k_s=1,2"}
+
+
+def available() -> bool:
+    return hasattr(pipeline, "sweep")
+
+
+def layout(stores: Any = None) -> html.Div:
+    if not available():
+        return html.Div(message(UNAVAILABLE, kind="info", id="sw-unavailable"))
+    return html.Div(
+        [
+            html.Div(
+                [
+                    dcc.Checklist(id="sw-policies", options=list(POLICIES), value=list(POLICIES)),
+                    html.Label(
+                        [
+                            "rates (1/s, comma-separated)",
+                            dcc.Input(id="sw-rates", type="text", value=DEFAULTS["rates"]),
+                        ]
+                    ),
+                    html.Label(
+                        [
+                            "arrivals per rate (s)",
+                            dcc.Input(id="sw-duration", type="number", value=DEFAULTS["duration_s"]),
+                        ]
+                    ),
+                    html.Label(
+                        [
+                            "vary one knob (KNOB=V1,V2; empty: none)",
+                            dcc.Input(id="sw-vary", type="text", value=DEFAULTS["vary"]),
+                        ]
+                    ),
+                ],
+                className="controls",
+            ),
+            buttons("sw", "Run sweep"),
+            html.Div(id="sw-cancel-msg"),
+            html.Div(id="sw-progress"),
+            html.Div(id="sw-result"),
+            dcc.Interval(id="sw-poll", interval=POLL_MS, disabled=True),
+        ]
+    )
+
+
+def sweep_args(policies: Any, rates: Any, duration: Any, vary: Any) -> dict[str, Any]:
+    """The form → ``pipeline.sweep``'s keyword arguments (ValueError: the message to show)."""
+    pols = [p for p in POLICIES if p in (policies or [])]
+    if not pols:
+        raise ValueError("choose at least one policy")
+    try:
+        rate_list = [float(r) for r in str(rates or "").split(",") if r.strip()]
+    except ValueError:
+        raise ValueError(f"rates must be numbers separated by commas, not {rates!r}") from None
+    if not rate_list or min(rate_list) <= 0:
+        raise ValueError("give at least one positive rate")
+    if duration is None or float(duration) <= 0:
+        raise ValueError("arrivals per rate must be a positive number of seconds")
+    return {
+        "scenario": "asap-paper",
+        "policies": tuple(pols),
+        "rates": tuple(rate_list),
+        "knobs": {"duration_s": float(duration)},
+        "vary": [str(vary).strip()] if vary and str(vary).strip() else [],
+    }
+
+
+def start_sweep(jobs: Jobs, policies: Any, rates: Any, duration: Any, vary: Any) -> tuple:
+    if not available():
+        return no_update, message(UNAVAILABLE, kind="info")
+    try:
+        args = sweep_args(policies, rates, duration, vary)
+    except ValueError as e:
+        return no_update, message(str(e))
+    key = "sweep|" + repr(sorted(args.items()))
+    try:
+        return {"id": jobs.submit("sweep", key, args)}, None
+    except JobsBusy as e:
+        return no_update, message(str(e), kind="info")
+
+
+def sweep_result(result: dict[str, Any]) -> list:
+    rows = [
+        (
+            p,
+            "-"
+            if v is None
+            else f"{v:.2f}" + (" (≥, met at every rate)" if result.get("slo_censored", {}).get(p) else ""),
+            "-" if result["ratios"].get(p) is None else f"{result['ratios'][p]:.2f}×",
+        )
+        for p, v in result["slo_rps"].items()
+    ]
+    return [
+        html.P(result.get("reading", ""), id="sw-reading"),
+        text_table(["policy", "SLO throughput (1/s)", "vs first"], rows, id="sw-slo"),
+        graph("sw-curves", ttft_curves(result)),
+        graph("sw-tornado", sensitivity_tornado(result)),
+    ]
+
+
+def register(app, stores, jobs: Jobs) -> None:
+    if not available():
+        return
+
+    @app.callback(
+        Output("sweep-job", "data"),
+        Output("sw-cancel-msg", "children"),
+        Input("sw-run", "n_clicks"),
+        State("sw-policies", "value"),
+        State("sw-rates", "value"),
+        State("sw-duration", "value"),
+        State("sw-vary", "value"),
+        prevent_initial_call=True,
+    )
+    def _run(n, policies, rates, duration, vary):
+        if not n:  # the button was (re)drawn, not clicked
+            return no_update, no_update
+        return start_sweep(jobs, policies, rates, duration, vary)
+
+    @app.callback(
+        Output("sw-cancel-msg", "children", allow_duplicate=True),
+        Input("sw-cancel", "n_clicks"),
+        State("sweep-job", "data"),
+        prevent_initial_call=True,
+    )
+    def _cancel(n, job):
+        if not n:
+            return no_update
+        return None if jobs.cancel((job or {}).get("id")) else html.P("nothing running", className="note")
+
+    app.callback(
+        Output("sw-progress", "children"),
+        Output("sw-result", "children"),
+        Output("sw-poll", "disabled"),
+        Input("sw-poll", "n_intervals"),
+        Input("sweep-job", "data"),
+    )(lambda _n, job: poll(jobs, job, sweep_result))

@@ -1,0 +1,125 @@
+"""The stores a dashboard serves: named once at start, opened and diagnosed lazily, results cached.
+
+The browser only ever names a store by its key ("0", "1", … in the order given on the command
+line); a key that is not one of them is refused, so no path ever comes from the browser. A store
+is opened and diagnosed the first time a page asks for it (under a per-store lock, so two tabs
+asking at once diagnose it once); after that every page reads the cached Diagnosis, and timeline
+windows and comparisons are cached per their parameters.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from asaptrace import pipeline
+from asaptrace.errors import AsaptraceError
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from asaptrace.analyze.diagnosis import Diagnosis
+    from asaptrace.store import TraceStore
+
+#: Timeline windows kept per store (each is a small frame of one step and layer range).
+TIMELINE_CACHE = 32
+
+
+class StoreUnavailable(Exception):
+    """A store the page asked for cannot be shown; ``str()`` is the message the page prints."""
+
+
+@dataclass
+class Loaded:
+    """One store, opened and diagnosed, with its caches."""
+
+    label: str
+    path: Path
+    store: TraceStore
+    diag: Diagnosis
+    info: dict[str, Any]
+    timelines: OrderedDict[tuple, pl.DataFrame] = field(default_factory=OrderedDict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def timeline(
+        self, step: int | None, layers: tuple[int, int] | None, ranks: tuple[int, ...] | None
+    ) -> pl.DataFrame:
+        """The timeline spans of one window (cached, least recently used dropped first)."""
+        key = (step, layers, ranks)
+        with self.lock:
+            if key in self.timelines:
+                self.timelines.move_to_end(key)
+                return self.timelines[key]
+        spans = pipeline.timeline_of(self.store, self.diag, step=step, layers=layers, rank_subset=ranks)
+        with self.lock:
+            self.timelines[key] = spans
+            while len(self.timelines) > TIMELINE_CACHE:
+                self.timelines.popitem(last=False)
+        return spans
+
+
+class Stores:
+    """The stores named at start, by key; each loaded on first use."""
+
+    def __init__(self, paths: list[str | Path]) -> None:
+        self.paths = [Path(p) for p in paths]
+        names = [p.name or str(p) for p in self.paths]
+        self.labels = [
+            name if names.count(name) == 1 else f"{name} ({p.parent.name or p.parent})"
+            for name, p in zip(names, self.paths, strict=True)
+        ]
+        self._loaded: dict[str, Loaded] = {}
+        self._failed: dict[str, str] = {}
+        self._locks = {str(i): threading.Lock() for i in range(len(self.paths))}
+        self._compare: dict[tuple[str, str], dict[str, pl.DataFrame]] = {}
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self._locks)
+
+    def options(self) -> list[dict[str, str]]:
+        """Dropdown options: the label shown, the key sent back (never a path)."""
+        return [{"label": label, "value": str(i)} for i, label in enumerate(self.labels)]
+
+    def label(self, key: str) -> str:
+        return self.labels[int(key)] if key in self._locks else "?"
+
+    def path(self, key: str) -> Path:
+        self._check(key)
+        return self.paths[int(key)]
+
+    def _check(self, key: Any) -> None:
+        if not isinstance(key, str) or key not in self._locks:
+            raise StoreUnavailable("unknown store: this dashboard serves only the stores it was started with")
+
+    def get(self, key: Any) -> Loaded:
+        """The loaded store ``key`` (opened and diagnosed once); :class:`StoreUnavailable` when it
+        cannot be read (the message names the store and the cause, and is remembered)."""
+        self._check(key)
+        with self._locks[key]:
+            if key in self._failed:
+                raise StoreUnavailable(self._failed[key])
+            if key not in self._loaded:
+                path, label = self.paths[int(key)], self.labels[int(key)]
+                try:
+                    store = pipeline.open_store(path)
+                    diag = pipeline.diagnose_store(store)
+                    info = pipeline.store_info(store)
+                except AsaptraceError as e:
+                    self._failed[key] = f"cannot read store {label}: {e}"
+                    raise StoreUnavailable(self._failed[key]) from None
+                except Exception as e:  # a damaged file that a lower layer did not name: still one line
+                    self._failed[key] = f"cannot read store {label}: {type(e).__name__}: {e}"
+                    raise StoreUnavailable(self._failed[key]) from None
+                self._loaded[key] = Loaded(label, path, store, diag, info)
+            return self._loaded[key]
+
+    def compare(self, a: str, b: str) -> dict[str, pl.DataFrame]:
+        """compare_overall and compare_by_group of stores a and b (cached per pair)."""
+        la, lb = self.get(a), self.get(b)
+        if (a, b) not in self._compare:
+            self._compare[(a, b)] = pipeline.compare_diagnoses(la.diag, lb.diag)
+        return self._compare[(a, b)]
