@@ -16,10 +16,8 @@ about the largest rank plus that cross-rank data, not the whole run.
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -42,10 +40,11 @@ from asaptrace.enrich.frames import (
 )
 from asaptrace.enrich.taxonomy import Profile, Taxonomy, load_profile
 from asaptrace.enrich.topology import ParallelConfig, parse_parallel
-from asaptrace.errors import StoreError, UsageError
+from asaptrace.errors import OutputError, UsageError
 from asaptrace.info import store_info
 from asaptrace.ingest.driver import ingest_paths
-from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore, write_part
+from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore, check_store_target, write_part
+from asaptrace.userfiles import check_output_dir, check_output_file, write_atomic
 
 if TYPE_CHECKING:  # the replay is imported by the calls that need it (import asaptrace.pipeline stays light)
     from asaptrace.replay.costs import CostModel
@@ -64,6 +63,7 @@ __all__ = [
     "report_store",
     "store_info",
     "write_replay",
+    "write_tables_csv",
     "write_text_atomic",
 ]
 
@@ -96,9 +96,7 @@ def build_store(
     """
     if not enrich:
         return ingest_paths(paths, out, overwrite=overwrite, **ingest_options)
-    out = Path(out)
-    if out.exists() and not overwrite:
-        raise StoreError("already exists; pass --force to replace it", path=out)
+    out = check_store_target(out, overwrite=overwrite)
     par = parse_parallel(parallel) if isinstance(parallel, str) else parallel
     profile = load_profile(taxonomy) if isinstance(taxonomy, (str, Path)) else taxonomy
     sidecar = read_batches_sidecar(batches) if isinstance(batches, (str, Path)) else batches
@@ -250,6 +248,16 @@ def diagnose_store(
     return diagnose(events, ranks, batches=bt, meta={**meta, "notes": notes})
 
 
+def write_tables_csv(tables: dict[str, pl.DataFrame], folder: str | Path) -> list[Path]:
+    """Write every table as ``folder/<table>.csv`` (each file atomically; the folder is created)."""
+    folder = check_output_dir(folder, what="folder of CSV tables")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputError(f"cannot create the folder ({err.strerror or err})", path=folder) from None
+    return [write_atomic(folder / f"{name}.csv", t.write_csv().encode()) for name, t in tables.items()]
+
+
 # --------------------------------------------------------------------------------------------- replay
 def replay_store(
     store_path: str | Path,
@@ -271,6 +279,8 @@ def replay_store(
     from asaptrace.replay.workload import extract_workload
 
     t0 = time.perf_counter()
+    if out is not None:
+        check_store_target(out, overwrite=overwrite)
     wl = extract_workload(TraceStore.open(store_path))
     result = replay_workload(
         wl, policy, params=params, costs=costs, attribute=attribute, source=str(store_path)
@@ -324,25 +334,9 @@ def _waits(diag: Diagnosis) -> pl.DataFrame:
     return pl.concat([t["barrier_instances"], t["receive_waits"]])
 
 
-def _writable_target(path: Path) -> Path:
-    path = Path(path)
-    if path.is_dir():
-        raise UsageError("is a directory; give a file name", path=path)
-    if not path.parent.is_dir():
-        raise UsageError("its folder does not exist", path=path)
-    return path
-
-
 def write_text_atomic(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary sibling renamed into place (never half-written)."""
-    path = _writable_target(path)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return write_atomic(path, text.encode("utf-8"))
 
 
 def report_store(
@@ -363,7 +357,7 @@ def report_store(
     from asaptrace.report.render import render_report
     from asaptrace.viz.timeline import timeline_spans, worst_window
 
-    output = _writable_target(output)
+    output = check_output_file(output)
     store = TraceStore.open(store_path)
     diag = diagnose_store(store)
     other = None
@@ -399,6 +393,13 @@ def export_store(
     from asaptrace.export.perfetto import split_by_rank, write_trace
 
     exporter = EXPORT_FORMATS.get(fmt)
+    output = Path(output)
+    if per_rank:
+        if output.exists() and not output.is_dir():
+            raise OutputError("exists and is not a folder (--per-rank writes one file per rank)", path=output)
+        check_output_dir(output, what="folder of per-rank traces")
+    else:
+        check_output_file(output)
     store = TraceStore.open(store_path)
     diag = diagnose_store(store)
     trace = exporter(
@@ -408,11 +409,8 @@ def export_store(
         streams=store.read("streams"),
         metadata={"store": Path(store_path).name},
     )
-    output = Path(output)
     if not per_rank:
-        return [write_trace(_writable_target(output), trace)]
-    if output.exists() and not output.is_dir():
-        raise UsageError("exists and is not a folder (--per-rank writes one file per rank)", path=output)
+        return [write_trace(output, trace)]
     output.mkdir(parents=True, exist_ok=True)
     return [write_trace(output / f"rank{r:05d}.json.gz", doc) for r, doc in split_by_rank(trace).items()]
 

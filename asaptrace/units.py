@@ -56,3 +56,8 @@ def cell(name: str, value: object) -> str:
     if isinstance(value, int) and name in COUNT_COLUMNS:
         return f"{value:,}"
     return str(value)
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 rank``, ``2 ranks``, ``1,024 ranks`` (``many`` for irregular plurals: ``1 batch``, ``2 batches``)."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"

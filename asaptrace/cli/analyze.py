@@ -13,6 +13,7 @@ from asaptrace.cli._common import (
     ParallelOpt,
     StoreArg,
     TaxonomyOpt,
+    err,
     out,
     print_json,
     print_table,
@@ -37,15 +38,18 @@ def analyze(
 
     Example: asaptrace analyze run.store --csv tables/ ; asaptrace analyze run.store --json > diagnosis.json
     """
-    from asaptrace.pipeline import diagnose_store
+    from asaptrace.pipeline import diagnose_store, write_tables_csv
     from asaptrace.store import TraceStore
+    from asaptrace.units import plural
+    from asaptrace.userfiles import check_output_dir
     from asaptrace.views import diagnosis_header, diagnosis_tables
 
+    if csv is not None:
+        check_output_dir(csv, what="folder of CSV tables")  # before the work, not after
     diag = diagnose_store(TraceStore.open(store), parallel=parallel, batches=batches, taxonomy=taxonomy)
     if csv is not None:
-        csv.mkdir(parents=True, exist_ok=True)
-        for name, table in diag.tables.items():
-            table.write_csv(csv / f"{name}.csv")
+        written = write_tables_csv(diag.tables, csv)
+        err.print(f"wrote {plural(len(written), 'table')} as CSV to {csv}/")
     if as_json:
         print_json(diag.to_json())
         return

@@ -35,6 +35,7 @@ from asaptrace.ingest.base import (
 from asaptrace.ingest.naming import NameHint
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role
 from asaptrace.store import StoreWriter, TraceStore, write_part
+from asaptrace.userfiles import read_text
 
 RankFrom = Literal["auto", "content", "name", "order"]
 
@@ -183,10 +184,7 @@ def load_rank_map(path: str | Path) -> dict[str, int]:
     """A rank map file: lines ``<file name or path> <rank>`` (whitespace, comma or '=' separated)."""
     mapping: dict[str, int] = {}
     p = Path(path)
-    try:
-        lines = p.read_text().splitlines()
-    except OSError as err:
-        raise UsageError(f"{p}: cannot read rank map ({err.strerror})") from None
+    lines = read_text(p, "rank map").splitlines()
     for n, line in enumerate(lines, 1):
         line = line.split("#", 1)[0].strip()
         if not line:

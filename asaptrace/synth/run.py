@@ -32,6 +32,7 @@ from asaptrace.synth.schedule import plan_coupled, plan_disaggregated
 from asaptrace.synth.timeline import RankMeta, Timeline, TimelineBuilder
 from asaptrace.synth.truth import assemble, write_truth
 from asaptrace.synth.workload import make_requests
+from asaptrace.userfiles import check_output_dir
 
 TRUTH_FILE = "truth.json"
 CONFIG_FILE = "config.toml"
@@ -162,6 +163,7 @@ def readme_text(cfg: SynthConfig, out: Path, tl: Timeline) -> str:
 
 
 def _check_target(out: Path) -> None:
+    check_output_dir(out, what="synth output folder")
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / TRUTH_FILE).is_file())):
         raise UsageError(
             "output exists and is not an asaptrace synth output (refusing to replace it)", path=out
