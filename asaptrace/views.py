@@ -7,13 +7,14 @@ table stays whole in ``--json`` / ``--csv`` / the Python API.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from asaptrace.units import human_ns
+from asaptrace.units import human_ns, plural
 
 if TYPE_CHECKING:
     from asaptrace.analyze.diagnosis import Diagnosis
@@ -75,8 +76,8 @@ def diagnosis_tables(diag: Diagnosis, limit: int = ROW_LIMIT) -> list[TableView]
 
 def diagnosis_header(diag: Diagnosis) -> str:
     """What follows the store's name on the first line: its deployment and the taxonomy used."""
-    deployment = (diag.meta.get("parallel") or {}).get("deployment", "?")
-    return f"  {deployment} deployment, taxonomy {diag.meta.get('taxonomy_profile')}"
+    deployment = (diag.meta.get("parallel") or {}).get("deployment") or "unknown"
+    return f"  {deployment} deployment, taxonomy {diag.meta.get('taxonomy_profile') or 'unknown'}"
 
 
 def info_tables(info: dict[str, Any]) -> list[TableView]:
@@ -125,7 +126,7 @@ def info_summary(info: dict[str, Any]) -> tuple[str, str]:
     """What follows the store's name on ``asaptrace info``'s first line, and the accounting line."""
     span, acc = info["time_span"], info["accounting"]
     head = (
-        f"  format v{info['format_version']}  {info['n_ranks']} ranks  "
+        f"  format v{info['format_version']}  {plural(info['n_ranks'], 'rank')}  "
         f"{info['n_events']:,} events  span {human_ns(span['duration_ns'])}"
     )
     rejected = ", ".join(f"{k}: {v:,}" for k, v in acc["rejected"].items()) or "none"
@@ -133,10 +134,40 @@ def info_summary(info: dict[str, Any]) -> tuple[str, str]:
     return head, f"accounting: read {acc['read']:,} = kept {acc['kept']:,} ({kept}) + rejected ({rejected})"
 
 
-def ingest_summary(info: dict[str, Any]) -> str:
-    """What ``asaptrace ingest`` says when it is done."""
+def ingest_summary(info: dict[str, Any], seconds: float | None = None) -> str:
+    """What ``asaptrace ingest`` says when it is done (``seconds``: the time it took)."""
     acc = info["accounting"]
     rejected = sum(acc["rejected"].values())
-    return f"{info['n_ranks']} ranks, {acc['kept']:,} of {acc['read']:,} events kept" + (
+    text = f"{plural(info['n_ranks'], 'rank')}, {acc['kept']:,} of {acc['read']:,} events kept" + (
         f", {rejected:,} rejected" if acc["rejected"] else ""
     )
+    if seconds is not None:
+        rate = acc["read"] / seconds if seconds > 0 else 0.0
+        text += f" in {seconds:.1f} s ({rate:,.0f} events/s)"
+    return text
+
+
+def discovery_lines(info: dict[str, Any]) -> list[str]:
+    """What ingest left out and what it doubts (``info["discovery"]``), and a rank it assumed."""
+    d = info.get("discovery") or {}
+    lines = []
+    if (skipped := skipped_line(d.get("skipped", []))) is not None:
+        lines.append(skipped)
+    if d.get("repeated"):
+        lines.append(f"named more than once, read once: {', '.join(Path(p).name for p in d['repeated'])}")
+    lines += [f"warning: {w}" for w in d.get("warnings", [])]
+    if any(r.get("rank_source") == "single-file" for r in info["ranks"]):
+        lines.append("the only source says no rank: it is rank 0 (rank_source single-file)")
+    return lines
+
+
+def skipped_line(skipped: Sequence[dict[str, str]], *, show: int = 5) -> str | None:
+    """``skipped 2 files that are not profiler traces: truth.json, config.toml`` (None: none)."""
+    if not skipped:
+        return None
+    paths = [Path(s["path"]) for s in skipped]
+    clash = {p.name for p in paths if sum(q.name == p.name for q in paths) > 1}
+    names = [f"{p.parent.name}/{p.name}" if p.name in clash else p.name for p in paths]
+    listed = ", ".join(names[:show]) + (f" and {len(names) - show} more" if len(names) > show else "")
+    verb = "is not a profiler trace" if len(names) == 1 else "are not profiler traces"
+    return f"skipped {plural(len(names), 'file')} that {verb}: {listed}"

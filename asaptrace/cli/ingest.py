@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -61,12 +62,13 @@ def ingest(
     from asaptrace.ingest.base import IngestOptions
     from asaptrace.ingest.driver import load_rank_map
     from asaptrace.pipeline import build_store
-    from asaptrace.views import ingest_summary
+    from asaptrace.views import discovery_lines, ingest_summary
 
     if rank_from not in ("auto", "content", "name", "order"):
         raise typer.BadParameter("must be one of auto, content, name, order", param_hint="--rank-from")
     options = IngestOptions(max_decompressed_bytes=parse_size(max_size))
     mapping = load_rank_map(rank_map) if rank_map else None
+    t0 = time.perf_counter()
     with _IngestBar(enabled=not as_json) as bar:
         store = build_store(
             paths,
@@ -85,8 +87,12 @@ def ingest(
     info = store_info(store)
     if as_json:
         print_json(info)
-    else:
-        out.print(f"wrote [bold]{store.path}[/]: {ingest_summary(info)}")
+        return
+    for line in discovery_lines(info):
+        err.print(line, soft_wrap=True, markup=False)
+    out.print(
+        f"wrote [bold]{store.path}[/]: {ingest_summary(info, time.perf_counter() - t0)}", soft_wrap=True
+    )
 
 
 class _IngestBar:
