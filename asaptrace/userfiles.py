@@ -77,13 +77,13 @@ def check_output_file(path: str | Path) -> Path:
     """Check that the file ``path`` can be written (its folder exists and takes new files)."""
     path = Path(path)
     if path.is_dir():
-        raise OutputError("is a folder; give a file name", path=path)
+        raise OutputError("is a directory; give a file name", path=path)
     parent = path.parent
     if not parent.exists():
         base = _nearest_existing(parent)
         if not base.is_dir():
             raise OutputError(f"cannot create it: {base} is a file, not a folder", path=path)
-        raise OutputError(f"its folder {parent} does not exist", path=path)
+        raise OutputError("its folder does not exist", path=path)
     if not parent.is_dir():
         raise OutputError(f"cannot create it: {parent} is a file, not a folder", path=path)
     _probe_writable(parent, path)

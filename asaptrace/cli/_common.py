@@ -7,6 +7,7 @@ import json
 import re
 import shlex
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -15,7 +16,7 @@ import typer
 from rich.console import Console
 
 from asaptrace.errors import AsaptraceError
-from asaptrace.units import cell
+from asaptrace.units import more_rows
 
 if TYPE_CHECKING:
     from asaptrace.views import TableView
@@ -64,13 +65,31 @@ def print_json(obj: Any) -> None:
 
 
 def print_table(view: TableView) -> None:
-    """Render a :class:`~asaptrace.views.TableView` as a rich table on stdout."""
+    """Render a :class:`~asaptrace.views.TableView` as a rich table on stdout ("none" when empty,
+    how many rows were left out when cut)."""
+    from rich import box
     from rich.table import Table
 
-    table = Table(*view.labels, title=view.title, title_justify="left")
-    for row in view.rows.iter_rows(named=True):
-        table.add_row(*[cell(c, row[c]) for c in view.columns])
+    if view.rows.height == 0:
+        out.print(f"[italic]{view.title}[/]: none")
+        return
+    headers, rows = view.cells()
+    cells = [max([0] + [len(r[i]) for r in rows]) for i in range(len(headers))]
+    if sum(max(len(h), w) + 2 for h, w in zip(headers, cells, strict=True)) + 2 > out.width:
+        # too wide for the terminal: wrap headers between words ("mean wait" / "(s)"), never inside
+        headers = [
+            "\n".join(textwrap.wrap(h, max(w, *map(len, h.split())), break_long_words=False))
+            for h, w in zip(headers, cells, strict=True)
+        ]
+    table = Table(title=view.title, title_justify="left", box=box.SIMPLE_HEAD)
+    for i, (h, c) in enumerate(zip(headers, view.columns, strict=True)):
+        numeric = i > 0 and view.rows.schema[c].is_numeric()
+        table.add_column(h, justify="right" if numeric else "left")
+    for row in rows:
+        table.add_row(*row)
     out.print(table)
+    if view.more:
+        out.print(f"[dim]{more_rows(view.more)}[/]")
 
 
 StoreArg = Annotated[Path, typer.Argument(help="A store directory written by `asaptrace ingest`.")]
