@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -67,6 +67,10 @@ __all__ = [
     "write_text_atomic",
 ]
 
+#: ``(phase, done, total)``: what the enrichment is doing (phases: names, segment, segment ranks
+#: without steps, align clocks, roles, batches, write; done/total count ranks, or 0/1 for a phase)
+EnrichProgress = Callable[[str, int, int], None]
+
 TABLES = ("events", "args", "flows", "streams", "ranks", "batches")
 _STAGE = ".enriched"  # inside the writer's temporary directory, invisible to scans of the raw parts
 
@@ -85,6 +89,7 @@ def build_store(
     parallel: ParallelConfig | str | None = None,
     taxonomy: Profile | str | Path | None = None,
     batches: pl.DataFrame | str | Path | None = None,
+    enrich_progress: EnrichProgress | None = None,
     **ingest_options: Any,
 ) -> TraceStore:
     """Ingest ``paths`` and enrich them into the store ``out`` — all or nothing, written once.
@@ -92,7 +97,8 @@ def build_store(
     ``ingest_options`` go to :func:`asaptrace.ingest.driver.ingest_paths` (``jobs``, ``options``,
     ``rank_from``, ``rank_map``, ``format``, ``progress``). The enrichment options are read and
     validated before any trace is, so a bad option, a bad trace or a failure while enriching
-    leaves nothing at ``out`` (and an existing store there untouched).
+    leaves nothing at ``out`` (and an existing store there untouched). ``enrich_progress(phase,
+    done, total)`` is called as the enrichment goes (see :data:`EnrichProgress`).
     """
     if not enrich:
         return ingest_paths(paths, out, overwrite=overwrite, **ingest_options)
@@ -103,7 +109,10 @@ def build_store(
 
     def finish(writer: StoreWriter, meta: dict[str, Any]) -> dict[str, Any]:
         raw = TraceStore(path=writer.tmp, meta=meta)
-        return {**meta, **_enrich_streaming(raw, writer, parallel=par, taxonomy=profile, batches=sidecar)}
+        enriched = _enrich_streaming(
+            raw, writer, parallel=par, taxonomy=profile, batches=sidecar, progress=enrich_progress
+        )
+        return {**meta, **enriched}
 
     return ingest_paths(paths, out, overwrite=overwrite, finish=finish, **ingest_options)
 
@@ -135,11 +144,14 @@ def _enrich_streaming(
     parallel: ParallelConfig | str | None,
     taxonomy: Taxonomy | Profile | str | Path | None,
     batches: pl.DataFrame | str | Path | None,
+    progress: EnrichProgress | None = None,
 ) -> dict[str, Any]:
     """Enrich ``src``'s parts rank by rank into ``writer`` (ranks, batches and parted tables);
     returns the enrichment's meta. ``src`` may be the writer's own temporary directory."""
     ranks = src.read("ranks")
     rank_ids = ranks.get_column("rank").to_list()
+    tell = progress or (lambda phase, done, total: None)
+    tell("names", 0, len(rank_ids))
     names = (
         src.events().select(pl.col("name").cast(pl.String).unique()).collect().get_column("name").drop_nulls()
     )
@@ -155,7 +167,8 @@ def _enrich_streaming(
     facts: dict[int, RankFacts] = {}
     gaps, stepless = [], []
     last: tuple[int, pl.DataFrame, pl.DataFrame] | None = None
-    for rank in rank_ids:
+    for i, rank in enumerate(rank_ids):
+        tell("segment", i, len(rank_ids))
         events, args = tables_of(rank)
         seg = segment_rank(events, args, ranks, tax)
         g = rank_gaps(seg)
@@ -169,7 +182,8 @@ def _enrich_streaming(
             last = (rank, filled, args)
     plan = plan_of(gaps)
     del gaps
-    for rank in stepless:
+    for i, rank in enumerate(stepless):
+        tell("segment ranks without steps", i, len(stepless))
         events, args = tables_of(rank)
         seg = segment_rank(events, args, ranks, tax)
         filled, notes = fill_rank(seg, plan)
@@ -177,6 +191,7 @@ def _enrich_streaming(
         if rank == stepless[-1]:
             last = (rank, filled, args)
     del events, args, seg, filled
+    tell("align clocks, roles, batches", 0, 1)
     decision = decide(
         [facts[r] for r in rank_ids],
         ranks,
@@ -191,7 +206,8 @@ def _enrich_streaming(
     stage = writer.tmp / _STAGE
     assert last is not None  # a store has at least one rank
     order = [last[0], *(r for r in rank_ids if r != last[0])]
-    for rank in order:
+    for i, rank in enumerate(order):
+        tell("write", i, len(order))
         if last is not None and rank == last[0]:
             _, filled, args = last
             last = None
@@ -211,6 +227,7 @@ def _enrich_streaming(
     shutil.rmtree(stage, ignore_errors=True)
     writer.write_table("ranks", decision.ranks.to_arrow())
     writer.write_table("batches", decision.batches.to_arrow())
+    tell("write", len(order), len(order))
     return decision.meta
 
 

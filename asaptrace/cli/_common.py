@@ -92,6 +92,42 @@ def print_table(view: TableView) -> None:
         out.print(f"[dim]{more_rows(view.more)}[/]")
 
 
+class PhaseBar:
+    """A rich progress bar on stderr for a library call that reports ``(phase, done, total)``
+    (synth's, the enrichment's); silent when stderr is not a terminal or ``enabled`` is False."""
+
+    def __init__(self, label: str, *, enabled: bool = True) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.enabled = enabled and err.is_terminal
+        self.bar = Progress(
+            TextColumn(label),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        )
+        self.task: Any = None
+
+    def __enter__(self) -> PhaseBar:
+        if self.enabled:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.bar.stop()
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.task is None:
+            self.task = self.bar.add_task("", total=total, detail="")
+        self.bar.update(self.task, completed=done, total=total, detail=phase)
+
+
 StoreArg = Annotated[Path, typer.Argument(help="A store directory written by `asaptrace ingest`.")]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print a machine-readable JSON object instead of tables.")

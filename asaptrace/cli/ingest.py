@@ -23,6 +23,8 @@ from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED
 from asaptrace.units import human_bytes
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+
     from asaptrace.ingest.driver import Progress as IngestProgress
 
 
@@ -31,8 +33,9 @@ def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Trace files or folders of them (one file per rank).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Store directory to create.")],
     jobs: Annotated[
-        int, typer.Option("--jobs", "-j", help="Files read in parallel (default: CPU count).")
-    ] = 0,
+        int | None,
+        typer.Option("--jobs", "-j", min=1, show_default="one per CPU", help="Files read in parallel."),
+    ] = None,
     rank_from: Annotated[
         str, typer.Option(help="Where ranks come from: auto (file content, then name), content, name, order.")
     ] = "auto",
@@ -78,11 +81,12 @@ def ingest(
             parallel=parallel,
             taxonomy=taxonomy,
             batches=batches,
-            jobs=jobs or None,
+            jobs=jobs,
             options=options,
             rank_from=rank_from,
             rank_map=mapping,
             progress=bar.update,
+            enrich_progress=bar.enrich,
         )
     info = store_info(store)
     if as_json:
@@ -96,14 +100,16 @@ def ingest(
 
 
 class _IngestBar:
-    """A rich progress bar over files, showing bytes and events/s (on stderr; silent with --json)."""
+    """Rich progress on stderr (silent with --json or when stderr is not a terminal): a bar over
+    files (bytes, events/s), then one over the enrichment's ranks naming its phase, so the wait
+    after the last file is read is visibly work (segmenting, aligning clocks, writing)."""
 
     def __init__(self, *, enabled: bool) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.enabled = enabled and err.is_terminal
         self.bar = Progress(
-            TextColumn("ingest"),
+            TextColumn("{task.description:<7}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[detail]}"),
@@ -111,9 +117,12 @@ class _IngestBar:
             console=err,
             transient=True,
         )
-        self.task = None
+        self.files: TaskID | None = None
+        self.enriching: TaskID | None = None
+        self.t0 = time.perf_counter()
 
     def __enter__(self) -> _IngestBar:
+        self.t0 = time.perf_counter()
         if self.enabled:
             self.bar.start()
         return self
@@ -125,8 +134,15 @@ class _IngestBar:
     def update(self, p: IngestProgress) -> None:
         if not self.enabled:
             return
-        if self.task is None:
-            self.task = self.bar.add_task("ingest", total=p.files_total, detail="")
-        elapsed = self.bar.tasks[0].elapsed or 1e-9
+        if self.files is None:
+            self.files = self.bar.add_task("read", total=p.files_total, detail="")
+        elapsed = max(time.perf_counter() - self.t0, 1e-9)
         detail = f"{human_bytes(p.bytes_done)}/{human_bytes(p.bytes_total)}  {p.events_done / elapsed:,.0f} events/s"
-        self.bar.update(self.task, completed=p.files_done, detail=detail)
+        self.bar.update(self.files, completed=p.files_done, detail=detail)
+
+    def enrich(self, phase: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.enriching is None:
+            self.enriching = self.bar.add_task("enrich", total=total, detail="")
+        self.bar.update(self.enriching, completed=done, total=total, detail=f"{phase} (ranks)")
