@@ -49,11 +49,11 @@ def analyze(
     diag = diagnose_store(TraceStore.open(store), parallel=parallel, batches=batches, taxonomy=taxonomy)
     if csv is not None:
         written = write_tables_csv(diag.tables, csv)
-        err.print(f"wrote {plural(len(written), 'table')} as CSV to {csv}/")
+        err.print(f"wrote {plural(len(written), 'table')} as CSV to {csv}/", soft_wrap=True, markup=False)
     if as_json:
         print_json(diag.to_json())
         return
-    out.print(f"[bold]{diag.meta.get('store')}[/]{diagnosis_header(diag)}")
+    out.print(f"[bold]{diag.meta.get('store')}[/]{diagnosis_header(diag)}", soft_wrap=True)
     for i, f in enumerate(diag.findings, 1):
         out.print(f"[bold]{i}.[/] [{_SEVERITY_COLOUR.get(f.severity, 'dim')}]{f.severity}[/] {f.text}")
     for note in diag.notes:

@@ -138,4 +138,5 @@ def run_warnings(facts: Sequence[SourceFacts]) -> list[str]:
 
 
 def _gap(ns: int) -> str:
-    return f"{ns / 86_400e9:.0f} days" if ns >= 86_400e9 else text_ns(ns)
+    days = round(ns / 86_400e9)
+    return (f"{days} day" + ("s" if days != 1 else "")) if ns >= 86_400e9 else text_ns(ns)
