@@ -34,7 +34,7 @@ def ingest(
     output: Annotated[Path, typer.Option("-o", "--output", help="Store directory to create.")],
     jobs: Annotated[
         int | None,
-        typer.Option("--jobs", "-j", min=1, show_default="one per CPU", help="Files read in parallel."),
+        typer.Option("--jobs", "-j", min=1, help="Files read in parallel (default: one per CPU)."),
     ] = None,
     rank_from: Annotated[
         str, typer.Option(help="Where ranks come from: auto (file content, then name), content, name, order.")
