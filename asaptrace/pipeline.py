@@ -261,7 +261,13 @@ def diagnose_store(
         segmentation=m.get("segmentation"),
         batches_source=m.get("batches_source"),
     )
-    notes = [*(m.get("segmentation") or {}).get("notes", []), *(m.get("clock") or {}).get("notes", [])]
+    notes = [
+        *(m.get("discovery") or {}).get(
+            "warnings", []
+        ),  # e.g. several runs mixed: say it beside the findings
+        *(m.get("segmentation") or {}).get("notes", []),
+        *(m.get("clock") or {}).get("notes", []),
+    ]
     return diagnose(events, ranks, batches=bt, meta={**meta, "notes": notes})
 
 

@@ -124,6 +124,10 @@ def test_runs_far_apart_in_time_with_other_world_sizes_warn(tmp_path):
     ]
     assert "warning: the files' time ranges do not overlap" in run.stderr
     assert "warning: the files' time ranges do not overlap" in run_cli("info", tmp_path / "o.store").stdout
+    # and beside the findings, where a "slow device" would otherwise be believed
+    assert "note: the files' time ranges do not overlap" in " ".join(
+        run_cli("analyze", tmp_path / "o.store").stdout.split()
+    )
 
 
 def test_real_traces_of_unrelated_runs_mixed_by_order_warn(shared_data, tmp_path):
