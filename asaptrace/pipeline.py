@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # the replay is imported by the calls that need it (import as
     from asaptrace.report.sections import Section
 
 __all__ = [
+    "analyze_store",
     "build_store",
     "compare_stores",
     "diagnose_store",
@@ -269,6 +270,23 @@ def diagnose_store(
         *(m.get("clock") or {}).get("notes", []),
     ]
     return diagnose(events, ranks, batches=bt, meta={**meta, "notes": notes})
+
+
+def analyze_store(
+    store_path: str | Path,
+    *,
+    csv: str | Path | None = None,
+    parallel: ParallelConfig | str | None = None,
+    batches: pl.DataFrame | str | Path | None = None,
+    taxonomy: Taxonomy | Profile | str | Path | None = None,
+) -> tuple[Diagnosis, list[Path]]:
+    """Open and diagnose a store (see :func:`diagnose_store`); with ``csv``, every table is also
+    written as ``csv/<table>.csv`` — that folder checked before the work, not after it. Returns
+    the diagnosis and the CSV files written."""
+    if csv is not None:
+        check_output_dir(csv, what="folder of CSV tables")
+    diag = diagnose_store(TraceStore.open(store_path), parallel=parallel, batches=batches, taxonomy=taxonomy)
+    return diag, (write_tables_csv(diag.tables, csv) if csv is not None else [])
 
 
 def write_tables_csv(tables: dict[str, pl.DataFrame], folder: str | Path) -> list[Path]:

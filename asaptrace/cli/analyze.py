@@ -38,17 +38,12 @@ def analyze(
 
     Example: asaptrace analyze run.store --csv tables/ ; asaptrace analyze run.store --json > diagnosis.json
     """
-    from asaptrace.pipeline import diagnose_store, write_tables_csv
-    from asaptrace.store import TraceStore
+    from asaptrace.pipeline import analyze_store
     from asaptrace.units import plural
-    from asaptrace.userfiles import check_output_dir
     from asaptrace.views import diagnosis_header, diagnosis_tables
 
+    diag, written = analyze_store(store, csv=csv, parallel=parallel, batches=batches, taxonomy=taxonomy)
     if csv is not None:
-        check_output_dir(csv, what="folder of CSV tables")  # before the work, not after
-    diag = diagnose_store(TraceStore.open(store), parallel=parallel, batches=batches, taxonomy=taxonomy)
-    if csv is not None:
-        written = write_tables_csv(diag.tables, csv)
         err.print(f"wrote {plural(len(written), 'table')} as CSV to {csv}/", soft_wrap=True, markup=False)
     if as_json:
         print_json(diag.to_json())
