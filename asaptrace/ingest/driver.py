@@ -34,7 +34,7 @@ from asaptrace.ingest.base import (
 from asaptrace.ingest.discovery import SourceFacts, find_sources, run_warnings
 from asaptrace.ingest.naming import NameHint
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role
-from asaptrace.store import StoreWriter, TraceStore, write_part
+from asaptrace.store import StoreWriter, TraceStore, check_store_target, write_part
 from asaptrace.userfiles import read_text
 
 RankFrom = Literal["auto", "content", "name", "order"]
@@ -248,6 +248,7 @@ def ingest_paths(
     committed once); an error in it leaves nothing behind, like any other.
     """
     options = options or IngestOptions()
+    check_store_target(out, overwrite=overwrite)  # a bad output fails before any file is opened
     sources = find_sources(paths)  # folders walked, non-traces in them skipped; one path per source
     files = sources.files
     if format is not None:
