@@ -147,6 +147,11 @@ def test_real_traces_of_unrelated_runs_mixed_by_order_warn(shared_data, tmp_path
     warnings = _info(tmp_path / "mix.store")["discovery"]["warnings"]
     assert any(w.startswith("the files say different world sizes (2, 8, 128)") for w in warnings), warnings
     assert any("time ranges do not overlap" in w and "days before" in w for w in warnings), warnings
+    # DLRM ran on V100s, HTA's samples on A100s (their deviceProperties say so)
+    assert any(
+        w.startswith("the files were profiled on different devices (") and "Tesla V100-SXM2-32GB" in w
+        for w in warnings
+    ), warnings
     # the LICENSE files beside the traces are listed, each with its folder (same name twice)
     assert "kineto-dlrm-8rank/LICENSE, kineto-hta-samples/LICENSE" in run.stderr
 
@@ -158,3 +163,24 @@ def test_one_run_gives_no_warning(tmp_path):
     run = run_cli("ingest", tmp_path / "in", "-o", tmp_path / "o.store", "-j", "1")
     assert run.code == 0 and "warning" not in run.stderr, run
     assert _info(tmp_path / "o.store")["discovery"] == {"skipped": [], "repeated": [], "warnings": []}
+
+
+def test_run_warnings_by_hand():
+    from asaptrace.ingest.discovery import SourceFacts, run_warnings
+
+    # same job: spans 0-10 and 5-15 share 5-10; one world size; one device model; distinct bytes
+    one = [
+        SourceFacts("a.json", "h1", 0, 10, 2, "H100"),
+        SourceFacts("b.json", "h2", 5, 15, 2, "H100"),
+    ]
+    assert run_warnings(one) == []
+    # spans 0-10 and 12-20 share no instant (gap 2 ns); models differ
+    two = [
+        SourceFacts("a.json", "h1", 0, 10, None, "H100"),
+        SourceFacts("b.json", "h2", 12, 20, None, "MI300X"),
+    ]
+    assert run_warnings(two) == [
+        "the files were profiled on different devices (H100, MI300X): they look like several runs mixed together",
+        "the files' time ranges do not overlap (a.json ends 2 ns before b.json starts): they look like "
+        "several runs mixed together; their cross-rank findings are not meaningful",
+    ]

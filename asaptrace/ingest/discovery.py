@@ -8,7 +8,7 @@ command line* is always taken, so a wrong one stays an error. A path given twice
 
 After the files are read, :func:`run_warnings` checks that they plausibly belong to one run: two
 byte-identical files (same sha256) would become two ranks of the same timeline; time ranges that
-do not overlap, or differing world sizes, are the mark of several jobs mixed together (each gives
+do not overlap, differing world sizes or device models, are the mark of several jobs mixed together (each gives
 a nonsense "slow device" finding). These are warnings, kept in meta.json and shown by ``info``.
 """
 
@@ -100,6 +100,7 @@ class SourceFacts:
     start_ns: int | None
     end_ns: int | None
     world_size: int | None
+    device_model: str | None = None
 
 
 def run_warnings(facts: Sequence[SourceFacts]) -> list[str]:
@@ -119,6 +120,12 @@ def run_warnings(facts: Sequence[SourceFacts]) -> list[str]:
     if len(sizes) > 1:
         warnings.append(
             f"the files say different world sizes ({', '.join(map(str, sizes))}): they look like "
+            "several runs mixed together"
+        )
+    models = sorted({f.device_model for f in facts if f.device_model})
+    if len(models) > 1:
+        warnings.append(
+            f"the files were profiled on different devices ({', '.join(models)}): they look like "
             "several runs mixed together"
         )
     spans = sorted(

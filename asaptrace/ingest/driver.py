@@ -337,7 +337,12 @@ def _run(
 
 def _run_warnings(summaries: list[FileSummary]) -> list[str]:
     return run_warnings(
-        [SourceFacts(s.path, s.sha256, s.start_ns, s.end_ns, s.rank_info.world_size) for s in summaries]
+        [
+            SourceFacts(
+                s.path, s.sha256, s.start_ns, s.end_ns, s.rank_info.world_size, s.notes.get("device_model")
+            )
+            for s in summaries
+        ]
     )
 
 
