@@ -1,9 +1,9 @@
-"""The one place that composes the layers: ingest → enrich → store → diagnose.
+"""The one place that composes the layers: ingest → enrich → store → diagnose; store → replay →
+store; the serving sweep; report, export and compare.
 
-Every face (the CLI, a notebook, later the report, the dashboard and the exporter) calls these;
-the layers below stay pure (``enrich`` maps frames to frames, ``analyze.diagnosis.diagnose`` maps
-tables to a Diagnosis) and never import one another upwards. Still to come here, as their layers
-land: ``sweep`` (the online serving sweep).
+Every face (the CLI, a notebook, the report, the dashboard and the exporter) calls these; the layers
+below stay pure (``enrich`` maps frames to frames, ``analyze.diagnosis.diagnose`` maps tables to a
+Diagnosis, ``replay`` maps a workload to a result) and never import one another upwards.
 
 **The store is written once.** :func:`build_store` lets the ingest driver write each file's raw
 parts into the new store's temporary directory, then enriches them there before the single commit,
@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
-from asaptrace.analyze.diagnosis import Diagnosis, diagnose
 from asaptrace.enrich.batches import read_batches_sidecar
 from asaptrace.enrich.frames import (
     RankFacts,
@@ -46,7 +45,8 @@ from asaptrace.ingest.driver import ingest_paths
 from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore, check_store_target, write_part
 from asaptrace.userfiles import check_output_dir, check_output_file, write_atomic
 
-if TYPE_CHECKING:  # the replay is imported by the calls that need it (import asaptrace.pipeline stays light)
+if TYPE_CHECKING:  # the diagnosis and the replay are imported by the calls that need them (a fast `ingest`)
+    from asaptrace.analyze.diagnosis import Diagnosis
     from asaptrace.replay.costs import CostModel
     from asaptrace.replay.run import ReplayResult
     from asaptrace.replay.workload import Workload
@@ -63,6 +63,7 @@ __all__ = [
     "replay_store",
     "report_store",
     "store_info",
+    "sweep",
     "write_replay",
     "write_tables_csv",
     "write_text_atomic",
@@ -95,7 +96,7 @@ def build_store(
 ) -> TraceStore:
     """Ingest ``paths`` and enrich them into the store ``out`` — all or nothing, written once.
 
-    ``ingest_options`` go to :func:`asaptrace.ingest.driver.ingest_paths` (``jobs``, ``options``,
+    ``ingest_options`` go to :func:`asaptrace.ingest.driver.ingest_paths` (``jobs``, ``executor``, ``options``,
     ``rank_from``, ``rank_map``, ``format``, ``progress``). The enrichment options are read and
     validated before any trace is, so a bad option, a bad trace or a failure while enriching
     leaves nothing at ``out`` (and an existing store there untouched). ``enrich_progress(phase,
@@ -246,6 +247,8 @@ def diagnose_store(
     """Diagnose a store. It is read lazily; when it was never enriched, or when an option overrides
     the parallel layout, the batches or the taxonomy, it is enriched in memory first (the store on
     disk is not modified)."""
+    from asaptrace.analyze.diagnosis import diagnose
+
     meta: dict[str, Any] = {"store": str(store.path)}
     if store.meta.get("enriched") and parallel is None and batches is None and taxonomy is None:
         events, ranks, bt = store.events(), store.ranks(), store.scan("batches")
@@ -463,3 +466,50 @@ def compare_stores(a_path: Path, b_path: Path) -> tuple[dict[str, pl.DataFrame],
     a = diagnose_store(TraceStore.open(a_path))
     b = diagnose_store(TraceStore.open(b_path))
     return compare(a.tables, b.tables), a, b
+
+
+# ---------------------------------------------------------------------------------------------- sweep
+def sweep(
+    scenario: str | Path = "asap-paper",
+    *,
+    policies: Sequence[str] = ("default", "chunked", "asap"),
+    rates: Sequence[float] | None = None,
+    knobs: dict[str, Any] | None = None,
+    costs: str | Path | None = None,
+    workload: str | Path | None = None,
+    lengths: str = "fit",
+    decomposition_rate: float = 4.0,
+    jobs: int = 1,
+    vary: Sequence[str] = (),
+    calibrate: str | None = None,
+    progress: Any = None,
+    out: str | Path | None = None,
+) -> dict[str, Any]:
+    """Online serving sweep: scenario (+ cost file, + knob overrides) → curves, SLO throughput,
+    sensitivity (``vary``: ``"KNOB=v1,v2"``) and calibration (``calibrate``: ``"asap=350@1"``).
+
+    Returns the JSON-able results object of docs/reference/sweep-json.md; with ``out`` it is also
+    written there atomically. ``jobs``: processes over (policy, rate) points (0: one per core).
+    """
+    from asaptrace.replay.scenario import load_scenario
+    from asaptrace.replay.sensitivity import sweep_with_sensitivity
+    from asaptrace.replay.sweep import SweepOptions, write_results
+
+    if out is not None:
+        check_output_file(out)  # before the sweep, not after it
+    sc = load_scenario(scenario)
+    sc = sc.with_costs_file(costs) if costs else sc
+    opt = SweepOptions(
+        tuple(policies),
+        tuple(rates) if rates else None,
+        decomposition_rate=decomposition_rate,
+        jobs=jobs,
+        workload=str(workload) if workload else None,
+        lengths=lengths,
+    )
+    res = sweep_with_sensitivity(
+        sc.with_knobs(knobs or {}), opt, vary_specs=list(vary), calibrate_spec=calibrate, progress=progress
+    )
+    if out is not None:
+        write_results(res, out)
+    return res

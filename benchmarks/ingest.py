@@ -1,8 +1,14 @@
 """Ingest speed: asaptrace vs. a plain json.load loop vs. Holistic Trace Analysis, on the same file.
 
-Usage:  python benchmarks/ingest.py [--size-mb 400] [--workdir DIR] [--no-hta]
+Usage:  python benchmarks/ingest.py [--size-mb 400] [--workdir DIR] [--no-hta] [--no-cli]
 
-Each measurement runs in a fresh subprocess so its peak RSS is its own. Figures are printed with
+The "whole CLI" rows run the ``asaptrace`` console script the way a user does (a fresh process:
+interpreter start-up, imports, parse, hash, enrichment, Parquet writes, exit), timed from outside,
+against the same HTA loader run: ``asaptrace --version`` (start-up and imports only), ``ingest
+--no-enrich`` and ``ingest``; their differences are what imports and enrichment cost.
+
+Each measurement runs in a fresh subprocess so its peak RSS is its own; ``--repeat N`` runs every
+row N times round-robin and keeps the best (use 3 on a shared machine). Figures are printed with
 ratios against the baselines measured in the same run (the machine is shared and noisy: absolute
 times drift, ratios hold). HTA runs in its own virtualenv (benchmarks/.venv-hta, created on first
 use with `pip install holistictraceanalysis`); where that cannot be installed it is skipped with a
@@ -12,11 +18,13 @@ message.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -77,6 +85,59 @@ def measure(python: str, body: str, path: Path, out: Path) -> dict | None:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+#: The whole-CLI rows: the console script's arguments after ``asaptrace`` ({path}, {out} filled in).
+CLI_RUNS = {
+    "asaptrace --version (CLI start-up + imports)": ["--version"],
+    "asaptrace ingest --no-enrich (whole CLI)": ["ingest", "{path}", "-o", "{out}", "--force", "--no-enrich"],
+    "asaptrace ingest (whole CLI, as a user runs it)": ["ingest", "{path}", "-o", "{out}", "--force"],
+}
+
+_MEASURE_CLI = r"""
+import json, resource, subprocess, sys, time
+t0 = time.perf_counter()
+proc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+dt = time.perf_counter() - t0
+if proc.returncode:
+    sys.exit(proc.stderr.strip() or proc.returncode)
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(json.dumps({"seconds": dt, "rss_mb": rss}))
+"""
+
+
+def measure_cli(args: list[str], path: Path, out: Path) -> dict | None:
+    """Wall time and peak RSS of one run of the console script, in a fresh process of its own."""
+    script = Path(sys.executable).with_name("asaptrace")
+    argv = [str(script), *(a.format(path=path, out=out) for a in args)]
+    proc = subprocess.run([sys.executable, "-c", _MEASURE_CLI, *argv], capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(
+            f"    failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}"
+        )
+        return None
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    meta = out / "meta.json"
+    r["events"] = json.loads(meta.read_text())["accounting"]["kept"] if "ingest" in args else 0
+    return r
+
+
+def print_cli_summary(results: dict[str, dict], hta_r: dict | None) -> None:
+    """Where the whole-CLI time goes (start-up, enrichment, the rest) and its ratio against HTA."""
+    start, raw, full = (results.get(name) for name in CLI_RUNS)
+    if not (start and raw and full):
+        return
+    t = full["seconds"]
+    enrich, rest = t - raw["seconds"], raw["seconds"] - start["seconds"]
+    if enrich > 0 and rest > 0:
+        print(
+            f"\nwhole-CLI ingest {t:.2f} s = start-up + imports {start['seconds']:.2f} s"
+            f" + enrichment {enrich:.2f} s + parse/hash/write/exit {rest:.2f} s"
+        )
+    else:
+        print(f"\nwhole-CLI ingest {t:.2f} s (too noisy in this run to split; try a larger --repeat)")
+    if hta_r:
+        print(f"whole-CLI ingest vs HTA's loader in this run: {hta_r['seconds'] / t:.1f}x (goal: >= 20x)")
+
+
 def hta_python(no_hta: bool) -> str | None:
     if no_hta:
         return None
@@ -101,6 +162,8 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--no-hta", action="store_true", help="skip the HTA comparison")
     ap.add_argument("--no-formats", action="store_true", help="skip the Ascend / nsys ingest figures")
+    ap.add_argument("--no-cli", action="store_true", help="skip the whole-CLI rows")
+    ap.add_argument("--repeat", type=int, default=1, help="best of N round-robin runs of every row")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="asaptrace-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -111,30 +174,41 @@ def main() -> None:
         print(f"generated {trace} ({n:,} events) in {time.perf_counter() - t:.1f}s")
     size_mb = trace.stat().st_size / 1e6
     print(f"file: {trace.name}, {size_mb:.0f} MB\n")
-    results: dict[str, dict] = {}
     hta = hta_python(args.no_hta)
+    # every measurement is a callable; with --repeat N they run round-robin and the best of N is
+    # kept, so drift on a shared machine hits every row alike (HTA included)
+    plan: dict[str, Callable[[], dict | None]] = {}
     for name, body in BODIES.items():
         python = hta if name.startswith("HTA") else sys.executable
         if python is None:
             print(f"{name}: skipped")
             continue
-        print(f"{name} …", flush=True)
-        r = measure(python, body, trace, work / "store")
-        if r:
-            results[name] = r
+        plan[name] = functools.partial(measure, python, body, trace, work / "store")
+    if not args.no_cli:
+        plan.update(
+            {n: functools.partial(measure_cli, a, trace, work / "cli.store") for n, a in CLI_RUNS.items()}
+        )
+    runs: dict[str, list[dict]] = {name: [] for name in plan}
+    for rep in range(max(1, args.repeat)):
+        for name, run in plan.items():
+            print(f"{name} ({rep + 1}/{args.repeat}) …", flush=True)
+            if r := run():
+                runs[name].append(r)
+    results = {name: min(rs, key=lambda r: r["seconds"]) for name, rs in runs.items() if rs}
     base = results.get("baseline: json.load + per-event loop")
     hta_r = next((v for k, v in results.items() if k.startswith("HTA")), None)
     print(
         f"\n{'measurement':50s} {'s':>7s} {'MB/s':>7s} {'peak RSS':>9s} {'RSS/file':>8s} {'vs loop':>8s} {'vs HTA':>7s}"
     )
     for name, r in results.items():
-        mbps = size_mb / r["seconds"]
+        mbps = f"{size_mb / r['seconds']:7.0f}" if r["events"] else "      -"
         vs_base = f"{base['seconds'] / r['seconds']:.2f}x" if base else "-"
         vs_hta = f"{hta_r['seconds'] / r['seconds']:.1f}x" if hta_r else "-"
         print(
-            f"{name:50s} {r['seconds']:7.2f} {mbps:7.0f} {r['rss_mb']:7.0f}MB {r['rss_mb'] / size_mb:8.2f} "
+            f"{name:50s} {r['seconds']:7.2f} {mbps} {r['rss_mb']:7.0f}MB {r['rss_mb'] / size_mb:8.2f} "
             f"{vs_base:>8s} {vs_hta:>7s}"
         )
+    print_cli_summary(results, hta_r)
     if not args.no_formats:
         try:
             from ingest_formats import bench_formats

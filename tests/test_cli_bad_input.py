@@ -134,6 +134,18 @@ def _output_cases(w: dict[str, Path]) -> list[tuple[str, list[object], Path, str
             Path("/proc/r.store"),
             "cannot write in /proc",
         ),
+        (
+            "sweep -o /proc",
+            ["sweep", "-o", "/proc/sweep.json"],
+            Path("/proc/sweep.json"),
+            "cannot write in /proc",
+        ),
+        (
+            "sweep -o under a file",
+            ["sweep", "-o", f / "sweep.json"],
+            f / "sweep.json",
+            "is a file, not a folder",
+        ),
         ("replay -o onto a file --force", ["replay", s, "-o", f, "--force"], f, "exists and is not a folder"),
     ]
 

@@ -139,6 +139,23 @@ def test_coupled_two_micro_batch_overlap_keeps_the_barriers():
     assert serial.makespan_ns == 24
 
 
+def test_two_micro_batch_step_waits_for_the_longer_combine_of_a():
+    # One rank, one layer. Attention A = B = 10, MoE A = B = 10, dispatches 0, combine A 100,
+    # combine B 5. dA: arrives 10, ends 10. dB: after attention B, arrives 20, ends 20.
+    # cA: after dA's end and attention B (20) + MoE A 10 = 30, ends 30 + 100 = 130.
+    # cB: after dB's end (20) and MoE A (30) + MoE B 10 = 40, ends 45.
+    # The step is done when both combines are: 130, not 45 (cB is the chain's last instance).
+    from asaptrace.replay.lockstep import chain_from_costs_two_mb
+
+    attn = np.full((2, 1, 1), 10)
+    moe = np.full((2, 1), 10)
+    dispatch = np.zeros((2, 1), np.int64)
+    combine = np.array([[100], [5]])
+    ct = run_chain(chain_from_costs_two_mb(attn, moe, dispatch, combine, tp=1))
+    assert ct.end[:, 0].tolist() == [10, 20, 130, 45]
+    assert ct.step_end.tolist() == [130] and ct.makespan_ns == 130
+
+
 def test_batch_costs_come_from_the_cost_model():
     from asaptrace.replay.costs import CostModel
     from asaptrace.replay.pipelined import batch_costs

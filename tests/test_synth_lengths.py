@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from asaptrace.errors import UsageError
-from asaptrace.synth.derive_lengths import read_source_lengths
-from asaptrace.synth.lengths import get_profile, load_profiles
-from asaptrace.synth.workload import WorkloadConfig, make_requests, replay_requests
+from asaptrace.workload.derive_lengths import read_source_lengths
+from asaptrace.workload.lengths import get_profile, load_profiles
+from asaptrace.workload.requests import WorkloadConfig, make_requests, replay_requests
 from tests._synth_helpers import WORKLOADS, need
 
 #: Quantiles checked, and the tolerance: |sampled − source| ≤ 3 % of the source value (or 2 tokens).

@@ -6,7 +6,7 @@ import numpy as np
 
 from asaptrace.synth.run import build_timeline
 from asaptrace.synth.schedule import admit, balance, plan_coupled, plan_disaggregated
-from asaptrace.synth.workload import Requests
+from asaptrace.workload.requests import Requests
 from tests._synth_helpers import tiny
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from asaptrace.errors import AsaptraceError
 from asaptrace.units import more_rows
@@ -38,7 +39,7 @@ def user_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except AsaptraceError as e:
-            err.print(f"[bold red]error:[/] {e}", markup=True, highlight=False, soft_wrap=True)
+            err.print(f"[bold red]error:[/] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
             raise typer.Exit(EXIT_USER_ERROR) from None
         except KeyboardInterrupt:
             err.print("interrupted")

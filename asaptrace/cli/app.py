@@ -19,6 +19,7 @@ from asaptrace.cli.info import info
 from asaptrace.cli.ingest import ingest
 from asaptrace.cli.replay import replay
 from asaptrace.cli.report import report
+from asaptrace.cli.sweep import sweep
 from asaptrace.cli.synth import synth
 
 app = typer.Typer(
@@ -46,7 +47,7 @@ def _root(
     """asaptrace: diagnose MoE prefill traces."""
 
 
-for command in (ingest, info, analyze, replay, report, export, compare, synth):
+for command in (ingest, info, analyze, replay, sweep, report, export, compare, synth):
     app.command()(command)
 
 

@@ -34,7 +34,26 @@ def ingest(
     output: Annotated[Path, typer.Option("-o", "--output", help="Store directory to create.")],
     jobs: Annotated[
         int | None,
-        typer.Option("--jobs", "-j", min=1, help="Files read in parallel (default: one per CPU)."),
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            help="Files read in parallel (default: 1 below 4 CPUs; else one per 2 CPUs, at most one per file "
+            "and per 256 MiB of input).",
+        ),
+    ] = None,
+    executor: Annotated[
+        str | None,
+        typer.Option(
+            help="Where files are read: serial, process (a local pool) or ray (`pip install 'asaptrace[ray]'`); "
+            "default: serial or process by --jobs."
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Ray cluster to run on (auto, HOST:6379, ray://HOST:10001); default: a local instance."
+        ),
     ] = None,
     rank_from: Annotated[
         str, typer.Option(help="Where ranks come from: auto (file content, then name), content, name, order.")
@@ -64,6 +83,7 @@ def ingest(
     from asaptrace.info import store_info
     from asaptrace.ingest.base import IngestOptions
     from asaptrace.ingest.driver import load_rank_map
+    from asaptrace.ingest.executors import make_executor
     from asaptrace.pipeline import build_store
     from asaptrace.views import discovery_lines, ingest_summary
 
@@ -71,6 +91,9 @@ def ingest(
         raise typer.BadParameter("must be one of auto, content, name, order", param_hint="--rank-from")
     options = IngestOptions(max_decompressed_bytes=parse_size(max_size))
     mapping = load_rank_map(rank_map) if rank_map else None
+    if ray_address is not None and executor != "ray":
+        raise typer.BadParameter("needs --executor ray", param_hint="--ray-address")
+    runner = make_executor(executor, jobs=jobs, address=ray_address) if executor else None
     t0 = time.perf_counter()
     with _IngestBar(enabled=not as_json) as bar:
         store = build_store(
@@ -87,6 +110,7 @@ def ingest(
             rank_map=mapping,
             progress=bar.update,
             enrich_progress=bar.enrich,
+            executor=runner,
         )
     info = store_info(store)
     if as_json:
@@ -105,9 +129,14 @@ class _IngestBar:
     after the last file is read is visibly work (segmenting, aligning clocks, writing)."""
 
     def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled and err.is_terminal
+        self.files: TaskID | None = None
+        self.enriching: TaskID | None = None
+        self.t0 = time.perf_counter()
+        if not self.enabled:
+            return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.enabled = enabled and err.is_terminal
         self.bar = Progress(
             TextColumn("{task.description:<7}"),
             BarColumn(),
@@ -117,9 +146,6 @@ class _IngestBar:
             console=err,
             transient=True,
         )
-        self.files: TaskID | None = None
-        self.enriching: TaskID | None = None
-        self.t0 = time.perf_counter()
 
     def __enter__(self) -> _IngestBar:
         self.t0 = time.perf_counter()

@@ -10,11 +10,8 @@ on any error the temporary directory is removed and no store is left behind.
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
-import os
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -32,6 +29,7 @@ from asaptrace.ingest.base import (
     source_name,
 )
 from asaptrace.ingest.discovery import SourceFacts, find_sources, run_warnings
+from asaptrace.ingest.executors import Executor, default_jobs, make_executor
 from asaptrace.ingest.naming import NameHint
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, write_part
@@ -235,13 +233,17 @@ def ingest_paths(
     overwrite: bool = False,
     progress: Callable[[Progress], None] | None = None,
     finish: Callable[[StoreWriter, dict[str, Any]], dict[str, Any]] | None = None,
+    executor: str | Executor | None = None,
 ) -> TraceStore:
     """Ingest trace files (or folders of them) into a new store at ``out``; returns the opened store.
 
-    ``jobs`` files are read in parallel worker processes (``None``: one per CPU). Workers are
-    *spawned*, so a script that calls this with ``jobs != 1`` must do so under
-    ``if __name__ == "__main__":`` (the usual multiprocessing rule); the default stays serial so a
-    plain script or notebook just works. The CLI reads files in parallel by default.
+    ``executor`` maps the per-file task over the files: a name registered in
+    :data:`~asaptrace.ingest.executors.EXECUTORS` (``serial``, ``process``, ``ray``) or an
+    executor object; ``None`` reads in this process when ``jobs`` is 1 and in ``jobs`` spawned
+    worker processes otherwise (``jobs=None``: :func:`~asaptrace.ingest.executors.default_jobs`,
+    which stays serial on a machine too small for a pool to pay off). Spawned workers need the
+    calling script to run under ``if __name__ == "__main__":`` (the usual multiprocessing rule);
+    the default ``jobs=1`` stays serial so a plain script or notebook just works.
 
     ``finish(writer, meta) -> meta``, when given, runs on the complete raw store in the writer's
     temporary directory just before the commit (the pipeline enriches there, so the store is
@@ -255,7 +257,17 @@ def ingest_paths(
         FORMATS.get(format)  # unknown name → RegistryError
     explicit = _explicit_ranks(files, rank_from, rank_map)
     sizes = [f.stat().st_size for f in files]
-    jobs = max(1, min(jobs if jobs is not None else os.cpu_count() or 1, len(files)))
+    if isinstance(executor, str):
+        runner: Executor = make_executor(executor, jobs=jobs)  # each applies its own default for None
+    elif executor is None:
+        jobs = (
+            default_jobs(len(files), total_bytes=sum(sizes))
+            if jobs is None
+            else max(1, min(jobs, len(files)))
+        )
+        runner = make_executor("serial" if jobs == 1 else "process", jobs=jobs)
+    else:
+        runner = executor
     with StoreWriter(out, overwrite=overwrite) as writer:
         tasks = [
             FileTask(
@@ -270,7 +282,7 @@ def ingest_paths(
             )
             for i, f in enumerate(files)
         ]
-        summaries = _run(tasks, jobs, sizes, progress)
+        summaries = _run(tasks, runner, sizes, progress)
         summaries.sort(key=lambda s: s.index)
         _check_unique_ranks(summaries)
         writer.write_table("ranks", _ranks_table(summaries))
@@ -304,34 +316,16 @@ def ingest_paths(
 
 
 def _run(
-    tasks: list[FileTask], jobs: int, sizes: list[int], progress: Callable[[Progress], None] | None
+    tasks: list[FileTask], executor: Executor, sizes: list[int], progress: Callable[[Progress], None] | None
 ) -> list[FileSummary]:
     done: list[FileSummary] = []
     state = {"bytes": 0, "events": 0}
-
-    def report(s: FileSummary) -> None:
+    for s in executor.map(ingest_file, tasks):
         done.append(s)
         state["bytes"] += sizes[s.index]
         state["events"] += s.accounting.read
         if progress:
             progress(Progress(len(done), len(tasks), state["bytes"], sum(sizes), state["events"], s))
-
-    if jobs == 1:
-        for t in tasks:
-            report(ingest_file(t))
-        return done
-    ctx = multiprocessing.get_context("spawn")  # fork is unsafe with polars/arrow thread pools
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        pending: set[Future[FileSummary]] = {pool.submit(ingest_file, t) for t in tasks}
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
-            for fut in finished:
-                err = fut.exception()
-                if err is not None:
-                    for p in pending:
-                        p.cancel()
-                    raise err
-                report(fut.result())
     return done
 
 

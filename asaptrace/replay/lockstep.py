@@ -8,7 +8,8 @@ For instance k (in release order) and rank r taking part::
     end[k, r]     = release[k] + tail[k, r]              (transfer after the barrier)
     wait[k, r]    = release[k] − arrival[k, r]
 
-and the rank's step ends ``end_tail[r]`` after its last reference. Replaying a measured chain with
+and the rank's step ends ``end_tail[r]`` after its last reference (and never before the end of any
+of its own collectives). Replaying a measured chain with
 its own gaps and tails reproduces the measured arrivals and ends exactly (up to the clock
 residual folded into the tails); what-ifs change gaps (balanced attention, moved experts) or
 tails (k_s). The loop runs over instances and is vectorised over ranks — a lockstep step needs
@@ -74,6 +75,9 @@ def run_chain(chain: StepChain, *, start: np.ndarray | None = None) -> ChainTime
     er = chain.end_ref
     last = end[np.maximum(er, 0), cols] if k_n else s
     step_end = np.where(er >= 0, last, s) + chain.end_tail
+    if k_n:  # a rank's step never ends before one of its own collectives (two micro-batches: combine A
+        # can end after combine B, the chain's last instance, when A's transfer is the longer)
+        step_end = np.maximum(step_end, np.where(chain.part, end, lo).max(axis=0))
     return ChainTimes(chain, arrival, release, end, np.asarray(s), step_end)
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from asaptrace.errors import UsageError
-from asaptrace.synth.workload import WorkloadConfig
 from asaptrace.userfiles import read_text
+from asaptrace.workload.requests import WorkloadConfig
 
 
 @dataclass(frozen=True)

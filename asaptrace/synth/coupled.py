@@ -30,7 +30,7 @@ from asaptrace.synth.timeline import (
     jitter,
     ms,
 )
-from asaptrace.synth.workload import Requests
+from asaptrace.workload.requests import Requests
 
 DISPATCH_STREAM, COMBINE_STREAM = 20, 21
 

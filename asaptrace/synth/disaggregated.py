@@ -35,7 +35,7 @@ from asaptrace.synth.timeline import (
     jitter,
     ms,
 )
-from asaptrace.synth.workload import Requests
+from asaptrace.workload.requests import Requests
 
 SEND_STREAM, RECV_STREAM = 20, 21
 EXPERT_LAUNCH_LEAD_NS = 200_000  # the layer-oblivious super kernel is launched ahead of the data

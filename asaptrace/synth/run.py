@@ -32,8 +32,8 @@ from asaptrace.synth.disaggregated import disaggregated_ranks, simulate_disaggre
 from asaptrace.synth.schedule import plan_coupled, plan_disaggregated
 from asaptrace.synth.timeline import RankMeta, Timeline, TimelineBuilder
 from asaptrace.synth.truth import assemble, write_truth
-from asaptrace.synth.workload import make_requests
 from asaptrace.userfiles import check_output_dir
+from asaptrace.workload.requests import make_requests
 
 TRUTH_FILE = "truth.json"
 CONFIG_FILE = "config.toml"

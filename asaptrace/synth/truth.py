@@ -29,7 +29,7 @@ import numpy as np
 from asaptrace.synth.config import SynthConfig
 from asaptrace.synth.schedule import StepPlan
 from asaptrace.synth.timeline import Annotation, RankMeta
-from asaptrace.synth.workload import Requests
+from asaptrace.workload.requests import Requests
 
 TRUTH_VERSION = 1
 

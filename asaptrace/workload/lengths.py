@@ -47,7 +47,7 @@ class LengthProfile:
 @cache
 def load_profiles() -> dict[str, LengthProfile]:
     """Every shipped profile, by name."""
-    text = resources.files("asaptrace.synth").joinpath("data/lengths.toml").read_text()
+    text = resources.files("asaptrace.workload").joinpath("data/lengths.toml").read_text()
     doc = tomllib.loads(text)
     probs = tuple(float(p) for p in doc["probabilities"])
     out = {}

@@ -1,7 +1,7 @@
 """Requests for the synthetic run: arrival times and prompt lengths, drawn or replayed.
 
 Two sources: a Poisson arrival process at a given rate with lengths from a shipped profile (see
-:mod:`asaptrace.synth.lengths`), or a replay of a request trace file (Azure LLM inference CSV or
+:mod:`asaptrace.workload.lengths`), or a replay of a request trace file (Azure LLM inference CSV or
 Mooncake JSONL, the layouts of ``../shared/data/workloads``). Mooncake's ``hash_ids`` give each
 request's prefix-cache hit exactly; a profile that carries cache data samples it instead.
 Everything is drawn from a ``numpy.random.Generator`` so one seed reproduces the run.
@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from asaptrace.errors import UsageError
-from asaptrace.synth.derive_lengths import MOONCAKE_BLOCK_TOKENS
-from asaptrace.synth.lengths import get_profile
+from asaptrace.workload.derive_lengths import MOONCAKE_BLOCK_TOKENS
+from asaptrace.workload.lengths import get_profile
 
 
 @dataclass(frozen=True)

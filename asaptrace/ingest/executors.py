@@ -1,0 +1,208 @@
+"""Executors: how the ingest driver maps its per-file task over the files.
+
+The driver hands an executor one picklable function (``ingest_file``) and its tasks and gets the
+results back as they finish, in any order; everything else (rank checks, accounting, the atomic
+commit) stays in the driver, so every executor produces the same store. Each task writes its own
+Parquet parts under the store's temporary directory, so only small summaries travel back.
+
+Three built-ins register in :data:`EXECUTORS` the way a user extension would:
+
+- ``serial`` — in this process, one file after the other (no start-up cost);
+- ``process`` — a pool of *spawned* worker processes on this machine;
+- ``ray`` — Ray tasks, on a local Ray instance or an existing cluster (``address``), for traces
+  that outgrow one machine. Ray is an optional dependency: ``pip install 'asaptrace[ray]'``.
+
+The first error a task raises stops the run: the tasks not yet started are cancelled and the
+error is raised as the project's own exception (Ray's ``RayTaskError`` wrapper is removed), so a
+user sees the same one-line message whichever executor ran the task.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
+from typing import Any, Protocol, TypeVar
+
+from asaptrace.errors import IngestError, UsageError
+from asaptrace.registry import Registry
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Below this many CPUs a process pool never beats one process (see :func:`default_jobs`).
+MIN_CPUS_FOR_POOL = 4
+#: A spawned worker's ≈ 0.4 s start-up is the time to parse ≈ 80 MB; give each at least this much.
+MIN_BYTES_PER_WORKER = 256 * 1024**2
+
+
+class Executor(Protocol):
+    """Runs ``fn`` over ``items``, yielding each result as it finishes (any order)."""
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]: ...
+
+
+#: An executor factory: keyword options ``jobs`` (workers; None = the executor's default) and
+#: ``address`` (a cluster to connect to, for executors that have one).
+ExecutorFactory = Callable[..., Executor]
+
+EXECUTORS: Registry[ExecutorFactory] = Registry("executor")
+
+
+def register_executor(name: str, factory: ExecutorFactory) -> ExecutorFactory:
+    """Add an executor under ``name`` (a taken name raises :class:`~asaptrace.errors.RegistryError`)."""
+    return EXECUTORS.register(name, factory)
+
+
+def make_executor(name: str, *, jobs: int | None = None, address: str | None = None) -> Executor:
+    """The executor registered as ``name``, configured with ``jobs`` workers and a cluster ``address``."""
+    factory = EXECUTORS.get(name)
+    if address is not None and name != "ray":
+        raise UsageError(f"a cluster address is only used by the ray executor, not {name!r}")
+    return factory(jobs=jobs, address=address)
+
+
+def default_jobs(n_files: int, cpus: int | None = None, total_bytes: int | None = None) -> int:
+    """Worker processes to use when the user did not say: never slower than one process.
+
+    Each file task already keeps two cores busy (the C scanner parses while a second thread
+    hashes the file), and every spawned worker pays ≈ 0.4 s to import polars/pyarrow/asaptrace.
+    So: one process below :data:`MIN_CPUS_FOR_POOL` CPUs (measured on 2 cores: 8 files took
+    longer with 2 workers than with 1; numbers in docs/executors.md); above it one worker per two
+    CPUs, at most one per file and (when ``total_bytes`` is known) one per
+    :data:`MIN_BYTES_PER_WORKER` of input, so small runs stay in one process.
+    """
+    cpus = cpus if cpus is not None else (os.cpu_count() or 1)
+    if n_files <= 1 or cpus < MIN_CPUS_FOR_POOL:
+        return 1
+    jobs = min(n_files, cpus // 2)
+    if total_bytes is not None:
+        jobs = min(jobs, total_bytes // MIN_BYTES_PER_WORKER)
+    return max(1, jobs)
+
+
+class SerialExecutor:
+    """One file after the other in this process."""
+
+    def __init__(self, *, jobs: int | None = None, address: str | None = None) -> None:
+        del jobs, address  # nothing to configure
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+        for item in items:
+            yield fn(item)
+
+
+class ProcessExecutor:
+    """A pool of spawned worker processes (fork is unsafe with polars/arrow thread pools).
+
+    Workers are spawned, so a script that uses this executor must call the driver under
+    ``if __name__ == "__main__":`` (the usual multiprocessing rule).
+    """
+
+    def __init__(self, *, jobs: int | None = None, address: str | None = None) -> None:
+        del address
+        self.jobs = jobs
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+        jobs = self.jobs if self.jobs is not None else default_jobs(len(items))
+        jobs = max(1, min(jobs, len(items)))
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            pending: set[Future[R]] = {pool.submit(fn, item) for item in items}
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+                for fut in finished:
+                    err = fut.exception()
+                    if err is not None:
+                        for p in pending:
+                            p.cancel()
+                        raise err
+                    yield fut.result()
+
+
+RAY_INSTALL_HINT = "pip install 'asaptrace[ray]'"
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise UsageError(f"the ray executor needs Ray, which is not installed: {RAY_INSTALL_HINT}") from None
+    return ray
+
+
+class RayExecutor:
+    """Each file is one Ray task (one CPU), on a local Ray instance or an existing cluster.
+
+    Without ``address`` a local instance is started for the run (``jobs`` CPUs, default all of
+    this machine's; no dashboard, Ray's own logging at error level) and shut down after it.
+    With ``address`` (``auto``, ``host:6379``, or ``ray://host:10001`` for Ray Client) the tasks
+    run on that cluster; the trace files and the output store must then be on a filesystem every
+    worker sees at the same path. If Ray is already initialised in this process, it is used as is.
+    """
+
+    def __init__(self, *, jobs: int | None = None, address: str | None = None) -> None:
+        self.jobs = jobs
+        self.address = address
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+        ray = _import_ray()
+        started = not ray.is_initialized()
+        if started:
+            self._init(ray)
+        pending: dict[Any, T] = {}
+        try:
+            remote = ray.remote(num_cpus=1, max_retries=0)(fn)
+            pending = {remote.remote(item): item for item in items}
+            while pending:
+                (ref,), _ = ray.wait(list(pending), num_returns=1)
+                item = pending.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.RayTaskError as err:
+                    raise _unwrap(err) from None  # the task's own (one-line) error
+                except ray.exceptions.RayError as err:  # the worker died (memory, node lost)
+                    raise IngestError(
+                        f"the Ray worker reading it failed: {_first_line(err)}", path=_path(item)
+                    ) from None
+                yield result
+        finally:
+            for ref in pending:  # on an error, or when the caller stops early
+                ray.cancel(ref)
+            if started:
+                ray.shutdown()
+
+    def _init(self, ray: Any) -> None:
+        quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
+        try:
+            if self.address is None:
+                os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no telemetry from a local run
+                ray.init(num_cpus=self.jobs, include_dashboard=False, **quiet)
+            else:
+                ray.init(address=self.address, **quiet)
+        except (ConnectionError, ValueError, RuntimeError) as err:
+            where = self.address or "a local instance"
+            raise UsageError(f"cannot start Ray on {where}: {_first_line(err)}") from None
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _path(item: object) -> str | None:
+    path = getattr(item, "path", None)
+    return None if path is None else str(path)
+
+
+def _unwrap(err: BaseException) -> BaseException:
+    """The exception the task itself raised (Ray wraps it in ``RayTaskError``)."""
+    cause = getattr(err, "cause", None)
+    return cause if isinstance(cause, BaseException) else err
+
+
+register_executor("serial", SerialExecutor)
+register_executor("process", ProcessExecutor)
+register_executor("ray", RayExecutor)

@@ -1,0 +1,187 @@
+"""ASAP serving: an online batch former on the replay's pipelined mechanics (DOMAIN.md §6).
+
+The deployment and its per-layer semantics are :mod:`asaptrace.replay.pipelined`'s (D =
+``asap_dp`` groups of T = ``asap_tp`` dies with two slots sharing each group's compute FCFS, one
+E = ``asap_experts``-die pool serving (batch, layer) items one at a time, FIFO, any group and
+layer; attention → dispatch → pool → combine → next layer; no barrier). This module is only the
+batch-formation hook (:class:`ServingFormer`) that the pipeline calls whenever a group has a
+free slot (least-occupied group first) and at every arrival:
+
+* a batch is cut from the queue of arrived requests FIFO until it holds ≥
+  ``asap_min_batch_tokens`` new tokens (never more than ``asap_max_batch_tokens``; with less queued
+  it takes what is there: work-conserving, no timeout);
+* with dual-batch, a batch holding a prompt of more than ``asap_alone_tokens`` new tokens runs
+  alone on an idle group: cut for a busy group, it reserves that group, which then takes no other
+  batch until it has drained and the long batch has started;
+* each batch's per-layer costs come from :func:`asaptrace.replay.pipelined.batch_costs`, and each
+  request's own kernel time is its share of them (attention by its variable cost, the rest by
+  tokens).
+
+Sends never block compute here (the pipeline's receive buffer is unbounded). Ablations are the
+pipeline's switches: ``no_dual_batch`` one slot, ``no_overlap`` the pool also serialises
+(T/E)·(dispatch + combine) per item, ``no_super_kernel`` + ``launch_ms`` per pool item.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from asaptrace.replay.pipelined import Batch, PipelineConfig, batch_costs, run_pipeline
+from asaptrace.replay.scenario import Scenario
+from asaptrace.replay.serving import ServingRequests, ServingResult
+
+_UNBOUNDED = 1 << 62  # receive-buffer slots: sends never block
+
+
+@dataclass(frozen=True)
+class Mechanisms:
+    dual_batch: bool = True
+    overlap: bool = True
+    super_kernel: bool = True
+
+
+class ServingFormer:
+    """Cuts batches from arrived requests when the pipeline offers a free slot."""
+
+    def __init__(self, req: ServingRequests, sc: Scenario, *, dual_batch: bool) -> None:
+        self.sc, self.costs, self.dual = sc, sc.costs, dual_batch
+        self.arrival = req.arrival_ns.tolist()
+        self.new = req.new_tokens.tolist()
+        self.cached = req.cached_len.tolist()
+        n = len(req)
+        self.start = np.full(n, -1, np.int64)
+        self.own = np.zeros(n, np.float64)
+        self.members: list[list[int]] = []  # batch id → its requests
+        self.queue: deque[int] = deque()
+        self.next_arrival = 0
+        self.reserved: dict[int, Batch] = {}  # group → a long batch waiting for it to drain
+
+    def wakeups(self) -> Iterable[int]:
+        return sorted(set(self.arrival))
+
+    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
+        while self.next_arrival < len(self.arrival) and self.arrival[self.next_arrival] <= now_ns:
+            self.queue.append(self.next_arrival)
+            self.next_arrival += 1
+        if group in self.reserved:
+            if not group_idle:
+                return None
+            return self._hand_out(self.reserved.pop(group), now_ns)
+        if not self.queue:
+            return None
+        batch = self._cut(now_ns)
+        if batch.alone and not group_idle:
+            self.reserved[group] = batch
+            return None
+        return self._hand_out(batch, now_ns)
+
+    def _cut(self, now_ns: int) -> Batch:
+        sc, q = self.sc, self.queue
+        reqs: list[int] = []
+        tokens = 0
+        while q and (
+            not reqs
+            or (tokens < sc.asap_min_batch_tokens and tokens + self.new[q[0]] <= sc.asap_max_batch_tokens)
+        ):
+            i = q.popleft()
+            reqs.append(i)
+            tokens += self.new[i]
+        c = np.array([self.new[i] for i in reqs], np.float64)
+        p = np.array([self.cached[i] for i in reqs], np.float64)
+        attn, disp, moe, comb = batch_costs(
+            self.costs, c, p, layers=sc.layers, dense_layers=0, tp=sc.asap_tp, experts=sc.asap_experts
+        )
+        bid = len(self.members)
+        self.members.append(reqs)
+        alone = self.dual and max(self.new[i] for i in reqs) > sc.asap_alone_tokens
+        return Batch(bid, now_ns, attn, disp, moe, comb, alone=alone)
+
+    def _hand_out(self, b: Batch, now_ns: int) -> Batch:
+        reqs = self.members[b.batch_id]
+        for i in reqs:
+            self.start[i] = now_ns
+        return b
+
+
+def _own_shares(former: ServingFormer, batches: dict[int, Batch], cfg: PipelineConfig, sc: Scenario) -> None:
+    """Each request's own kernel time: its share of its batch's items as the pipeline ran them."""
+    costs = former.costs
+    for bid, reqs in enumerate(former.members):
+        b = batches[bid]
+        c = np.array([former.new[i] for i in reqs], np.float64)
+        p = np.array([former.cached[i] for i in reqs], np.float64)
+        w = costs.attn_c1_ms * c / 1e3 + costs.attn_c2_ms * c * (2 * p + c) / 1e6
+        if w.sum() <= 0:  # no variable cost: the fixed cost splits evenly
+            w = np.ones_like(c)
+        pool = b.moe_ns.astype(np.float64) + cfg.launch_ns * (b.moe_ns > 0)
+        if not cfg.overlap:
+            pool += np.rint(cfg.comm_share * (b.dispatch_ns + b.combine_ns))
+        rest = float((b.dispatch_ns + b.combine_ns).sum() + pool.sum())
+        share = float(b.attention_ns.sum()) * w / w.sum() + rest * c / c.sum()
+        former.own[reqs] += share
+
+
+def simulate_asap(
+    req: ServingRequests, sc: Scenario, *, mech: Mechanisms = Mechanisms(), name: str = "asap"
+) -> ServingResult:
+    former = ServingFormer(req, sc, dual_batch=mech.dual_batch)
+    cfg = PipelineConfig(
+        groups=sc.asap_dp,
+        slots=2 if mech.dual_batch else 1,
+        buffer_slots=_UNBOUNDED,
+        overlap=mech.overlap,
+        comm_share=sc.asap_tp / sc.asap_experts,
+        launch_ns=0 if mech.super_kernel else sc.costs.launch_ns,
+    )
+    pipeline_batches: dict[int, Batch] = {}
+    trace = run_pipeline(cfg, _Recording(former, pipeline_batches))
+    _own_shares(former, pipeline_batches, cfg, sc)
+    end = np.full(len(req), -1, np.int64)
+    for bid, reqs in enumerate(former.members):
+        end[reqs] = trace.done[bid]
+    nb = len(former.members)
+    return ServingResult(
+        policy=name,
+        arrival_ns=req.arrival_ns,
+        start_ns=former.start,
+        end_ns=end,
+        own_ns=np.rint(former.own).astype(np.int64),
+        new_tokens=req.new_tokens,
+        steps=nb,
+        layer_items=nb * sc.layers,
+        events=trace.events,
+    )
+
+
+@dataclass
+class _Recording:
+    """The former, remembering every batch it hands out (for the own-time shares)."""
+
+    former: ServingFormer
+    batches: dict[int, Batch]
+
+    def wakeups(self) -> Iterable[int]:
+        return self.former.wakeups()
+
+    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
+        b = self.former.next_batch(now_ns, group, group_idle)
+        if b is not None:
+            self.batches[b.batch_id] = b
+        return b
+
+
+VARIANTS = {
+    "asap": partial(simulate_asap, name="asap"),
+    "asap-no-dual-batch": partial(
+        simulate_asap, mech=Mechanisms(dual_batch=False), name="asap-no-dual-batch"
+    ),
+    "asap-no-overlap": partial(simulate_asap, mech=Mechanisms(overlap=False), name="asap-no-overlap"),
+    "asap-no-super-kernel": partial(
+        simulate_asap, mech=Mechanisms(super_kernel=False), name="asap-no-super-kernel"
+    ),
+}

@@ -1,0 +1,348 @@
+"""Default and ChunkedPrefill serving: lockstep steps on the coupled deployment (DOMAIN.md §6).
+
+D = ``default_dp`` groups of T = ``default_tp`` dies run attention; EP over all D·T dies runs the
+MoE layer. A step starts as soon as the previous one ends and a request is queued (work-
+conserving). Every layer of a step costs the same (the same pieces are in it), so
+
+    layer = max_g A(group g's pieces) + 2·k_s·X(max_g t_g / T) + M(Σ_g t_g on D·T dies)
+    step  = L · layer
+
+(A attention, X transfer, M MoE of :class:`~asaptrace.replay.costs.CostModel`; dispatch and
+combine cost k_s × X for the largest group, after the barrier), run as a one-layer chain of the
+replay's lockstep mechanics (:func:`asaptrace.replay.lockstep.chain_from_costs`). With
+``default_micro_batch_overlap`` each group's pieces are split longest-first into two
+micro-batches and the L layers run on the replay's two-micro-batch chain
+(:func:`asaptrace.replay.lockstep.chain_from_costs_two_mb`: compute attention A, B, MoE A, B per
+layer; each collective after its micro-batch's barrier). All requests of a
+step finish at its end (a chunked request at the end of the step holding its last chunk).
+
+Placement (``default_routing = "step"``): the step takes queued requests FIFO up to
+``default_step_tokens`` and places them longest-first on the group with the fewest tokens
+(≤ ``default_group_tokens`` per group; a request that does not fit goes back to the queue's
+front, keeping FIFO order). ``"arrival"``: each request joins, when it arrives, the queue of the
+group with the fewest outstanding (queued or running) tokens, and each group fills its step from
+its own queue FIFO. ChunkedPrefill: a budget of ``chunk_tokens`` per group and step; a prompt is
+cut to fill it, and its tail stays on its group and goes first next step. ``balanced`` (the
+replay's oracle, online): Default whose step places the heaviest attention work first onto the
+group with the least attention work (the variable cost c1·c + c2·c(2P+c), so Σs² is balanced, not
+tokens); it always places at step formation.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from asaptrace.replay.costs import CostModel
+from asaptrace.replay.lockstep import chain_from_costs, chain_from_costs_two_mb, run_chain
+from asaptrace.replay.scenario import Scenario
+from asaptrace.replay.serving import ServingRequests, ServingResult
+
+# a piece: (request, new tokens c, prefix P)
+Piece = tuple[int, int, int]
+
+
+def simulate_default(req: ServingRequests, sc: Scenario) -> ServingResult:
+    return _run(req, sc, chunk=0, name="default")
+
+
+def simulate_chunked(req: ServingRequests, sc: Scenario) -> ServingResult:
+    return _run(req, sc, chunk=sc.chunk_tokens, name="chunked")
+
+
+def simulate_balanced(req: ServingRequests, sc: Scenario) -> ServingResult:
+    return _run(req, sc, chunk=0, name="balanced", balance=True)
+
+
+def _run(
+    req: ServingRequests, sc: Scenario, *, chunk: int, name: str, balance: bool = False
+) -> ServingResult:
+    n, d = len(req), sc.default_dp
+    arrival = req.arrival_ns.tolist()
+    new = req.new_tokens.tolist()
+    remaining = list(new)
+    done = req.cached_len.tolist()  # prefix computed so far
+    start = np.full(n, -1, np.int64)
+    end = np.full(n, -1, np.int64)
+    own = np.zeros(n, np.float64)
+    costs = sc.costs
+    by_arrival = sc.default_routing == "arrival" and not balance
+    queue: deque[int] = deque()
+    gqueues: list[deque[int]] = [deque() for _ in range(d)]
+    outstanding = [0] * d  # arrival routing: queued + running new tokens per group
+    carry: list[int] = [-1] * d  # chunked: a cut request whose tail goes first next step
+    t, ptr, steps = 0, 0, 0
+
+    def route(upto: int, *, inclusive: bool) -> None:
+        nonlocal ptr
+        while ptr < n and (arrival[ptr] <= upto if inclusive else arrival[ptr] < upto):
+            if by_arrival:
+                g = min(range(d), key=outstanding.__getitem__)
+                gqueues[g].append(ptr)
+                outstanding[g] += new[ptr]
+            else:
+                queue.append(ptr)
+            ptr += 1
+
+    while True:
+        route(t, inclusive=True)
+        busy = any(c >= 0 for c in carry) or (any(gqueues) if by_arrival else bool(queue))
+        if not busy:
+            if ptr >= n:
+                break
+            t = max(t, arrival[ptr])
+            continue
+        if by_arrival:
+            groups = _fill_own_queues(gqueues, carry, remaining, done, sc, chunk)
+        elif chunk:
+            groups = _fill_chunked(queue, carry, remaining, done, d, chunk)
+        else:
+            groups = _fill_default(queue, remaining, done, sc, balance=costs if balance else None)
+        step_ns, shares = _step_cost(groups, costs, sc)
+        t_end = t + step_ns
+        steps += 1
+        for g, pieces in enumerate(groups):
+            for (i, c, _p), share in zip(pieces, shares[g], strict=True):
+                if start[i] < 0:
+                    start[i] = t
+                own[i] += share
+                done[i] += c
+                remaining[i] -= c
+                if remaining[i] == 0:
+                    end[i] = t_end
+                if by_arrival:
+                    outstanding[g] -= c
+        if by_arrival:  # arrivals during the step see its tokens as outstanding
+            for g, pieces in enumerate(groups):
+                outstanding[g] += sum(c for _, c, _ in pieces)
+            route(t_end, inclusive=False)
+            for g, pieces in enumerate(groups):
+                outstanding[g] -= sum(c for _, c, _ in pieces)
+        t = t_end
+    return ServingResult(
+        policy=name,
+        arrival_ns=req.arrival_ns,
+        start_ns=start,
+        end_ns=end,
+        own_ns=np.rint(own).astype(np.int64),
+        new_tokens=req.new_tokens,
+        steps=steps,
+        layer_items=steps * sc.layers * d,
+    )
+
+
+# ------------------------------------------------------------------------------ step formation
+def _fill_default(
+    queue: deque[int],
+    remaining: list[int],
+    done: list[int],
+    sc: Scenario,
+    *,
+    balance: CostModel | None = None,
+) -> list[list[Piece]]:
+    """FIFO up to the step budget, then longest-first onto the group with the fewest tokens (with
+    ``balance``: the heaviest attention first onto the group with the least attention work)."""
+    d, cap = sc.default_dp, sc.default_group_tokens
+    taken: list[int] = []
+    total = 0
+    while queue and (not taken or total + remaining[queue[0]] <= sc.default_step_tokens):
+        i = queue.popleft()
+        taken.append(i)
+        total += remaining[i]
+
+    def weight(i: int) -> float:
+        c = remaining[i]
+        if balance is None:
+            return c
+        return balance.attn_c1_ms * c / 1e3 + balance.attn_c2_ms * c * (2 * done[i] + c) / 1e6
+
+    tokens = [0] * d
+    load = [0.0] * d
+    groups: list[list[Piece]] = [[] for _ in range(d)]
+    back: list[int] = []
+    for i in sorted(taken, key=lambda i: -weight(i)):  # stable: FIFO among equals
+        g = min(range(d), key=load.__getitem__)
+        c = remaining[i]
+        if tokens[g] and tokens[g] + c > cap:
+            back.append(i)
+            continue
+        groups[g].append((i, c, done[i]))
+        tokens[g] += c
+        load[g] += weight(i)
+    if back:  # did not fit: back to the front, in FIFO order
+        queue.extendleft(sorted(back, reverse=True))
+    return groups
+
+
+def _fill_chunked(
+    queue: deque[int], carry: list[int], remaining: list[int], done: list[int], d: int, budget: int
+) -> list[list[Piece]]:
+    """Tails first on their groups, then FIFO to the total budget, longest-first, cut to fit."""
+    groups: list[list[Piece]] = [[] for _ in range(d)]
+    room = [budget] * d
+    for g in range(d):
+        i = carry[g]
+        if i >= 0:
+            c = min(remaining[i], budget)
+            groups[g].append((i, c, done[i]))
+            room[g] -= c
+            if c == remaining[i]:
+                carry[g] = -1
+    taken: list[int] = []
+    total, free = 0, sum(room)
+    while queue and total < free:
+        i = queue.popleft()
+        taken.append(i)
+        total += remaining[i]
+    back: list[int] = []
+    for i in sorted(taken, key=lambda i: -remaining[i]):
+        open_groups = [g for g in range(d) if room[g] > 0]
+        if not open_groups:
+            back.append(i)
+            continue
+        g = min(open_groups, key=lambda g: budget - room[g])  # fewest tokens this step
+        c = min(remaining[i], room[g])
+        groups[g].append((i, c, done[i]))
+        room[g] -= c
+        if c < remaining[i]:
+            carry[g] = i
+    if back:
+        queue.extendleft(sorted(back, reverse=True))
+    return groups
+
+
+def _fill_own_queues(
+    gqueues: list[deque[int]],
+    carry: list[int],
+    remaining: list[int],
+    done: list[int],
+    sc: Scenario,
+    chunk: int,
+) -> list[list[Piece]]:
+    """Arrival routing: each group fills its step from its own queue (its tail first)."""
+    cap = chunk or sc.default_group_tokens
+    groups: list[list[Piece]] = []
+    for g, q in enumerate(gqueues):
+        pieces: list[Piece] = []
+        load = 0
+        i = carry[g]
+        if i >= 0:
+            c = min(remaining[i], cap)
+            pieces.append((i, c, done[i]))
+            load += c
+            if c == remaining[i]:
+                carry[g] = -1
+        while q and load < cap:
+            i = q[0]
+            c = remaining[i]
+            if chunk:
+                c = min(c, cap - load)
+                if c < remaining[i]:
+                    carry[g] = i
+            elif pieces and load + c > cap:
+                break
+            q.popleft()
+            pieces.append((i, c, done[i]))
+            load += c
+        groups.append(pieces)
+    return groups
+
+
+# ----------------------------------------------------------------------------------- step cost
+def _group_sums(groups: list[list[Piece]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    tok = np.array([sum(c for _, c, _ in p) for p in groups], np.float64)
+    quad = np.array([sum(c * (2 * pp + c) for _, c, pp in p) for p in groups], np.float64)
+    cnt = np.array([len(p) for p in groups], np.float64)
+    return tok, quad, cnt
+
+
+def _attention_shares(groups: list[list[Piece]], attn: np.ndarray, costs: CostModel) -> list[list[float]]:
+    """Each piece's share of its group's attention, by its variable cost (linear + causal term)."""
+    out = []
+    for g, pieces in enumerate(groups):
+        w = [costs.attn_c1_ms * c / 1e3 + costs.attn_c2_ms * c * (2 * p + c) / 1e6 for _, c, p in pieces]
+        total = sum(w)
+        if total <= 0:  # no variable cost: the fixed cost splits evenly
+            w, total = [1.0] * len(pieces), float(len(pieces) or 1)
+        out.append([float(attn[g]) * x / total for x in w])
+    return out
+
+
+def _step_cost(groups: list[list[Piece]], costs: CostModel, sc: Scenario) -> tuple[int, list[list[float]]]:
+    """Step time (ns) and each piece's own kernel time in it (ns, float), per group."""
+    if sc.default_micro_batch_overlap:
+        return _step_cost_overlapped(groups, costs, sc)
+    tok, quad, cnt = _group_sums(groups)
+    attn = np.where(cnt > 0, costs.attention_sums_ns(tok, quad, cnt), 0)
+    t, k_s = sc.default_tp, costs.coupled_k_s
+    n_total = float(tok.sum())
+    xfer_g = k_s * costs.transfer_ns(tok / t).astype(np.float64)  # each group's own collective
+    xfer = round(k_s * int(costs.transfer_ns(tok.max() / t)))
+    moe = int(costs.moe_ns(n_total, sc.default_dp * t))
+    layer = _layer_ns(attn, moe, xfer, t)
+    shares = _attention_shares(groups, attn, costs)
+    for g, pieces in enumerate(groups):
+        for k, (_, c, _) in enumerate(pieces):
+            shares[g][k] = sc.layers * (shares[g][k] + 2 * xfer_g[g] * c / tok[g] + moe * c / n_total)
+    return sc.layers * layer, shares
+
+
+def _layer_ns(attn: np.ndarray, moe: int, xfer: int, tp: int) -> int:
+    """One layer of the step on the replay's lockstep mechanics: each group's attention, the
+    dispatch barrier, MoE on every die, the combine barrier (every layer of a step is the same,
+    so the step is L of these)."""
+    chain = chain_from_costs(
+        np.asarray(attn, np.int64)[:, None], np.array([moe]), np.array([xfer]), np.array([xfer]), tp=tp
+    )
+    return int(run_chain(chain).step_end.max())
+
+
+def _split_micro_batches(pieces: list[Piece]) -> tuple[list[Piece], list[Piece]]:
+    """Longest-first onto the lighter of two micro-batches (by tokens)."""
+    mb: tuple[list[Piece], list[Piece]] = ([], [])
+    load = [0, 0]
+    for piece in sorted(pieces, key=lambda p: -p[1]):
+        k = 0 if load[0] <= load[1] else 1
+        mb[k].append(piece)
+        load[k] += piece[1]
+    return mb
+
+
+def _step_cost_overlapped(
+    groups: list[list[Piece]], costs: CostModel, sc: Scenario
+) -> tuple[int, list[list[float]]]:
+    """Two micro-batches on the replay's two-micro-batch lockstep chain, L layers."""
+    halves = [_split_micro_batches(p) for p in groups]
+    t, k_s, e = sc.default_tp, costs.coupled_k_s, sc.default_dp * sc.default_tp
+    a_ns, x_ns, m_ns, shares_mb = [], [], [], []
+    for k in (0, 1):
+        mgroups = [h[k] for h in halves]
+        tok, quad, cnt = _group_sums(mgroups)
+        attn = np.where(cnt > 0, costs.attention_sums_ns(tok, quad, cnt), 0)
+        xfer_g = k_s * costs.transfer_ns(tok / t).astype(np.float64)
+        xfer = round(k_s * int(costs.transfer_ns(tok.max() / t))) if tok.max() > 0 else 0
+        moe = int(costs.moe_ns(tok.sum(), e)) if tok.sum() > 0 else 0
+        a_ns.append(attn)
+        x_ns.append(xfer)
+        m_ns.append(moe)
+        sh = _attention_shares(mgroups, attn, costs)
+        for g, pieces in enumerate(mgroups):
+            for j, (_, c, _) in enumerate(pieces):
+                sh[g][j] = sc.layers * (sh[g][j] + 2 * xfer_g[g] * c / tok[g] + moe * c / tok.sum())
+        shares_mb.append((mgroups, sh))
+    n_l = sc.layers
+    attn_gl = np.repeat(np.stack(a_ns).astype(np.int64)[:, :, None], n_l, axis=2)  # (2, G, L)
+    moe_l = np.repeat(np.array(m_ns, np.int64)[:, None], n_l, axis=1)  # (2, L)
+    xfer_l = np.repeat(np.array(x_ns, np.int64)[:, None], n_l, axis=1)
+    times = run_chain(chain_from_costs_two_mb(attn_gl, moe_l, xfer_l, xfer_l, tp=t))
+    step = int(times.step_end.max())  # both micro-batches' last combines are done (run_chain)
+    # shares back in the order of the group's pieces
+    shares: list[list[float]] = []
+    for g, pieces in enumerate(groups):
+        by_piece = {}
+        for mgroups, sh in shares_mb:
+            for piece, s in zip(mgroups[g], sh[g], strict=True):
+                by_piece[piece] = s
+        shares.append([by_piece[p] for p in pieces])
+    return step, shares

@@ -1,0 +1,252 @@
+"""A serving scenario: every knob of an online evaluation, loaded from TOML package data.
+
+The ASAP paper's evaluation is ``scenarios/asap-paper.toml`` (DOMAIN.md §6, knob by knob). A
+scenario file must name every knob of :class:`Scenario` exactly once (an unknown or missing knob is
+a one-line :class:`UsageError` naming the file), so the shipped file *is* the list of defaults.
+Overrides come in three layers, later winning: the scenario file, a cost model TOML written by
+``replay`` (:func:`asaptrace.replay.costs.load_costs`, ``--costs``), then ``--set KNOB=VALUE``.
+The cost constants are :class:`asaptrace.replay.costs.CostModel`'s fields; ``cost_scale``
+multiplies all of them (it is what ``--calibrate-ttft`` solves for).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import asdict, dataclass, fields, replace
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from asaptrace.errors import UsageError
+from asaptrace.replay.costs import CostModel, load_costs
+from asaptrace.replay.lengths_fit import LengthTargets, LogLogistic, fit_log_logistic
+
+#: cost knobs: the CostModel fields a scenario sets (all in ms except phi, e_ref, k_s)
+COST_KNOBS = (
+    "attn_c0_ms",
+    "attn_c1_ms",
+    "attn_c2_ms",
+    "attn_phi",
+    "moe_plateau_ms",
+    "moe_a_ms",
+    "moe_b_ms",
+    "moe_e_ref",
+    "xfer_latency_ms",
+    "xfer_per_k_ms",
+    "coupled_k_s",
+    "launch_ms",
+)
+_SCALED = ("attn_c0_ms", "attn_c1_ms", "attn_c2_ms", "moe_plateau_ms", "moe_a_ms", "moe_b_ms")
+_SCALED += ("xfer_latency_ms", "xfer_per_k_ms", "launch_ms")
+
+#: short names accepted by --set / --vary (the paper's symbols)
+ALIASES = {
+    "k_s": "coupled_k_s",
+    "e_ref": "moe_e_ref",
+    "E_ref": "moe_e_ref",
+    "phi": "attn_phi",
+    "φ": "attn_phi",
+    "routing": "default_routing",
+    "scale": "cost_scale",
+}
+ROUTINGS = ("step", "arrival")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Every knob of a serving evaluation (DOMAIN.md §6; docs/sweep.md says what each one means)."""
+
+    name: str
+    layers: int
+    attn_c0_ms: float
+    attn_c1_ms: float
+    attn_c2_ms: float
+    attn_phi: float
+    moe_plateau_ms: float
+    moe_a_ms: float
+    moe_b_ms: float
+    moe_e_ref: float
+    xfer_latency_ms: float
+    xfer_per_k_ms: float
+    coupled_k_s: float
+    launch_ms: float
+    cost_scale: float
+    default_dp: int
+    default_tp: int
+    default_step_tokens: int
+    default_group_tokens: int
+    default_routing: str
+    default_micro_batch_overlap: bool
+    chunk_tokens: int
+    asap_dp: int
+    asap_tp: int
+    asap_experts: int
+    asap_min_batch_tokens: int
+    asap_max_batch_tokens: int
+    asap_alone_tokens: int
+    len_mean: float
+    len_mode: float
+    len_p90_at: float
+    len_p98_at: float
+    len_min: int
+    len_max: int
+    prefix_cache: bool
+    duration_s: float
+    slo_ttft_s: float
+    seed: int
+    cost_source: str = "scenario"
+    #: the paper's reported numbers (printed beside ours, never used to set a knob)
+    paper: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.default_routing not in ROUTINGS:
+            raise UsageError(
+                f"default_routing must be one of {', '.join(ROUTINGS)}, not {self.default_routing!r}"
+            )
+        positive = (
+            "layers",
+            "default_dp",
+            "default_tp",
+            "chunk_tokens",
+            "asap_dp",
+            "asap_tp",
+            "asap_experts",
+        )
+        for k in (*positive, "default_group_tokens", "default_step_tokens", "asap_max_batch_tokens"):
+            if getattr(self, k) <= 0:
+                raise UsageError(f"knob {k} must be positive, not {getattr(self, k)}")
+        if self.cost_scale <= 0 or self.duration_s <= 0 or self.slo_ttft_s <= 0:
+            raise UsageError("knobs cost_scale, duration_s and slo_ttft_s must be positive")
+        if not 0 <= self.attn_phi <= 1:
+            raise UsageError(f"knob attn_phi must be in [0, 1], not {self.attn_phi}")
+        if not 1 <= self.len_min < self.len_max:
+            raise UsageError(f"knobs need 1 ≤ len_min < len_max (got {self.len_min}, {self.len_max})")
+
+    # ------------------------------------------------------------------------------- derived
+    @cached_property
+    def costs(self) -> CostModel:
+        """The cost model at ``cost_scale`` (every time constant multiplied by it)."""
+        values = {k: getattr(self, k) for k in COST_KNOBS}
+        for k in _SCALED:
+            values[k] *= self.cost_scale
+        return CostModel(**values, source=f"{self.cost_source} × {self.cost_scale:g}")
+
+    @cached_property
+    def lengths(self) -> LogLogistic:
+        """The fitted length distribution (truncated to [len_min, len_max])."""
+        t = LengthTargets(
+            self.len_mean, self.len_mode, self.len_p90_at, self.len_p98_at, self.len_min, self.len_max
+        )
+        return fit_log_logistic(t)
+
+    def knobs(self) -> dict[str, Any]:
+        """Every knob's value (what a result states it assumed)."""
+        d = asdict(self)
+        d.pop("paper")
+        return d
+
+    def paper_numbers(self) -> dict[str, Any]:
+        return dict(self.paper)
+
+    # ------------------------------------------------------------------------------ overrides
+    def with_knobs(self, values: dict[str, Any]) -> Scenario:
+        """A copy with knobs set; values may be strings (parsed by the knob's type)."""
+        changes = {}
+        for key, raw in values.items():
+            name = knob_name(key)
+            changes[name] = _parse(name, raw)
+        return replace(self, **changes)
+
+    def with_costs_file(self, path: str | Path) -> Scenario:
+        """A copy whose cost constants come from a cost TOML (``replay``'s format)."""
+        base = CostModel(**{k: getattr(self, k) for k in COST_KNOBS})
+        model = load_costs(path, base=base)
+        return replace(self, **{k: getattr(model, k) for k in COST_KNOBS}, cost_source=model.source)
+
+
+def knob_names() -> list[str]:
+    return [f.name for f in fields(Scenario) if f.name not in ("name", "cost_source", "paper")]
+
+
+def knob_name(key: str) -> str:
+    """The knob a user's key means (aliases like k_s, E_ref, phi accepted); unknown → UsageError."""
+    name = ALIASES.get(key, key)
+    if name not in knob_names():
+        raise UsageError(
+            f"unknown knob {key!r} (known: {', '.join(knob_names())}; aliases: {', '.join(ALIASES)})"
+        )
+    return name
+
+
+_TYPES = {f.name: f.type for f in fields(Scenario)}
+
+
+def _parse(name: str, raw: Any) -> Any:
+    kind = _TYPES[name]
+    if not isinstance(raw, str):
+        value = raw
+    elif kind == "bool":
+        low = raw.strip().lower()
+        if low not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+            raise UsageError(f"knob {name} is true or false, not {raw!r}")
+        return low in ("true", "1", "yes", "on")
+    elif kind == "str":
+        return raw.strip()
+    else:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise UsageError(f"knob {name} is a number, not {raw!r}") from None
+    if kind == "int":
+        if isinstance(value, bool) or float(value) != int(value):
+            raise UsageError(f"knob {name} is a whole number, not {raw!r}")
+        return int(value)
+    if kind == "float":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise UsageError(f"knob {name} is a number, not {raw!r}")
+        return float(value)
+    if kind == "bool" and not isinstance(value, bool):
+        raise UsageError(f"knob {name} is true or false, not {raw!r}")
+    if kind == "str" and not isinstance(value, str):
+        raise UsageError(f"knob {name} is a string, not {raw!r}")
+    return value
+
+
+# --------------------------------------------------------------------------------------- loading
+def shipped_scenarios() -> list[str]:
+    root = resources.files("asaptrace.replay").joinpath("scenarios")
+    return sorted(p.name.removesuffix(".toml") for p in root.iterdir() if p.name.endswith(".toml"))
+
+
+def load_scenario(name_or_path: str | Path = "asap-paper") -> Scenario:
+    """A shipped scenario by name (``asap-paper``) or a scenario TOML file by path."""
+    text_path = Path(name_or_path)
+    if str(name_or_path) in shipped_scenarios():
+        res = resources.files("asaptrace.replay").joinpath(f"scenarios/{name_or_path}.toml")
+        text, where = res.read_text(), f"scenario {name_or_path}"
+    elif text_path.is_file():
+        text, where = text_path.read_text(), str(text_path)
+    else:
+        known = ", ".join(shipped_scenarios())
+        raise UsageError(f"unknown scenario {str(name_or_path)!r} (shipped: {known}; or a TOML file path)")
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"not valid TOML ({e})", path=where) from None
+    knobs = doc.get("knobs")
+    if not isinstance(knobs, dict):
+        raise UsageError("no [knobs] table", path=where)
+    unknown = sorted(set(knobs) - set(knob_names()))
+    missing = [k for k in knob_names() if k not in knobs]
+    if unknown or missing:
+        what = "; ".join(
+            s
+            for s in (f"unknown knobs {unknown}" if unknown else "", f"missing {missing}" if missing else "")
+            if s
+        )
+        raise UsageError(what, path=where)
+    values = {k: _parse(k, v) for k, v in knobs.items()}
+    name = str(doc.get("scenario", {}).get("name", text_path.stem))
+    paper = tuple(sorted(doc.get("paper", {}).items()))
+    return Scenario(name=name, **values, paper=paper)

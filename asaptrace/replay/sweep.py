@@ -1,0 +1,343 @@
+"""The SLO sweep: per policy, the rate → TTFT curve and the highest rate meeting a mean-TTFT SLO.
+
+For each policy the sweep runs the serving simulation (:func:`asaptrace.replay.serving.simulate`)
+at every rate of a grid (given, or auto: 0.5, 1, 2, 4, … until the SLO is missed), all on one
+request stream (common random numbers, :mod:`asaptrace.replay.arrivals`). The SLO-compliant
+throughput is found by bisection inside the grid bracket [last rate meeting the SLO, first rate
+missing it] (``bisection_steps`` halvings), then linear interpolation of mean TTFT between the
+final bracket's two ends. A policy that meets the SLO at every rate gets the largest rate and
+``censored: true``; one that misses it at the lowest rate gets ``null``.
+
+:func:`run_sweep` returns a JSON-able dict (schema in docs/sweep.md, ``schema_version``) holding
+the curves, the SLO throughput and its ratio to the first policy, the TTFT decomposition by
+length bucket at one rate, the mean TTFT at 1 RPS, every knob used, the paper's reported numbers
+beside ours, and a plain reading. Nothing time- or machine-dependent is in it, so the same seed
+gives the same file byte for byte. :func:`vary` re-runs the SLO search per value of one knob
+(the tornado table), :func:`calibrate` solves for the global cost scale matching one measured
+(policy, rate, mean TTFT) point.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from asaptrace.errors import UsageError
+from asaptrace.replay.arrivals import make_stream
+from asaptrace.replay.scenario import Scenario
+from asaptrace.replay.serving import ServingResult, policy_names, simulate
+from asaptrace.userfiles import write_atomic
+
+SCHEMA_VERSION = 1
+#: length buckets of the TTFT decomposition (prompt tokens, [lo, hi))
+BUCKETS = ((0, 512), (512, 2048), (2048, 8192), (8192, 16384), (16384, None))
+AUTO_RATES = tuple(0.5 * 2**k for k in range(12))
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """What to sweep (the scenario says under which knobs)."""
+
+    policies: tuple[str, ...] = ("default", "chunked", "asap")
+    rates: tuple[float, ...] | None = None  # None: auto (doubling until the SLO is missed)
+    bisection_steps: int = 4
+    decomposition_rate: float = 4.0
+    jobs: int = 1  # processes over (policy, rate) points (1: in this process; 0: one per core)
+    workload: str | None = None  # a Mooncake JSONL / Azure CSV trace instead of Poisson
+    lengths: str = "fit"  # "fit" (the scenario's log-logistic) or a synth length profile
+
+    def __post_init__(self) -> None:
+        known = policy_names()
+        for p in self.policies:
+            if p not in known:
+                raise UsageError(f"unknown policy {p!r} (known: {', '.join(known)})")
+        if not self.policies:
+            raise UsageError("no policies to sweep")
+        if self.rates is not None and (not self.rates or min(self.rates) <= 0):
+            raise UsageError("rates must be positive")
+
+
+# ---------------------------------------------------------------------------------------- points
+_STREAMS: dict[tuple[Any, ...], Any] = {}
+
+
+def _stream(sc: Scenario, opt: SweepOptions) -> Any:
+    key = (sc.seed, sc.len_mean, sc.len_mode, sc.len_p90_at, sc.len_p98_at, sc.len_min, sc.len_max)
+    key += (sc.prefix_cache, opt.workload, opt.lengths)
+    if key not in _STREAMS:
+        _STREAMS[key] = make_stream(sc, workload=opt.workload, lengths=opt.lengths)
+    return _STREAMS[key]
+
+
+def point_stats(res: ServingResult, rate: float, seq_len: np.ndarray) -> dict[str, Any]:
+    """One curve point: TTFT mean / p50 / p99 and the mean decomposition (ns), and by bucket."""
+    ttft = res.ttft_ns
+    n = len(ttft)
+    row: dict[str, Any] = {"rate": float(rate), "n_requests": n}
+    if n == 0:
+        return row | {k: None for k in ("mean_ttft_ns", "p50_ttft_ns", "p99_ttft_ns")}
+    row |= {
+        "mean_ttft_ns": round(ttft.mean()),
+        "p50_ttft_ns": int(np.percentile(ttft, 50, method="inverted_cdf")),
+        "p99_ttft_ns": int(np.percentile(ttft, 99, method="inverted_cdf")),
+        "mean_queue_ns": round(res.queue_ns.mean()),
+        "mean_own_ns": round(res.own_ns.mean()),
+        "mean_sync_ns": round(res.sync_ns.mean()),
+        "steps": res.steps,
+        "layer_items": res.layer_items,
+    }
+    buckets = []
+    for lo, hi in BUCKETS:
+        m = (seq_len >= lo) & (seq_len < (hi if hi is not None else np.iinfo(np.int64).max))
+        k = int(m.sum())
+        if not k:
+            continue
+        t, q, o, s = (float(x[m].mean()) for x in (ttft, res.queue_ns, res.own_ns, res.sync_ns))
+        buckets.append(
+            {
+                "bucket": f"{lo}-{hi}" if hi else f"{lo}+",
+                "lo_tokens": lo,
+                "hi_tokens": hi,
+                "n_requests": k,
+                "mean_ttft_ns": round(t),
+                "mean_queue_ns": round(q),
+                "mean_own_ns": round(o),
+                "mean_sync_ns": round(s),
+                "queue_share": q / t if t else 0.0,
+                "own_share": o / t if t else 0.0,
+                "sync_share": s / t if t else 0.0,
+            }
+        )
+    row["buckets"] = buckets
+    return row
+
+
+def evaluate(policy: str, rate: float, sc: Scenario, opt: SweepOptions) -> dict[str, Any]:
+    """Simulate ``policy`` at ``rate`` on the scenario's stream; one curve point."""
+    reqs = _stream(sc, opt).at_rate(rate, sc.duration_s)
+    res = simulate(policy, reqs, sc)
+    return point_stats(res, rate, reqs.seq_len)
+
+
+def _evaluate_job(args: tuple[str, float, Scenario, SweepOptions]) -> dict[str, Any]:
+    return evaluate(*args)
+
+
+class _Runner:
+    """Evaluates points in this process or a process pool, remembering every one."""
+
+    def __init__(self, sc: Scenario, opt: SweepOptions, progress: Progress | None) -> None:
+        self.sc, self.opt, self.progress = sc, opt, progress
+        self.points: dict[tuple[str, float], dict[str, Any]] = {}
+        jobs = opt.jobs if opt.jobs > 0 else (os.cpu_count() or 1)
+        # spawn, not fork: a forked child of a process whose polars / pyarrow threads hold locks
+        # can deadlock; spawn pays ≈ 1–2 s per worker for the imports instead
+        self.pool = (
+            ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) if jobs > 1 else None
+        )
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+            self.pool = None
+
+    def run(self, wanted: Iterable[tuple[str, float]], *, kind: str = "grid") -> None:
+        """Evaluate the points not evaluated yet; ``kind`` (grid, bisection, reference) is kept."""
+        todo = [w for w in dict.fromkeys(wanted) if w not in self.points]
+        args = [(p, r, self.sc, self.opt) for p, r in todo]
+        results = self.pool.map(_evaluate_job, args) if self.pool is not None else map(_evaluate_job, args)
+        for (p, r), row in zip(todo, results, strict=True):
+            self.points[(p, r)] = row | {"kind": kind}
+            if self.progress is not None:
+                self.progress(f"{p} @ {r:g}/s")
+
+    def mean(self, policy: str, rate: float) -> float:
+        m = self.points[(policy, rate)]["mean_ttft_ns"]
+        return float("inf") if m is None else float(m)
+
+
+# ----------------------------------------------------------------------------------- SLO search
+def slo_rate(curve: list[tuple[float, float]], slo_ns: float) -> tuple[float | None, bool]:
+    """Largest rate with mean TTFT ≤ SLO on a (rate, mean) curve, interpolated in its bracket.
+
+    Returns (rate, censored): censored when every point meets the SLO (the rate is then the
+    largest one); ``None`` when even the lowest rate misses it.
+    """
+    pts = sorted(curve)
+    if not pts or pts[0][1] > slo_ns:
+        return None, False
+    lo = None
+    for rate, mean in pts:
+        if mean <= slo_ns:
+            lo = (rate, mean)
+            continue
+        assert lo is not None
+        (r0, m0), (r1, m1) = lo, (rate, mean)
+        if not np.isfinite(m1) or m1 == m0:
+            return r0, False
+        return r0 + (r1 - r0) * (slo_ns - m0) / (m1 - m0), False
+    return pts[-1][0], True
+
+
+def _bracket(runner: _Runner, policy: str, rates: list[float], slo_ns: float) -> tuple[float, float] | None:
+    ok = [r for r in rates if runner.mean(policy, r) <= slo_ns]
+    bad = [r for r in rates if runner.mean(policy, r) > slo_ns]
+    if not ok or not bad:
+        return None
+    lo = max(ok)
+    above = [r for r in bad if r > lo]
+    return (lo, min(above)) if above else None
+
+
+def _search(runner: _Runner, policies: tuple[str, ...], grid: dict[str, list[float]], slo_ns: float) -> None:
+    """Bisect every policy's bracket, all policies advancing together (one batch per halving)."""
+    brackets = {p: _bracket(runner, p, grid[p], slo_ns) for p in policies}
+    for _ in range(runner.opt.bisection_steps):
+        mids = {p: round((b[0] + b[1]) / 2, 6) for p, b in brackets.items() if b is not None}
+        runner.run(mids.items(), kind="bisection")
+        for p, mid in mids.items():
+            lo, hi = brackets[p]  # type: ignore[misc]
+            brackets[p] = (mid, hi) if runner.mean(p, mid) <= slo_ns else (lo, mid)
+
+
+def _grid(runner: _Runner, slo_ns: float) -> dict[str, list[float]]:
+    opt = runner.opt
+    if opt.rates is not None:
+        rates = sorted(set(opt.rates))
+        runner.run((p, r) for p in opt.policies for r in rates)
+        return {p: rates for p in opt.policies}
+    grid: dict[str, list[float]] = {p: [] for p in opt.policies}
+    live = list(opt.policies)
+    for rate in AUTO_RATES:
+        if not live:
+            break
+        runner.run((p, rate) for p in live)
+        for p in list(live):
+            grid[p].append(rate)
+            if runner.mean(p, rate) > slo_ns:
+                live.remove(p)
+    return grid
+
+
+def search_slo(
+    sc: Scenario, opt: SweepOptions, *, progress: Progress | None = None
+) -> tuple[dict[str, Any], _Runner]:
+    """Grid + bisection for every policy; returns {policy: {slo_rps, censored}} and the points."""
+    runner = _Runner(sc, opt, progress)
+    try:
+        slo_ns = sc.slo_ttft_s * 1e9
+        grid = _grid(runner, slo_ns)
+        _search(runner, opt.policies, grid, slo_ns)
+        runner.run(((p, 1.0) for p in opt.policies), kind="reference")
+        out = {}
+        for p in opt.policies:
+            curve = [(r, runner.mean(q, r)) for (q, r) in runner.points if q == p]
+            rate, censored = slo_rate(curve, slo_ns)
+            out[p] = {"slo_rps": None if rate is None else round(rate, 4), "censored": censored}
+        return out, runner
+    finally:
+        runner.close()
+
+
+# ---------------------------------------------------------------------------------------- sweep
+def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = None) -> dict[str, Any]:
+    """The whole sweep as a JSON-able dict (docs/sweep.md)."""
+    slo, runner = search_slo(sc, opt, progress=progress)
+    runner.run(((p, opt.decomposition_rate) for p in opt.policies), kind="reference")
+    curves = {
+        p: [
+            {k: v for k, v in runner.points[key].items() if k != "buckets"}
+            for key in sorted(runner.points)
+            if key[0] == p
+        ]
+        for p in opt.policies
+    }
+    decomposition = [
+        {"policy": p} | b
+        for p in opt.policies
+        for b in runner.points[(p, opt.decomposition_rate)].get("buckets", [])
+    ]
+    result: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "scenario": sc.name,
+        "policies": list(opt.policies),
+        "slo_ttft_ns": int(sc.slo_ttft_s * 1e9),
+        "duration_ns": int(sc.duration_s * 1e9),
+        "workload": opt.workload or f"poisson, lengths {opt.lengths}",
+        "slo_rps": {p: slo[p]["slo_rps"] for p in opt.policies},
+        "slo_censored": {p: slo[p]["censored"] for p in opt.policies},
+        "ratios": {p: slo_ratio(slo[p], slo[opt.policies[0]]) for p in opt.policies},
+        "mean_ttft_ns_at_1rps": {p: runner.points[(p, 1.0)]["mean_ttft_ns"] for p in opt.policies},
+        "curves": curves,
+        "decomposition_rate": opt.decomposition_rate,
+        "decomposition": decomposition,
+        "knobs": sc.knobs(),
+        "lengths_fit": sc.lengths.summary() if opt.workload is None and opt.lengths == "fit" else None,
+        "paper": sc.paper_numbers(),
+    }
+    result["reading"] = reading(result)
+    return result
+
+
+def reading(result: dict[str, Any]) -> str:
+    """The plain-words reading of a result, with the paper's numbers beside ours."""
+    pols = result["policies"]
+    paper = result.get("paper") or {}
+    ours = ", ".join(f"{p} {_rps(result['slo_rps'][p])}" for p in pols)
+    text = f"SLO-compliant throughput (mean TTFT ≤ {result['slo_ttft_ns'] / 1e9:g} s): {ours}."
+    ref = paper.get("slo_rps") or {}
+    if ref and all(p in ref for p in pols):
+        theirs = ", ".join(f"{p} {ref[p]:g}" for p in pols)
+        text += f" The paper reports {theirs} RPS."
+        scale = result["knobs"]["cost_scale"]
+        at_scale = "at face value" if scale == 1 else f"× {scale:g} (cost_scale)"
+        head = headline_policy(pols)
+        if head != pols[0] and result["ratios"].get(head) is None:
+            text += (
+                f" No {head}/{pols[0]} ratio: a policy met the SLO at every rate swept (a lower bound)"
+                " or missed it at the lowest; sweep a wider range of --rates."
+            )
+        elif head != pols[0]:
+            ratio = result["ratios"][head]
+            paper_ratio = ref[head] / ref[pols[0]]
+            text += (
+                f" Here {head}/{pols[0]} = {ratio:.2f}× against the paper's {paper_ratio:.2f}×, "
+                f"from the paper's own cost figures {at_scale} and the knobs listed; the paper does "
+                "not say how it got from those figures to its numbers, and the ratio moves with k_s, "
+                "E_ref, φ, the Default routing and the cost scale (run with --vary to see how far)."
+            )
+    return text
+
+
+def slo_ratio(this: dict[str, Any], base: dict[str, Any]) -> float | None:
+    """``this`` policy's SLO throughput over ``base``'s; None when either is missing or censored
+    (a lower bound over a lower bound says nothing)."""
+    a, b = this["slo_rps"], base["slo_rps"]
+    if a is None or not b or this["censored"] or base["censored"]:
+        return None
+    return round(a / b, 4)
+
+
+def headline_policy(policies: list[str] | tuple[str, ...]) -> str:
+    """The policy a ratio against the first is quoted for: ``asap`` when swept, else the last."""
+    return "asap" if "asap" in policies[1:] else policies[-1]
+
+
+def _rps(v: float | None) -> str:
+    return "below the lowest rate" if v is None else f"{v:.2f}"
+
+
+def write_results(result: dict[str, Any], path: str | Path) -> Path:
+    """Write a sweep result as JSON (atomically: a temp file renamed into place)."""
+    text = json.dumps(result, indent=1, sort_keys=False, allow_nan=False) + "\n"
+    return write_atomic(path, text.encode("utf-8"))

@@ -1,0 +1,112 @@
+"""How fast the serving sweep runs: 3 policies × 10 rates × 5 simulated minutes at DeepSeek-V3 scale.
+
+The asap-paper scenario (61 layers, Default DP8×TP4/EP32, ASAP 4×4 + 16 dies) at rates
+2, 4, …, 20 per second (the paper's range), 300 s of Poisson arrivals each, drained. It times:
+
+* baseline — the bare event engine handling as many no-op events as the ASAP runs did (the
+  floor any heap simulation pays), so the ratio says how close the pipeline's per-event work is
+  to the loop itself;
+* each policy serially in this process: wall time, simulated requests/s, layer-items/s
+  ((group, layer) items for the lockstep policies, (batch, layer) items for ASAP);
+* the same 30 points over a 2-process pool (``--jobs``; spawned, as the sweep does, since a
+  forked child of a process with polars threads can deadlock), so the ratio says whether it pays;
+* ``--scale``: one row at 384 dies (Default DP96×TP4/EP384, ASAP 48×4 + 192), rates × 12.
+
+Usage::
+
+    python benchmarks/sweep.py            # 32 dies, serial and 2 processes
+    python benchmarks/sweep.py --scale    # plus the 384-die row
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+from asaptrace.replay.arrivals import make_stream
+from asaptrace.replay.engine import Engine, Event
+from asaptrace.replay.scenario import Scenario, load_scenario
+from asaptrace.replay.serving import simulate
+
+POLICIES = ("default", "chunked", "asap")
+RATES = tuple(float(r) for r in range(2, 21, 2))
+SCALE_384 = {"default_dp": 96, "asap_dp": 48, "asap_experts": 192}
+
+
+def run_point(args: tuple[str, float, Scenario]) -> tuple[int, int, int]:
+    policy, rate, sc = args
+    reqs = make_stream(sc).at_rate(rate, sc.duration_s)
+    res = simulate(policy, reqs, sc)
+    return len(reqs), res.layer_items, res.events
+
+
+def bare_engine(n_events: int) -> float:
+    """Seconds for the engine to handle ``n_events`` no-op events (two live at a time)."""
+
+    class Tick(Event):
+        pass
+
+    left = [n_events]
+
+    def handler(ev: Event) -> tuple[Event, ...]:
+        left[0] -= 1
+        return (Tick(ev.t_ns + 1),) if left[0] > 1 else ()
+
+    t = time.perf_counter()
+    Engine().run(handler, [Tick(0), Tick(0)])
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", action="store_true", help="add a row at 384 dies")
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args()
+    sc = load_scenario("asap-paper")
+    print(
+        f"{len(POLICIES)} policies × {len(RATES)} rates ({RATES[0]:g}–{RATES[-1]:g}/s) × {sc.duration_s:g} s, 61 layers, 32 dies"
+    )
+    print(f"{'policy':>10} {'seconds':>8} {'requests':>9} {'req/s':>9} {'layer-items':>12} {'items/s':>10}")
+    for policy in POLICIES:  # warm-up: imports (polars via the lockstep mechanics) are not timed
+        run_point((policy, 0.1, sc.with_knobs({"duration_s": 30})))
+    total = 0.0
+    asap_events, asap_s = 0, 1.0
+    for policy in POLICIES:
+        t = time.perf_counter()
+        done = [run_point((policy, r, sc)) for r in RATES]
+        dt = time.perf_counter() - t
+        total += dt
+        n, items = sum(d[0] for d in done), sum(d[1] for d in done)
+        if policy == "asap":
+            asap_events, asap_s = sum(d[2] for d in done), dt
+        print(f"{policy:>10} {dt:8.2f} {n:9,} {n / dt:9,.0f} {items:12,} {items / dt:10,.0f}")
+    print(f"{'serial':>10} {total:8.2f}  (target: under 60 s)")
+    events = asap_events
+    base = bare_engine(events)
+    print(
+        f"baseline: the bare engine, {events:,} no-op events in {base:.2f} s ({events / base:,.0f} events/s); "
+        f"ASAP's pipeline handles {events / asap_s:,.0f} events/s = {base / asap_s:.2f}× the bare loop's rate"
+    )
+    if args.jobs > 1:
+        t = time.perf_counter()
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            list(pool.map(run_point, [(p, r, sc) for p in POLICIES for r in RATES]))
+        par = time.perf_counter() - t
+        print(f"{args.jobs} spawned processes: {par:.2f} s = {total / par:.2f}× serial (worth it when > 1)")
+    if args.scale:
+        big = sc.with_knobs(SCALE_384)
+        for policy in POLICIES:
+            t = time.perf_counter()
+            done = [run_point((policy, r * 12, big)) for r in RATES[:3]]
+            dt = time.perf_counter() - t
+            n, items = sum(d[0] for d in done), sum(d[1] for d in done)
+            print(
+                f"384 dies {policy:>8}: rates {RATES[0] * 12:g}–{RATES[2] * 12:g}/s, {dt:.2f} s, "
+                f"{n / dt:,.0f} req/s, {items / dt:,.0f} items/s"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""`asaptrace sweep` as a user runs it: the JSON object, the results file, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests._cli import run_cli
+
+MOONCAKE = (
+    Path(__file__).resolve().parents[2]
+    / "shared"
+    / "data"
+    / "workloads"
+    / "mooncake_conversation_trace.jsonl"
+)
+QUICK = ["--duration", "20s", "--rates", "1,4,16", "--jobs", "1"]
+
+
+def test_json_holds_the_documented_keys_and_matches_the_results_file(tmp_path):
+    out = tmp_path / "sweep.json"
+    r = run_cli("sweep", *QUICK, "--policies", "default,asap", "--json", "-o", out)
+    assert r.code == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert set(res["slo_rps"]) == {"default", "asap"}
+    for curve in res["curves"].values():
+        for point in curve:
+            assert {"rate", "mean_ttft_ns", "p50_ttft_ns", "p99_ttft_ns"} <= set(point)
+            assert point["p50_ttft_ns"] <= point["p99_ttft_ns"]
+    assert res["knobs"]["duration_s"] == 20.0 and res["knobs"]["coupled_k_s"] == 1.0
+    assert json.loads(out.read_text()) == res
+
+
+def test_tables_name_the_knobs_and_print_the_papers_numbers_beside_ours():
+    r = run_cli("sweep", *QUICK, "--vary", "k_s=1,2")
+    assert r.code == 0, r.stderr
+    assert "knobs assumed: k_s 1, E_ref 32" in r.stdout
+    assert "quantiles q10" in r.stdout  # the fitted lengths are printed
+    assert "2.94×" in r.stdout  # the paper's ASAP/Default ratio, beside ours
+    assert "sensitivity" in r.stdout and "tornado" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "k_z=1"], "unknown knob 'k_z'"),
+        (["--set", "layers=many"], "knob layers is a number"),
+        (["--rates", "1,x"], "--rates takes 'auto' or numbers"),
+        (["--duration", "five minutes"], "--duration takes a duration"),
+        (["--policies", "default,magic"], "unknown policy 'magic'"),
+        (["--vary", "k_s"], "--vary takes KNOB=V1,V2"),
+        (["--calibrate-ttft", "asap=fast"], "--calibrate-ttft takes POLICY=MS@RATE"),
+        (["--scenario", "nope"], "unknown scenario 'nope'"),
+        (["--costs", "/nonexistent/costs.toml"], "cannot read cost file"),
+    ],
+)
+def test_bad_options_are_one_line_and_exit_2(args, message):
+    r = run_cli("sweep", *QUICK, *args)
+    assert r.code == 2
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_calibration_reports_the_scale_it_used():
+    r = run_cli("sweep", *QUICK, "--policies", "default,asap", "--calibrate-ttft", "asap=350@1", "--json")
+    assert r.code == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["calibration"]["policy"] == "asap"
+    assert res["knobs"]["cost_scale"] == res["calibration"]["cost_scale"] < 1
+    assert abs(res["mean_ttft_ns_at_1rps"]["asap"] / 350e6 - 1) < 0.01
+
+
+@pytest.mark.skipif(not MOONCAKE.is_file(), reason="needs ../shared/data/workloads (Mooncake trace)")
+def test_mooncake_prefix_cache_hits_make_ttft_shorter():
+    base = ["sweep", "--workload", MOONCAKE, "--duration", "60s", "--rates", "2", "--jobs", "1", "--json"]
+    cold = json.loads(run_cli(*base).stdout)
+    warm = json.loads(run_cli(*base, "--set", "prefix_cache=true").stdout)
+    for p in ("default", "chunked", "asap"):
+        assert warm["curves"][p][0]["n_requests"] == cold["curves"][p][0]["n_requests"]
+        assert warm["mean_ttft_ns_at_1rps"][p] < cold["mean_ttft_ns_at_1rps"][p]
+
+
+def test_poisson_lengths_from_a_synth_profile():
+    r = run_cli("sweep", *QUICK, "--policies", "default", "--lengths", "production", "--json")
+    assert r.code == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["workload"] == "poisson, lengths production" and res["lengths_fit"] is None
+    bad = run_cli("sweep", *QUICK, "--lengths", "nope")
+    assert bad.code == 2 and "unknown length profile 'nope'" in bad.stderr
+
+
+def _batches_store(path, arrival):
+    import pyarrow as pa
+
+    from asaptrace.store import StoreWriter
+
+    n = len(arrival)
+    table = pa.table(
+        {
+            "step": pa.array([0] * n, pa.int32()),
+            "dp_group": pa.array([0] * n, pa.int32()),
+            "micro_batch": pa.array([0] * n, pa.int8()),
+            "request_id": [f"r{i}" for i in range(n)],
+            "seq_len": pa.array([3000] * n, pa.int64()),
+            "cached_len": pa.array([0] * n, pa.int64()),
+            "arrival_ns": pa.array(arrival, pa.int64()),
+        }
+    )
+    with StoreWriter(path) as w:
+        w.write_table("batches", table)
+        w.commit({})
+    return path
+
+
+def test_a_stores_batches_are_a_workload(tmp_path):
+    # 41 requests one second apart: at its own rate (1/s) all 41 arrive in 40 s; at 2/s the
+    # same requests come twice as fast, so 41 of them arrive within 20 s
+    store = _batches_store(tmp_path / "s.store", [i * 10**9 for i in range(41)])
+    r = run_cli(
+        "sweep", "--workload", store, "--duration", "40s", "--rates", "1,2", "--policies", "default", "--json"
+    )
+    assert r.code == 0, r.stderr
+    curve = {p["rate"]: p["n_requests"] for p in json.loads(r.stdout)["curves"]["default"]}
+    assert curve[1.0] == 41 and curve[2.0] == 41
+    bad = _batches_store(tmp_path / "b.store", [0, None])
+    r = run_cli("sweep", "--workload", bad, "--rates", "1", "--policies", "default")
+    assert r.code == 2 and "1 of 2 batch rows have no arrival_ns" in r.stderr
+
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "coupled" / "kineto"
+
+
+@pytest.mark.skipif(not SAMPLE.is_dir(), reason="needs sample_traces/coupled")
+def test_sweep_runs_on_the_costs_replay_fitted_to_a_store(tmp_path):
+    import tomllib
+
+    store, fitted = tmp_path / "c.store", tmp_path / "fit.toml"
+    assert run_cli("ingest", SAMPLE, "-o", store).code == 0
+    assert run_cli("replay", store, "--policy", "coupled", "--save-costs", fitted).code == 0
+    r = run_cli("sweep", *QUICK, "--costs", fitted, "--json")
+    assert r.code == 0, r.stderr
+    knobs, fit = json.loads(r.stdout)["knobs"], tomllib.loads(fitted.read_text())
+    assert knobs["attn_c1_ms"] == fit["attention"]["c1_ms"] and knobs["moe_b_ms"] == fit["moe"]["b_ms"]
+    assert knobs["cost_source"] == "file fit.toml"

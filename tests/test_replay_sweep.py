@@ -1,0 +1,195 @@
+"""The SLO sweep: lengths fit, SLO search, common random numbers, determinism, knobs, calibration."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from asaptrace.errors import UsageError
+from asaptrace.replay.lengths_fit import LengthTargets, fit_log_logistic
+from asaptrace.replay.scenario import knob_names, load_scenario
+from asaptrace.replay.sensitivity import calibrate, tornado
+from asaptrace.replay.serving import SERVING_POLICIES, ServingResult, policy_names
+from asaptrace.replay.sweep import SweepOptions, evaluate, run_sweep, slo_rate, slo_ratio, write_results
+
+# ------------------------------------------------------------------------------------ lengths
+
+
+def test_fitted_lengths_match_the_papers_facts():
+    # DOMAIN.md §6: mean ≈ 5K, mode ≈ 2.5K, CDF 0.90 at 10K and 0.98 at 20K, truncated to
+    # [31, 32K]. The facts are checked on the truncated distribution, as the sweep draws it.
+    fit = fit_log_logistic(LengthTargets())
+    assert abs(fit.mean() / 5000 - 1) < 0.05
+    assert abs(float(fit.cdf(10_000)) - 0.90) < 0.02
+    assert abs(float(fit.cdf(20_000)) - 0.98) < 0.02
+    assert abs(fit.mode() / 2500 - 1) < 0.2
+    # and the draws the sweep uses have those properties too (200k draws: SE of the mean ≈ 10)
+    s = fit.sample(np.random.default_rng(0), 200_000)
+    assert s.min() >= 31 and s.max() <= 32_768
+    assert abs(s.mean() / 5000 - 1) < 0.05
+    assert abs((s <= 10_000).mean() - 0.90) < 0.02 and abs((s <= 20_000).mean() - 0.98) < 0.02
+
+
+# --------------------------------------------------------------------------------- SLO search
+
+
+def test_slo_rate_interpolates_inside_the_bracket():
+    # means 1, 2, 8 s at 1, 2, 4/s; SLO 5 s lies between 2/s (2 s) and 4/s (8 s):
+    # 2 + 2·(5 − 2)/(8 − 2) = 3/s
+    assert slo_rate([(1, 1e9), (2, 2e9), (4, 8e9)], 5e9) == (3.0, False)
+    assert slo_rate([(1, 1e9), (2, 2e9)], 5e9) == (2, True)  # never missed: censored
+    assert slo_rate([(1, 6e9), (2, 7e9)], 5e9) == (None, False)  # missed at the lowest rate
+
+
+def test_ratios_are_not_made_of_lower_bounds():
+    a, b = {"slo_rps": 6.0, "censored": False}, {"slo_rps": 4.0, "censored": False}
+    assert slo_ratio(a, b) == 1.5
+    assert slo_ratio(a, b | {"censored": True}) is None  # "≥ 4" as the base says nothing
+    assert slo_ratio(a | {"censored": True}, b) is None
+    assert slo_ratio(a, b | {"slo_rps": None}) is None
+
+
+def _count_policy(req, sc):
+    # a synthetic policy whose mean TTFT is n/300 s for n requests: monotone in rate, and the
+    # SLO of 5 s is met exactly while n ≤ 1500
+    n = len(req)
+    ttft = np.full(n, round(n * 1e9 / 300), np.int64)
+    return ServingResult(
+        "test-count",
+        req.arrival_ns,
+        req.arrival_ns,
+        req.arrival_ns + ttft,
+        np.zeros(n, np.int64),
+        req.new_tokens,
+        0,
+        0,
+    )
+
+
+if "test-count" not in SERVING_POLICIES:
+    SERVING_POLICIES.register("test-count", _count_policy)
+
+
+def test_bisection_finds_the_rate_of_a_monotone_synthetic_curve():
+    # With common random numbers the i-th arrival at rate λ is at U_i/λ (U the unit-rate
+    # stream of seed 0: cumulative exponential gaps of default_rng([0, 1]), see arrivals.py).
+    # n ≤ 1500 ⇔ U_1501 > 300·λ, so the true SLO rate is U_1501 / 300 (index 1500).
+    unit = np.cumsum(np.random.default_rng([0, 1]).exponential(1.0, 8192))
+    truth = unit[1500] / 300
+    sc = load_scenario("asap-paper")
+    opt = SweepOptions(policies=("test-count",), rates=(1, 2, 4, 8), bisection_steps=10)
+    res = run_sweep(sc, opt)
+    # the grid bracket is (4, 8); ten halvings leave a bracket 4/1024 wide around the truth
+    assert abs(res["slo_rps"]["test-count"] - truth) <= 4 / 1024
+    assert res["slo_censored"]["test-count"] is False
+
+
+# ------------------------------------------------------------------- determinism, monotonicity
+
+SMALL = {"duration_s": 40}
+
+
+def test_same_seed_gives_the_same_results_file_byte_for_byte(tmp_path):
+    sc = load_scenario("asap-paper").with_knobs(SMALL)
+    opt = SweepOptions(rates=(1, 3, 6), bisection_steps=2)
+    a = write_results(run_sweep(sc, opt), tmp_path / "a.json").read_bytes()
+    b = write_results(run_sweep(sc, opt), tmp_path / "b.json").read_bytes()
+    assert a == b
+    c = write_results(run_sweep(sc.with_knobs({"seed": 1}), opt), tmp_path / "c.json").read_bytes()
+    assert c != a  # the seed matters
+    # and the process pool changes nothing but the wall time
+    pooled = SweepOptions(rates=(1, 3, 6), bisection_steps=2, jobs=2)
+    assert write_results(run_sweep(sc, pooled), tmp_path / "d.json").read_bytes() == a
+
+
+@pytest.mark.parametrize("policy", ["default", "chunked", "asap", "asap-no-dual-batch"])
+def test_curves_are_monotone_in_rate_on_a_fixed_seed(policy):
+    # one arrival stream and one length sequence for every rate: a higher rate is the same
+    # requests closer together, so mean TTFT does not fall
+    sc = load_scenario("asap-paper").with_knobs({"duration_s": 60})
+    opt = SweepOptions(policies=(policy,))
+    means = [evaluate(policy, r, sc, opt)["mean_ttft_ns"] for r in (0.5, 1, 2, 3, 4, 5, 6, 7)]
+    assert means == sorted(means)
+
+
+def test_rates_share_one_stream():
+    from asaptrace.replay.arrivals import make_stream
+
+    sc = load_scenario("asap-paper")
+    stream = make_stream(sc)
+    slow, fast = stream.at_rate(1.0, 100), stream.at_rate(4.0, 100)
+    k = len(slow)
+    assert (fast.seq_len[:k] == slow.seq_len).all()  # same lengths, same order
+    assert np.allclose(fast.arrival_ns[:k] * 4, slow.arrival_ns, atol=4)  # same times, compressed
+
+
+# -------------------------------------------------------------------------------------- knobs
+
+
+def test_shipped_scenario_sets_every_knob_and_overrides_are_strict():
+    sc = load_scenario("asap-paper")
+    assert set(sc.knobs()) >= set(knob_names())
+    assert sc.with_knobs({"k_s": "2.5"}).coupled_k_s == 2.5
+    assert sc.with_knobs({"E_ref": "0"}).moe_e_ref == 0.0
+    assert sc.with_knobs({"default_micro_batch_overlap": "true"}).default_micro_batch_overlap is True
+    with pytest.raises(UsageError, match="unknown knob 'k_z'"):
+        sc.with_knobs({"k_z": "1"})
+    with pytest.raises(UsageError, match="whole number"):
+        sc.with_knobs({"layers": "6.5"})
+    with pytest.raises(UsageError, match="default_routing"):
+        sc.with_knobs({"routing": "random"})
+
+
+def test_cost_scale_multiplies_every_cost():
+    sc = load_scenario("asap-paper")
+    a, b = sc.costs, sc.with_knobs({"cost_scale": 0.5}).costs
+    assert b.attention_ns(4000) == round(a.attention_ns(4000) / 2)
+    assert int(b.moe_ns(8000, 16)) == round(int(a.moe_ns(8000, 16)) / 2)
+
+
+def test_costs_file_replaces_the_cost_constants(tmp_path):
+    f = tmp_path / "costs.toml"
+    f.write_text("[attention]\nc1_ms = 2.0\n[coupled]\nk_s = 3.0\n")
+    sc = load_scenario("asap-paper").with_costs_file(f)
+    assert sc.attn_c1_ms == 2.0 and sc.coupled_k_s == 3.0 and sc.moe_b_ms == 0.286
+    f.write_text("[attention]\nc9_ms = 2.0\n")
+    with pytest.raises(UsageError, match=r"unknown key attention\.c9_ms"):
+        load_scenario("asap-paper").with_costs_file(f)
+
+
+def test_unknown_policy_is_a_usage_error():
+    assert {
+        "default",
+        "chunked",
+        "asap",
+        "asap-no-dual-batch",
+        "asap-no-overlap",
+        "asap-no-super-kernel",
+    } <= set(policy_names())
+    with pytest.raises(UsageError, match="unknown policy 'fast'"):
+        SweepOptions(policies=("fast",))
+
+
+def test_calibration_finds_the_scale_that_matches_one_point():
+    sc = load_scenario("asap-paper").with_knobs({"duration_s": 60})
+    opt = SweepOptions()
+    scale = calibrate(sc, opt, "asap", 350.0, 1.0)
+    got = evaluate("asap", 1.0, sc.with_knobs({"cost_scale": scale}), opt)["mean_ttft_ns"] / 1e6
+    assert abs(got / 350.0 - 1) < 0.01
+    assert 0.1 < scale < 1.0  # the paper's ASAP is faster than its cost figures at face value
+
+
+def test_tornado_orders_knobs_by_swing():
+    # k_s moves the ratio 1.2 → 2.0 (swing 0.8), φ 1.20 → 1.25 (0.05): k_s first, with the
+    # values at which the ratio is lowest and highest; a row without a ratio is skipped
+    rows = [
+        {"knob": "attn_phi", "value": "0", "ratio": 1.2},
+        {"knob": "attn_phi", "value": "0.5", "ratio": 1.25},
+        {"knob": "coupled_k_s", "value": "1", "ratio": 1.2},
+        {"knob": "coupled_k_s", "value": "4", "ratio": 2.0},
+        {"knob": "coupled_k_s", "value": "2", "ratio": 1.5},
+        {"knob": "coupled_k_s", "value": "8", "ratio": None},
+    ]
+    t = tornado(rows)
+    assert [e["knob"] for e in t] == ["coupled_k_s", "attn_phi"]
+    assert (t[0]["ratio_min"], t[0]["at_min"], t[0]["ratio_max"], t[0]["at_max"]) == (1.2, "1", 2.0, "4")
