@@ -57,3 +57,7 @@ class RegistryError(AsaptraceError):
 
 class UsageError(AsaptraceError):
     """An option or argument has a value that cannot be used."""
+
+
+class OutputError(UsageError):
+    """An output path cannot be written (not a folder, under a file, read-only, /proc)."""

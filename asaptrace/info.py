@@ -12,7 +12,7 @@ import polars as pl
 
 from asaptrace.store import TraceStore
 
-INFO_SCHEMA_VERSION = 1
+INFO_SCHEMA_VERSION = 2
 
 
 def store_info(store: TraceStore) -> dict[str, Any]:
@@ -38,6 +38,7 @@ def store_info(store: TraceStore) -> dict[str, Any]:
     )
     ranks = store.ranks().sort("rank").collect()
     meta = store.meta
+    discovery = meta.get("discovery") or {}
     start, end = span["start_ns"], span["end_ns"]
     return {
         "schema_version": INFO_SCHEMA_VERSION,
@@ -84,4 +85,9 @@ def store_info(store: TraceStore) -> dict[str, Any]:
             {k: s.get(k) for k in ("path", "size", "sha256", "format", "rank")}
             for s in meta.get("sources", [])
         ],
+        "discovery": {
+            "skipped": list(discovery.get("skipped", [])),
+            "repeated": list(discovery.get("repeated", [])),
+            "warnings": list(discovery.get("warnings", [])),
+        },
     }

@@ -16,10 +16,8 @@ about the largest rank plus that cross-rank data, not the whole run.
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -41,10 +39,11 @@ from asaptrace.enrich.frames import (
 )
 from asaptrace.enrich.taxonomy import Profile, Taxonomy, load_profile
 from asaptrace.enrich.topology import ParallelConfig, parse_parallel
-from asaptrace.errors import StoreError, UsageError
+from asaptrace.errors import OutputError, UsageError
 from asaptrace.info import store_info
 from asaptrace.ingest.driver import ingest_paths
-from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore, open_store, write_part
+from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore, check_store_target, open_store, write_part
+from asaptrace.userfiles import check_output_dir, check_output_file, write_atomic
 
 if TYPE_CHECKING:  # the diagnosis and the replay are imported by the calls that need them (a fast `ingest`)
     from asaptrace.analyze.diagnosis import Diagnosis
@@ -54,6 +53,7 @@ if TYPE_CHECKING:  # the diagnosis and the replay are imported by the calls that
     from asaptrace.report.sections import Section
 
 __all__ = [
+    "analyze_store",
     "build_store",
     "compare_diagnoses",
     "compare_stores",
@@ -69,8 +69,13 @@ __all__ = [
     "sweep",
     "timeline_of",
     "write_replay",
+    "write_tables_csv",
     "write_text_atomic",
 ]
+
+#: ``(phase, done, total)``: what the enrichment is doing (phases: names, segment, segment ranks
+#: without steps, align clocks, roles, batches, write; done/total count ranks, or 0/1 for a phase)
+EnrichProgress = Callable[[str, int, int], None]
 
 TABLES = ("events", "args", "flows", "streams", "ranks", "batches")
 _STAGE = ".enriched"  # inside the writer's temporary directory, invisible to scans of the raw parts
@@ -90,6 +95,7 @@ def build_store(
     parallel: ParallelConfig | str | None = None,
     taxonomy: Profile | str | Path | None = None,
     batches: pl.DataFrame | str | Path | None = None,
+    enrich_progress: EnrichProgress | None = None,
     **ingest_options: Any,
 ) -> TraceStore:
     """Ingest ``paths`` and enrich them into the store ``out`` — all or nothing, written once.
@@ -97,20 +103,22 @@ def build_store(
     ``ingest_options`` go to :func:`asaptrace.ingest.driver.ingest_paths` (``jobs``, ``executor``, ``options``,
     ``rank_from``, ``rank_map``, ``format``, ``progress``). The enrichment options are read and
     validated before any trace is, so a bad option, a bad trace or a failure while enriching
-    leaves nothing at ``out`` (and an existing store there untouched).
+    leaves nothing at ``out`` (and an existing store there untouched). ``enrich_progress(phase,
+    done, total)`` is called as the enrichment goes (see :data:`EnrichProgress`).
     """
     if not enrich:
         return ingest_paths(paths, out, overwrite=overwrite, **ingest_options)
-    out = Path(out)
-    if out.exists() and not overwrite:
-        raise StoreError("already exists; pass --force to replace it", path=out)
+    out = check_store_target(out, overwrite=overwrite)
     par = parse_parallel(parallel) if isinstance(parallel, str) else parallel
     profile = load_profile(taxonomy) if isinstance(taxonomy, (str, Path)) else taxonomy
     sidecar = read_batches_sidecar(batches) if isinstance(batches, (str, Path)) else batches
 
     def finish(writer: StoreWriter, meta: dict[str, Any]) -> dict[str, Any]:
         raw = TraceStore(path=writer.tmp, meta=meta)
-        return {**meta, **_enrich_streaming(raw, writer, parallel=par, taxonomy=profile, batches=sidecar)}
+        enriched = _enrich_streaming(
+            raw, writer, parallel=par, taxonomy=profile, batches=sidecar, progress=enrich_progress
+        )
+        return {**meta, **enriched}
 
     return ingest_paths(paths, out, overwrite=overwrite, finish=finish, **ingest_options)
 
@@ -142,11 +150,14 @@ def _enrich_streaming(
     parallel: ParallelConfig | str | None,
     taxonomy: Taxonomy | Profile | str | Path | None,
     batches: pl.DataFrame | str | Path | None,
+    progress: EnrichProgress | None = None,
 ) -> dict[str, Any]:
     """Enrich ``src``'s parts rank by rank into ``writer`` (ranks, batches and parted tables);
     returns the enrichment's meta. ``src`` may be the writer's own temporary directory."""
     ranks = src.read("ranks")
     rank_ids = ranks.get_column("rank").to_list()
+    tell = progress or (lambda phase, done, total: None)
+    tell("names", 0, len(rank_ids))
     names = (
         src.events().select(pl.col("name").cast(pl.String).unique()).collect().get_column("name").drop_nulls()
     )
@@ -162,7 +173,8 @@ def _enrich_streaming(
     facts: dict[int, RankFacts] = {}
     gaps, stepless = [], []
     last: tuple[int, pl.DataFrame, pl.DataFrame] | None = None
-    for rank in rank_ids:
+    for i, rank in enumerate(rank_ids):
+        tell("segment", i, len(rank_ids))
         events, args = tables_of(rank)
         seg = segment_rank(events, args, ranks, tax)
         g = rank_gaps(seg)
@@ -176,7 +188,8 @@ def _enrich_streaming(
             last = (rank, filled, args)
     plan = plan_of(gaps)
     del gaps
-    for rank in stepless:
+    for i, rank in enumerate(stepless):
+        tell("segment ranks without steps", i, len(stepless))
         events, args = tables_of(rank)
         seg = segment_rank(events, args, ranks, tax)
         filled, notes = fill_rank(seg, plan)
@@ -184,6 +197,7 @@ def _enrich_streaming(
         if rank == stepless[-1]:
             last = (rank, filled, args)
     del events, args, seg, filled
+    tell("align clocks, roles, batches", 0, 1)
     decision = decide(
         [facts[r] for r in rank_ids],
         ranks,
@@ -198,7 +212,8 @@ def _enrich_streaming(
     stage = writer.tmp / _STAGE
     assert last is not None  # a store has at least one rank
     order = [last[0], *(r for r in rank_ids if r != last[0])]
-    for rank in order:
+    for i, rank in enumerate(order):
+        tell("write", i, len(order))
         if last is not None and rank == last[0]:
             _, filled, args = last
             last = None
@@ -218,6 +233,7 @@ def _enrich_streaming(
     shutil.rmtree(stage, ignore_errors=True)
     writer.write_table("ranks", decision.ranks.to_arrow())
     writer.write_table("batches", decision.batches.to_arrow())
+    tell("write", len(order), len(order))
     return decision.meta
 
 
@@ -253,8 +269,41 @@ def diagnose_store(
         segmentation=m.get("segmentation"),
         batches_source=m.get("batches_source"),
     )
-    notes = [*(m.get("segmentation") or {}).get("notes", []), *(m.get("clock") or {}).get("notes", [])]
+    notes = [
+        *(m.get("discovery") or {}).get(
+            "warnings", []
+        ),  # e.g. several runs mixed: say it beside the findings
+        *(m.get("segmentation") or {}).get("notes", []),
+        *(m.get("clock") or {}).get("notes", []),
+    ]
     return diagnose(events, ranks, batches=bt, meta={**meta, "notes": notes})
+
+
+def analyze_store(
+    store_path: str | Path,
+    *,
+    csv: str | Path | None = None,
+    parallel: ParallelConfig | str | None = None,
+    batches: pl.DataFrame | str | Path | None = None,
+    taxonomy: Taxonomy | Profile | str | Path | None = None,
+) -> tuple[Diagnosis, list[Path]]:
+    """Open and diagnose a store (see :func:`diagnose_store`); with ``csv``, every table is also
+    written as ``csv/<table>.csv`` — that folder checked before the work, not after it. Returns
+    the diagnosis and the CSV files written."""
+    if csv is not None:
+        check_output_dir(csv, what="folder of CSV tables")
+    diag = diagnose_store(TraceStore.open(store_path), parallel=parallel, batches=batches, taxonomy=taxonomy)
+    return diag, (write_tables_csv(diag.tables, csv) if csv is not None else [])
+
+
+def write_tables_csv(tables: dict[str, pl.DataFrame], folder: str | Path) -> list[Path]:
+    """Write every table as ``folder/<table>.csv`` (each file atomically; the folder is created)."""
+    folder = check_output_dir(folder, what="folder of CSV tables")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputError(f"cannot create the folder ({err.strerror or err})", path=folder) from None
+    return [write_atomic(folder / f"{name}.csv", t.write_csv().encode()) for name, t in tables.items()]
 
 
 # --------------------------------------------------------------------------------------------- replay
@@ -280,6 +329,8 @@ def replay_store(
 
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
+    if out is not None:
+        check_store_target(out, overwrite=overwrite)
     say("extracting the workload")
     wl = extract_workload(TraceStore.open(store_path))
     say(f"replaying {policy} (reference replay, the policy, the counterfactuals of its causes)")
@@ -365,25 +416,9 @@ def timeline_of(
     )
 
 
-def _writable_target(path: Path) -> Path:
-    path = Path(path)
-    if path.is_dir():
-        raise UsageError("is a directory; give a file name", path=path)
-    if not path.parent.is_dir():
-        raise UsageError("its folder does not exist", path=path)
-    return path
-
-
 def write_text_atomic(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary sibling renamed into place (never half-written)."""
-    path = _writable_target(path)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return write_atomic(path, text.encode("utf-8"))
 
 
 def report_store(
@@ -404,7 +439,7 @@ def report_store(
     from asaptrace.report.render import render_report
     from asaptrace.viz.timeline import worst_window
 
-    output = _writable_target(output)
+    output = check_output_file(output)
     store = TraceStore.open(store_path)
     diag = diagnose_store(store)
     other = None
@@ -440,6 +475,13 @@ def export_store(
     from asaptrace.export.perfetto import split_by_rank, write_trace
 
     exporter = EXPORT_FORMATS.get(fmt)
+    output = Path(output)
+    if per_rank:
+        if output.exists() and not output.is_dir():
+            raise OutputError("exists and is not a folder (--per-rank writes one file per rank)", path=output)
+        check_output_dir(output, what="folder of per-rank traces")
+    else:
+        check_output_file(output)
     store = TraceStore.open(store_path)
     diag = diagnose_store(store)
     trace = exporter(
@@ -449,11 +491,8 @@ def export_store(
         streams=store.read("streams"),
         metadata={"store": Path(store_path).name},
     )
-    output = Path(output)
     if not per_rank:
-        return [write_trace(_writable_target(output), trace)]
-    if output.exists() and not output.is_dir():
-        raise UsageError("exists and is not a folder (--per-rank writes one file per rank)", path=output)
+        return [write_trace(output, trace)]
     output.mkdir(parents=True, exist_ok=True)
     return [write_trace(output / f"rank{r:05d}.json.gz", doc) for r, doc in split_by_rank(trace).items()]
 
@@ -499,6 +538,8 @@ def sweep(
     from asaptrace.replay.sensitivity import sweep_with_sensitivity
     from asaptrace.replay.sweep import SweepOptions, write_results
 
+    if out is not None:
+        check_output_file(out)  # before the sweep, not after it
     sc = load_scenario(scenario)
     sc = sc.with_costs_file(costs) if costs else sc
     opt = SweepOptions(

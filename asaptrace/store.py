@@ -34,8 +34,9 @@ import pyarrow.parquet as pq
 from polars.exceptions import PolarsError
 
 from asaptrace import __version__
-from asaptrace.errors import StoreError, StoreVersionError
+from asaptrace.errors import OutputError, StoreError, StoreVersionError
 from asaptrace.schema import STORE_FORMAT_VERSION, TABLE_SCHEMAS, conform
+from asaptrace.userfiles import check_output_dir
 
 #: Tables stored as a directory of parts (one per source file); the others are single files.
 PARTED_TABLES = ("events", "args", "flows")
@@ -51,6 +52,18 @@ def write_part(root: Path, table_name: str, part_id: str, table: pa.Table) -> Pa
     return path
 
 
+def check_store_target(path: str | Path, *, overwrite: bool = False) -> Path:
+    """Check, before any work, that a store can be written at ``path``: a folder can be created
+    there, and what is there already is an asaptrace store replaced only with ``overwrite``."""
+    path = check_output_dir(path, replace=overwrite)
+    if path.exists():
+        if not overwrite:
+            raise StoreError("already exists; pass --force to replace it", path=path)
+        if not (path / "meta.json").is_file() and any(path.iterdir()):
+            raise StoreError("exists and is not an asaptrace store; refusing to replace it", path=path)
+    return path
+
+
 class StoreWriter:
     """Builds a store in a temporary directory; :meth:`commit` renames it into place.
 
@@ -58,17 +71,13 @@ class StoreWriter:
     """
 
     def __init__(self, path: str | Path, *, overwrite: bool = False) -> None:
-        self.path = Path(path)
-        if self.path.exists():
-            if not overwrite:
-                raise StoreError("already exists; pass --force to replace it", path=self.path)
-            if not (self.path / "meta.json").is_file() and any(self.path.iterdir()):
-                raise StoreError(
-                    "exists and is not an asaptrace store; refusing to replace it", path=self.path
-                )
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = self.path.parent / f".{self.path.name}.tmp-{uuid.uuid4().hex[:8]}"
-        self.tmp.mkdir()
+        self.path = check_store_target(path, overwrite=overwrite)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.tmp = self.path.parent / f".{self.path.name}.tmp-{uuid.uuid4().hex[:8]}"
+            self.tmp.mkdir()
+        except OSError as err:
+            raise OutputError(f"cannot create the store ({err.strerror or err})", path=self.path) from None
         self._overwrite = overwrite
         self._done = False
 

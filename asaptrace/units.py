@@ -7,15 +7,32 @@ everywhere.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
+from typing import Any
 
 _TIME_UNITS = (("s", 1e9), ("ms", 1e6), ("µs", 1e3))
 _BYTE_UNITS = (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024))
-#: integer columns shown with thousands separators (counts a reader compares by magnitude)
-COUNT_COLUMNS = frozenset({"events"})
+#: what a table cell or a value shows when there is none
+MISSING = "–"
+#: integer columns that name something (shown as they are); other integers get thousands separators
+ID_COLUMNS = frozenset(
+    {
+        "rank",
+        "dp_group",
+        "step",
+        "layer",
+        "instance",
+        "micro_batch",
+        "tp_index",
+        "ep_index",
+        "max_sum_sq_group",
+    }
+)
+_SHARES = ("share", "efficiency", "utilisation")
 
 
-def human_ns(ns: float | int | None, *, sig: bool = False, missing: str = "-") -> str:
+def human_ns(ns: float | int | None, *, sig: bool = False, missing: str = MISSING) -> str:
     """A duration in the largest unit it fills: ``1,234.567 ms`` for tables, or with ``sig`` three
     significant digits for prose (``1.23 s``, ``412 ms``)."""
     if ns is None:
@@ -26,7 +43,7 @@ def human_ns(ns: float | int | None, *, sig: bool = False, missing: str = "-") -
             if sig:
                 return f"{v:.3g} {unit}" if abs(v) < 100 else f"{v:.0f} {unit}"
             return f"{v:,.3f} {unit}"
-    return f"{ns:.0f} ns" if sig else f"{ns} ns"
+    return f"{ns:.0f} ns" if sig else f"{ns:,.0f} ns"
 
 
 #: the duration style of finding texts ("unknown" for an unknown, never a bare "?")
@@ -44,30 +61,87 @@ def percent(x: float | None, digits: int = 0) -> str:
     return "unknown" if x is None else f"{100 * x:.{digits}f}%"
 
 
-def cell(name: str, value: object) -> str:
-    """One table cell, by its column's name: ``*_ns`` durations, shares/efficiencies as %,
-    other floats with three significant digits, counts with thousands separators."""
+def time_unit(values: Iterable[float | int | None]) -> str:
+    """The one unit a column of durations (ns) is shown in: the largest its largest value fills."""
+    top = max((abs(v) for v in values if v is not None), default=0)
+    return next((unit for unit, scale in _TIME_UNITS if top >= scale), "ns")
+
+
+def _base(column: str) -> str:
+    """A column's kind: compare tables add ``_a`` / ``_b`` / ``_delta`` to the names they pair."""
+    return column.removesuffix("_delta").removesuffix("_a").removesuffix("_b")
+
+
+def header(column: str, unit: str | None = None) -> str:
+    """A column's header: ``mean_wait_ns`` shown in seconds → ``mean wait (s)``; ``last_share`` →
+    ``last share``. Spaces let a narrow terminal wrap a header between words."""
+    name = column.removesuffix("_ns").replace("_ns_", "_") if unit else column
+    return name.replace("_", " ") + (f" ({unit})" if unit else "")
+
+
+def cell(name: str, value: object, unit: str | None = None) -> str:
+    """One table cell, by its column's name (the rule of every face: CLI, report, dashboard):
+
+    * ``*_ns`` durations: in ``unit`` (the column's, see :func:`time_unit`; named in the header) as
+      a plain number with three decimals, or without a unit in the largest unit the value fills;
+    * ``*share`` / ``*efficiency`` / ``*utilisation``: a percentage; ``*ratio``: ``2.20×``;
+    * booleans yes/no; counts with thousands separators (not the ids of :data:`ID_COLUMNS`);
+      other floats with four significant digits; ``–`` for none.
+    """
     if value is None:
-        return "-"
-    name = name.removesuffix("_delta").removesuffix("_a").removesuffix("_b")  # compare_by_group
-    if name.endswith("_ns"):
-        return human_ns(round(value))  # type: ignore[call-overload]
+        return MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    column = _base(name)
+    if column.endswith("_ns") and isinstance(value, (int, float)):
+        if unit is None:
+            return human_ns(value)
+        scale = dict(_TIME_UNITS).get(unit, 1.0)
+        return f"{value:,.0f}" if scale == 1.0 else f"{value / scale:,.3f}"
     if isinstance(value, float):
-        return percent(value, 1) if name.endswith(("_share", "efficiency", "utilisation")) else f"{value:.3g}"
-    if isinstance(value, int) and name in COUNT_COLUMNS:
-        return f"{value:,}"
+        if column.endswith(_SHARES):
+            return percent(value, 1)
+        if column.endswith("ratio"):
+            return f"{value:.2f}×"
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    if isinstance(value, int):
+        return str(value) if column in ID_COLUMNS else f"{value:,}"
     return str(value)
 
 
+def format_table(
+    columns: Sequence[str], rows: Iterable[Mapping[str, Any]], labels: Sequence[str] | None = None
+) -> tuple[list[str], list[list[str]]]:
+    """Headers and cells of a table by the rule of :func:`cell`: each ``*_ns`` column in one unit,
+    chosen from its largest value and named in its header (after its label, when ``labels`` gives
+    the columns human names)."""
+    rows = list(rows)
+    units = {c: time_unit(r.get(c) for r in rows) for c in columns if _base(c).endswith("_ns")}
+    if labels is None:
+        headers = [header(c, units.get(c)) for c in columns]
+    else:
+        headers = [
+            lab + (f" ({units[c]})" if c in units else "") for c, lab in zip(columns, labels, strict=True)
+        ]
+    return headers, [[cell(c, r.get(c), units.get(c)) for c in columns] for r in rows]
+
+
 def metric_value(unit: str, metric: str, value: float | None) -> str:
-    """A headline metric's value (asaptrace.analyze.compare.HEADLINE_METRICS): durations, shares as %,
-    ratios with two decimals and a ×, counts with thousands separators ("–" when unknown)."""
+    """A headline metric's value, in its own unit (rows of different metrics share no column unit)."""
     if value is None:
-        return "–"
+        return MISSING
     if unit == "ns":
-        return human_ns(round(value), missing="–")
-    if metric.endswith(("share", "efficiency", "utilisation")):
-        return f"{100 * value:.1f}%"
-    if metric.endswith("ratio"):
-        return f"{value:.2f}×"
+        return human_ns(value)
+    if metric.endswith(_SHARES) or metric.endswith("ratio"):
+        return cell(metric, float(value))
     return f"{value:,.0f}"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 rank``, ``2 ranks``, ``1,024 ranks`` (``many`` for irregular plurals: ``1 batch``, ``2 batches``)."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def more_rows(n: int) -> str:
+    """What a table cut short says under it."""
+    return f"… and {plural(n, 'more row')} (--json has them all)"

@@ -7,79 +7,167 @@ table stays whole in ``--json`` / ``--csv`` / the Python API.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from asaptrace.units import human_ns, metric_value
+from asaptrace.units import format_table, human_ns, metric_value, plural
 
 if TYPE_CHECKING:
     from asaptrace.analyze.diagnosis import Diagnosis
 
-#: Diagnosis tables a human is shown, with the columns shown (the rest: --json / --csv).
-DIAGNOSIS_COLUMNS: dict[str, list[str]] = {
-    "barrier_by_group": ["dp_group", "n_ranks", "mean_wait_ns", "last_share", "imposed_wait_ns"],
-    "barrier_by_rank": ["rank", "dp_group", "wait_ns", "exposed_wait_ns", "last_count", "wait_share"],
-    "imbalance_by_step": [
-        "step",
-        "n_groups",
-        "tokens_ratio",
-        "sum_sq_ratio",
-        "attention_ratio",
-        "max_sum_sq_group",
-    ],
-    "overlap_by_role": ["role", "n_ranks", "comm_ns", "exposed_comm_ns", "overlap_efficiency", "utilisation"],
-    "stragglers": ["rank", "dp_group", "last_share", "compute_ratio", "moe_ratio", "cause"],
-}
-#: rows shown per table
+
+@dataclass(frozen=True)
+class KeyTable:
+    """A Diagnosis table as every face shows it: title, columns (the rest: --json / --csv),
+    what it means, and how many rows the report shows (a terminal shows :data:`ROW_LIMIT`)."""
+
+    name: str
+    title: str
+    columns: tuple[str, ...]
+    caption: str = ""
+    max_rows: int = 40
+
+
+#: The key tables of a diagnosis, in order (the CLI, the report and the dashboard show these).
+KEY_TABLES: tuple[KeyTable, ...] = (
+    KeyTable(
+        "barrier_by_group",
+        "Barrier wait by DP group",
+        ("dp_group", "n_ranks", "mean_wait_ns", "last_share", "imposed_wait_ns", "caused_wait_ns"),
+        "imposed = time the group alone held the barrier; caused = the other groups' waits while it was last",
+    ),
+    KeyTable(
+        "barrier_by_rank",
+        "Barrier wait by rank",
+        ("rank", "dp_group", "wait_ns", "exposed_wait_ns", "last_count", "wait_share"),
+        "shown when the run has no DP groups to sum ranks into",
+    ),
+    KeyTable(
+        "imbalance_by_step",
+        "Imbalance per step",
+        (
+            "step",
+            "n_groups",
+            "tokens_ratio",
+            "sum_sq_ratio",
+            "attention_ratio",
+            "max_sum_sq_group",
+            "wait_ns",
+        ),
+        "ratios are max / mean over DP groups",
+    ),
+    KeyTable(
+        "stragglers",
+        "Ranks that arrived last, and outliers",
+        ("rank", "dp_group", "role", "last_count", "last_share", "compute_ratio", "moe_ratio", "cause"),
+        "ranks flagged as outliers or ever last, most often last first",
+    ),
+    KeyTable(
+        "overlap_by_role",
+        "Overlap by role",
+        (
+            "role",
+            "n_ranks",
+            "comm_ns",
+            "overlapped_ns",
+            "exposed_comm_ns",
+            "overlap_efficiency",
+            "utilisation",
+        ),
+    ),
+    KeyTable(
+        "barrier_by_layer",
+        "Barrier wait by layer (largest first)",
+        ("layer", "n_instances", "wait_ns", "mean_wait_ns", "max_wait_ns"),
+        max_rows=16,
+    ),
+    KeyTable(
+        "ttft_by_bucket",
+        "Prompt-length buckets",
+        (
+            "bucket",
+            "n_requests",
+            "mean_seq_len",
+            "mean_ttft_ns",
+            "mean_kernel_ns",
+            "mean_wait_ns",
+            "wait_share",
+        ),
+    ),
+)
+#: rows a terminal shows per table
 ROW_LIMIT = 12
 
 
 @dataclass(frozen=True)
 class TableView:
-    """A titled table of raw values (``rows`` holds exactly ``columns``; ``headers`` label them)."""
+    """A titled table of raw values, to be shown: ``rows`` holds exactly ``columns``, at most as many
+    as are shown; ``more`` rows were left out (said under the table); no rows shows as "none"."""
 
     title: str
     columns: list[str]
     rows: pl.DataFrame
-    headers: list[str] | None = None
+    more: int = 0
+    caption: str = ""
+    name: str = ""
+    labels: list[str] | None = None  # human column names (default: from the column names)
 
-    @property
-    def labels(self) -> list[str]:
-        return self.headers or self.columns
+    def cells(self) -> tuple[list[str], list[list[str]]]:
+        """Headers and cells by the one rule of :func:`asaptrace.units.format_table`."""
+        return format_table(self.columns, self.rows.iter_rows(named=True), self.labels)
+
+
+def shown_tables(tables: dict[str, pl.DataFrame]) -> list[tuple[KeyTable, pl.DataFrame]]:
+    """The key tables a human is shown, rows selected and ordered (not cut): barrier tables only
+    when there were barriers, per rank only when there are no DP groups; stragglers only the
+    outliers and the ranks that arrived last (most often last first); layers by wait."""
+    barriers = tables.get("barrier_instances", pl.DataFrame()).height > 0
+    groups = tables.get("barrier_by_group", pl.DataFrame()).height > 0
+    shown = []
+    for key in KEY_TABLES:
+        t = tables.get(key.name)
+        if t is None:
+            continue
+        if key.name.startswith("barrier") and not barriers:
+            continue
+        if key.name == "barrier_by_rank" and groups:
+            continue
+        if key.name == "stragglers" and t.height:
+            t = t.filter(t["outlier"] | (t["last_count"] > 0)).sort(
+                ["last_count", "rank"], descending=[True, False]
+            )
+        elif key.name == "barrier_by_layer" and t.height:
+            t = t.sort(["wait_ns", "layer"], descending=[True, False])
+        shown.append((key, t.select([c for c in key.columns if c in t.columns])))
+    return shown
 
 
 def diagnosis_tables(diag: Diagnosis, limit: int = ROW_LIMIT) -> list[TableView]:
-    """The Diagnosis tables worth a human's look: barrier tables only when there were barriers
-    (per rank only when there are no DP groups to show instead), stragglers only the outliers and
-    the ranks that arrived last, most often last first."""
-    views: list[TableView] = []
-    barriers = diag.tables["barrier_instances"].height > 0
-    for name, cols in DIAGNOSIS_COLUMNS.items():
-        table = diag.tables.get(name)
-        if table is None or table.height == 0:
-            continue
-        if name.startswith("barrier") and (
-            not barriers or (name == "barrier_by_rank" and diag.tables["barrier_by_group"].height)
-        ):
-            continue
-        if name == "stragglers":
-            table = table.filter(table["outlier"] | (table["last_count"] > 0)).sort(
-                "last_count", descending=True
-            )
-        views.append(TableView(name, cols, table.head(limit).select(cols)))
-    return views
+    """The key tables of ``diag`` for a terminal: at most ``limit`` rows each."""
+    return [
+        TableView(
+            key.title,
+            list(t.columns),
+            t.head(limit),
+            max(t.height - limit, 0),
+            key.caption,
+            key.name,
+        )
+        for key, t in shown_tables(diag.tables)
+    ]
 
 
 def diagnosis_header(diag: Diagnosis) -> str:
     """What follows the store's name on the first line: its deployment and the taxonomy used."""
-    deployment = (diag.meta.get("parallel") or {}).get("deployment", "?")
-    return f"  {deployment} deployment, taxonomy {diag.meta.get('taxonomy_profile')}"
+    deployment = (diag.meta.get("parallel") or {}).get("deployment") or "unknown"
+    return f"  {deployment} deployment, taxonomy {diag.meta.get('taxonomy_profile') or 'unknown'}"
 
 
-def info_tables(info: dict[str, Any]) -> list[TableView]:
+def info_tables(info: dict[str, Any], limit: int = 32) -> list[TableView]:
     """``asaptrace info``'s tables from :func:`asaptrace.info.store_info`: events and device time
     by kind, and one row per rank (its source by file name)."""
     by_kind = pl.DataFrame(
@@ -109,15 +197,8 @@ def info_tables(info: dict[str, Any]) -> list[TableView]:
         else pl.DataFrame(schema=dict.fromkeys(rank_cols, pl.String))
     )
     return [
-        TableView(
-            "by kind", ["kind", "events", "device_time_ns"], by_kind, ["kind", "events", "device time"]
-        ),
-        TableView(
-            "ranks",
-            rank_cols,
-            ranks.select(rank_cols),
-            ["rank", "role", "dp", "format", "events", "rank from", "source"],
-        ),
+        TableView("by kind", ["kind", "events", "device_time_ns"], by_kind),
+        TableView("ranks", rank_cols, ranks.select(rank_cols).head(limit), max(ranks.height - limit, 0)),
     ]
 
 
@@ -125,7 +206,7 @@ def info_summary(info: dict[str, Any]) -> tuple[str, str]:
     """What follows the store's name on ``asaptrace info``'s first line, and the accounting line."""
     span, acc = info["time_span"], info["accounting"]
     head = (
-        f"  format v{info['format_version']}  {info['n_ranks']} ranks  "
+        f"  format v{info['format_version']}  {plural(info['n_ranks'], 'rank')}  "
         f"{info['n_events']:,} events  span {human_ns(span['duration_ns'])}"
     )
     rejected = ", ".join(f"{k}: {v:,}" for k, v in acc["rejected"].items()) or "none"
@@ -133,13 +214,43 @@ def info_summary(info: dict[str, Any]) -> tuple[str, str]:
     return head, f"accounting: read {acc['read']:,} = kept {acc['kept']:,} ({kept}) + rejected ({rejected})"
 
 
-def ingest_summary(info: dict[str, Any]) -> str:
-    """What ``asaptrace ingest`` says when it is done."""
+def ingest_summary(info: dict[str, Any], seconds: float | None = None) -> str:
+    """What ``asaptrace ingest`` says when it is done (``seconds``: the time it took)."""
     acc = info["accounting"]
     rejected = sum(acc["rejected"].values())
-    return f"{info['n_ranks']} ranks, {acc['kept']:,} of {acc['read']:,} events kept" + (
+    text = f"{plural(info['n_ranks'], 'rank')}, {acc['kept']:,} of {acc['read']:,} events kept" + (
         f", {rejected:,} rejected" if acc["rejected"] else ""
     )
+    if seconds is not None:
+        rate = acc["read"] / seconds if seconds > 0 else 0.0
+        text += f" in {seconds:.1f} s ({rate:,.0f} events/s)"
+    return text
+
+
+def discovery_lines(info: dict[str, Any]) -> list[str]:
+    """What ingest left out and what it doubts (``info["discovery"]``), and a rank it assumed."""
+    d = info.get("discovery") or {}
+    lines = []
+    if (skipped := skipped_line(d.get("skipped", []))) is not None:
+        lines.append(skipped)
+    if d.get("repeated"):
+        lines.append(f"named more than once, read once: {', '.join(Path(p).name for p in d['repeated'])}")
+    lines += [f"warning: {w}" for w in d.get("warnings", [])]
+    if any(r.get("rank_source") == "single-file" for r in info["ranks"]):
+        lines.append("the only source says no rank: it is rank 0 (rank_source single-file)")
+    return lines
+
+
+def skipped_line(skipped: Sequence[dict[str, str]], *, show: int = 5) -> str | None:
+    """``skipped 2 files that are not profiler traces: truth.json, config.toml`` (None: none)."""
+    if not skipped:
+        return None
+    paths = [Path(s["path"]) for s in skipped]
+    clash = {p.name for p in paths if sum(q.name == p.name for q in paths) > 1}
+    names = [f"{p.parent.name}/{p.name}" if p.name in clash else p.name for p in paths]
+    listed = ", ".join(names[:show]) + (f" and {len(names) - show} more" if len(names) > show else "")
+    verb = "is not a profiler trace" if len(names) == 1 else "are not profiler traces"
+    return f"skipped {plural(len(names), 'file')} that {verb}: {listed}"
 
 
 # ------------------------------------------------------------------------------ dashboard / report
@@ -161,7 +272,7 @@ def findings_view(diag: Diagnosis) -> TableView:
         },
         schema={"severity": pl.String, "cost_ns": pl.Int64, "text": pl.String},
     )
-    return TableView("findings", rows.columns, rows, ["severity", "at stake", "finding"])
+    return TableView("findings", rows.columns, rows, labels=["severity", "at stake", "finding"])
 
 
 def instance_at(barrier_instances: pl.DataFrame, *, step: int | None, rank: int, layer: int) -> int | None:
@@ -188,7 +299,7 @@ def arrival_order(barrier_instances: pl.DataFrame, instance: int) -> TableView:
         f"arrival order at instance {instance} ({where})",
         cols,
         rows,
-        ["#", "rank", "DP", "arrived after the first", "wait", "last"],
+        labels=["#", "rank", "DP", "arrived after the first", "wait", "last"],
     )
 
 

@@ -7,11 +7,11 @@ raw HTML.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from dash import dcc, html
 
-from asaptrace.units import cell
 from asaptrace.views import TableView
 
 #: Rows a dashboard table shows (the whole table stays in `asaptrace analyze --json`).
@@ -19,14 +19,16 @@ MAX_ROWS = 40
 
 
 def table(view: TableView, *, id: str | None = None, max_rows: int = MAX_ROWS) -> html.Div:
-    """A TableView as an HTML table, cells formatted by column name (asaptrace.units.cell)."""
-    rows = view.rows.head(max_rows)
-    body = [html.Tr([html.Td(cell(c, r[c])) for c in view.columns]) for r in rows.iter_rows(named=True)]
-    more = view.rows.height - rows.height
+    """A TableView as an HTML table, by the one rule of every face (:meth:`TableView.cells`:
+    durations in one unit per column, named in its header)."""
+    shown = replace(view, rows=view.rows.head(max_rows))
+    headers, cells = shown.cells()
+    body = [html.Tr([html.Td(c) for c in row]) for row in cells]
+    more = view.rows.height - shown.rows.height + view.more
     return html.Div(
         [
             html.H4(view.title),
-            html.Table([html.Thead(html.Tr([html.Th(h) for h in view.labels])), html.Tbody(body)]),
+            html.Table([html.Thead(html.Tr([html.Th(h) for h in headers])), html.Tbody(body)]),
             html.P(f"… and {more:,} more rows", className="note") if more > 0 else None,
         ],
         id=id or f"table-{view.title.split(' ')[0]}",

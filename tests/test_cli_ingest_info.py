@@ -33,7 +33,7 @@ def test_info_json_is_the_documented_object(tmp_path):
     run = run_cli("info", tmp_path / "s", "--json")
     assert run.code == 0
     data = json.loads(run.stdout)
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
     assert data["accounting"] == {
         "read": 12,
         "kept": 10,

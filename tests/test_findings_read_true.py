@@ -191,9 +191,9 @@ def check_rank_straggler(text: str, t: dict, n: int) -> None:
 
 def check_utilisation(text: str, t: dict, n: int) -> None:
     for r in t["overlap_by_role"].iter_rows(named=True):
-        m = re.search(rf"{r['role']} devices (\d+)% busy \((\d+) bubbles, mean {DUR}\)", text)
+        m = re.search(rf"{r['role']} devices (\d+)% busy \(([\d,]+) bubbles, mean {DUR}\)", text)
         assert m, text
-        assert pct_ok(m[1], r["utilisation"]) and int(m[2]) == r["n_bubbles"]
+        assert pct_ok(m[1], r["utilisation"]) and int(m[2].replace(",", "")) == r["n_bubbles"]
         assert dur_ok(m[3], m[4], r["mean_bubble_ns"])
 
 

@@ -93,10 +93,21 @@ def test_decompression_bomb_is_capped(tmp_path):
     _assert_clean_failure(tmp_path, run, str(bomb), "cap of 16777216 bytes", "--max-size")
 
 
-def test_file_with_no_rank_says_how_to_give_one(tmp_path):
+def test_files_with_no_rank_say_how_to_give_one(tmp_path):
+    # two sources, neither says its rank: which is which cannot be guessed
     f = write_trace(tmp_path / "in" / "trace.json", [kernel("k", 1, 1)], rank=None)
-    run = run_cli("ingest", f, "-o", tmp_path / "out")
-    _assert_clean_failure(tmp_path, run, str(f), "cannot tell which rank", "--rank-from order", "--rank-map")
+    g = write_trace(tmp_path / "in" / "other.json", [kernel("k", 1, 1)], rank=None)
+    run = run_cli("ingest", f, g, "-o", tmp_path / "out")
+    _assert_clean_failure(tmp_path, run, "cannot tell which rank", "--rank-from order", "--rank-map")
+
+
+def test_a_single_source_with_no_rank_is_rank_0_and_says_so(tmp_path):
+    f = write_trace(tmp_path / "in" / "trace.json", [kernel("k", 1, 1)], rank=None)
+    run = run_cli("ingest", f, "-o", tmp_path / "out", "-j", "1")
+    assert run.code == 0, run
+    assert "it is rank 0 (rank_source single-file)" in run.stderr
+    info = json.loads(run_cli("info", tmp_path / "out", "--json").stdout)
+    assert [(r["rank"], r["rank_source"]) for r in info["ranks"]] == [(0, "single-file")]
 
 
 def test_rank_from_order_and_rank_map_fix_it(tmp_path):

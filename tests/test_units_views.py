@@ -5,7 +5,17 @@ from __future__ import annotations
 import polars as pl
 
 from asaptrace.analyze.diagnosis import Diagnosis
-from asaptrace.units import cell, human_bytes, human_ns, percent, text_ns
+from asaptrace.units import (
+    cell,
+    format_table,
+    header,
+    human_bytes,
+    human_ns,
+    more_rows,
+    percent,
+    plural,
+    text_ns,
+)
 from asaptrace.views import diagnosis_tables
 
 
@@ -18,7 +28,7 @@ def test_durations_in_the_largest_unit_they_fill():
     assert human_ns(2_500_000_000_000) == "2,500.000 s"
     assert human_ns(999) == "999 ns" and text_ns(999.4) == "999 ns"
     # prose never shows a bare "?" for an unknown (issue 13): it says so
-    assert human_ns(None) == "-" and text_ns(None) == "unknown"
+    assert human_ns(None) == "–" and text_ns(None) == "unknown"
     assert human_bytes(3 * 1024**2) == "3.0 MiB"
     assert percent(0.255) == "26%" and percent(None) == "unknown"
 
@@ -26,10 +36,38 @@ def test_durations_in_the_largest_unit_they_fill():
 def test_cells_follow_their_column_name():
     assert cell("mean_wait_ns", 1_500) == "1.500 µs"
     assert cell("last_share", 0.5) == "50.0%"
-    assert cell("sum_sq_ratio", 2.2049) == "2.2"
+    assert cell("sum_sq_ratio", 2.2049) == "2.20×"
     assert cell("events", 1234567) == "1,234,567"
+    assert cell("mean_seq_len", 23963.6) == "23,964" and cell("x", 732.44) == "732.4"
     assert cell("rank", 1234) == "1234"
-    assert cell("dp_group", None) == "-"
+    assert cell("dp_group", None) == "–"
+    assert cell("outlier", True) == "yes" and cell("outlier", False) == "no"
+    # compare tables pair columns as _a / _b / _delta: they format like the column they pair
+    assert cell("wait_share_delta", -0.25) == "-25.0%"
+
+
+def test_a_duration_column_is_in_one_unit_named_in_its_header():
+    # largest |value| 1.5e9 ns fills seconds: every cell in s with three decimals, "(s)" in the header
+    headers, rows = format_table(
+        ["dp_group", "mean_wait_ns", "n_ranks"],
+        [
+            {"dp_group": 0, "mean_wait_ns": 1_500_000_000, "n_ranks": 4},
+            {"dp_group": 1, "mean_wait_ns": 17_403_000, "n_ranks": 4},
+        ],
+    )
+    assert headers == ["dp group", "mean wait (s)", "n ranks"]
+    assert rows == [["0", "1.500", "4"], ["1", "0.017", "4"]]
+    # 49 µs at most fills µs; below a microsecond the column stays in ns
+    assert format_table(["wait_ns"], [{"wait_ns": 49_000}])[0] == ["wait (µs)"]
+    assert format_table(["wait_ns"], [{"wait_ns": 999}]) == (["wait (ns)"], [["999"]])
+    assert format_table(["wait_ns"], [{"wait_ns": None}]) == (["wait (ns)"], [["–"]])
+    assert header("last_share") == "last share"
+
+
+def test_plurals_and_cut_tables():
+    assert plural(1, "rank") == "1 rank" and plural(2, "rank") == "2 ranks" and plural(0, "file") == "0 files"
+    assert more_rows(1) == "… and 1 more row (--json has them all)"
+    assert more_rows(19) == "… and 19 more rows (--json has them all)"
 
 
 def _diag(stragglers: pl.DataFrame, barriers: int) -> Diagnosis:
@@ -75,10 +113,17 @@ def test_views_show_outliers_and_last_arrivers_and_hide_barriers_without_barrier
             "last_count": [0, 2, 7, 0],
         }
     )
-    views = {v.title: v for v in diagnosis_tables(_diag(s, barriers=3))}
-    # DP groups exist, so the per-rank barrier table is left to --json; empty tables are not shown
-    assert list(views) == ["barrier_by_group", "stragglers"]
+    views = {v.name: v for v in diagnosis_tables(_diag(s, barriers=3))}
+    # DP groups exist, so the per-rank barrier table is left to --json; empty tables are kept (shown "none")
+    assert list(views) == ["barrier_by_group", "imbalance_by_step", "stragglers", "overlap_by_role"]
+    assert views["overlap_by_role"].rows.height == 0
     # rank 0 is neither an outlier nor ever last; the rest sorted by how often they were last
     assert views["stragglers"].rows.get_column("rank").to_list() == [2, 1, 3]
     assert views["stragglers"].rows.columns == views["stragglers"].columns
-    assert [v.title for v in diagnosis_tables(_diag(s, barriers=0))] == ["stragglers"]
+    assert [v.name for v in diagnosis_tables(_diag(s, barriers=0))] == [
+        "imbalance_by_step",
+        "stragglers",
+        "overlap_by_role",
+    ]
+    # cut to two rows: the one left out is counted
+    assert diagnosis_tables(_diag(s, barriers=3), limit=2)[2].more == 1

@@ -24,7 +24,7 @@ from typing import Any
 
 import polars as pl
 
-from asaptrace.units import percent, text_ns
+from asaptrace.units import percent, plural, text_ns
 
 #: A clock residual above this means the matched collectives do not end together.
 UNRELIABLE_RESIDUAL_NS = 50_000
@@ -53,10 +53,6 @@ class Finding:
             "text": self.text,
             "data": self.data,
         }
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 #: Severity by the share of the mean step time per rank at stake.
@@ -105,7 +101,7 @@ def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
                 "",
                 f"No barrier (asynchronous deployment): attention devices wait only for their own results — "
                 f"{text_ns(raw / n_att)} of total wait per attention device in combine receives, over "
-                f"{_plural(n_att, 'attention device')}, of which {text_ns(exposed / n_att)} is exposed "
+                f"{plural(n_att, 'attention device')}, of which {text_ns(exposed / n_att)} is exposed "
                 f"(compute idle), {percent(share)} of step time.",
                 cost_ns=exposed // n_ranks,
                 data={
@@ -137,9 +133,9 @@ def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
             "barrier_wait",
             "",
             f"Exposed barrier wait (not hidden under compute) cost {percent(share)} of step time: "
-            f"{text_ns(wait / n_ranks)} per rank on average over {_plural(n_ranks, 'rank')}, of "
+            f"{text_ns(wait / n_ranks)} per rank on average over {plural(n_ranks, 'rank')}, of "
             f"{text_ns(inside / n_ranks)} of total wait inside collective kernels, over "
-            f"{_plural(n_inst, 'matched collective instance')}.",
+            f"{plural(n_inst, 'matched collective instance')}.",
             cost_ns=wait // n_ranks,
             data={
                 "exposed_wait_ns": wait,
@@ -215,7 +211,7 @@ def _straggler_findings(t: dict[str, pl.DataFrame], n_ranks: int) -> list[Findin
         text += f"; it alone held the barrier for {text_ns(imposed_ns)} in all (imposed wait)"
         if n_other:
             text += (
-                f", and at the barriers it reached last the other {_plural(n_other, 'rank')} waited "
+                f", and at the barriers it reached last the other {plural(n_other, 'rank')} waited "
                 f"{text_ns(caused_ns / n_other)} each (total wait)"
             )
         # at stake: the wait the others would not have had, had the group been as fast as the next one
@@ -437,7 +433,7 @@ def _overlap_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
         )
     if deployment == "disaggregated" and roles.filter(pl.col("utilisation").is_not_null()).height:
         parts = [
-            f"{r['role']} devices {percent(r['utilisation'])} busy ({_plural(r['n_bubbles'], 'bubble')}"
+            f"{r['role']} devices {percent(r['utilisation'])} busy ({plural(r['n_bubbles'], 'bubble')}"
             + (f", mean {text_ns(r['mean_bubble_ns'])})" if r["mean_bubble_ns"] is not None else ")")
             for r in roles.iter_rows(named=True)
             if r["utilisation"] is not None
@@ -502,7 +498,7 @@ def _clock_findings(t: dict[str, pl.DataFrame], meta: dict[str, Any]) -> list[Fi
         return []
     span = int(c.get_column("offset_ns").max() - c.get_column("offset_ns").min())  # type: ignore[operator]
     resid = int(c.get_column("residual_ns").max())  # type: ignore[arg-type]
-    on = f" on {_plural(clock['n_instances'], 'collective instance')}" if clock.get("n_instances") else ""
+    on = f" on {plural(clock['n_instances'], 'collective instance')}" if clock.get("n_instances") else ""
     ref = f" (reference rank {clock['reference_rank']})" if clock.get("reference_rank") is not None else ""
     text = f"Clocks aligned{on}: offsets span {text_ns(span)}{ref}, residual at most {text_ns(resid)}."
     severity = "info"

@@ -7,6 +7,7 @@ import json
 import re
 import shlex
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -16,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from asaptrace.errors import AsaptraceError
-from asaptrace.units import cell
+from asaptrace.units import more_rows
 
 if TYPE_CHECKING:
     from asaptrace.views import TableView
@@ -65,13 +66,67 @@ def print_json(obj: Any) -> None:
 
 
 def print_table(view: TableView) -> None:
-    """Render a :class:`~asaptrace.views.TableView` as a rich table on stdout."""
+    """Render a :class:`~asaptrace.views.TableView` as a rich table on stdout ("none" when empty,
+    how many rows were left out when cut)."""
+    from rich import box
     from rich.table import Table
 
-    table = Table(*view.labels, title=view.title, title_justify="left")
-    for row in view.rows.iter_rows(named=True):
-        table.add_row(*[cell(c, row[c]) for c in view.columns])
+    if view.rows.height == 0:
+        out.print(f"[italic]{view.title}[/]: none")
+        return
+    headers, rows = view.cells()
+    cells = [max([0] + [len(r[i]) for r in rows]) for i in range(len(headers))]
+    if sum(max(len(h), w) + 2 for h, w in zip(headers, cells, strict=True)) + 2 > out.width:
+        # too wide for the terminal: wrap headers between words ("mean wait" / "(s)"), never inside
+        headers = [
+            "\n".join(textwrap.wrap(h, max(w, *map(len, h.split())), break_long_words=False))
+            for h, w in zip(headers, cells, strict=True)
+        ]
+    table = Table(title=view.title, title_justify="left", box=box.SIMPLE_HEAD)
+    for i, (h, c) in enumerate(zip(headers, view.columns, strict=True)):
+        numeric = i > 0 and view.rows.schema[c].is_numeric()
+        table.add_column(h, justify="right" if numeric else "left")
+    for row in rows:
+        table.add_row(*row)
     out.print(table)
+    if view.more:
+        out.print(f"[dim]{more_rows(view.more)}[/]")
+
+
+class PhaseBar:
+    """A rich progress bar on stderr for a library call that reports ``(phase, done, total)``
+    (synth's, the enrichment's); silent when stderr is not a terminal or ``enabled`` is False."""
+
+    def __init__(self, label: str, *, enabled: bool = True) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.enabled = enabled and err.is_terminal
+        self.bar = Progress(
+            TextColumn(label),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        )
+        self.task: Any = None
+
+    def __enter__(self) -> PhaseBar:
+        if self.enabled:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.bar.stop()
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.task is None:
+            self.task = self.bar.add_task("", total=total, detail="")
+        self.bar.update(self.task, completed=done, total=total, detail=phase)
 
 
 StoreArg = Annotated[Path, typer.Argument(help="A store directory written by `asaptrace ingest`.")]

@@ -13,6 +13,7 @@ from asaptrace.cli._common import (
     ParallelOpt,
     StoreArg,
     TaxonomyOpt,
+    err,
     out,
     print_json,
     print_table,
@@ -37,19 +38,17 @@ def analyze(
 
     Example: asaptrace analyze run.store --csv tables/ ; asaptrace analyze run.store --json > diagnosis.json
     """
-    from asaptrace.pipeline import diagnose_store
-    from asaptrace.store import TraceStore
+    from asaptrace.pipeline import analyze_store
+    from asaptrace.units import plural
     from asaptrace.views import diagnosis_header, diagnosis_tables
 
-    diag = diagnose_store(TraceStore.open(store), parallel=parallel, batches=batches, taxonomy=taxonomy)
+    diag, written = analyze_store(store, csv=csv, parallel=parallel, batches=batches, taxonomy=taxonomy)
     if csv is not None:
-        csv.mkdir(parents=True, exist_ok=True)
-        for name, table in diag.tables.items():
-            table.write_csv(csv / f"{name}.csv")
+        err.print(f"wrote {plural(len(written), 'table')} as CSV to {csv}/", soft_wrap=True, markup=False)
     if as_json:
         print_json(diag.to_json())
         return
-    out.print(f"[bold]{diag.meta.get('store')}[/]{diagnosis_header(diag)}")
+    out.print(f"[bold]{diag.meta.get('store')}[/]{diagnosis_header(diag)}", soft_wrap=True)
     for i, f in enumerate(diag.findings, 1):
         out.print(f"[bold]{i}.[/] [{_SEVERITY_COLOUR.get(f.severity, 'dim')}]{f.severity}[/] {f.text}")
     for note in diag.notes:

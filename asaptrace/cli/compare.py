@@ -9,8 +9,9 @@ import polars as pl
 import typer
 from rich.table import Table
 
-from asaptrace.cli._common import JsonOpt, out, print_json, user_errors
-from asaptrace.report._format import cell, metric_value
+from asaptrace.cli._common import JsonOpt, out, print_json, print_table, user_errors
+from asaptrace.units import cell, metric_value
+from asaptrace.views import TableView
 
 
 @user_errors
@@ -40,11 +41,8 @@ def compare(
 
 
 def _print_frame(title: str, frame: pl.DataFrame) -> None:
-    """A polars table as a rich table, cells formatted by column name (ns as ms/s, shares as %)."""
-    view = Table(*frame.columns, title=title, title_justify="left")
-    for row in frame.iter_rows(named=True):
-        view.add_row(*[cell(c, v) for c, v in row.items()])
-    out.print(view)
+    """A polars table as a rich table, by the one rule of every face (views / units)."""
+    print_table(TableView(title, frame.columns, frame))
 
 
 def _print_overall(frame: pl.DataFrame) -> None:

@@ -13,7 +13,7 @@ def info(store: StoreArg, as_json: JsonOpt = False) -> None:
     """
     from asaptrace.info import store_info
     from asaptrace.store import TraceStore
-    from asaptrace.views import info_summary, info_tables
+    from asaptrace.views import discovery_lines, info_summary, info_tables
 
     data = store_info(TraceStore.open(store))
     if as_json:
@@ -22,5 +22,7 @@ def info(store: StoreArg, as_json: JsonOpt = False) -> None:
     head, accounting = info_summary(data)
     out.print(f"[bold]{data['store']}[/]{head}")
     out.print(accounting, soft_wrap=True)
+    for line in discovery_lines(data):
+        out.print(line, soft_wrap=True)
     for view in info_tables(data):
         print_table(view)

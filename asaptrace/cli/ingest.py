@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -22,6 +23,8 @@ from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED
 from asaptrace.units import human_bytes
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+
     from asaptrace.ingest.driver import Progress as IngestProgress
 
 
@@ -30,14 +33,15 @@ def ingest(
     paths: Annotated[list[Path], typer.Argument(help="Trace files or folders of them (one file per rank).")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Store directory to create.")],
     jobs: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--jobs",
             "-j",
+            min=1,
             help="Files read in parallel (default: 1 below 4 CPUs; else one per 2 CPUs, at most one per file "
             "and per 256 MiB of input).",
         ),
-    ] = 0,
+    ] = None,
     executor: Annotated[
         str | None,
         typer.Option(
@@ -81,7 +85,7 @@ def ingest(
     from asaptrace.ingest.driver import load_rank_map
     from asaptrace.ingest.executors import make_executor
     from asaptrace.pipeline import build_store
-    from asaptrace.views import ingest_summary
+    from asaptrace.views import discovery_lines, ingest_summary
 
     if rank_from not in ("auto", "content", "name", "order"):
         raise typer.BadParameter("must be one of auto, content, name, order", param_hint="--rank-from")
@@ -89,7 +93,8 @@ def ingest(
     mapping = load_rank_map(rank_map) if rank_map else None
     if ray_address is not None and executor != "ray":
         raise typer.BadParameter("needs --executor ray", param_hint="--ray-address")
-    runner = make_executor(executor, jobs=jobs or None, address=ray_address) if executor else None
+    runner = make_executor(executor, jobs=jobs, address=ray_address) if executor else None
+    t0 = time.perf_counter()
     with _IngestBar(enabled=not as_json) as bar:
         store = build_store(
             paths,
@@ -99,32 +104,41 @@ def ingest(
             parallel=parallel,
             taxonomy=taxonomy,
             batches=batches,
-            jobs=jobs or None,
+            jobs=jobs,
             options=options,
             rank_from=rank_from,
             rank_map=mapping,
             progress=bar.update,
+            enrich_progress=bar.enrich,
             executor=runner,
         )
     info = store_info(store)
     if as_json:
         print_json(info)
-    else:
-        out.print(f"wrote [bold]{store.path}[/]: {ingest_summary(info)}")
+        return
+    for line in discovery_lines(info):
+        err.print(line, soft_wrap=True, markup=False)
+    out.print(
+        f"wrote [bold]{store.path}[/]: {ingest_summary(info, time.perf_counter() - t0)}", soft_wrap=True
+    )
 
 
 class _IngestBar:
-    """A rich progress bar over files, showing bytes and events/s (on stderr; silent with --json)."""
+    """Rich progress on stderr (silent with --json or when stderr is not a terminal): a bar over
+    files (bytes, events/s), then one over the enrichment's ranks naming its phase, so the wait
+    after the last file is read is visibly work (segmenting, aligning clocks, writing)."""
 
     def __init__(self, *, enabled: bool) -> None:
         self.enabled = enabled and err.is_terminal
-        self.task = None
+        self.files: TaskID | None = None
+        self.enriching: TaskID | None = None
+        self.t0 = time.perf_counter()
         if not self.enabled:
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.bar = Progress(
-            TextColumn("ingest"),
+            TextColumn("{task.description:<7}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[detail]}"),
@@ -134,6 +148,7 @@ class _IngestBar:
         )
 
     def __enter__(self) -> _IngestBar:
+        self.t0 = time.perf_counter()
         if self.enabled:
             self.bar.start()
         return self
@@ -145,8 +160,15 @@ class _IngestBar:
     def update(self, p: IngestProgress) -> None:
         if not self.enabled:
             return
-        if self.task is None:
-            self.task = self.bar.add_task("ingest", total=p.files_total, detail="")
-        elapsed = self.bar.tasks[0].elapsed or 1e-9
+        if self.files is None:
+            self.files = self.bar.add_task("read", total=p.files_total, detail="")
+        elapsed = max(time.perf_counter() - self.t0, 1e-9)
         detail = f"{human_bytes(p.bytes_done)}/{human_bytes(p.bytes_total)}  {p.events_done / elapsed:,.0f} events/s"
-        self.bar.update(self.task, completed=p.files_done, detail=detail)
+        self.bar.update(self.files, completed=p.files_done, detail=detail)
+
+    def enrich(self, phase: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.enriching is None:
+            self.enriching = self.bar.add_task("enrich", total=total, detail="")
+        self.bar.update(self.enriching, completed=done, total=total, detail=f"{phase} (ranks)")

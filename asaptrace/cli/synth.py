@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from asaptrace.cli._common import out, user_errors
-from asaptrace.units import human_bytes
+from asaptrace.cli._common import PhaseBar, out, user_errors
+from asaptrace.units import human_bytes, plural
 
 
 @user_errors
@@ -38,8 +38,10 @@ def synth(
         return
     if out_dir is None:
         raise typer.BadParameter("is required (unless --list-presets)", param_hint="-o/--out")
-    res = synthesize(load_config(preset, config, seed=seed, steps=steps, fmt=fmt), out_dir)
+    with PhaseBar("synth") as bar:
+        res = synthesize(load_config(preset, config, seed=seed, steps=steps, fmt=fmt), out_dir, progress=bar)
     out.print(
-        f"wrote [bold]{res.out_dir}[/]: {res.world_size} ranks, {res.steps} steps, {res.events:,} events, "
+        f"wrote [bold]{res.out_dir}[/]: {plural(res.world_size, 'rank')}, {plural(res.steps, 'step')}, "
+        f"{plural(res.events, 'event')}, "
         f"{human_bytes(res.bytes_written)} in {res.seconds:.1f} s"
     )

@@ -26,6 +26,7 @@ import polars as pl
 
 from asaptrace.errors import UsageError
 from asaptrace.schema import BATCHES_SCHEMA
+from asaptrace.userfiles import read_text
 
 _SCHEMA = {f.name: pl.from_arrow(BATCHES_SCHEMA.empty_table()).schema[f.name] for f in BATCHES_SCHEMA}  # type: ignore[union-attr]
 
@@ -97,10 +98,7 @@ def _rows_of(obj: dict[str, Any], where: str, path: Path) -> list[dict[str, Any]
 def read_batches_sidecar(path: str | Path) -> pl.DataFrame:
     """Read a ``batches.jsonl`` sidecar; a bad line is one error naming the file and line."""
     path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as err:
-        raise UsageError(f"cannot read batches file ({err.strerror or err})", path=path) from None
+    lines = read_text(path, "batches file").splitlines()
     rows: list[dict[str, Any]] = []
     for n, line in enumerate(lines, 1):
         if not line.strip():

@@ -38,6 +38,7 @@ from typing import Any
 from asaptrace.errors import UsageError
 from asaptrace.registry import Registry
 from asaptrace.schema import KINDS, Kind
+from asaptrace.userfiles import read_text
 
 #: Kinds a rule may assign (annotation and host come from the event category, not from names).
 RULE_KINDS = frozenset(KINDS) - {Kind.ANNOTATION, Kind.HOST}
@@ -211,9 +212,7 @@ def load_profile(path: str | Path) -> Profile:
     """Read and validate one rule file."""
     path = Path(path)
     try:
-        doc = tomllib.loads(path.read_text())
-    except OSError as err:
-        raise UsageError(f"cannot read taxonomy file ({err.strerror or err})", path=path) from None
+        doc = tomllib.loads(read_text(path, "taxonomy file"))
     except tomllib.TOMLDecodeError as err:
         raise UsageError(f"not valid TOML ({err})", path=path) from None
     return parse_profile(doc, source=str(path))

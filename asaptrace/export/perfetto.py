@@ -29,8 +29,6 @@ atomically.
 from __future__ import annotations
 
 import gzip
-import os
-import uuid
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -39,6 +37,7 @@ import msgspec
 import polars as pl
 
 from asaptrace.schema import COMM_KINDS, Kind
+from asaptrace.userfiles import write_atomic
 
 #: Thread id of the barrier-wait track inside each rank's process (no stream uses it).
 WAIT_TID = 999_999_000
@@ -265,10 +264,4 @@ def write_trace(path: str | Path, trace: dict[str, Any]) -> Path:
     data = encode_trace(trace)
     if path.suffix == ".gz":
         data = gzip.compress(data, compresslevel=6, mtime=0)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return write_atomic(path, data)

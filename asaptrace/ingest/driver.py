@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from asaptrace.accounting import Accounting
 from asaptrace.errors import RankError, UsageError
@@ -25,14 +26,14 @@ from asaptrace.ingest.base import (
     IngestOptions,
     RankInfo,
     detect_format,
-    group_sources,
-    looks_like_trace,
     source_name,
 )
+from asaptrace.ingest.discovery import SourceFacts, find_sources, run_warnings
 from asaptrace.ingest.executors import Executor, default_jobs, make_executor
 from asaptrace.ingest.naming import NameHint
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role
-from asaptrace.store import StoreWriter, TraceStore, write_part
+from asaptrace.store import StoreWriter, TraceStore, check_store_target, write_part
+from asaptrace.userfiles import read_text
 
 RankFrom = Literal["auto", "content", "name", "order"]
 
@@ -46,6 +47,7 @@ class FileTask:
     options: IngestOptions
     rank_from: RankFrom
     explicit_rank: int | None
+    single_file: bool = False  # the only source: no rank anywhere means rank 0 ("single-file")
 
 
 @dataclass
@@ -62,6 +64,8 @@ class FileSummary:
     events: int
     streams: pa.Table
     notes: dict[str, Any] = field(default_factory=dict)
+    start_ns: int | None = None  # the file's time range (before clock alignment)
+    end_ns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -77,27 +81,9 @@ class Progress:
 
 
 def discover(paths: Iterable[str | Path]) -> list[Path]:
-    """Expand folders into the trace files they hold (recursively, hidden entries skipped).
-
-    Files named explicitly are always taken (their format is detected by content later); inside
-    folders only names that look like traces are taken.
-    """
-    found: list[Path] = []
-    for raw in paths:
-        p = Path(raw)
-        if p.is_file():
-            found.append(p)
-        elif p.is_dir():
-            for q in sorted(p.rglob("*")):
-                rel = q.relative_to(p).parts
-                if q.is_file() and not any(part.startswith(".") for part in rel) and looks_like_trace(q.name):
-                    found.append(q)
-        else:
-            raise UsageError(f"{p}: no such file or directory")
-    unique = list(dict.fromkeys(f.resolve() for f in found))
-    if not unique:
-        raise UsageError("no trace files found in " + ", ".join(str(p) for p in paths))
-    return unique
+    """The sources ``paths`` name (folders walked; files in them that are not traces skipped):
+    :func:`asaptrace.ingest.discovery.find_sources`, without the account of what was skipped."""
+    return find_sources(paths).files
 
 
 def _sha256_in_thread(path: Path) -> tuple[threading.Thread, dict[str, str]]:
@@ -117,7 +103,13 @@ def _sha256_in_thread(path: Path) -> tuple[threading.Thread, dict[str, str]]:
 
 
 def resolve_rank(
-    info: RankInfo, path: Path, rank_from: RankFrom, explicit: int | None, hint: NameHint | None
+    info: RankInfo,
+    path: Path,
+    rank_from: RankFrom,
+    explicit: int | None,
+    hint: NameHint | None,
+    *,
+    single_file: bool = False,
 ) -> RankInfo:
     """Decide a file's rank: explicit (map/order) > content > name ``hint``, as ``rank_from`` allows."""
     extra = {}
@@ -136,6 +128,8 @@ def resolve_rank(
         return base
     if rank_from in ("auto", "name") and hint is not None:
         return RankInfo(**{**base.__dict__, "rank": hint.rank, "source": f"filename:{hint.rule}"})
+    if single_file and rank_from == "auto":
+        return RankInfo(**{**base.__dict__, "rank": 0, "source": "single-file"})
     where = {
         "auto": "no rank in the file (distributedInfo.rank) nor in its name (rank-N, workerN, TP-x-DP-y-…, "
         "dp…_rank…)",
@@ -153,7 +147,14 @@ def ingest_file(task: FileTask) -> FileSummary:
     hasher, digest = _sha256_in_thread(path)
     fmt = FORMATS.get(task.format) if task.format else detect_format(path)
     result = fmt.read(path, task.options)
-    info = resolve_rank(result.rank_info, path, task.rank_from, task.explicit_rank, fmt.rank_hint(path))
+    info = resolve_rank(
+        result.rank_info,
+        path,
+        task.rank_from,
+        task.explicit_rank,
+        fmt.rank_hint(path),
+        single_file=task.single_file,
+    )
     assert info.rank is not None
     result = result.with_rank(info.rank)
     part = f"{task.index:05d}"
@@ -174,17 +175,25 @@ def ingest_file(task: FileTask) -> FileSummary:
         events=result.events.num_rows,
         streams=result.streams,
         notes=result.notes,
+        **_time_range(result.events),
     )
+
+
+def _time_range(events: pa.Table) -> dict[str, Any]:
+    if events.num_rows == 0:
+        return {"start_ns": None, "end_ns": None}
+    ts = events.column("ts_ns")
+    return {
+        "start_ns": pc.min(ts).as_py(),
+        "end_ns": pc.max(pc.add(ts, events.column("dur_ns"))).as_py(),
+    }
 
 
 def load_rank_map(path: str | Path) -> dict[str, int]:
     """A rank map file: lines ``<file name or path> <rank>`` (whitespace, comma or '=' separated)."""
     mapping: dict[str, int] = {}
     p = Path(path)
-    try:
-        lines = p.read_text().splitlines()
-    except OSError as err:
-        raise UsageError(f"{p}: cannot read rank map ({err.strerror})") from None
+    lines = read_text(p, "rank map").splitlines()
     for n, line in enumerate(lines, 1):
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -241,7 +250,9 @@ def ingest_paths(
     committed once); an error in it leaves nothing behind, like any other.
     """
     options = options or IngestOptions()
-    files = group_sources(discover(paths))  # e.g. an Ascend rank folder is one source
+    check_store_target(out, overwrite=overwrite)  # a bad output fails before any file is opened
+    sources = find_sources(paths)  # folders walked, non-traces in them skipped; one path per source
+    files = sources.files
     if format is not None:
         FORMATS.get(format)  # unknown name → RegistryError
     explicit = _explicit_ranks(files, rank_from, rank_map)
@@ -259,7 +270,16 @@ def ingest_paths(
         runner = executor
     with StoreWriter(out, overwrite=overwrite) as writer:
         tasks = [
-            FileTask(i, str(f), format, str(writer.tmp), options, rank_from, explicit[i])
+            FileTask(
+                i,
+                str(f),
+                format,
+                str(writer.tmp),
+                options,
+                rank_from,
+                explicit[i],
+                single_file=len(files) == 1,
+            )
             for i, f in enumerate(files)
         ]
         summaries = _run(tasks, runner, sizes, progress)
@@ -272,6 +292,7 @@ def ingest_paths(
             total = total.merge(s.accounting)
         total.check("the store")
         meta = {
+            "discovery": {**sources.to_json(), "warnings": _run_warnings(summaries)},
             "parallel": None,
             "taxonomy_profile": None,
             "enriched": False,
@@ -306,6 +327,17 @@ def _run(
         if progress:
             progress(Progress(len(done), len(tasks), state["bytes"], sum(sizes), state["events"], s))
     return done
+
+
+def _run_warnings(summaries: list[FileSummary]) -> list[str]:
+    return run_warnings(
+        [
+            SourceFacts(
+                s.path, s.sha256, s.start_ns, s.end_ns, s.rank_info.world_size, s.notes.get("device_model")
+            )
+            for s in summaries
+        ]
+    )
 
 
 def _check_unique_ranks(summaries: list[FileSummary]) -> None:

@@ -42,6 +42,7 @@ import numpy as np
 import polars as pl
 
 from asaptrace.errors import UsageError
+from asaptrace.userfiles import read_text
 
 _NS_PER_MS = 1_000_000
 
@@ -125,9 +126,7 @@ def load_costs(path: str | Path, *, base: CostModel | None = None) -> CostModel:
     """Read a cost TOML file over ``base`` (default: the DOMAIN defaults). Strict about keys."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
-    except OSError as e:
-        raise UsageError(f"cannot read cost file ({e.strerror})", path=path) from None
+        data = tomllib.loads(read_text(path, "cost file"))
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"not valid TOML ({e})", path=path) from None
     changes: dict[str, Any] = {}

@@ -34,6 +34,7 @@ from asaptrace.errors import UsageError
 from asaptrace.replay.arrivals import make_stream
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving import ServingResult, policy_names, simulate
+from asaptrace.userfiles import write_atomic
 
 SCHEMA_VERSION = 1
 #: length buckets of the TTFT decomposition (prompt tokens, [lo, hi))
@@ -338,12 +339,5 @@ def _rps(v: float | None) -> str:
 
 def write_results(result: dict[str, Any], path: str | Path) -> Path:
     """Write a sweep result as JSON (atomically: a temp file renamed into place)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(json.dumps(result, indent=1, sort_keys=False, allow_nan=False) + "\n")
-        tmp.replace(path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"cannot write results ({e.strerror})", path=path) from None
-    return path
+    text = json.dumps(result, indent=1, sort_keys=False, allow_nan=False) + "\n"
+    return write_atomic(path, text.encode("utf-8"))

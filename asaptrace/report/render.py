@@ -33,8 +33,9 @@ from plotly.offline import get_plotlyjs
 
 from asaptrace import __version__
 from asaptrace.analyze.compare import HEADLINE_METRICS, compare, headline
-from asaptrace.report._format import cell, human_ns, metric_value
 from asaptrace.report.sections import FigureView, Section, TableView
+from asaptrace.units import cell, format_table, human_ns, metric_value, more_rows
+from asaptrace.views import shown_tables
 from asaptrace.viz import barrier, breakdown, imbalance, timeline
 
 if TYPE_CHECKING:
@@ -44,70 +45,6 @@ Format = Literal["html", "md"]
 
 #: Section ids, in order (the browser test checks each is present).
 SECTION_IDS = ("summary", "headline", "figures", "tables", "provenance", "command")
-
-#: The key tables: (table, title, columns, caption).
-KEY_TABLES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
-    (
-        "barrier_by_group",
-        "Barrier wait by DP group",
-        ("dp_group", "n_ranks", "mean_wait_ns", "last_share", "imposed_wait_ns", "caused_wait_ns"),
-        "imposed = time the group alone held the barrier; caused = the other groups' waits while it was last",
-    ),
-    (
-        "imbalance_by_step",
-        "Imbalance per step",
-        (
-            "step",
-            "n_groups",
-            "tokens_ratio",
-            "sum_sq_ratio",
-            "attention_ratio",
-            "max_sum_sq_group",
-            "wait_ns",
-        ),
-        "ratios are max / mean over DP groups",
-    ),
-    (
-        "stragglers",
-        "Ranks that arrived last, and outliers",
-        ("rank", "dp_group", "role", "last_count", "last_share", "compute_ratio", "moe_ratio", "cause"),
-        "ranks flagged as outliers or ever last, most often last first",
-    ),
-    (
-        "overlap_by_role",
-        "Overlap by role",
-        (
-            "role",
-            "n_ranks",
-            "comm_ns",
-            "overlapped_ns",
-            "exposed_comm_ns",
-            "overlap_efficiency",
-            "utilisation",
-        ),
-        "",
-    ),
-    (
-        "barrier_by_layer",
-        "Barrier wait by layer (largest first)",
-        ("layer", "n_instances", "wait_ns", "mean_wait_ns", "max_wait_ns"),
-        "",
-    ),
-    (
-        "ttft_by_bucket",
-        "Prompt-length buckets",
-        (
-            "bucket",
-            "n_requests",
-            "mean_seq_len",
-            "mean_ttft_ns",
-            "mean_kernel_ns",
-            "mean_wait_ns",
-            "wait_share",
-        ),
-        "",
-    ),
-)
 
 
 # --------------------------------------------------------------------------------------------- parts
@@ -139,41 +76,25 @@ def report_figures(
 
 
 def key_tables(tables: dict[str, pl.DataFrame]) -> list[TableView]:
-    out = []
-    for name, title, cols, caption in KEY_TABLES:
-        t = tables.get(name)
-        if t is None or t.height == 0:
-            continue
-        if name == "stragglers":
-            t = t.filter(t["outlier"] | (t["last_count"] > 0)).sort(
-                ["last_count", "rank"], descending=[True, False]
-            )
-        elif name == "barrier_by_layer":
-            t = t.sort(["wait_ns", "layer"], descending=[True, False])
-        out.append(
-            TableView(
-                f"table-{name.replace('_', '-')}",
-                title,
-                t,
-                cols,
-                16 if name == "barrier_by_layer" else 40,
-                caption,
-            )
-        )
-    return out
+    """The key tables, chosen and ordered by :func:`asaptrace.views.shown_tables` (as in the CLI)."""
+    return [
+        TableView(f"table-{key.name.replace('_', '-')}", key.title, t, key.columns, key.max_rows, key.caption)
+        for key, t in shown_tables(tables)
+    ]
 
 
 def _table_context(v: TableView) -> dict[str, Any]:
     cols = list(v.columns) or v.table.columns
     cols = [c for c in cols if c in v.table.columns]
-    rows = [[cell(c, r[c]) for c in cols] for r in v.table.head(v.max_rows).iter_rows(named=True)]
+    headers, rows = format_table(cols, v.table.head(v.max_rows).iter_rows(named=True))
+    more = max(v.table.height - v.max_rows, 0)
     return {
         "id": v.id,
         "title": v.title,
         "caption": v.caption,
-        "columns": cols,
+        "columns": headers,
         "rows": rows,
-        "more": max(v.table.height - v.max_rows, 0),
+        "more": more_rows(more).replace("--json", "asaptrace analyze --json") if more else "",
     }
 
 

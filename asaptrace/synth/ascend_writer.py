@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -108,10 +109,15 @@ def _dur(ns: int) -> str:
     return f"{ns // 1000}.{ns % 1000:03d}"
 
 
-def write_ascend(tl: Timeline, out_dir: Path, *, compresslevel: int = 6) -> tuple[list[Path], int]:
-    """One rank folder per rank in ``out_dir``; returns the timeline paths and the events written."""
+def write_ascend(
+    tl: Timeline, out_dir: Path, *, compresslevel: int = 6, progress: Callable[[int], None] | None = None
+) -> tuple[list[Path], int]:
+    """One rank folder per rank in ``out_dir``; returns the timeline paths and the events written
+    (``progress(rank)`` is called before each rank is rendered)."""
     paths, total = [], 0
     for r, sel, anns in tl.by_rank():
+        if progress is not None:
+            progress(r)
         root = out_dir / rank_folder(tl, r)
         (root / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True, exist_ok=True)
         events = render_rank(tl, r, sel, anns)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from asaptrace.errors import UsageError
+from asaptrace.userfiles import read_text
 from asaptrace.workload.requests import WorkloadConfig
 
 
@@ -165,10 +166,7 @@ def load_config(
         cfg = replace(cfg, preset=preset)
     if config_file is not None:
         path = Path(config_file)
-        try:
-            text = path.read_text()
-        except OSError as err:
-            raise UsageError(f"cannot read configuration ({err.strerror})", path=path) from None
+        text = read_text(path, "configuration file")
         cfg = _overlay(cfg, _parse(text, str(path)), str(path))
     run = cfg.run
     if seed is not None:

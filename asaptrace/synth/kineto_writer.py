@@ -17,6 +17,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -77,11 +78,16 @@ def kineto_file_name(rank: int) -> str:
     return f"rank{rank:03d}.pt.trace.json.gz"
 
 
-def write_kineto(tl: Timeline, out_dir: Path, *, compresslevel: int = 6) -> tuple[list[Path], int]:
-    """One gzipped trace per rank in ``out_dir``; returns the paths and the number of events written."""
+def write_kineto(
+    tl: Timeline, out_dir: Path, *, compresslevel: int = 6, progress: Callable[[int], None] | None = None
+) -> tuple[list[Path], int]:
+    """One gzipped trace per rank in ``out_dir``; returns the paths and the number of events written
+    (``progress(rank)`` is called before each rank is rendered)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths, events = [], 0
     for r, sel, anns in tl.by_rank():
+        if progress is not None:
+            progress(r)
         text, n = render_rank(tl, r, sel, anns)
         path = out_dir / kineto_file_name(r)
         write_gzip(path, text.encode(), compresslevel)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from asaptrace.synth.disaggregated import disaggregated_ranks, simulate_disaggre
 from asaptrace.synth.schedule import plan_coupled, plan_disaggregated
 from asaptrace.synth.timeline import RankMeta, Timeline, TimelineBuilder
 from asaptrace.synth.truth import assemble, write_truth
+from asaptrace.userfiles import check_output_dir
 from asaptrace.workload.requests import make_requests
 
 TRUTH_FILE = "truth.json"
@@ -82,11 +84,18 @@ def clock_offsets(cfg: SynthConfig, ranks: list[RankMeta], rng: np.random.Genera
     return np.array([per_key[k] for k in keys], np.int64)
 
 
-def synthesize(cfg: SynthConfig, out_dir: str | Path) -> SynthResult:
-    """Simulate ``cfg`` and write its traces (format ``cfg.run.format``) and truth into ``out_dir``."""
+def synthesize(
+    cfg: SynthConfig, out_dir: str | Path, *, progress: Callable[[str, int, int], None] | None = None
+) -> SynthResult:
+    """Simulate ``cfg`` and write its traces (format ``cfg.run.format``) and truth into ``out_dir``.
+
+    ``progress(phase, done, total)`` is told what is being done: ``simulate`` (0/1), then
+    ``write kineto`` / ``write ascend`` rank by rank, then ``truth``."""
+    tell = progress or (lambda phase, done, total: None)
     t_start = time.perf_counter()
     out = Path(out_dir)
     _check_target(out)
+    tell("simulate", 0, 1)
     tl = build_timeline(cfg)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -97,15 +106,20 @@ def synthesize(cfg: SynthConfig, out_dir: str | Path) -> SynthResult:
         if cfg.run.format in ("kineto", "both"):
             from asaptrace.synth.kineto_writer import write_kineto
 
-            written, n = write_kineto(tl, tmp / "kineto")
+            written, n = write_kineto(
+                tl, tmp / "kineto", progress=lambda r: tell("write kineto", r, tl.world_size)
+            )
             files += written
             events += n
         if cfg.run.format in ("ascend", "both"):
             from asaptrace.synth.ascend_writer import write_ascend
 
-            written, n = write_ascend(tl, tmp / "ascend")
+            written, n = write_ascend(
+                tl, tmp / "ascend", progress=lambda r: tell("write ascend", r, tl.world_size)
+            )
             files += written
             events += n
+        tell("truth", tl.world_size, tl.world_size)
         (tmp / CONFIG_FILE).write_text(config_toml(cfg))
         (tmp / README_FILE).write_text(readme_text(cfg, out, tl))
         write_truth(tl.truth, tmp / TRUTH_FILE)
@@ -162,6 +176,7 @@ def readme_text(cfg: SynthConfig, out: Path, tl: Timeline) -> str:
 
 
 def _check_target(out: Path) -> None:
+    check_output_dir(out, what="synth output folder")
     if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / TRUTH_FILE).is_file())):
         raise UsageError(
             "output exists and is not an asaptrace synth output (refusing to replace it)", path=out

@@ -260,6 +260,7 @@ def _tables(c: EventColumns, path: Path) -> IngestResult:
     streams = _complete_streams(streams, events, c.pid.table, c.tid.table)
     acc = Accounting(read=c.n_read, kept=kept, rejected=rejected).check(str(path))
     unit = c.header.get("displayTimeUnit")
+    rank_info = _rank_info(c.header, events)
     return IngestResult(
         path=str(path),
         format=FORMAT_NAME,
@@ -268,8 +269,12 @@ def _tables(c: EventColumns, path: Path) -> IngestResult:
         flows=flows,
         streams=streams,
         accounting=acc,
-        rank_info=_rank_info(c.header, events),
-        notes={"display_time_unit": unit if isinstance(unit, str) else None, "base_time_ns": base_ns or None},
+        rank_info=rank_info,
+        notes={
+            "display_time_unit": unit if isinstance(unit, str) else None,
+            "base_time_ns": base_ns or None,
+            "device_model": _device_model(c.header, rank_info.device),
+        },
     )
 
 
@@ -544,6 +549,17 @@ def _rank_info(header: dict[str, Any], events: pa.Table) -> RankInfo:
         world_size=world if isinstance(world, int) else None,
         device=_main_device(events),
     )
+
+
+def _device_model(header: dict[str, Any], device: int | None) -> str | None:
+    """The name ``deviceProperties`` gives the rank's device (e.g. "NVIDIA A100-PG509-200"): files
+    of one run share it, so differing names are a sign of several runs mixed together."""
+    props = header.get("deviceProperties")
+    if not isinstance(props, list):
+        return None
+    entries = [p for p in props if isinstance(p, dict) and isinstance(p.get("name"), str)]
+    mine = [p for p in entries if p.get("id") == device]
+    return (mine or entries or [{"name": None}])[0]["name"]
 
 
 def _main_device(events: pa.Table) -> int | None:

@@ -1,0 +1,149 @@
+"""Which files of what the user named are traces, and whether they look like one run.
+
+Real folders hold more than traces: a ``truth.json``, a ``config.toml``, a CSV of results, a
+README. A file found by *walking a folder* that is not a profiler trace (its name says no, or its
+content matches no registered format) is skipped and listed, never fatal; a file *named on the
+command line* is always taken, so a wrong one stays an error. A path given twice is read once
+(and said so).
+
+After the files are read, :func:`run_warnings` checks that they plausibly belong to one run: two
+byte-identical files (same sha256) would become two ranks of the same timeline; time ranges that
+do not overlap, differing world sizes or device models, are the mark of several jobs mixed together (each gives
+a nonsense "slow device" finding). These are warnings, kept in meta.json and shown by ``info``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from asaptrace.errors import UnsupportedFormat, UsageError
+from asaptrace.ingest.base import detect_format, group_sources, looks_like_trace
+from asaptrace.units import text_ns
+
+
+@dataclass(frozen=True)
+class Sources:
+    """The sources to read (one path per source, in order) and what was left out, and why."""
+
+    files: list[Path]
+    skipped: list[dict[str, str]] = field(default_factory=list)  # {"path", "reason"}
+    repeated: list[str] = field(default_factory=list)  # paths named more than once
+
+    def to_json(self) -> dict[str, Any]:
+        return {"skipped": self.skipped, "repeated": self.repeated}
+
+
+def _walk(folder: Path) -> list[Path]:
+    """Every non-hidden file under ``folder``, sorted."""
+    return [
+        q
+        for q in sorted(folder.rglob("*"))
+        if q.is_file() and not any(part.startswith(".") for part in q.relative_to(folder).parts)
+    ]
+
+
+def find_sources(paths: Iterable[str | Path]) -> Sources:
+    """Expand ``paths`` into one path per source (see the module docstring for what is skipped)."""
+    paths = list(paths)
+    named: list[Path] = []
+    walked: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_file():
+            named.append(p.resolve())
+        elif p.is_dir():
+            walked += [q.resolve() for q in _walk(p)]
+        else:
+            raise UsageError(f"{p}: no such file or directory")
+    repeated = sorted({str(p) for p in named if named.count(p) > 1})
+    explicit = set(named)
+    candidates = list(dict.fromkeys([*named, *walked]))
+    skipped: list[dict[str, str]] = []
+    files: list[Path] = []
+    for src in dict.fromkeys(group_sources(candidates)):  # e.g. an Ascend rank folder is one source
+        if src in explicit:
+            files.append(src)
+            continue
+        reason = _not_a_trace(src)
+        if reason is None:
+            files.append(src)
+        else:
+            skipped.append({"path": str(src), "reason": reason})
+    if not files:
+        where = ", ".join(str(p) for p in paths)
+        extra = f" ({len(skipped)} other files skipped)" if skipped else ""
+        raise UsageError(f"no trace files found in {where}{extra}")
+    return Sources(files, skipped, repeated)
+
+
+def _not_a_trace(path: Path) -> str | None:
+    """Why a file found in a folder is not a trace, or None when it is one."""
+    if not looks_like_trace(path.name):
+        return "not a trace by its name"
+    try:
+        detect_format(path)
+    except UnsupportedFormat:
+        return "content matches no trace format"
+    return None
+
+
+# ------------------------------------------------------------------------------ one run, or several?
+@dataclass(frozen=True)
+class SourceFacts:
+    """What the checks need of one read source."""
+
+    path: str
+    sha256: str
+    start_ns: int | None
+    end_ns: int | None
+    world_size: int | None
+    device_model: str | None = None
+
+
+def run_warnings(facts: Sequence[SourceFacts]) -> list[str]:
+    """Warnings that the sources are not the ranks of one run (see the module docstring)."""
+    warnings: list[str] = []
+    by_hash: dict[str, list[str]] = {}
+    for f in facts:
+        if f.sha256:
+            by_hash.setdefault(f.sha256, []).append(Path(f.path).name)
+    for names in by_hash.values():
+        if len(names) > 1:
+            warnings.append(
+                f"{' and '.join(names)} are byte-identical (same sha256): one trace read as "
+                f"{len(names)} ranks"
+            )
+    sizes = sorted({f.world_size for f in facts if f.world_size is not None})
+    if len(sizes) > 1:
+        warnings.append(
+            f"the files say different world sizes ({', '.join(map(str, sizes))}): they look like "
+            "several runs mixed together"
+        )
+    models = sorted({f.device_model for f in facts if f.device_model})
+    if len(models) > 1:
+        warnings.append(
+            f"the files were profiled on different devices ({', '.join(models)}): they look like "
+            "several runs mixed together"
+        )
+    spans = sorted(
+        (f.start_ns, f.end_ns, f.path) for f in facts if f.start_ns is not None and f.end_ns is not None
+    )
+    if len(spans) > 1:
+        latest_start = max(spans, key=lambda s: s[0])
+        earliest_end = min(spans, key=lambda s: s[1])
+        if latest_start[0] > earliest_end[1]:  # no instant inside every file's time range
+            gap = latest_start[0] - earliest_end[1]
+            warnings.append(
+                f"the files' time ranges do not overlap ({Path(earliest_end[2]).name} ends "
+                f"{_gap(gap)} before {Path(latest_start[2]).name} starts): they look like several "
+                "runs mixed together; their cross-rank findings are not meaningful"
+            )
+    return warnings
+
+
+def _gap(ns: int) -> str:
+    days = round(ns / 86_400e9)
+    return (f"{days} day" + ("s" if days != 1 else "")) if ns >= 86_400e9 else text_ns(ns)
