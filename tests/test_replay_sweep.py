@@ -155,6 +155,10 @@ def test_costs_file_replaces_the_cost_constants(tmp_path):
     f.write_text("[attention]\nc9_ms = 2.0\n")
     with pytest.raises(UsageError, match=r"unknown key attention\.c9_ms"):
         load_scenario("asap-paper").with_costs_file(f)
+    # the per-request attention term (synth's) is no sweep knob: refused, not silently dropped
+    f.write_text("[attention]\nper_request_ms = 0.01\n")
+    with pytest.raises(UsageError, match="per_request_ms is not used by the sweep"):
+        load_scenario("asap-paper").with_costs_file(f)
 
 
 def test_unknown_policy_is_a_usage_error():

@@ -5,12 +5,13 @@ already computed (P = cached tokens, or earlier chunks); a batch holds n pieces.
 
 * attention (per layer, per DP group of T dies)::
 
-      A = c0 + c1·[(1 − φ)·Σc + φ·Σc / n] + c2·Σ c·(2P + c)
+      A = c0 + c1·[(1 − φ)·Σc + φ·Σc / n] + c2·Σ c·(2P + c) + κ·n
 
   in ms with token counts in thousands. The quadratic term is causal: cutting a prompt of s
   tokens into chunks c_1..c_k (each paying its prefix) gives Σ c_j(2P_j + c_j) = s² — chunking
   never reduces the total quadratic cost. φ is the share of the linear term paid per request and
-  amortised over the batch (0: none).
+  amortised over the batch (0: none); κ a fixed cost per request in the batch (0: none; synth's
+  ``attn_per_request``).
 * MoE pool (per layer item of N tokens on E dies, r = E_ref / E, or 1 when E_ref = 0)::
 
       M = max(plateau·r, a + b·r·(N/1K)·skew)
@@ -48,7 +49,13 @@ _NS_PER_MS = 1_000_000
 
 #: TOML section → (field name in CostModel, key in the file)
 _LAYOUT: dict[str, dict[str, str]] = {
-    "attention": {"c0_ms": "attn_c0_ms", "c1_ms": "attn_c1_ms", "c2_ms": "attn_c2_ms", "phi": "attn_phi"},
+    "attention": {
+        "c0_ms": "attn_c0_ms",
+        "c1_ms": "attn_c1_ms",
+        "c2_ms": "attn_c2_ms",
+        "phi": "attn_phi",
+        "per_request_ms": "attn_per_request_ms",
+    },
     "moe": {"plateau_ms": "moe_plateau_ms", "a_ms": "moe_a_ms", "b_ms": "moe_b_ms", "e_ref": "moe_e_ref"},
     "transfer": {"latency_ms": "xfer_latency_ms", "per_k_ms": "xfer_per_k_ms"},
     "coupled": {"k_s": "coupled_k_s"},
@@ -64,6 +71,7 @@ class CostModel:
     attn_c1_ms: float = 1.41
     attn_c2_ms: float = 0.0215
     attn_phi: float = 0.0
+    attn_per_request_ms: float = 0.0
     moe_plateau_ms: float = 0.55
     moe_a_ms: float = 0.23
     moe_b_ms: float = 0.286
@@ -83,15 +91,16 @@ class CostModel:
         sc = c.sum() / 1e3
         linear = self.attn_c1_ms * ((1 - self.attn_phi) * sc + self.attn_phi * sc / n)
         quad = self.attn_c2_ms * float((c * (2 * p + c)).sum()) / 1e6
-        return _ns(self.attn_c0_ms + linear + quad)
+        return _ns(self.attn_c0_ms + linear + quad + self.attn_per_request_ms * len(c))
 
     def attention_sums_ns(self, tokens: Any, quad: Any, n_req: Any) -> np.ndarray:
         """Vectorised attention from sums: Σc, Σc(2P+c) and n per batch (arrays)."""
         t = np.asarray(tokens, np.float64) / 1e3
         q = np.asarray(quad, np.float64) / 1e6
-        n = np.maximum(np.asarray(n_req, np.float64), 1)
+        n_raw = np.asarray(n_req, np.float64)
+        n = np.maximum(n_raw, 1)
         ms = self.attn_c0_ms + self.attn_c1_ms * ((1 - self.attn_phi) * t + self.attn_phi * t / n)
-        return _ns_arr(ms + self.attn_c2_ms * q)
+        return _ns_arr(ms + self.attn_c2_ms * q + self.attn_per_request_ms * n_raw)
 
     def moe_ns(self, tokens: Any, experts: float, skew: Any = 1.0) -> np.ndarray:
         """One MoE layer item of ``tokens`` on an ``experts``-die pool (vectorised)."""

@@ -162,6 +162,8 @@ class Scenario:
         """A copy whose cost constants come from a cost TOML (``replay``'s format)."""
         base = CostModel(**{k: getattr(self, k) for k in COST_KNOBS})
         model = load_costs(path, base=base)
+        if model.attn_per_request_ms:  # not a knob of the serving model: refuse rather than drop it
+            raise UsageError("attention.per_request_ms is not used by the sweep (set it to 0)", path=path)
         return replace(self, **{k: getattr(model, k) for k in COST_KNOBS}, cost_source=model.source)
 
 

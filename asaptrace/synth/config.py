@@ -58,7 +58,12 @@ class DeploymentConfig:
 
 @dataclass(frozen=True)
 class CostConfig:
-    """Per-kernel cost model (ms, tokens in thousands); DOMAIN.md §3 defaults."""
+    """The ``[costs]`` table (ms, tokens in thousands); DOMAIN.md §3 defaults.
+
+    The attention, MoE and transfer keys are the replay's :class:`~asaptrace.replay.costs.CostModel`
+    under synth's names (:func:`asaptrace.synth.costs.cost_model` maps them); the others shape the
+    kernels a trace shows beyond the cost model's items, and add noise.
+    """
 
     attn_c0: float = 0.05  # fixed per attention kernel
     attn_c1: float = 1.41  # per 1K new tokens (Σ s)
@@ -75,10 +80,9 @@ class CostConfig:
     moe_floor: float = 0.55  # memory-bound plateau of the grouped GEMM
     moe_c0: float = 0.23
     moe_c1: float = 0.572  # per 1K (token, expert) assignments on the device (0.286/1K tokens at E=16, top-8)
-    dispatch_c0: float = 0.19  # transfer of t tokens per sender: c0 + c1·t/1K
+    dispatch_c0: float = 0.19  # transfer of t tokens per sender: c0 + c1·t/1K (dispatch and combine)
     dispatch_c1: float = 0.71
-    combine_c0: float = 0.19
-    combine_c1: float = 1.0
+    combine_payload: float = 1.0 / 0.71  # combine moves this × dispatch's bytes per token (bf16 vs fp8)
     recv_c0: float = 0.01  # disaggregated: copy out of the receive buffer
     recv_c1: float = 0.02
     allgather: float = 0.03  # per-step DP metadata all-gather
@@ -187,11 +191,20 @@ def _parse(text: str, where: str) -> dict[str, Any]:
         raise UsageError(f"invalid TOML ({err})", path=where) from None
 
 
+#: settings that were renamed or folded into another, and what to write instead
+RENAMED: dict[str, str] = {
+    "costs.combine_c0": "dispatch and combine share the transfer latency 'costs.dispatch_c0'",
+    "costs.combine_c1": "use 'costs.combine_payload' = combine_c1 / dispatch_c1 (default 1.0 / 0.71)",
+}
+
+
 def _overlay(obj: Any, doc: dict[str, Any], where: str, section: str = "") -> Any:
     known = {f.name: f for f in fields(obj)}
     changes: dict[str, Any] = {}
     for key, value in doc.items():
         name = f"{section}.{key}" if section else key
+        if name in RENAMED:
+            raise UsageError(f"setting {name!r} is gone: {RENAMED[name]}", path=where)
         if key not in known:
             raise UsageError(f"unknown setting {name!r} (known: {', '.join(known)})", path=where)
         current = getattr(obj, key)
@@ -253,6 +266,8 @@ def validate(cfg: SynthConfig) -> None:
         problems.append("clock.per must be node or rank")
     if d.ascend_comm not in ("fused",):
         problems.append("deployment.ascend_comm must be fused")
+    if cfg.costs.combine_payload <= 0:
+        problems.append("costs.combine_payload must be positive")
     if d.step_tokens < 1:
         problems.append("deployment.step_tokens must be positive")
     if problems:

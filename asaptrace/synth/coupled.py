@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from asaptrace.synth.config import SynthConfig
+from asaptrace.synth.costs import kernel_costs
 from asaptrace.synth.schedule import StepPlan
 from asaptrace.synth.timeline import (
     COMPUTE_STREAM,
@@ -72,14 +73,14 @@ class _Program:
         stream: int,
         dep: np.ndarray,
         *,
-        dur_ms: np.ndarray | None = None,
-        transfer_ms: float | None = None,
+        dur_ns: np.ndarray | None = None,
+        transfer_ns: int | None = None,
         layer: int = -1,
         mb: int = -1,
         sync: bool = False,
         instance: str | None = None,
     ) -> np.ndarray:
-        """One kernel on every rank; a collective (``transfer_ms`` given) ends at last arrival + transfer.
+        """One kernel on every rank; a collective (``transfer_ns`` given) ends at last arrival + transfer.
 
         ``instance`` names the collective instance the kernel opens in truth.json (None: not recorded,
         e.g. DeepEP's dispatch payload kernel, whose instance opened with notify_dispatch).
@@ -87,9 +88,9 @@ class _Program:
         launch = self.host
         self.host = launch + self.launch_ns
         start = np.maximum(np.maximum(self.free[stream], launch + self.latency_ns), dep)
-        if transfer_ms is not None:
+        if transfer_ns is not None:
             release = int(start.max())
-            end = np.full(self.n, release + int(ms(transfer_ms)), np.int64)
+            end = np.full(self.n, release + int(transfer_ns), np.int64)
             if instance is not None:
                 t = self.truth
                 t["step"].append(np.full(self.n, self.step))
@@ -100,7 +101,7 @@ class _Program:
                 t["arrival_ns"].append(start)
                 t["release_ns"].append(np.full(self.n, release))
         else:
-            end = start + ms(dur_ms)
+            end = start + np.asarray(dur_ns, np.int64)
         self.free[stream] = end
         if sync:  # DeepEP's normal dispatch: the host reads the received counts before launching
             self.host = np.maximum(self.host, end)
@@ -121,6 +122,7 @@ def simulate_coupled(
 ) -> dict[str, Any]:
     """Fill ``builder`` with the run's kernels and annotations; returns the truth parts it knows."""
     d, m, c, s = cfg.deployment, cfg.model, cfg.costs, cfg.straggler
+    kc = kernel_costs(cfg)
     n = d.dp * d.tp
     group = np.arange(n) // d.tp
     slow = np.ones(n)
@@ -133,12 +135,16 @@ def simulate_coupled(
     steps_truth = []
     loads_truth: dict[str, list] = {"step": [], "layer": [], "micro_batch": [], "rank": [], "assignments": []}
     new_tok = reqs.seq_len - reqs.cached_len
-    quad = (reqs.seq_len.astype(np.float64) ** 2 - reqs.cached_len.astype(np.float64) ** 2) / 1e6
+    # Σ c(2P + c) = Σ s² − P²: the causal quadratic term of the new tokens over their cached prefix
+    quad = reqs.seq_len.astype(np.float64) ** 2 - reqs.cached_len.astype(np.float64) ** 2
     prev_end = None
     mbs = range(d.micro_batches)
 
-    def noisy(base: np.ndarray) -> np.ndarray:
-        return base * jitter(rng, c.jitter, n) * slow
+    def noisy(base_ns: np.ndarray) -> np.ndarray:
+        return np.rint(base_ns * jitter(rng, c.jitter, n) * slow).astype(np.int64)
+
+    def noisy_transfer(base_ns: np.ndarray) -> int:
+        return int(np.rint(float(base_ns) * float(jitter(rng, c.jitter, 1)[0])))
 
     for plan in plans:
         t_start = plan.ready_ns if prev_end is None else max(prev_end + int(ms(c.step_gap_ms)), plan.ready_ns)
@@ -151,9 +157,9 @@ def simulate_coupled(
         nreq = np.zeros((d.dp, d.micro_batches))
         for (g, mb), idx in plan.slots.items():
             tokens[g, mb], sq[g, mb], nreq[g, mb] = new_tok[idx].sum(), quad[idx].sum(), len(idx)
-        attn_ms = c.attn_c0 + c.attn_c1 * tokens / 1e3 + c.attn_c2 * sq + c.attn_per_request * nreq
+        attn_ns = kc.attention_ns(tokens, sq, nreq)
         share = tokens / d.tp  # tokens each TP member sends into the MoE layer
-        ready = prog.op("allgather", DISPATCH_STREAM, t0, transfer_ms=c.allgather, instance="allgather")
+        ready = prog.op("allgather", DISPATCH_STREAM, t0, transfer_ns=ms(c.allgather), instance="allgather")
         ready_mb = {mb: ready for mb in mbs}
         for layer in range(m.layers):
             if layer < m.dense_layers:
@@ -162,7 +168,7 @@ def simulate_coupled(
                         "attention",
                         COMPUTE_STREAM,
                         ready_mb[mb],
-                        dur_ms=noisy(attn_ms[group, mb]),
+                        dur_ns=noisy(attn_ns[group, mb]),
                         layer=layer,
                         mb=mb,
                     )
@@ -172,7 +178,7 @@ def simulate_coupled(
                         a,
                         layer=layer,
                         mb=mb,
-                        dur_ms=noisy(c.dense_c0 + c.dense_c1 * share[group, mb] / 1e3),
+                        dur_ns=noisy(kc.linear_ns(c.dense_c0, c.dense_c1, share[group, mb])),
                     )
                 continue
             disp = {}
@@ -182,7 +188,7 @@ def simulate_coupled(
                     "attention",
                     COMPUTE_STREAM,
                     ready_mb[mb],
-                    dur_ms=noisy(attn_ms[group, mb]),
+                    dur_ns=noisy(attn_ns[group, mb]),
                     layer=layer,
                     mb=mb,
                 )
@@ -190,12 +196,12 @@ def simulate_coupled(
                     "gate",
                     COMPUTE_STREAM,
                     a,
-                    dur_ms=noisy(c.gate_c0 + c.gate_c1 * sh / 1e3),
+                    dur_ns=noisy(kc.linear_ns(c.gate_c0, c.gate_c1, sh)),
                     layer=layer,
                     mb=mb,
                 )
                 lay = prog.op(
-                    "layout", COMPUTE_STREAM, gt, dur_ms=noisy(np.full(n, c.layout)), layer=layer, mb=mb
+                    "layout", COMPUTE_STREAM, gt, dur_ns=noisy(np.full(n, ms(c.layout))), layer=layer, mb=mb
                 )
                 # notify_dispatch exchanges the per-expert counts with every rank: the barrier of the
                 # dispatch instance; the host then reads the counts and launches the payload kernel
@@ -203,7 +209,7 @@ def simulate_coupled(
                     "notify",
                     DISPATCH_STREAM,
                     lay,
-                    transfer_ms=c.notify,
+                    transfer_ns=ms(c.notify),
                     layer=layer,
                     mb=mb,
                     sync=True,
@@ -216,14 +222,13 @@ def simulate_coupled(
                     nt,
                     layer=layer,
                     mb=mb,
-                    transfer_ms=(c.dispatch_c0 + c.dispatch_c1 * t_tok / 1e3)
-                    * float(jitter(rng, c.jitter, 1)[0]),
+                    transfer_ns=noisy_transfer(kc.transfer_ns(t_tok)),
                 )
                 prog.op(
                     "shared_expert",
                     COMPUTE_STREAM,
                     gt,
-                    dur_ms=noisy(c.shared_c0 + c.shared_c1 * sh / 1e3),
+                    dur_ns=noisy(kc.linear_ns(c.shared_c0, c.shared_c1, sh)),
                     layer=layer,
                     mb=mb,
                 )
@@ -239,7 +244,7 @@ def simulate_coupled(
                     disp[mb],
                     layer=layer,
                     mb=mb,
-                    dur_ms=noisy(np.maximum(c.moe_floor, c.moe_c0 + c.moe_c1 * loads / 1e3)),
+                    dur_ns=noisy(kc.moe_ns(loads)),
                 )
                 t_tok = float(share[:, mb].max())
                 ready_mb[mb] = prog.op(
@@ -249,14 +254,13 @@ def simulate_coupled(
                     layer=layer,
                     mb=mb,
                     instance="combine",
-                    transfer_ms=(c.combine_c0 + c.combine_c1 * t_tok / 1e3)
-                    * float(jitter(rng, c.jitter, 1)[0]),
+                    transfer_ns=noisy_transfer(kc.combine_ns(t_tok)),
                 )
         dev_end = prog.last_dev
         host_end = np.maximum(prog.host, dev_end)  # the host synchronises at the end of the step
         prev_end = int(dev_end.max())
         _annotate(builder, plan, reqs, prog, group, t0, host_end)
-        steps_truth.append(_step_truth(plan, tokens, sq, attn_ms, t_start, prev_end))
+        steps_truth.append(_step_truth(plan, tokens, sq, attn_ns, t_start, prev_end))
     loads_truth.pop("rank")
     return {"waits": waits, "steps": steps_truth, "expert_loads": loads_truth}
 
@@ -295,16 +299,16 @@ def _annotate(
 
 
 def _step_truth(
-    plan: StepPlan, tokens: np.ndarray, sq: np.ndarray, attn_ms: np.ndarray, start: int, end: int
+    plan: StepPlan, tokens: np.ndarray, sq: np.ndarray, attn_ns: np.ndarray, start: int, end: int
 ) -> dict[str, Any]:
-    g_tok, g_sq = tokens.sum(axis=1), sq.sum(axis=1) * 1e6
+    g_tok, g_sq = tokens.sum(axis=1), sq.sum(axis=1)
     return {
         "step": plan.step,
         "start_ns": start,
         "end_ns": end,
         "group_tokens": [int(v) for v in g_tok],
         "group_sum_sq": [int(v) for v in g_sq],
-        "group_attention_ms_per_layer": [round(float(v), 6) for v in attn_ms.sum(axis=1)],
+        "group_attention_ms_per_layer": [round(float(v) / 1e6, 6) for v in attn_ns.sum(axis=1)],
         "token_imbalance": round(float(g_tok.max() / g_tok.mean()), 6) if g_tok.mean() else 1.0,
         "sum_sq_imbalance": round(float(g_sq.max() / g_sq.mean()), 6) if g_sq.mean() else 1.0,
     }

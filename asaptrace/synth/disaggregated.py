@@ -23,6 +23,7 @@ import numpy as np
 
 from asaptrace.replay.engine import Engine, Event
 from asaptrace.synth.config import SynthConfig
+from asaptrace.synth.costs import kernel_costs
 from asaptrace.synth.schedule import StepPlan
 from asaptrace.synth.timeline import (
     COMPUTE_STREAM,
@@ -84,15 +85,13 @@ class _GroupStep:
     """One attention group's state during one step: its devices, batches, spans and pending receives."""
 
     def __init__(self, sim: _Sim, g: int, dev: _Devices, plan: StepPlan, t0: np.ndarray) -> None:
-        c, T = sim.cfg.costs, sim.T
+        T = sim.T
         self.sim, self.g, self.dev, self.plan, self.t0 = sim, g, dev, plan, t0
         self.slots = [plan.slots.get((g, b), np.zeros(0, np.int64)) for b in range(sim.nb)]
         self.tok = np.array([sim.new_tok[i].sum() for i in self.slots], np.float64)
         self.sq = np.array([sim.quad[i].sum() for i in self.slots])
         nreq = np.array([len(i) for i in self.slots])
-        self.attn_ms = (
-            c.attn_c0 + c.attn_c1 * self.tok / 1e3 + c.attn_c2 * self.sq + c.attn_per_request * nreq
-        )
+        self.attn_ns = sim.kc.attention_ns(self.tok, self.sq, nreq)
         self.share = self.tok / T
         self.first, self.last = np.full(T, np.iinfo(np.int64).max), t0.copy()
         self.spans = SpanRecorder()
@@ -101,12 +100,13 @@ class _GroupStep:
             int, tuple[ItemKey, np.ndarray, np.ndarray]
         ] = {}  # b -> (item, send end, recv launch)
 
-    def noisy(self, base: float) -> np.ndarray:
+    def noisy(self, base_ns: Any) -> np.ndarray:
         sim = self.sim
-        return base * jitter(sim.rng, sim.cfg.costs.jitter, sim.T) * sim.slow[self.dev.ranks]
+        noise = jitter(sim.rng, sim.cfg.costs.jitter, sim.T) * sim.slow[self.dev.ranks]
+        return np.rint(base_ns * noise).astype(np.int64)
 
     def op(
-        self, name: str, stream: int, dep: np.ndarray, dur_ms: np.ndarray, layer: int, b: int
+        self, name: str, stream: int, dep: np.ndarray, dur_ns: np.ndarray, layer: int, b: int
     ) -> np.ndarray:
         sim, dev = self.sim, self.dev
         launch = dev.host
@@ -122,15 +122,16 @@ class _GroupStep:
                 rank=dev.ranks,
                 stall_ns=np.maximum(0, dep - own),
             )
-        end = start + ms(dur_ms)
+        end = start + np.asarray(dur_ns, np.int64)
         dev.free[stream] = end
         self._record(name, stream, start, end, launch, layer, b)
         return end
 
     def send(self, layer: int, b: int, dep: np.ndarray) -> None:
         """Dispatch-send (returns once written) and launch of the matching combine-receive."""
-        sim, c = self.sim, self.sim.cfg.costs
-        dur = (c.dispatch_c0 + c.dispatch_c1 * self.share[b] / 1e3) * jitter(sim.rng, c.jitter, sim.T)
+        sim = self.sim
+        noise = jitter(sim.rng, sim.cfg.costs.jitter, sim.T)
+        dur = np.rint(float(sim.kc.transfer_ns(self.share[b])) * noise).astype(np.int64)
         end = self.op("dispatch_send", SEND_STREAM, dep, dur, layer, b)
         key = (self.g, self.plan.step, layer, b)
         sim.push(int(end.max()) + sim.net, key, float(self.tok[b]))
@@ -146,7 +147,8 @@ class _GroupStep:
         layer = key[2]
         start = np.maximum(np.maximum(dev.free[RECV_STREAM], launch + sim.lat), send_end)
         release = np.maximum(start, result)
-        end = release + ms(sim.cfg.costs.recv_c0 + sim.cfg.costs.recv_c1 * self.share[b] / 1e3)
+        c = sim.cfg.costs
+        end = release + sim.kc.linear_ns(c.recv_c0, c.recv_c1, self.share[b])
         dev.free[RECV_STREAM] = end
         self.ready[b] = end
         sim.builder.kernels(
@@ -205,6 +207,7 @@ class _Sim:
     ) -> None:
         d, m, c, s = cfg.deployment, cfg.model, cfg.costs, cfg.straggler
         self.cfg, self.reqs, self.plans, self.rng, self.builder = cfg, reqs, plans, rng, builder
+        self.kc = kernel_costs(cfg)
         self.T, self.E, self.nb = d.attn_tp, d.expert_devices, 2 if d.dual_batch else 1
         self.n_att = d.attn_dp * d.attn_tp
         self.launch_ns, self.lat = int(ms(c.launch_us / 1000)), int(ms(c.launch_latency_us / 1000))
@@ -214,7 +217,7 @@ class _Sim:
             self.slow[s.slow_rank] = s.slow_factor
         self.pop = expert_popularity(rng, m.experts, m.layers, s.routing_skew, s.hot_expert, s.hot_factor)
         self.new_tok = reqs.seq_len - reqs.cached_len
-        self.quad = (reqs.seq_len.astype(np.float64) ** 2 - reqs.cached_len.astype(np.float64) ** 2) / 1e6
+        self.quad = reqs.seq_len.astype(np.float64) ** 2 - reqs.cached_len.astype(np.float64) ** 2
         self.outbox: list[ItemAvailable] = []  # items sent since the engine last collected them
         self.results: dict[ItemKey, int] = {}
         self.waits: dict[str, list] = {
@@ -268,19 +271,24 @@ class _Sim:
                     if b in st.pending:
                         st.receive(b, (yield st.pending[b][0]))
                     sh = st.share[b]
-                    a = st.op("attention", COMPUTE_STREAM, st.ready[b], st.noisy(st.attn_ms[b]), layer, b)
+                    a = st.op("attention", COMPUTE_STREAM, st.ready[b], st.noisy(st.attn_ns[b]), layer, b)
                     if layer < m.dense_layers:
                         st.ready[b] = st.op(
                             "dense_mlp",
                             COMPUTE_STREAM,
                             a,
-                            st.noisy(c.dense_c0 + c.dense_c1 * sh / 1e3),
+                            st.noisy(self.kc.linear_ns(c.dense_c0, c.dense_c1, sh)),
                             layer,
                             b,
                         )
                         continue
                     gt = st.op(
-                        "gate", COMPUTE_STREAM, a, st.noisy(c.gate_c0 + c.gate_c1 * sh / 1e3), layer, b
+                        "gate",
+                        COMPUTE_STREAM,
+                        a,
+                        st.noisy(self.kc.linear_ns(c.gate_c0, c.gate_c1, sh)),
+                        layer,
+                        b,
                     )
                     st.send(layer, b, gt)
                     # the shared expert runs while the routed experts work; this batch's next attention
@@ -289,7 +297,7 @@ class _Sim:
                         "shared_expert",
                         COMPUTE_STREAM,
                         gt,
-                        st.noisy(c.shared_c0 + c.shared_c1 * sh / 1e3),
+                        st.noisy(self.kc.linear_ns(c.shared_c0, c.shared_c1, sh)),
                         layer,
                         b,
                     )
@@ -306,7 +314,7 @@ class _Sim:
                     "start_ns": int(t_start),
                     "end_ns": prev_end,
                     "batch_tokens": [int(v) for v in st.tok],
-                    "batch_sum_sq": [int(v * 1e6) for v in st.sq],
+                    "batch_sum_sq": [int(v) for v in st.sq],
                 }
             )
 
@@ -318,18 +326,15 @@ class _Sim:
         launch = np.maximum(exp.host, t_avail - EXPERT_LAUNCH_LEAD_NS)
         exp.host = launch + 3 * self.launch_ns
         r_start = np.maximum(np.maximum(exp.free[SEND_STREAM], t_avail), launch + self.lat)
-        r_end = r_start + ms(c.recv_c0 + c.recv_c1 * loads / 1e3)
+        r_end = r_start + self.kc.linear_ns(c.recv_c0, c.recv_c1, loads)
         exp.free[SEND_STREAM] = r_end
         g_start = np.maximum(np.maximum(exp.free[COMPUTE_STREAM], r_end), launch + self.launch_ns + self.lat)
-        g_end = g_start + ms(
-            np.maximum(c.moe_floor, c.moe_c0 + c.moe_c1 * loads / 1e3)
-            * jitter(self.rng, c.jitter, E)
-            * self.slow[exp.ranks]
-        )
+        noise = jitter(self.rng, c.jitter, E) * self.slow[exp.ranks]
+        g_end = g_start + np.rint(self.kc.moe_ns(loads) * noise).astype(np.int64)
         exp.free[COMPUTE_STREAM] = g_end
         s_start = np.maximum(np.maximum(exp.free[RECV_STREAM], g_end), launch + 2 * self.launch_ns + self.lat)
         # a balanced device sends back (tokens / T) token-equivalents, like one attention member's dispatch
-        s_end = s_start + ms(c.combine_c0 + c.combine_c1 * (loads / m.top_k) * (E / self.T) / 1e3)
+        s_end = s_start + self.kc.combine_ns((loads / m.top_k) * (E / self.T))
         exp.free[RECV_STREAM] = s_end
         bk = self.builder
         bk.kernels(
