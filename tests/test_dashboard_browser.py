@@ -10,18 +10,15 @@ compiles once).
 
 from __future__ import annotations
 
-from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
+from tests._browser import BROWSER_MARKS, watch, watched_page
 from tests._dashboard_helpers import DASH_IDLE, GRAPHS_DRAWN, LiveDash
 from tests._report_helpers import hostile_store
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent (apt-get install chromium)"),
-]
+pytestmark = BROWSER_MARKS
 PAGES = ["/", "/timeline", "/barriers", "/imbalance", "/overlap", "/replay", "/sweep", "/compare"]
 
 
@@ -40,28 +37,8 @@ def served(coupled_store, sample_run, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(served):
-    sync_api = pytest.importorskip(
-        "playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')"
-    )
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
-        )
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        pg.log = {"errors": [], "external": [], "dialogs": []}  # type: ignore[attr-defined]
-        pg.on("dialog", lambda d: (pg.log["dialogs"].append(d.message), d.dismiss()))
-        pg.on("console", lambda m: pg.log["errors"].append(m.text) if m.type == "error" else None)
-        pg.on("pageerror", lambda e: pg.log["errors"].append(str(e)))
-        pg.on(
-            "request",
-            lambda r: (
-                None if r.url.startswith((served.url, "data:", "blob:")) else pg.log["external"].append(r.url)
-            ),
-        )
+    with watched_page(width=1400, height=1000, local=(served.url,)) as pg:
         yield pg
-        browser.close()
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +61,8 @@ def pick_store(page, label: str) -> None:
 def open_tab(page, url: str):
     """A second tab (its own browser context) of the same browser, logging errors with the first."""
     tab = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
-    tab.on("console", lambda m: page.log["errors"].append(m.text) if m.type == "error" else None)
-    tab.on("pageerror", lambda e: page.log["errors"].append(str(e)))
+    origin = urlsplit(url)
+    watch(tab, page.log, (f"{origin.scheme}://{origin.netloc}",))
     tab.goto(url)
     settle(tab)
     return tab

@@ -10,14 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from tests._browser import BROWSER_MARKS, watched_page
 from tests._cli import run_cli
 from tests._report_helpers import hostile_store
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} is absent (apt-get install chromium)"),
-]
+pytestmark = BROWSER_MARKS
 #: Figures of a report, each drawn into an SVG by plotly when the page has run.
 N_FIGURES = 7
 FIGURES_DRAWN = f"document.querySelectorAll('.plot .main-svg').length >= {N_FIGURES}"
@@ -25,23 +22,8 @@ FIGURES_DRAWN = f"document.querySelectorAll('.plot .main-svg').length >= {N_FIGU
 
 @pytest.fixture(scope="module")
 def page():
-    sync_api = pytest.importorskip(
-        "playwright.sync_api", reason="playwright is not installed (pip install -e '.[test]')"
-    )
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
-        )
-        pg = browser.new_page(viewport={"width": 1300, "height": 900})
-        pg.log = {"errors": [], "requests": [], "dialogs": []}  # type: ignore[attr-defined]
-        pg.on("console", lambda m: pg.log["errors"].append(m.text) if m.type == "error" else None)
-        pg.on("pageerror", lambda e: pg.log["errors"].append(str(e)))
-        pg.on("request", lambda r: pg.log["requests"].append(r.url))
-        pg.on("dialog", lambda d: (pg.log["dialogs"].append(d.message), d.dismiss()))
+    with watched_page(width=1300, height=900, local=("file:",)) as pg:
         yield pg
-        browser.close()
 
 
 def _open(page, path: Path) -> dict:
@@ -57,7 +39,7 @@ def test_sample_report_opens_offline_and_draws_every_figure(page, coupled_store,
     out = tmp_path / "coupled.html"
     assert run_cli("report", coupled_store.path, "-o", out).code == 0
     log = _open(page, out)
-    assert [u for u in log["requests"] if not u.startswith(("file:", "data:", "blob:"))] == []
+    assert log["external"] == []
     assert log["errors"] == []
     ids = page.eval_on_selector_all("section[id]", "els => els.map(e => e.id)")
     assert ids == ["summary", "headline", "figures", "tables", "provenance", "command"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dash import html
+from dash import Input, Output, State, html, no_update
 
 from dashboards.components import message
 from dashboards.jobs import Jobs
@@ -49,3 +49,30 @@ def poll(jobs: Jobs, job: Any, render: Callable[[Any], list]) -> tuple[Any, Any,
     if st["state"] == "cancelled":
         return html.Div("cancelled", id="job-progress"), None, True
     return html.Div("failed", id="job-progress"), message(st["error"] or "failed"), True
+
+
+def register_job_controls(
+    app: Any, jobs: Jobs, *, prefix: str, job_store: str, render: Callable[[Any], list]
+) -> None:
+    """The Cancel button and the progress poll of a page's background job (ids ``{prefix}-cancel``,
+    ``{prefix}-cancel-msg``, ``{prefix}-poll``, ``{prefix}-progress``, ``{prefix}-result``; the tab's
+    job in the ``job_store`` dcc.Store)."""
+
+    @app.callback(
+        Output(f"{prefix}-cancel-msg", "children", allow_duplicate=True),
+        Input(f"{prefix}-cancel", "n_clicks"),
+        State(job_store, "data"),
+        prevent_initial_call=True,
+    )
+    def _cancel(n, job):
+        if not n:
+            return no_update
+        return None if jobs.cancel((job or {}).get("id")) else html.P("nothing running", className="note")
+
+    app.callback(
+        Output(f"{prefix}-progress", "children"),
+        Output(f"{prefix}-result", "children"),
+        Output(f"{prefix}-poll", "disabled"),
+        Input(f"{prefix}-poll", "n_intervals"),
+        Input(job_store, "data"),
+    )(lambda _n, job: poll(jobs, job, render))

@@ -13,7 +13,7 @@ from asaptrace.units import human_ns
 from asaptrace.viz.replay import recovered_waterfall, replay_steps
 from dashboards.components import graph, message
 from dashboards.jobs import Jobs, JobsBusy
-from dashboards.pages._jobs_ui import POLL_MS, buttons, poll
+from dashboards.pages._jobs_ui import POLL_MS, buttons, register_job_controls
 from dashboards.state import Stores, StoreUnavailable
 
 PATH, TITLE = "/replay", "Replay"
@@ -184,21 +184,4 @@ def register(app, stores: Stores, jobs: Jobs) -> None:
             stores, jobs, key, policy, {p: v for (p, _, _), v in zip(KNOBS, vals, strict=True)}, mech
         )
 
-    @app.callback(
-        Output("rp-cancel-msg", "children", allow_duplicate=True),
-        Input("rp-cancel", "n_clicks"),
-        State("replay-job", "data"),
-        prevent_initial_call=True,
-    )
-    def _cancel(n, job):
-        if not n:
-            return no_update
-        return None if jobs.cancel((job or {}).get("id")) else html.P("nothing running", className="note")
-
-    app.callback(
-        Output("rp-progress", "children"),
-        Output("rp-result", "children"),
-        Output("rp-poll", "disabled"),
-        Input("rp-poll", "n_intervals"),
-        Input("replay-job", "data"),
-    )(lambda _n, job: poll(jobs, job, replay_result))
+    register_job_controls(app, jobs, prefix="rp", job_store="replay-job", render=replay_result)

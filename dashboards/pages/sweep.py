@@ -16,7 +16,7 @@ from asaptrace import pipeline
 from asaptrace.viz.sweep import sensitivity_tornado, ttft_curves
 from dashboards.components import graph, message, text_table
 from dashboards.jobs import Jobs, JobsBusy
-from dashboards.pages._jobs_ui import POLL_MS, buttons, poll
+from dashboards.pages._jobs_ui import POLL_MS, buttons, register_job_controls
 
 PATH, TITLE = "/sweep", "Sweep"
 UNAVAILABLE = "The SLO sweep is not available in this build (asaptrace.pipeline has no sweep)."
@@ -141,21 +141,4 @@ def register(app, stores, jobs: Jobs) -> None:
             return no_update, no_update
         return start_sweep(jobs, policies, rates, duration, vary)
 
-    @app.callback(
-        Output("sw-cancel-msg", "children", allow_duplicate=True),
-        Input("sw-cancel", "n_clicks"),
-        State("sweep-job", "data"),
-        prevent_initial_call=True,
-    )
-    def _cancel(n, job):
-        if not n:
-            return no_update
-        return None if jobs.cancel((job or {}).get("id")) else html.P("nothing running", className="note")
-
-    app.callback(
-        Output("sw-progress", "children"),
-        Output("sw-result", "children"),
-        Output("sw-poll", "disabled"),
-        Input("sw-poll", "n_intervals"),
-        Input("sweep-job", "data"),
-    )(lambda _n, job: poll(jobs, job, sweep_result))
+    register_job_controls(app, jobs, prefix="sw", job_store="sweep-job", render=sweep_result)
