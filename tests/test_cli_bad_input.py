@@ -238,3 +238,32 @@ def test_the_console_script_shows_no_traceback_either(work):
     assert run.stderr.strip().splitlines() == [
         "error: /proc/x.store: cannot write in /proc (it takes no new files)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        # a negative --jobs is refused by the option's bound
+        (
+            ["ingest", "t.json", "-o", "o.store", "--jobs", "-1"],
+            "error: asaptrace ingest: Invalid value for '--jobs' / '-j': Input should be greater than or "
+            "equal to 1 (see 'asaptrace ingest -h')",
+        ),
+        # a required option left out
+        (
+            ["ingest", "t.json"],
+            "error: asaptrace ingest: Missing option '-o' / '--output'. (see 'asaptrace ingest -h')",
+        ),
+        # a command that does not exist
+        (["frobnicate"], "error: asaptrace: No such command 'frobnicate'. (see 'asaptrace -h')"),
+    ],
+)
+def test_usage_errors_are_one_line_too(args, expected, tmp_path):
+    # click's usage errors come as a multi-line box by default; the console script says them in one
+    # line naming the command and where its help is, exit 2, and writes nothing
+    run = subprocess.run(
+        [sys.executable, "-m", "asaptrace.cli", *args], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.strip().splitlines() == [expected]
+    assert list(tmp_path.iterdir()) == []

@@ -31,6 +31,15 @@ out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
 
+def usage_error_line(e: Any) -> str:
+    """A click usage error (bad or missing option, unknown command) as one line: where it happened,
+    what was wrong, and where help is — instead of typer's multi-line box."""
+    ctx = getattr(e, "ctx", None)
+    where = ctx.command_path if ctx is not None else "asaptrace"
+    message = " ".join(e.format_message().split())
+    return f"error: {where}: {message} (see '{where} -h')"
+
+
 def user_errors(fn: F) -> F:
     """Turn any :class:`AsaptraceError` into one line on stderr and exit code 2 (no traceback)."""
 

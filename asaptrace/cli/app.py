@@ -6,12 +6,13 @@ on stderr, exit 2. Heavy modules are imported inside the commands, so ``--help``
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
 
 from asaptrace import __version__
-from asaptrace.cli._common import out
+from asaptrace.cli._common import err, out, usage_error_line
 from asaptrace.cli.analyze import analyze
 from asaptrace.cli.compare import compare
 from asaptrace.cli.dashboard import dashboard
@@ -53,4 +54,17 @@ for command in (ingest, info, analyze, replay, sweep, report, dashboard, export,
 
 
 def main() -> None:
-    app()
+    """The console script: usage errors (bad or missing options) are one line on stderr, exit 2."""
+    # the click typer runs on (typer ≥ 0.20 vendors its own): the base of its usage errors
+    click_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    try:
+        code = app(standalone_mode=False, prog_name="asaptrace")
+    except typer.Abort:
+        err.print("interrupted")
+        sys.exit(130)
+    except click_error as e:  # UsageError, BadParameter, MissingParameter, NoSuchOption, …
+        if not e.format_message():  # no arguments at all: the help was the answer
+            sys.exit(e.exit_code)
+        err.print(usage_error_line(e), markup=False, highlight=False, soft_wrap=True)
+        sys.exit(e.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
