@@ -532,7 +532,11 @@ def export_store(
     store_path: Path, output: Path, *, fmt: str = "perfetto", per_rank: bool = False
 ) -> list[Path]:
     """Write a store's Chrome/Perfetto trace: one ``run.json.gz`` or, with ``per_rank``, a folder of one
-    file per rank (the form ``asaptrace ingest`` reads back rank by rank)."""
+    file per rank (the form ``asaptrace ingest`` reads back rank by rank).
+
+    A disaggregated store (attention and expert ranks, e.g. a replayed ASAP run) also gets a counter
+    track of the in-flight MoE items on the pool (:mod:`asaptrace.analyze.in_flight`)."""
+    from asaptrace.analyze.in_flight import in_flight_moe_items
     from asaptrace.export import EXPORT_FORMATS
     from asaptrace.export.perfetto import split_by_rank, write_trace
 
@@ -546,11 +550,13 @@ def export_store(
         check_output_file(output)
     store = TraceStore.open(store_path)
     diag = diagnose_store(store)
+    in_flight = in_flight_moe_items(store.events(), store.ranks())
     trace = exporter(
         store.events(),
         store.ranks(),
         _waits(diag),
         streams=store.read("streams"),
+        counters=in_flight if in_flight.height else None,
         metadata={"store": Path(store_path).name},
     )
     if not per_rank:
