@@ -195,3 +195,9 @@ def test_hand_made_results_with_vary_rows_add_the_tornado_and_escape_knob_names(
     assert '<div id="fig-sweep-tornado">' in html and 'id="table-sweep-vary"' in html
     assert "<script>alert(1)</script>" not in html and "<b>reading</b>" not in html
     assert "hand-made &lt;b&gt;reading&lt;/b&gt;" in html
+
+
+def test_the_report_shows_the_command_with_every_replay_and_the_sweep(report):
+    cmd = unescape(re.search(r'<pre class="command">([^<]*)</pre>', report).group(1))
+    assert " --replay " in cmd and cmd.count("--replay") == 1 and "asap.store" in cmd
+    assert " --sweep " in cmd and "sweep.json" in cmd

@@ -14,6 +14,7 @@ stores and files). Every string is rendered by the report's autoescaping templat
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Any
 
 import polars as pl
@@ -46,8 +47,14 @@ def reproduction_error(block: dict[str, Any]) -> str:
     return f"±{block['error_mean_pct']:.2f} % mean, {block['error_max_pct']:.2f} % max"
 
 
+def _store_name(path: str | None) -> str:
+    """The replayed store's source by its name (a full path would tie the report to one machine)."""
+    return PurePath(path).name if path else "the measured store"
+
+
 def _params_text(params: dict[str, Any] | None) -> str:
-    return ", ".join(f"{k}={v}" for k, v in (params or {}).items()) or "defaults"
+    shown = (f"{k}={'default' if v is None else v}" for k, v in (params or {}).items())
+    return ", ".join(shown) or "defaults"
 
 
 def replay_section(
@@ -61,10 +68,16 @@ def replay_section(
     res = replay_result(block)
     err = reproduction_error(block)
     sid = f"replay-{index}"
-    kind = (block.get("deployment") or {}).get("kind", "unknown")
+    dep = block.get("deployment") or {}
+    kind = dep.get("kind", "unknown")
+    if {"groups", "tp", "devices"} <= dep.keys():
+        kind += f" deployment of {dep['devices']} devices ({dep['groups']}×{dep['tp']} attention"
+        kind += f" + {dep['experts']} expert)" if dep.get("experts") else ")"
+    else:
+        kind += " deployment"
     text = (
-        f"{label} replays {block.get('of') or 'the measured store'} under the {res['policy']} policy "
-        f"({_params_text(block.get('params'))}) on a {kind} deployment. The reference replay "
+        f"{label} replays {_store_name(block.get('of'))} under the {res['policy']} policy "
+        f"({_params_text(block.get('params'))}) on a {kind}. The reference replay "
         f"({block.get('reference_policy') or '–'}) reproduces the measured step times with an error "
         f"of {err}; every what-if number below is quoted with it."
     )
