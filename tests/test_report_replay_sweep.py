@@ -201,3 +201,18 @@ def test_the_report_shows_the_command_with_every_replay_and_the_sweep(report):
     cmd = unescape(re.search(r'<pre class="command">([^<]*)</pre>', report).group(1))
     assert " --replay " in cmd and cmd.count("--replay") == 1 and "asap.store" in cmd
     assert " --sweep " in cmd and "sweep.json" in cmd
+
+
+def test_a_hostile_replayed_store_name_is_escaped_in_html_and_markdown(coupled_store, replayed, tmp_path):
+    import shutil
+
+    name = '"><img src=x onerror=alert(1)>.store'
+    shutil.copytree(replayed[1], tmp_path / name)
+    for fmt in ("html", "md"):
+        out = tmp_path / f"r.{fmt}"
+        r = run_cli("report", coupled_store.path, "--replay", tmp_path / name, "--format", fmt, "-o", out)
+        assert r.code == 0, r.stderr
+        text = out.read_text()
+        if fmt == "md":  # the command is quoted in a fenced code block, where Markdown shows it literally
+            text = re.sub(r"```.*?```", "", text, flags=re.S)
+        assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
