@@ -216,3 +216,15 @@ def test_a_hostile_replayed_store_name_is_escaped_in_html_and_markdown(coupled_s
         if fmt == "md":  # the command is quoted in a fenced code block, where Markdown shows it literally
             text = re.sub(r"```.*?```", "", text, flags=re.S)
         assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+
+
+def test_the_report_of_a_replayed_store_names_the_replay_and_its_error_in_the_provenance(replayed, tmp_path):
+    result, path = replayed
+    out = tmp_path / "replayed.html"
+    assert run_cli("report", path, "-o", out).code == 0
+    html = out.read_text()
+    shown = unescape(re.search(r'<dd id="provenance-replay">([^<]*)</dd>', html).group(1))
+    err = f"±{result['error_mean_pct']:.2f} % mean, {result['error_max_pct']:.2f} % max"
+    assert shown.startswith(f"{Path(result['store']).name} replayed under asap (") and shown.endswith(
+        f"reference replay (coupled) error {err}"
+    )

@@ -52,6 +52,18 @@ def _store_name(path: str | None) -> str:
     return PurePath(path).name if path else "the measured store"
 
 
+def replay_provenance(block: dict[str, Any] | None) -> str:
+    """What a replayed store replays and its reproduction error, for the report's provenance ("" for
+    a measured store)."""
+    if not isinstance(block, dict) or not all(k in block for k in REPLAY_KEYS):
+        return ""
+    return (
+        f"{_store_name(block.get('of'))} replayed under {block['policy']} "
+        f"({_params_text(block.get('params'))}); reference replay "
+        f"({block.get('reference_policy') or '–'}) error {reproduction_error(block)}"
+    )
+
+
 def _params_text(params: dict[str, Any] | None) -> str:
     shown = (f"{k}={'default' if v is None else v}" for k, v in (params or {}).items())
     return ", ".join(shown) or "defaults"
