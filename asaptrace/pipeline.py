@@ -61,7 +61,9 @@ __all__ = [
     "enrich_store",
     "export_store",
     "open_store",
+    "read_sweep_results",
     "read_tables",
+    "replay_block",
     "replay_policies",
     "replay_store",
     "report_store",
@@ -429,19 +431,35 @@ def report_store(
     fmt: Literal["html", "md"] = "html",
     compare_path: Path | None = None,
     sections: Sequence[Section] = (),
+    replays: Sequence[Path] = (),
+    sweep_path: Path | None = None,
     store_label: str | None = None,
     path_root: Path | None = None,
 ) -> Path:
     """Diagnose a store (and optionally a second one to compare with) and write its report atomically.
 
-    ``sections`` is where the replay and the sweep add theirs (see asaptrace.report.sections).
+    ``sections`` are added after the built-in ones (see asaptrace.report.sections); ``replays`` (stores
+    written by :func:`replay_store`) each add a Replay section with the measured-vs-replayed
+    comparison, ``sweep_path`` (a :func:`sweep` results JSON) a Sweep section
+    (asaptrace.report.replay_sweep). Every input is read before anything is written.
     """
     from asaptrace.report.render import render_report
+    from asaptrace.report.replay_sweep import replay_section, sweep_section
     from asaptrace.viz.timeline import worst_window
 
     output = check_output_file(output)
     store = TraceStore.open(store_path)
+    replayed = [(Path(p), TraceStore.open(p)) for p in replays]
+    blocks = [replay_block(s) for _, s in replayed]
+    results = read_sweep_results(sweep_path) if sweep_path is not None else None
     diag = diagnose_store(store)
+    extra = [
+        replay_section(i, p.name, block, compare_diagnoses(diag, diagnose_store(s)))
+        for i, ((p, s), block) in enumerate(zip(replayed, blocks, strict=True), start=1)
+    ]
+    if results is not None:
+        extra.append(sweep_section(results, Path(sweep_path).name))  # type: ignore[arg-type]
+    sections = [*sections, *extra]
     other = None
     if compare_path is not None:
         other = (Path(compare_path).name, diagnose_store(TraceStore.open(compare_path)))
@@ -466,11 +484,59 @@ def report_store(
     return write_text_atomic(output, text)
 
 
+def replay_block(store: TraceStore) -> dict[str, Any]:
+    """The ``replay`` block of a replayed store's meta.json (docs/analyses/replay.md); a store that is
+    not a replay is a :class:`UsageError` naming it."""
+    from asaptrace.report.replay_sweep import REPLAY_KEYS
+
+    block = store.meta.get("replay")
+    if not isinstance(block, dict):
+        raise UsageError("is not a replayed store (its meta.json has no replay block)", path=store.path)
+    missing = [k for k in REPLAY_KEYS if k not in block]
+    if missing:
+        raise UsageError(f"replay block of meta.json lacks {', '.join(missing)}", path=store.path)
+    return block
+
+
+def read_sweep_results(path: str | Path) -> dict[str, Any]:
+    """A sweep results JSON (docs/reference/sweep-json.md), checked to be one (UsageError otherwise)."""
+    import json
+
+    from asaptrace.report.replay_sweep import SWEEP_KEYS
+
+    try:
+        result = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError("no such sweep results file", path=path) from None
+    except IsADirectoryError:
+        raise UsageError("is a folder, not a sweep results JSON", path=path) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UsageError(f"is not a sweep results JSON ({' '.join(str(err).split())})", path=path) from None
+    if not isinstance(result, dict) or any(k not in result for k in SWEEP_KEYS):
+        raise UsageError(
+            "is not a sweep results JSON (expects the keys of `asaptrace sweep -o`: "
+            + ", ".join(SWEEP_KEYS)
+            + ")",
+            path=path,
+        )
+    shapes = {"policies": list, "curves": dict, "slo_rps": dict, "slo_ttft_ns": (int, float)}
+    wrong = [k for k, t in shapes.items() if not isinstance(result[k], t)]
+    if wrong:
+        raise UsageError(f"is not a sweep results JSON ({', '.join(wrong)} of the wrong type)", path=path)
+    if result["schema_version"] != 1:
+        raise UsageError(f"sweep results schema_version {result['schema_version']!r} (expects 1)", path=path)
+    return result
+
+
 def export_store(
     store_path: Path, output: Path, *, fmt: str = "perfetto", per_rank: bool = False
 ) -> list[Path]:
     """Write a store's Chrome/Perfetto trace: one ``run.json.gz`` or, with ``per_rank``, a folder of one
-    file per rank (the form ``asaptrace ingest`` reads back rank by rank)."""
+    file per rank (the form ``asaptrace ingest`` reads back rank by rank).
+
+    A disaggregated store (attention and expert ranks, e.g. a replayed ASAP run) also gets a counter
+    track of the in-flight MoE items on the pool (:mod:`asaptrace.analyze.in_flight`)."""
+    from asaptrace.analyze.in_flight import in_flight_moe_items
     from asaptrace.export import EXPORT_FORMATS
     from asaptrace.export.perfetto import split_by_rank, write_trace
 
@@ -484,11 +550,13 @@ def export_store(
         check_output_file(output)
     store = TraceStore.open(store_path)
     diag = diagnose_store(store)
+    in_flight = in_flight_moe_items(store.events(), store.ranks())
     trace = exporter(
         store.events(),
         store.ranks(),
         _waits(diag),
         streams=store.read("streams"),
+        counters=in_flight if in_flight.height else None,
         metadata={"store": Path(store_path).name},
     )
     if not per_rank:

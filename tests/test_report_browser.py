@@ -17,7 +17,6 @@ from tests._report_helpers import hostile_store
 pytestmark = BROWSER_MARKS
 #: Figures of a report, each drawn into an SVG by plotly when the page has run.
 N_FIGURES = 7
-FIGURES_DRAWN = f"document.querySelectorAll('.plot .main-svg').length >= {N_FIGURES}"
 
 
 @pytest.fixture(scope="module")
@@ -26,12 +25,14 @@ def page():
         yield pg
 
 
-def _open(page, path: Path) -> dict:
+def _open(page, path: Path, n_figures: int = N_FIGURES) -> dict:
     for v in page.log.values():
         v.clear()
     page.goto(path.resolve().as_uri())
     page.wait_for_load_state("networkidle")
-    page.wait_for_function(FIGURES_DRAWN, timeout=30_000)
+    page.wait_for_function(
+        f"document.querySelectorAll('.plot .main-svg').length >= {n_figures}", timeout=30_000
+    )
     return page.log
 
 
@@ -46,6 +47,25 @@ def test_sample_report_opens_offline_and_draws_every_figure(page, coupled_store,
     # the timeline is WebGL, the others SVG; each figure has its traces
     assert page.locator("#fig-timeline .gl-container").count() == 1
     assert page.evaluate("document.getElementById('fig-group-bars').data.length") == 6
+
+
+def test_report_with_replay_and_sweep_sections_draws_them_offline(page, coupled_store, tmp_path):
+    from asaptrace import pipeline
+
+    replayed = tmp_path / "asap.store"
+    pipeline.replay_store(coupled_store.path, "asap", out=replayed)
+    results = tmp_path / "sweep.json"
+    pipeline.sweep(policies=("default", "asap"), rates=(1.0, 40.0), knobs={"duration_s": 20}, out=results)
+    out = tmp_path / "r.html"
+    assert (
+        run_cli("report", coupled_store.path, "--replay", replayed, "--sweep", results, "-o", out).code == 0
+    )
+    log = _open(page, out, N_FIGURES + 4)  # + replay steps and waterfall, TTFT curves and p50/p99
+    assert log["external"] == [] and log["errors"] == []
+    ids = page.eval_on_selector_all("section[id]", "els => els.map(e => e.id)")
+    assert ids == ["summary", "headline", "figures", "tables", "replay-1", "sweep", "provenance", "command"]
+    assert page.evaluate("document.getElementById('fig-replay-1-recovered').data[0].type") == "waterfall"
+    assert page.evaluate("document.getElementById('fig-sweep-quantiles').data.length") == 4
 
 
 def test_hostile_names_show_as_text_and_run_nothing(page, tmp_path):

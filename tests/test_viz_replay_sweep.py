@@ -78,6 +78,39 @@ def test_ttft_curves_one_line_per_policy_sorted_by_rate_with_the_slo_line():
     assert line.y0 == line.y1 == 1.0
 
 
+def test_ttft_quantiles_p50_solid_p99_dotted_per_policy_sorted_by_rate():
+    # hand-built: default at 2/s has p50 1.2 s and p99 3 s; at 1/s p50 0.4 s, p99 0.9 s (listed out of
+    # order, so the figure must sort); asap has a point without quantiles (older results) → skipped
+    result = {
+        "slo_ttft_ns": 1_000 * MS,
+        "curves": {
+            "default": [
+                {"rate": 2.0, "p50_ttft_ns": 1_200 * MS, "p99_ttft_ns": 3_000 * MS},
+                {"rate": 1.0, "p50_ttft_ns": 400 * MS, "p99_ttft_ns": 900 * MS},
+            ],
+            "<i>asap</i>": [
+                {"rate": 1.0, "p50_ttft_ns": 250 * MS, "p99_ttft_ns": 500 * MS},
+                {"rate": 2.0, "mean_ttft_ns": 600 * MS},
+            ],
+        },
+    }
+    fig = sweep.ttft_quantiles(result)
+    d50, d99, a50, a99 = fig.data
+    assert (d50.name, d99.name) == ("default p50", "default p99")
+    assert list(d50.x) == [1.0, 2.0] and list(d50.y) == [0.4, 1.2]
+    assert list(d99.y) == [0.9, 3.0] and d99.line.dash == "dot" and d50.line.dash == "solid"
+    assert d50.line.color == d99.line.color != a50.line.color  # one colour per policy
+    assert a50.name == "&lt;i&gt;asap&lt;/i&gt; p50" and list(a50.x) == [1.0] and list(a99.y) == [0.5]
+    (line,) = fig.layout.shapes
+    assert line.y0 == line.y1 == 1.0
+    assert fig.layout.yaxis.title.text == "TTFT (s)"
+    assert fig.layout.xaxis.title.text == "request rate (1/s)"
+
+
+def test_ttft_quantiles_says_so_without_points():
+    assert "no sweep points" in sweep.ttft_quantiles({"curves": {}}).layout.annotations[0].text
+
+
 def test_tornado_widest_swing_on_top_and_knob_names_inert():
     (bar,) = sweep.sensitivity_tornado(_sweep_result()).data
     # plotly draws bottom-up, so the widest (listed first by the sweep) is the last bar

@@ -170,7 +170,11 @@ def invocation(ctx: Any) -> str:
         value = ctx.params.get(p.name or "")
         if p.param_type_name == "argument":
             words += [str(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
-        elif p.param_type_name == "option" and value is not None and value != p.default:
+        elif p.param_type_name == "option" and value not in (None, (), []) and value != p.default:
             flag = max(p.opts, key=len)
-            opts += [flag] if getattr(p, "is_flag", False) else [flag, str(value)]
+            if getattr(p, "is_flag", False):
+                opts.append(flag)
+            else:  # a repeatable option is retyped once per value
+                for v in value if isinstance(value, (list, tuple)) else [value]:
+                    opts += [flag, str(v)]
     return shlex.join(words + opts)

@@ -22,14 +22,36 @@ def report(
     compare_with: Annotated[
         Path | None, typer.Option("--compare", help="A second store to compare with, as a section.")
     ] = None,
+    replays: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--replay",
+            help="A replayed store (`asaptrace replay STORE -o …`) to add as a Replay section; repeatable.",
+        ),
+    ] = None,
+    sweep_results: Annotated[
+        Path | None,
+        typer.Option(
+            "--sweep", help="A sweep results JSON (`asaptrace sweep -o …`) to add as a Sweep section."
+        ),
+    ] = None,
 ) -> None:
     """Write the diagnostic report of a store: findings, figures, key tables, provenance, this command.
 
     Example: asaptrace report run.store -o reports/run.html
+    Example: asaptrace report run.store --replay asap.store --sweep sweep.json -o reports/run.html
     """
     from asaptrace.pipeline import report_store
 
     if fmt not in ("html", "md"):
         raise typer.BadParameter("must be html or md", param_hint="--format")
-    path = report_store(store, output, command=invocation(ctx), fmt=fmt, compare_path=compare_with)  # type: ignore[arg-type]
+    path = report_store(
+        store,
+        output,
+        command=invocation(ctx),
+        fmt=fmt,
+        compare_path=compare_with,  # type: ignore[arg-type]
+        replays=replays or (),
+        sweep_path=sweep_results,
+    )
     out.print(f"wrote [bold]{path}[/] ({human_bytes(path.stat().st_size)})")

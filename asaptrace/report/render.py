@@ -3,7 +3,8 @@
 :func:`render_report` lays out, top to bottom: a summary in plain words (the ranked findings), the
 headline numbers, the figures (``asaptrace.viz``), the key tables, an optional comparison with a
 second run, the sections other layers add (``sections=``, see :mod:`asaptrace.report.sections`), the
-run's provenance (sources with sizes and hashes, event accounting, clock alignment, taxonomy) and
+run's provenance (sources with sizes and hashes, event accounting, clock alignment, taxonomy; for a
+replayed store, what it replays and the replay's reproduction error) and
 the exact command that made it.
 
 Safe and offline by construction:
@@ -33,6 +34,7 @@ from plotly.offline import get_plotlyjs
 
 from asaptrace import __version__
 from asaptrace.analyze.compare import HEADLINE_METRICS, compare, headline
+from asaptrace.report.replay_sweep import replay_provenance
 from asaptrace.report.sections import FigureView, Section, TableView
 from asaptrace.units import cell, format_table, human_ns, metric_value, more_rows
 from asaptrace.views import shown_tables
@@ -159,6 +161,7 @@ def _provenance(diag: Diagnosis, store_meta: dict[str, Any], root: Path | None) 
         "batches_source": diag.meta.get("batches_source") or "–",
         "notes": list(diag.notes),
         "store_version": store_meta.get("asaptrace_version", "–"),
+        "replay": replay_provenance(store_meta.get("replay")),
     }
 
 

@@ -3,6 +3,10 @@
 Input: the sweep's result object (``asaptrace sweep --json``; keys in docs/reference/sweep-json.md):
 ``curves`` (per policy, points with ``rate`` and ``mean_ttft_ns``), ``slo_ttft_ns``, ``slo_rps`` and
 ``tornado`` (per varied knob, the lowest and highest ratio).
+
+The results carry per rate only the mean, p50 and p99 TTFT (no per-request TTFTs, no other
+quantiles), so the "TTFT CDF per policy" of issue 11 is drawn as :func:`ttft_quantiles`: the p50
+and p99 TTFT per rate, the two points of each policy's CDF the sweep keeps.
 """
 
 from __future__ import annotations
@@ -47,6 +51,43 @@ def ttft_curves(result: dict[str, Any]) -> go.Figure:
             annotation_text=f"SLO {slo / 1e9:g} s",
         )
     return styled(fig, title=title, x_title="request rate (1/s)", y_title="mean TTFT (s)")
+
+
+#: The quantile lines of :func:`ttft_quantiles`: (key of a curve point, legend suffix, line dash).
+QUANTILES = (("p50_ttft_ns", "p50", "solid"), ("p99_ttft_ns", "p99", "dot"))
+
+
+def ttft_quantiles(result: dict[str, Any]) -> go.Figure:
+    """p50 (solid) and p99 (dotted) TTFT (s) against request rate, per policy.
+
+    The sweep's results keep only these two points of each rate's TTFT distribution (not the
+    per-request TTFTs a full CDF needs), so this is the CDF the results can show: where half and
+    99 % of the requests had their first token, rate by rate, with the SLO line.
+    """
+    title = "p50 and p99 TTFT vs request rate (p99 dotted, SLO line dashed)"
+    curves = result.get("curves") or {}
+    if not any(curves.values()):
+        return empty_figure(title, "no sweep points")
+    fig = go.Figure()
+    for i, (policy, points) in enumerate(curves.items()):
+        for key, suffix, dash in QUANTILES:
+            pts = sorted((p for p in points if p.get(key) is not None), key=lambda p: p["rate"])
+            fig.add_trace(
+                go.Scatter(
+                    x=[p["rate"] for p in pts],
+                    y=[round(p[key] / 1e9, 6) for p in pts],
+                    mode="lines+markers",
+                    name=f"{plain(policy)} {suffix}",
+                    line={"color": POLICY_COLOURS[i % len(POLICY_COLOURS)], "dash": dash},
+                    hovertemplate=f"{plain(policy)} {suffix}: " + "%{x:.3g}/s → %{y:.3g} s<extra></extra>",
+                )
+            )
+    slo = result.get("slo_ttft_ns")
+    if slo:
+        fig.add_hline(
+            y=slo / 1e9, line={"color": WAIT_COLOUR, "dash": "dash"}, annotation_text=f"SLO {slo / 1e9:g} s"
+        )
+    return styled(fig, title=title, x_title="request rate (1/s)", y_title="TTFT (s)")
 
 
 def sensitivity_tornado(result: dict[str, Any]) -> go.Figure:

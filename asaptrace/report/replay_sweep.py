@@ -1,0 +1,296 @@
+"""The report's Replay and Sweep sections, from what the replay and the sweep leave behind.
+
+* :func:`replay_section`: a replayed store's ``meta.json`` ``replay`` block (docs/analyses/replay.md,
+  "The replayed store") → the policy and its parameters, measured vs replayed step times, the
+  recovered time by cause, each what-if number beside the reference replay's reproduction error,
+  and the measured-vs-replayed comparison (``asaptrace.analyze.compare`` tables).
+* :func:`sweep_section`: a sweep results object (docs/reference/sweep-json.md) → the TTFT curves
+  with the SLO line, the p50/p99 TTFT per rate, the SLO-throughput table with the paper's numbers
+  beside ours, the sweep's own reading, and the tornado when knobs were varied.
+
+Pure: dicts and frames in, :class:`~asaptrace.report.sections.Section` out (the pipeline reads the
+stores and files). Every string is rendered by the report's autoescaping templates.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import Any
+
+import polars as pl
+
+from asaptrace.report.sections import FigureView, Section, TableView
+from asaptrace.units import cell, metric_value
+from asaptrace.viz.replay import recovered_waterfall, replay_steps
+from asaptrace.viz.sweep import sensitivity_tornado, ttft_curves, ttft_quantiles
+
+#: The keys a replayed store's ``replay`` block must carry for its section.
+REPLAY_KEYS = ("policy", "steps", "recovered_ns", "error_mean_pct", "error_max_pct")
+#: The keys a sweep results object must carry for its section.
+SWEEP_KEYS = ("schema_version", "policies", "curves", "slo_rps", "slo_ttft_ns")
+
+
+def replay_result(block: dict[str, Any]) -> dict[str, Any]:
+    """The replay block with the totals of the replay's JSON form (``measured_ns``, ``reference_ns``,
+    ``replayed_ns``, ``baseline_ns``), which the figures read; the block itself keeps only the steps.
+
+    baseline (the coupled replay) = replayed + Σ recovered, the identity the replay checks.
+    """
+    steps = block.get("steps") or []
+    totals = {k: sum(int(s[k]) for s in steps) for k in ("measured_ns", "reference_ns", "replayed_ns")}
+    recovered = sum(int(v) for v in (block.get("recovered_ns") or {}).values())
+    return {**block, **totals, "baseline_ns": totals["replayed_ns"] + recovered}
+
+
+def reproduction_error(block: dict[str, Any]) -> str:
+    """The reference replay's error against the measurement, as printed beside each what-if number."""
+    return f"±{block['error_mean_pct']:.2f} % mean, {block['error_max_pct']:.2f} % max"
+
+
+def _store_name(path: str | None) -> str:
+    """The replayed store's source by its name (a full path would tie the report to one machine)."""
+    return PurePath(path).name if path else "the measured store"
+
+
+def replay_provenance(block: dict[str, Any] | None) -> str:
+    """What a replayed store replays and its reproduction error, for the report's provenance ("" for
+    a measured store)."""
+    if not isinstance(block, dict) or not all(k in block for k in REPLAY_KEYS):
+        return ""
+    return (
+        f"{_store_name(block.get('of'))} replayed under {block['policy']} "
+        f"({_params_text(block.get('params'))}); reference replay "
+        f"({block.get('reference_policy') or '–'}) error {reproduction_error(block)}"
+    )
+
+
+def _params_text(params: dict[str, Any] | None) -> str:
+    shown = (f"{k}={'default' if v is None else v}" for k, v in (params or {}).items())
+    return ", ".join(shown) or "defaults"
+
+
+def replay_section(
+    index: int,
+    label: str,
+    block: dict[str, Any],
+    comparison: dict[str, pl.DataFrame] | None = None,
+) -> Section:
+    """The section of one replayed store (``label``: its name; ``comparison``: measured vs replayed,
+    the tables of :func:`asaptrace.analyze.compare.compare` with a = measured, b = replayed)."""
+    res = replay_result(block)
+    err = reproduction_error(block)
+    sid = f"replay-{index}"
+    dep = block.get("deployment") or {}
+    kind = dep.get("kind", "unknown")
+    if {"groups", "tp", "devices"} <= dep.keys():
+        kind += f" deployment of {dep['devices']} devices ({dep['groups']}×{dep['tp']} attention"
+        kind += f" + {dep['experts']} expert)" if dep.get("experts") else ")"
+    else:
+        kind += " deployment"
+    text = (
+        f"{label} replays {_store_name(block.get('of'))} under the {res['policy']} policy "
+        f"({_params_text(block.get('params'))}) on a {kind}. The reference replay "
+        f"({block.get('reference_policy') or '–'}) reproduces the measured step times with an error "
+        f"of {err}; every what-if number below is quoted with it."
+    )
+    steps = pl.DataFrame(
+        [
+            {
+                "step": int(s["step"]),
+                "measured_ns": int(s["measured_ns"]),
+                "reference_ns": int(s["reference_ns"]),
+                "replayed_ns": int(s["replayed_ns"]),
+                "reference_error_share": (
+                    abs(int(s["reference_ns"]) - int(s["measured_ns"])) / int(s["measured_ns"])
+                    if int(s["measured_ns"])
+                    else None
+                ),
+            }
+            for s in res["steps"]
+        ],
+        schema={
+            "step": pl.Int64,
+            "measured_ns": pl.Int64,
+            "reference_ns": pl.Int64,
+            "replayed_ns": pl.Int64,
+            "reference_error_share": pl.Float64,
+        },
+    )
+    causes = res.get("recovered_ns") or {}
+    recovered = pl.DataFrame(
+        {
+            "cause": [*(c.replace("_", " ") for c in causes), "total (coupled replay − replayed)"],
+            "recovered_ns": [*(int(v) for v in causes.values()), res["baseline_ns"] - res["replayed_ns"]],
+            "reproduction_error": [err] * (len(causes) + 1),
+        },
+        schema={"cause": pl.String, "recovered_ns": pl.Int64, "reproduction_error": pl.String},
+    )
+    tables = [
+        TableView(
+            f"table-{sid}-steps",
+            "Measured vs replayed step time",
+            steps,
+            caption="reference error = |reference − measured| / measured, per step",
+        ),
+        TableView(
+            f"table-{sid}-recovered",
+            "Recovered time by cause (all steps)",
+            recovered,
+            caption="recovered = coupled replay − this replay (negative: this replay is slower)",
+        ),
+    ]
+    if comparison is not None:
+        tables += compare_views(sid, comparison)
+    return Section(
+        sid,
+        f"Replay: {res['policy']} ({label})",
+        text,
+        figures=(
+            FigureView(f"fig-{sid}-steps", replay_steps(res)),
+            FigureView(f"fig-{sid}-recovered", recovered_waterfall(res)),
+        ),
+        tables=tuple(tables),
+    )
+
+
+def compare_views(sid: str, comparison: dict[str, pl.DataFrame]) -> list[TableView]:
+    """The measured-vs-replayed comparison as two tables (each headline metric in its own unit)."""
+    overall = comparison["compare_overall"]
+    rows = [
+        {
+            "metric": r["metric"],
+            "measured": metric_value(r["unit"], r["metric"], r["a"]),
+            "replayed": metric_value(r["unit"], r["metric"], r["b"]),
+            "delta": metric_value(r["unit"], r["metric"], r["delta"]),
+            "ratio": cell("ratio", r["ratio"]),
+        }
+        for r in overall.iter_rows(named=True)
+    ]
+    table = pl.DataFrame(
+        rows, schema={k: pl.String for k in ("metric", "measured", "replayed", "delta", "ratio")}
+    )
+    return [
+        TableView(
+            f"table-{sid}-compare-overall",
+            "Measured (a) vs replayed (b)",
+            table,
+            caption="delta = replayed − measured; ratio = replayed / measured",
+        ),
+        TableView(
+            f"table-{sid}-compare-by-group",
+            "Measured vs replayed, per DP group",
+            comparison["compare_by_group"],
+        ),
+    ]
+
+
+def _rps(value: float | None, censored: bool = False) -> str:
+    if value is None:
+        return "missed at the lowest rate"
+    return ("≥ " if censored else "") + f"{value:.2f}"
+
+
+def slo_table(result: dict[str, Any]) -> pl.DataFrame:
+    """Per policy: our SLO-compliant throughput (≥: met at every rate swept), the paper's, the ratios
+    to the first policy, and the mean TTFT at 1 request/s beside the paper's."""
+    paper = result.get("paper") or {}
+    p_rps = paper.get("slo_rps") or {}
+    p_ttft = paper.get("mean_ttft_ms_at_1rps") or {}
+    pols = list(result["policies"])
+    base = p_rps.get(pols[0]) if pols else None
+    at1 = result.get("mean_ttft_ns_at_1rps") or {}
+    censored = result.get("slo_censored") or {}
+    return pl.DataFrame(
+        [
+            {
+                "policy": p,
+                "slo_rps": _rps(result["slo_rps"].get(p), bool(censored.get(p))),
+                "paper_slo_rps": "–" if p_rps.get(p) is None else f"{p_rps[p]:.2f}",
+                "ratio": (result.get("ratios") or {}).get(p),
+                "paper_ratio": p_rps[p] / base if p_rps.get(p) is not None and base else None,
+                "ttft_at_1rps_ns": at1.get(p),
+                "paper_ttft_at_1rps_ns": None if p_ttft.get(p) is None else round(p_ttft[p] * 1e6),
+            }
+            for p in pols
+        ],
+        schema={
+            "policy": pl.String,
+            "slo_rps": pl.String,
+            "paper_slo_rps": pl.String,
+            "ratio": pl.Float64,
+            "paper_ratio": pl.Float64,
+            "ttft_at_1rps_ns": pl.Int64,
+            "paper_ttft_at_1rps_ns": pl.Int64,
+        },
+    )
+
+
+def sweep_section(result: dict[str, Any], label: str) -> Section:
+    """The Sweep section of a sweep results object (``label``: its file name)."""
+    slo = result["slo_ttft_ns"]
+    text = (
+        f"{label}: scenario {result.get('scenario', '–')}, {result.get('workload', '–')}, "
+        f"SLO mean TTFT ≤ {slo / 1e9:g} s. {result.get('reading') or ''}"
+    ).strip()
+    figures = [
+        FigureView("fig-sweep-curves", ttft_curves(result)),
+        FigureView(
+            "fig-sweep-quantiles",
+            ttft_quantiles(result),
+            "the results keep the p50 and p99 TTFT of each rate (not every request's), so these are "
+            "the points of each policy's TTFT CDF shown",
+        ),
+    ]
+    tables = [
+        TableView(
+            "table-sweep-slo",
+            "SLO-compliant throughput (requests/s), ours beside the paper's",
+            slo_table(result),
+            caption="≥: the SLO was met at every rate swept (a lower bound); ratio = policy / "
+            + (result["policies"][0] if result["policies"] else "the first policy"),
+        )
+    ]
+    vary = result.get("vary") or []
+    if vary:
+        figures.append(FigureView("fig-sweep-tornado", sensitivity_tornado(result)))
+        tables.append(
+            TableView(
+                "table-sweep-vary",
+                "Varied knobs",
+                pl.DataFrame(
+                    [
+                        {
+                            "knob": str(v["knob"]),
+                            "value": str(v["value"]),
+                            **{
+                                f"slo_rps {p}": _rps((v.get("slo_rps") or {}).get(p))
+                                for p in result["policies"]
+                            },
+                            "ratio": v.get("ratio"),
+                        }
+                        for v in vary
+                    ]
+                ),
+            )
+        )
+    decomposition = result.get("decomposition") or []
+    if decomposition:
+        tables.append(
+            TableView(
+                "table-sweep-decomposition",
+                f"TTFT by prompt length at {result.get('decomposition_rate', '–')} requests/s",
+                pl.DataFrame(decomposition),
+                columns=(
+                    "policy",
+                    "bucket",
+                    "n_requests",
+                    "mean_ttft_ns",
+                    "queue_share",
+                    "own_share",
+                    "sync_share",
+                ),
+            )
+        )
+    return Section(
+        "sweep", "Sweep: SLO-compliant throughput", text, figures=tuple(figures), tables=tuple(tables)
+    )
