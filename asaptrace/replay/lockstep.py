@@ -129,24 +129,10 @@ def chain_from_costs_two_mb(
             gap[k], ref[k], ref2[k] = cost, own, compute_before
             x = int((dispatch_ns if k in (da, db) else combine_ns)[mb][layer])
             tail[k] = transfer[k] = x
-    zeros = np.zeros((k_n, r_n), np.int64)
-    return StepChain(
-        step=step,
-        ranks=np.arange(r_n),
-        kind=["dispatch", "dispatch", "combine", "combine"] * l_n,
-        layer=np.repeat(np.arange(l_n), 4),
-        micro_batch=np.tile(np.array([0, 1, 0, 1]), l_n),
-        part=np.ones((k_n, r_n), bool),
-        gap=gap,
-        ref=ref,
-        tail=tail,
-        transfer=transfer,
-        start=np.full(r_n, start_ns, np.int64),
-        end_ref=np.full(r_n, k_n - 1, np.int64),
-        end_tail=np.zeros(r_n, np.int64),
-        measured_arrival=zeros,
-        measured_end=zeros,
-        ref2=ref2,
+    kinds = ["dispatch", "dispatch", "combine", "combine"] * l_n
+    mbs = np.tile(np.array([0, 1, 0, 1]), l_n)
+    return _costed_chain(
+        step, kinds, np.repeat(np.arange(l_n), 4), mbs, gap, ref, tail, transfer, start_ns, ref2
     )
 
 
@@ -186,13 +172,33 @@ def chain_from_costs(
         gap[c] = moe[:, layer]
         ref[c] = d
         tail[c] = transfer[c] = int(combine_ns[layer])
+    kinds = ["dispatch", "combine"] * l_n
+    mbs = np.zeros(k_n, np.int64)
+    return _costed_chain(step, kinds, np.repeat(np.arange(l_n), 2), mbs, gap, ref, tail, transfer, start_ns)
+
+
+def _costed_chain(
+    step: int,
+    kind: list[str],
+    layer: np.ndarray,
+    micro_batch: np.ndarray,
+    gap: np.ndarray,
+    ref: np.ndarray,
+    tail: np.ndarray,
+    transfer: np.ndarray,
+    start_ns: int,
+    ref2: np.ndarray | None = None,
+) -> StepChain:
+    """A chain built from costs: every rank takes part in every instance, all start at ``start_ns``,
+    each step ends with its last instance, and there is nothing measured to compare with."""
+    k_n, r_n = gap.shape
     zeros = np.zeros((k_n, r_n), np.int64)
     return StepChain(
         step=step,
         ranks=np.arange(r_n),
-        kind=["dispatch", "combine"] * l_n,
-        layer=np.repeat(np.arange(l_n), 2),
-        micro_batch=np.zeros(k_n, np.int64),
+        kind=kind,
+        layer=layer,
+        micro_batch=micro_batch,
         part=np.ones((k_n, r_n), bool),
         gap=gap,
         ref=ref,
@@ -203,4 +209,5 @@ def chain_from_costs(
         end_tail=np.zeros(r_n, np.int64),
         measured_arrival=zeros,
         measured_end=zeros,
+        ref2=ref2,
     )
