@@ -10,7 +10,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Self, TypeVar
 
 import typer
 from rich.console import Console
@@ -103,15 +103,20 @@ def print_table(view: TableView) -> None:
 
 
 class PhaseBar:
-    """A rich progress bar on stderr for a library call that reports ``(phase, done, total)``
-    (synth's, the enrichment's); silent when stderr is not a terminal or ``enabled`` is False."""
+    """Rich progress bars on stderr for a library call that reports ``(phase, done, total)``
+    (synth's, the enrichment's), one bar per named task; silent (rich.progress not even imported)
+    when stderr is not a terminal or ``enabled`` is False."""
 
     def __init__(self, label: str, *, enabled: bool = True) -> None:
+        self.label = label
+        self.enabled = enabled and err.is_terminal
+        self.tasks: dict[str, Any] = {}
+        if not self.enabled:
+            return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.enabled = enabled and err.is_terminal
         self.bar = Progress(
-            TextColumn(label),
+            TextColumn("{task.description:<7}"),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[detail]}"),
@@ -119,9 +124,8 @@ class PhaseBar:
             console=err,
             transient=True,
         )
-        self.task: Any = None
 
-    def __enter__(self) -> PhaseBar:
+    def __enter__(self) -> Self:
         if self.enabled:
             self.bar.start()
         return self
@@ -130,12 +134,16 @@ class PhaseBar:
         if self.enabled:
             self.bar.stop()
 
-    def __call__(self, phase: str, done: int, total: int) -> None:
+    def advance(self, name: str, done: int, total: int, detail: str) -> None:
+        """Set the bar ``name`` (made on first use) to ``done`` of ``total``, with ``detail``."""
         if not self.enabled:
             return
-        if self.task is None:
-            self.task = self.bar.add_task("", total=total, detail="")
-        self.bar.update(self.task, completed=done, total=total, detail=phase)
+        if name not in self.tasks:
+            self.tasks[name] = self.bar.add_task(name, total=total, detail="")
+        self.bar.update(self.tasks[name], completed=done, total=total, detail=detail)
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        self.advance(self.label, done, total, phase)
 
 
 StoreArg = Annotated[Path, typer.Argument(help="A store directory written by `asaptrace ingest`.")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Self
 
 import typer
 
@@ -12,6 +12,7 @@ from asaptrace.cli._common import (
     BatchesOpt,
     JsonOpt,
     ParallelOpt,
+    PhaseBar,
     TaxonomyOpt,
     err,
     out,
@@ -23,8 +24,6 @@ from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED
 from asaptrace.units import human_bytes
 
 if TYPE_CHECKING:
-    from rich.progress import TaskID
-
     from asaptrace.ingest.driver import Progress as IngestProgress
 
 
@@ -123,52 +122,23 @@ def ingest(
     )
 
 
-class _IngestBar:
+class _IngestBar(PhaseBar):
     """Rich progress on stderr (silent with --json or when stderr is not a terminal): a bar over
     files (bytes, events/s), then one over the enrichment's ranks naming its phase, so the wait
     after the last file is read is visibly work (segmenting, aligning clocks, writing)."""
 
     def __init__(self, *, enabled: bool) -> None:
-        self.enabled = enabled and err.is_terminal
-        self.files: TaskID | None = None
-        self.enriching: TaskID | None = None
+        super().__init__("ingest", enabled=enabled)
         self.t0 = time.perf_counter()
-        if not self.enabled:
-            return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.bar = Progress(
-            TextColumn("{task.description:<7}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[detail]}"),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        )
-
-    def __enter__(self) -> _IngestBar:
+    def __enter__(self) -> Self:
         self.t0 = time.perf_counter()
-        if self.enabled:
-            self.bar.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.enabled:
-            self.bar.stop()
+        return super().__enter__()
 
     def update(self, p: IngestProgress) -> None:
-        if not self.enabled:
-            return
-        if self.files is None:
-            self.files = self.bar.add_task("read", total=p.files_total, detail="")
         elapsed = max(time.perf_counter() - self.t0, 1e-9)
         detail = f"{human_bytes(p.bytes_done)}/{human_bytes(p.bytes_total)}  {p.events_done / elapsed:,.0f} events/s"
-        self.bar.update(self.files, completed=p.files_done, detail=detail)
+        self.advance("read", p.files_done, p.files_total, detail)
 
     def enrich(self, phase: str, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        if self.enriching is None:
-            self.enriching = self.bar.add_task("enrich", total=total, detail="")
-        self.bar.update(self.enriching, completed=done, total=total, detail=f"{phase} (ranks)")
+        self.advance("enrich", done, total, f"{phase} (ranks)")
