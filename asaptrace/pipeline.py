@@ -271,10 +271,9 @@ def diagnose_store(
         segmentation=m.get("segmentation"),
         batches_source=m.get("batches_source"),
     )
+    # ingest's warnings (e.g. several runs mixed) are said beside the findings they may explain
     notes = [
-        *(m.get("discovery") or {}).get(
-            "warnings", []
-        ),  # e.g. several runs mixed: say it beside the findings
+        *(m.get("discovery") or {}).get("warnings", []),
         *(m.get("segmentation") or {}).get("notes", []),
         *(m.get("clock") or {}).get("notes", []),
     ]
