@@ -13,15 +13,25 @@ from tests._replay_helpers import sample_store
 
 
 def test_default_attention_of_one_request():
-    # 4K tokens: 1.41·4 + 0.0215·4² = 5.64 + 0.344 = 5.984 ms (DOMAIN §3: ≈ 6 ms)
-    assert CostModel().attention_ns([4096 * 1000 / 1024]) == pytest.approx(5_984_000, abs=1)
-    # 32K: 1.41·32 + 0.0215·32² = 45.12 + 22.016 = 67.136 ms (DOMAIN §3: ≈ 67 ms)
-    assert CostModel().attention_ns([32_000]) == 67_136_000
+    # 4K = 4,096 tokens (1K = 1,024): 1.41·4 + 0.0215·4² = 5.64 + 0.344 = 5.984 ms (DOMAIN §3: ≈ 6 ms)
+    assert CostModel().attention_ns([4096]) == 5_984_000
+    # 32K = 32,768: 1.41·32 + 0.0215·32² = 45.12 + 22.016 = 67.136 ms (DOMAIN §3: ≈ 67 ms)
+    assert CostModel().attention_ns([32_768]) == 67_136_000
+    # 32,000 tokens are 31.25K, not 32K: 1.41·31.25 + 0.0215·31.25² = 44.0625 + 20.99609375 ms
+    assert CostModel().attention_ns([32_000]) == 65_058_594
+
+
+def test_attention_scales_linearly_with_tp():
+    # the constants hold for TP=4 (attn_tp_ref); on TP=8 the same batch takes half, on TP=2 twice
+    m = CostModel()
+    assert m.attention_ns([4096], tp=8) == 5_984_000 // 2
+    assert m.attention_ns([4096], tp=2) == 2 * 5_984_000
+    assert m.attention_sums_ns([4096], [4096**2], [1], tp=8).tolist() == [2_992_000]
 
 
 def test_cached_prefix_pays_only_the_causal_part():
     # 1K new tokens after an 8K prefix: 1.41·1 + 0.0215·1·(2·8 + 1) = 1.41 + 0.3655 = 1.7755 ms
-    assert CostModel().attention_ns([1000], [8000]) == 1_775_500
+    assert CostModel().attention_ns([1024], [8192]) == 1_775_500
 
 
 def test_chunking_a_prompt_keeps_its_total_quadratic_cost():
@@ -30,7 +40,8 @@ def test_chunking_a_prompt_keeps_its_total_quadratic_cost():
     # four sub-steps of 8K: (8K, 0), (8K, 8K), (8K, 16K), (8K, 24K); Σ c(2P + c) = 32K²
     assert pieces == [[(8000, 0)], [(8000, 8000)], [(8000, 16000)], [(8000, 24000)]]
     chunked = sum(quad_only.attention_ns([c], [p]) for sub in pieces for c, p in sub)
-    assert chunked == quad_only.attention_ns([32_000]) == 1024 * 1_000_000  # 32² ms
+    # 32,000 tokens = 31.25K: 31.25² = 976.5625 ms
+    assert chunked == quad_only.attention_ns([32_000]) == 976_562_500
 
 
 def test_chunks_follow_the_budget_across_requests():
@@ -45,16 +56,16 @@ def test_chunks_follow_the_budget_across_requests():
 def test_moe_plateau_linear_part_and_pool_scaling():
     m = CostModel()
     # on 32 dies (= E_ref): max(0.55, 0.23 + 0.286·1) = 0.55 ms at 1K, 0.23 + 0.286·4 = 1.374 ms at 4K
-    assert m.moe_ns([1000, 4000], 32).tolist() == [550_000, 1_374_000]
+    assert m.moe_ns([1024, 4096], 32).tolist() == [550_000, 1_374_000]
     # on 16 dies r = 2: max(1.1, 0.23 + 0.572·1) = 1.1 ms; 0.23 + 0.572·4 = 2.518 ms
-    assert m.moe_ns([1000, 4000], 16).tolist() == [1_100_000, 2_518_000]
+    assert m.moe_ns([1024, 4096], 16).tolist() == [1_100_000, 2_518_000]
     # a 1.5× skewed expert rank: 0.23 + 0.286·4·1.5 = 1.946 ms
-    assert int(m.moe_ns(4000, 32, skew=1.5)) == 1_946_000
+    assert int(m.moe_ns(4096, 32, skew=1.5)) == 1_946_000
 
 
 def test_transfer_is_latency_plus_tokens_over_bandwidth():
-    # 2K tokens per die: 0.19 + 0.71·2 = 1.61 ms
-    assert int(CostModel().transfer_ns(2000)) == 1_610_000
+    # 2K = 2,048 tokens per die: 0.19 + 0.71·2 = 1.61 ms
+    assert int(CostModel().transfer_ns(2048)) == 1_610_000
 
 
 def test_toml_round_trip_and_overrides(tmp_path):

@@ -7,7 +7,9 @@ already computed (P = cached tokens, or earlier chunks); a batch holds n pieces.
 
       A = c0 + c1·[(1 − φ)·Σc + φ·Σc / n] + c2·Σ c·(2P + c) + κ·n
 
-  in ms with token counts in thousands. The quadratic term is causal: cutting a prompt of s
+  in ms with token counts in units of 1K = 1,024 tokens (DOMAIN §3). The constants hold for a
+  group of ``attn_tp_ref`` dies; on a group of T dies attention scales linearly, × attn_tp_ref / T
+  (the one TP rule: serving, replay and synth all pass ``tp`` here). The quadratic term is causal: cutting a prompt of s
   tokens into chunks c_1..c_k (each paying its prefix) gives Σ c_j(2P_j + c_j) = s² — chunking
   never reduces the total quadratic cost. φ is the share of the linear term paid per request and
   amortised over the batch (0: none); κ a fixed cost per request in the batch (0: none; synth's
@@ -46,6 +48,11 @@ from asaptrace.errors import UsageError
 from asaptrace.userfiles import read_text
 
 _NS_PER_MS = 1_000_000
+#: tokens per "1K" (DOMAIN §3: 1K = 1,024 tokens, so 32K = 32,768, the paper's truncation)
+K = 1024.0
+K2 = K * K
+#: a fitted part whose R² is below this is warned about (the fit explains too little of the data)
+R2_WARN = 0.8
 
 #: TOML section → (field name in CostModel, key in the file)
 _LAYOUT: dict[str, dict[str, str]] = {
@@ -55,6 +62,7 @@ _LAYOUT: dict[str, dict[str, str]] = {
         "c2_ms": "attn_c2_ms",
         "phi": "attn_phi",
         "per_request_ms": "attn_per_request_ms",
+        "tp_ref": "attn_tp_ref",
     },
     "moe": {"plateau_ms": "moe_plateau_ms", "a_ms": "moe_a_ms", "b_ms": "moe_b_ms", "e_ref": "moe_e_ref"},
     "transfer": {"latency_ms": "xfer_latency_ms", "per_k_ms": "xfer_per_k_ms"},
@@ -72,6 +80,7 @@ class CostModel:
     attn_c2_ms: float = 0.0215
     attn_phi: float = 0.0
     attn_per_request_ms: float = 0.0
+    attn_tp_ref: float = 4.0  # the TP group size the attention constants hold for (DOMAIN §3: TP=4)
     moe_plateau_ms: float = 0.55
     moe_a_ms: float = 0.23
     moe_b_ms: float = 0.286
@@ -83,35 +92,47 @@ class CostModel:
     source: str = "defaults (DOMAIN.md §3/§6)"
 
     # ------------------------------------------------------------------------------------ costs
-    def attention_ns(self, new_tokens: Any, prefix: Any = 0) -> int:
-        """One layer's attention for a batch of pieces (arrays of c and P; scalars work)."""
+    def tp_factor(self, tp: float | None) -> float:
+        """Attention on a group of ``tp`` dies relative to the constants' ``attn_tp_ref`` (linear)."""
+        return 1.0 if tp is None else self.attn_tp_ref / float(tp)
+
+    def attention_ns(self, new_tokens: Any, prefix: Any = 0, *, tp: float | None = None) -> int:
+        """One layer's attention for a batch of pieces (arrays of c and P; scalars work) on ``tp`` dies."""
         c = np.atleast_1d(np.asarray(new_tokens, np.float64))
         p = np.broadcast_to(np.asarray(prefix, np.float64), c.shape)
         n = max(len(c), 1)
-        sc = c.sum() / 1e3
+        sc = c.sum() / K
         linear = self.attn_c1_ms * ((1 - self.attn_phi) * sc + self.attn_phi * sc / n)
-        quad = self.attn_c2_ms * float((c * (2 * p + c)).sum()) / 1e6
-        return _ns(self.attn_c0_ms + linear + quad + self.attn_per_request_ms * len(c))
+        quad = self.attn_c2_ms * float((c * (2 * p + c)).sum()) / K2
+        ms = self.attn_c0_ms + linear + quad + self.attn_per_request_ms * len(c)
+        return _ns(ms * self.tp_factor(tp))
 
-    def attention_sums_ns(self, tokens: Any, quad: Any, n_req: Any) -> np.ndarray:
-        """Vectorised attention from sums: Σc, Σc(2P+c) and n per batch (arrays)."""
-        t = np.asarray(tokens, np.float64) / 1e3
-        q = np.asarray(quad, np.float64) / 1e6
+    def attention_sums_ns(self, tokens: Any, quad: Any, n_req: Any, *, tp: float | None = None) -> np.ndarray:
+        """Vectorised attention from sums: Σc, Σc(2P+c) and n per batch (arrays), on ``tp`` dies."""
+        t = np.asarray(tokens, np.float64) / K
+        q = np.asarray(quad, np.float64) / K2
         n_raw = np.asarray(n_req, np.float64)
         n = np.maximum(n_raw, 1)
         ms = self.attn_c0_ms + self.attn_c1_ms * ((1 - self.attn_phi) * t + self.attn_phi * t / n)
-        return _ns_arr(ms + self.attn_c2_ms * q + self.attn_per_request_ms * n_raw)
+        return _ns_arr((ms + self.attn_c2_ms * q + self.attn_per_request_ms * n_raw) * self.tp_factor(tp))
+
+    def attention_weight(self, new_tokens: Any, prefix: Any = 0) -> Any:
+        """The length-dependent part of a piece's attention (c1·c + c2·c(2P+c), ms): what placement
+        balances (longest attention cost first). Vectorised; no per-batch constant or TP factor."""
+        c = np.asarray(new_tokens, np.float64)
+        p = np.asarray(prefix, np.float64)
+        return self.attn_c1_ms * c / K + self.attn_c2_ms * c * (2 * p + c) / K2
 
     def moe_ns(self, tokens: Any, experts: float, skew: Any = 1.0) -> np.ndarray:
         """One MoE layer item of ``tokens`` on an ``experts``-die pool (vectorised)."""
         r = self.moe_e_ref / experts if self.moe_e_ref > 0 else 1.0
-        n = np.asarray(tokens, np.float64) / 1e3
+        n = np.asarray(tokens, np.float64) / K
         ms = np.maximum(self.moe_plateau_ms * r, self.moe_a_ms + self.moe_b_ms * r * n * np.asarray(skew))
         return _ns_arr(ms)
 
     def transfer_ns(self, tokens_per_die: Any) -> np.ndarray:
         """One dispatch or combine of ``tokens_per_die`` tokens from each sending die (vectorised)."""
-        t = np.asarray(tokens_per_die, np.float64) / 1e3
+        t = np.asarray(tokens_per_die, np.float64) / K
         return _ns_arr(self.xfer_latency_ms + self.xfer_per_k_ms * t)
 
     @property
@@ -133,14 +154,23 @@ def _ns_arr(ms: Any) -> np.ndarray:
 # ------------------------------------------------------------------------------------------ TOML
 def load_costs(path: str | Path, *, base: CostModel | None = None) -> CostModel:
     """Read a cost TOML file over ``base`` (default: the DOMAIN defaults). Strict about keys."""
+    return read_costs(path, base=base)[0]
+
+
+def read_costs(path: str | Path, *, base: CostModel | None = None) -> tuple[CostModel, dict[str, Any] | None]:
+    """A cost TOML file's model and its ``[fit]`` table (the quality :func:`save_costs` kept; None)."""
     path = Path(path)
     try:
         data = tomllib.loads(read_text(path, "cost file"))
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"not valid TOML ({e})", path=path) from None
     changes: dict[str, Any] = {}
+    quality: dict[str, Any] | None = None
     for section, table in data.items():
-        if section == "fit":  # written by save_costs: information only
+        if section == "fit":  # written by save_costs: the fit quality, kept with the model
+            if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
+                raise UsageError("[fit] must hold one table per cost part ([fit.attention], …)", path=path)
+            quality = {part: dict(q) for part, q in table.items()}
             continue
         keys = _LAYOUT.get(section)
         if keys is None or not isinstance(table, dict):
@@ -151,14 +181,16 @@ def load_costs(path: str | Path, *, base: CostModel | None = None) -> CostModel:
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 raise UsageError(f"{section}.{key} must be a finite number, not {value!r}", path=path)
             changes[keys[key]] = float(value)
+    if changes.get("attn_tp_ref", 1.0) <= 0:
+        raise UsageError("attention.tp_ref must be positive", path=path)
     model = replace(base or CostModel(), **changes, source=f"file {path.name}")
-    return model
+    return model, quality
 
 
 def save_costs(model: CostModel, path: str | Path, *, quality: dict[str, Any] | None = None) -> Path:
-    """Write ``model`` as a TOML file :func:`load_costs` reads back (fit quality as ``[fit]``)."""
+    """Write ``model`` as a TOML file :func:`read_costs` reads back (fit quality as ``[fit.PART]``)."""
     values = model.to_dict()
-    lines = [f"# asaptrace cost model ({model.source}); ms, token counts per 1K", ""]
+    lines = [f"# asaptrace cost model ({model.source}); ms, token counts per 1K = 1,024 tokens", ""]
     for section, keys in _LAYOUT.items():
         lines.append(f"[{section}]")
         lines += [f"{key} = {values[name]!r}" for key, name in keys.items()]
@@ -184,14 +216,19 @@ def _toml_value(v: Any) -> str:
 # ------------------------------------------------------------------------------------------- fit
 @dataclass(frozen=True)
 class CostFit:
-    """A fitted model and its quality per part (n points, R², residual RMS and max in ns)."""
+    """A fitted model and its quality per part (see :func:`part_quality` for the keys)."""
 
     model: CostModel
     quality: dict[str, dict[str, Any]]
 
+    @property
+    def warnings(self) -> list[str]:
+        return fit_warnings(self.quality)
 
-def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
-    """Non-negative-ish least squares y ≈ x·β (negative coefficients clipped to 0 and refitted)."""
+
+def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Non-negative-ish least squares y ≈ x·β (negative coefficients clipped to 0 and refitted);
+    returns β and the prediction."""
     keep = np.ones(x.shape[1], bool)
     beta = np.zeros(x.shape[1])
     for _ in range(x.shape[1]):
@@ -201,35 +238,67 @@ def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, dict[str, A
         if (b >= 0).all():
             break
         keep[np.flatnonzero(keep)[b < 0]] = False
-    pred = x @ beta
-    return beta, _quality(y, pred)
+    return beta, x @ beta
 
 
-def _quality(y: np.ndarray, pred: np.ndarray) -> dict[str, Any]:
-    res = y - pred
-    ss_tot = float(((y - y.mean()) ** 2).sum())
+def part_quality(y_ms: np.ndarray, pred_ms: np.ndarray, *, data: str) -> dict[str, Any]:
+    """Quality of one fitted part: points, R², residuals (ns and % of the measured value).
+
+    Keys: ``status`` "fitted", ``data`` (what the points are), ``n``, ``r2``, ``rms_residual_ns``,
+    ``max_residual_ns``, ``residual_p50_pct`` / ``residual_p95_pct`` (|measured − fitted| /
+    measured, median and 95th percentile: the band a what-if built on this part is quoted with).
+    """
+    res = y_ms - pred_ms
+    ss_tot = float(((y_ms - y_ms.mean()) ** 2).sum())
     r2 = 1 - float((res**2).sum()) / ss_tot if ss_tot > 0 else (1.0 if np.allclose(res, 0) else 0.0)
+    rel = np.abs(res) / np.maximum(np.abs(y_ms), 1e-9) * 100
     return {
-        "n": len(y),
-        "r2": round(r2, 6),
-        "rms_residual_ns": round(float(np.sqrt((res**2).mean())) * _NS_PER_MS) if len(y) else 0,
-        "max_residual_ns": round(float(np.abs(res).max()) * _NS_PER_MS) if len(y) else 0,
+        "status": "fitted",
+        "data": data,
+        "n": len(y_ms),
+        "r2": round(r2, 4),
+        "rms_residual_ns": round(float(np.sqrt((res**2).mean())) * _NS_PER_MS),
+        "max_residual_ns": round(float(np.abs(res).max()) * _NS_PER_MS),
+        "residual_p50_pct": round(float(np.percentile(rel, 50)), 2),
+        "residual_p95_pct": round(float(np.percentile(rel, 95)), 2),
     }
+
+
+def default_quality(n: int, reason: str) -> dict[str, Any]:
+    """A part that could not be fitted: the defaults are kept, and why."""
+    return {"status": "default", "n": n, "reason": reason}
+
+
+def fit_warnings(quality: dict[str, dict[str, Any]] | None) -> list[str]:
+    """One line per part that fell back to the defaults or whose R² is below :data:`R2_WARN`."""
+    out: list[str] = []
+    for part, q in (quality or {}).items():
+        if q.get("status") == "default":
+            out.append(f"cost part {part} kept the defaults (DOMAIN §3): {q.get('reason', 'not fitted')}")
+        elif q.get("r2") is not None and float(q["r2"]) < R2_WARN:
+            out.append(
+                f"cost part {part} fits poorly (R² {float(q['r2']):.2f} < {R2_WARN}, residual p95 "
+                f"{float(q.get('residual_p95_pct', 0)):.0f}% over {q.get('n')} points): what-ifs that "
+                "rescale it are uncertain"
+            )
+    return out
 
 
 def fit_costs(workload: Any, *, base: CostModel | None = None) -> CostFit:
     """Fit the attention, MoE and transfer constants to a store's measured workload.
 
     ``workload`` is a :class:`~asaptrace.replay.workload.Workload`. Attention is fitted per
-    (step, DP group, micro-batch, layer) item on [1, Σc, Σc(2P+c)] (needs the batch composition),
-    the MoE pool per (step, layer, micro-batch) on [1, N] above the plateau (the plateau is the
-    lowest measured item), transfers on [1, tokens per die]. A part with too few points or no
-    token counts keeps ``base``'s constants and says so in its quality entry.
+    (step, DP group, layer) on [1, Σc, Σc(2P+c)] (needs the batch composition; the constants then
+    hold for the store's TP, ``attn_tp_ref``), the MoE pool per (step, layer) on [1, N] above the
+    plateau (the plateau from items below the knee), transfers on [1, tokens per die]. A part with
+    too few points or no token counts keeps ``base``'s constants and says why in its quality entry
+    (:func:`default_quality`); :func:`fit_warnings` turns those and poor fits into one line each.
     """
     model = base or CostModel()
     quality: dict[str, dict[str, Any]] = {}
     changes: dict[str, float] = {}
     n_mb = max(int(workload.micro_batches), 1)
+    data = workload.batches_source
     # attention per (step, group, layer), summed over micro-batches (the store may not say which
     # request ran in which micro-batch, only the group's whole batch)
     it = (
@@ -239,14 +308,25 @@ def fit_costs(workload: Any, *, base: CostModel | None = None) -> CostFit:
         .filter(pl.col("attn_ns") > 0)
     )
     if it.height >= 4:
-        x = np.column_stack(
-            [np.ones(it.height), it["tokens"].to_numpy() / 1e3, it["quad"].to_numpy() / 1e6]
-        ).astype(np.float64)
-        beta, q = least_squares(x, it["attn_ns"].to_numpy() / _NS_PER_MS)
-        changes.update(attn_c0_ms=float(beta[0]), attn_c1_ms=float(beta[1]), attn_c2_ms=float(beta[2]))
-        quality["attention"] = q
+        x = np.column_stack([np.ones(it.height), it["tokens"].to_numpy() / K, it["quad"].to_numpy() / K2])
+        y = it["attn_ns"].to_numpy() / _NS_PER_MS
+        beta, pred = least_squares(x.astype(np.float64), y)
+        changes.update(
+            attn_c0_ms=float(beta[0]),
+            attn_c1_ms=float(beta[1]),
+            attn_c2_ms=float(beta[2]),
+            attn_tp_ref=float(workload.tp),
+        )
+        quality["attention"] = part_quality(
+            y, pred, data=f"(step, DP group, layer) items; lengths from {data}"
+        )
     else:
-        quality["attention"] = {"n": it.height, "note": "no batch composition: constants kept"}
+        why = (
+            "the store has no request lengths (no annotations, no --batches sidecar)"
+            if not data
+            else "fewer than 4 items with lengths"
+        )
+        quality["attention"] = default_quality(it.height, why)
     # MoE and transfers per (step, layer), averaged over micro-batches
     pool = (
         workload.pool.filter(pl.col("tokens").is_not_null())
@@ -258,12 +338,17 @@ def fit_costs(workload: Any, *, base: CostModel | None = None) -> CostFit:
         e = float(workload.expert_ranks)
         r = model.moe_e_ref / e if model.moe_e_ref > 0 else 1.0
         y = pool["y"].to_numpy() / _NS_PER_MS
-        n = pool["n"].to_numpy() / 1e3 / n_mb
-        beta, q = least_squares(np.column_stack([np.ones(len(y)), r * n]), y)
+        n = pool["n"].to_numpy() / K / n_mb
+        beta, pred = least_squares(np.column_stack([np.ones(len(y)), r * n]), y)
         changes.update(moe_a_ms=float(beta[0]), moe_b_ms=float(beta[1]))
         # the plateau: only measured items below the linear part's knee say where it is
         knee = (model.moe_plateau_ms * r - beta[0]) / max(beta[1] * r, 1e-12)
         flat = y[n < knee]
+        q = part_quality(
+            y,
+            np.maximum(pred, model.moe_plateau_ms * r),
+            data=f"(step, layer) pool items; tokens from {data}",
+        )
         if len(flat) >= 2:
             changes["moe_plateau_ms"] = float(np.median(flat)) / r
             q["note"] = f"plateau from {len(flat)} items below the knee"
@@ -271,7 +356,8 @@ def fit_costs(workload: Any, *, base: CostModel | None = None) -> CostFit:
             q["note"] = "no item on the plateau: plateau kept"
         quality["moe"] = q
     else:
-        quality["moe"] = {"n": pool.height, "note": "no token counts: constants kept"}
+        why = "no MoE pool items with token counts" if workload.pool.height else "the store has no MoE layers"
+        quality["moe"] = default_quality(pool.height, why)
     xf = (
         workload.transfers.filter(pl.col("tokens_per_die").is_not_null())
         .group_by("step", "layer")
@@ -283,13 +369,30 @@ def fit_costs(workload: Any, *, base: CostModel | None = None) -> CostFit:
     )
     if xf.height >= 4:
         y = np.concatenate([xf["d"].to_numpy(), xf["c"].to_numpy()]) / _NS_PER_MS
-        t = np.tile(xf["t"].to_numpy() / 1e3, 2)
-        beta, q = least_squares(np.column_stack([np.ones(len(y)), t]), y)
+        t = np.tile(xf["t"].to_numpy() / K, 2)
+        beta, pred = least_squares(np.column_stack([np.ones(len(y)), t]), y)
         changes.update(xfer_latency_ms=float(beta[0]), xfer_per_k_ms=float(beta[1]))
-        quality["transfer"] = q
+        quality["transfer"] = part_quality(
+            y, pred, data=f"dispatch and combine per (step, layer); tokens from {data}"
+        )
     else:
-        quality["transfer"] = {"n": xf.height, "note": "no token counts: constants kept"}
-    return CostFit(replace(model, **changes, source=f"fitted to {workload.source}"), quality)
+        why = (
+            "no dispatch/combine with token counts"
+            if workload.transfers.height
+            else "the store has no dispatch/combine"
+        )
+        quality["transfer"] = default_quality(xf.height, why)
+    fitted = [p for p, q in quality.items() if q["status"] == "fitted"]
+    src = (
+        f"fitted to {workload.source} ({', '.join(fitted)}; the rest DOMAIN §3 defaults)"
+        if fitted and len(fitted) < 3
+        else (
+            f"fitted to {workload.source}"
+            if fitted
+            else f"DOMAIN §3 defaults (nothing in {workload.source} could be fitted)"
+        )
+    )
+    return CostFit(replace(model, **changes, source=src), quality)
 
 
 def cost_fields() -> list[str]:

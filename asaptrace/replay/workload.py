@@ -104,6 +104,8 @@ class Workload:
     batches: pl.DataFrame
     chains: dict[int, StepChain] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: where the request lengths came from ("annotations", "sidecar …"; "" when the store has none)
+    batches_source: str = ""
 
     @property
     def world_size(self) -> int:
@@ -192,6 +194,7 @@ def extract_workload(store: TraceStore) -> Workload:
         batches=batches,
         chains=chains,
         notes=notes,
+        batches_source=str(store.meta.get("batches_source") or "") if batches.height else "",
     )
 
 
