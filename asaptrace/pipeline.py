@@ -317,27 +317,72 @@ def replay_store(
     out: str | Path | None = None,
     overwrite: bool = False,
     attribute: bool = True,
+    split: str | None = None,
+    vary: Sequence[str] = (),
     progress: Callable[[str], None] | None = None,
 ) -> ReplayResult:
     """Replay a measured store under ``policy``: open → extract the workload → replay → (write).
 
     See :mod:`asaptrace.replay.run` for what the replay does and its JSON form; with ``out`` the
     replay is written as a store in the canonical schema (atomically), so every analysis, report
-    and export works on it as on a measured run. ``progress`` is told each stage as it starts.
+    and export works on it as on a measured run. ``split="auto"`` first replays every split of the
+    store's device total (:func:`asaptrace.replay.explore.search_splits`) and replays the best;
+    each ``vary`` spec (``KNOB=V1,V2``) re-runs the what-if per value (the range, a tornado).
+    ``progress`` is told each stage as it starts.
     """
-    from asaptrace.replay.run import replay_workload
+    from asaptrace.replay.explore import costs_at, parse_vary, replay_tornado, search_splits
+    from asaptrace.replay.policies import PipelinedPolicy
+    from asaptrace.replay.run import make_policy, replay_workload, resolve_costs
     from asaptrace.replay.workload import extract_workload
 
     say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
+    specs = [parse_vary(v) for v in vary]  # a bad spec fails before any simulation
+    if split not in (None, "auto"):
+        raise UsageError(f"--split takes auto, not {split!r}")
     if out is not None:
         check_store_target(out, overwrite=overwrite)
     say("extracting the workload")
     wl = extract_workload(TraceStore.open(store_path))
+    params = dict(params or {})
+    splits = None
+    if split == "auto":
+        pol = make_policy(policy, params)
+        if not isinstance(pol, PipelinedPolicy):
+            raise UsageError(f"--split auto is for disaggregated policies (asap, afd-pingpong), not {policy!r}")
+        why = pol.applies(wl)
+        if why:
+            raise UsageError(f"{pol.name} does not apply: {why}", path=store_path)
+        say("replaying every attention/expert split of the store's device total")
+        model, _ = resolve_costs(wl, costs)
+        tp = int(params["attention"].lower().split("x")[1]) if params.get("attention") else None
+        splits = search_splits(wl, pol, model, tp=tp)
+        best = next(r for r in splits if r["best"])
+        params |= {"attention": best["attention"], "experts": best["experts"]}
+        if "m" in best:
+            params["m"] = best["m"]
     say(f"replaying {policy} (reference replay, the policy, the counterfactuals of its causes)")
-    result = replay_workload(
-        wl, policy, params=params, costs=costs, attribute=attribute, source=str(store_path)
-    )
+    result = replay_workload(wl, policy, params=params, costs=costs, attribute=attribute, source=str(store_path))
+    result.splits = splits
+    if specs:
+        say("replaying each --vary value")
+        fitted, _ = resolve_costs(wl, costs)
+        rows = []
+        for knob, values in specs:
+            for value in values:
+                r = replay_workload(
+                    wl, policy, params=params, costs=costs_at(knob, value, fitted), attribute=False, band=False
+                )
+                rows.append(
+                    {
+                        "knob": knob,
+                        "value": value,
+                        "makespan_ns": r.makespan_ns,
+                        "reference_ns": r.reference_makespan_ns,
+                        "recovered_ns": r.recovered_total_ns,
+                    }
+                )
+        result.vary, result.tornado = rows, replay_tornado(rows)
     if out is not None:
         say("writing the replay store")
         result.out = str(write_replay(result, wl, out, overwrite=overwrite))
@@ -359,7 +404,7 @@ def replay_policies() -> dict[str, dict[str, Any]]:
 
 def write_replay(result: ReplayResult, wl: Workload, out: str | Path, *, overwrite: bool = False) -> Path:
     """Write ``result``'s replay as a store at ``out`` (atomically)."""
-    from asaptrace.replay.replayed_store import replay_meta, replay_tables
+    from asaptrace.replay.replayed_store import replay_block_of, replay_meta, replay_tables
 
     run = result.run
     if run is None:
@@ -368,20 +413,7 @@ def write_replay(result: ReplayResult, wl: Workload, out: str | Path, *, overwri
     n = tables["events"].num_rows
     extra = {
         "accounting": {"read": n, "kept": n, "kept_by_table": {"events": n}, "rejected": {}},
-        "replay": {
-            "of": wl.source,
-            "policy": result.policy,
-            "params": result.params,
-            "deployment": result.deployment,
-            "reference_policy": result.reference_policy,
-            "error_mean_pct": result.error_mean_pct,
-            "error_max_pct": result.error_max_pct,
-            "simulated_wait_ns": result.simulated_wait_ns,
-            "steps": result.steps,
-            "recovered_ns": result.recovered_ns,
-            "costs": result.costs,
-            "cost_fit": result.cost_fit,
-        },
+        "replay": {"of": wl.source, **replay_block_of(result)},
     }
     with StoreWriter(out, overwrite=overwrite) as w:
         w.write_part("events", "replay", tables["events"])

@@ -313,3 +313,226 @@ def instance_window(barrier_instances: pl.DataFrame, instance: int) -> dict[str,
         "ranks": sorted(t.get_column("rank").to_list()),
         "window_ns": (int(t.get_column("arrival_ns").min()), int(t.get_column("release_ns").max())),  # type: ignore[arg-type]
     }
+
+
+# ------------------------------------------------------------------------------------------ replay
+# Views of a replay's JSON form (ReplayResult.to_json(), or the replay block of a replayed store's
+# meta.json): the CLI, the report and the dashboard show these tables, in this order.
+def deployment_text(dep: dict[str, Any], *, short: bool = False) -> str:
+    """'4×4 attention + 16 expert dies (32 devices)' or 'DP8×TP4 coupled (32 devices)'; ``short``:
+    '4×4 + 16' / 'DP8×TP4'."""
+    if short:
+        if dep.get("kind") == "disaggregated":
+            return f"{dep['groups']}×{dep['tp']} + {dep['experts']}"
+        return f"DP{dep['groups']}×TP{dep['tp']}"
+    if dep.get("kind") == "disaggregated":
+        return (
+            f"{dep['groups']}×{dep['tp']} attention + {dep['experts']} expert dies ({dep['devices']} devices)"
+        )
+    return (
+        f"DP{dep['groups']}×TP{dep['tp']} coupled ({dep.get('devices', dep['groups'] * dep['tp'])} devices)"
+    )
+
+
+def _share(ns: int, of: int) -> float | None:
+    return ns / of if of else None
+
+
+def replay_makespan_view(j: dict[str, Any]) -> TableView:
+    """The answer: measured run, reference (a consistency check) and what-if — makespan, latency."""
+    ref, lat, rlat = j["reference_makespan_ns"], j.get("latency") or {}, j.get("reference_latency") or {}
+    rows = [
+        ("measured run", j["measured_makespan_ns"], None, None, None),
+        (
+            f"{j['reference_policy']} replay (consistency check)",
+            ref,
+            rlat.get("mean_ns"),
+            rlat.get("p99_ns"),
+            0,
+        ),
+        (
+            f"{j['policy']} what-if",
+            j["makespan_ns"],
+            lat.get("mean_ns"),
+            lat.get("p99_ns"),
+            ref - j["makespan_ns"],
+        ),
+    ]
+    return TableView(
+        "Makespan (first batch ready → last batch done) and batch latency (ready → done)",
+        ["run", "makespan_ns", "latency_mean_ns", "latency_p99_ns", "recovered_ns"],
+        pl.DataFrame(
+            rows,
+            schema=["run", "makespan_ns", "latency_mean_ns", "latency_p99_ns", "recovered_ns"],
+            orient="row",
+        ),
+        caption="recovered = reference makespan − what-if makespan; per-step times below are latencies, never summed",
+        name="replay_makespan",
+        labels=["run", "makespan", "batch latency mean", "batch latency p99", "recovered"],
+    )
+
+
+def replay_steps_view(j: dict[str, Any]) -> TableView:
+    """Per measured step: its measured time and each replay's latency (ready → last batch done)."""
+    rows = pl.DataFrame(
+        j["steps"],
+        schema={"step": pl.Int64, "measured_ns": pl.Int64, "reference_ns": pl.Int64, "replayed_ns": pl.Int64},
+    )
+    return TableView(
+        "Per step: latency of its batches (they may overlap the next step's: not summed)",
+        ["step", "measured_ns", "reference_ns", "replayed_ns"],
+        rows,
+        name="replay_steps",
+        labels=["step", "measured step", f"{j['reference_policy']} replay", f"{j['policy']}"],
+    )
+
+
+def replay_causes_view(j: dict[str, Any]) -> TableView:
+    """Recovered time by cause, each at its deployment (the counterfactual sequence)."""
+    ref = j["reference_makespan_ns"]
+    cf = j.get("counterfactuals") or [
+        {"cause": c, "deployment": j["deployment"], "replayed_ns": None, "recovered_ns": v}
+        for c, v in (j.get("recovered_ns") or {}).items()
+    ]
+    rows = [
+        (
+            r["cause"].replace("_", " "),
+            deployment_text(r["deployment"]),
+            r["replayed_ns"],
+            r["recovered_ns"],
+            _share(r["recovered_ns"], ref),
+        )
+        for r in cf
+    ]
+    total = ref - j["makespan_ns"]
+    rows.append(("total", deployment_text(j["deployment"], short=True), j["makespan_ns"], total, _share(total, ref)))
+    return TableView(
+        "Recovered time by cause (each step replayed at the store's device total unless asked)",
+        ["cause", "deployment", "replayed_ns", "recovered_ns", "recovered_share"],
+        pl.DataFrame(
+            rows,
+            schema=["cause", "deployment", "replayed_ns", "recovered_ns", "recovered_share"],
+            orient="row",
+        ),
+        caption="each cause is the drop in makespan from the replay before it; they add up to the total",
+        name="replay_causes",
+        labels=["cause", "deployment", "makespan after", "recovered", "of the reference"],
+    )
+
+
+def cost_fit_view(fit: dict[str, Any] | None) -> TableView:
+    """Per cost part: fitted or default (why), points, R², residual p50 / p95."""
+    rows = [
+        (
+            part,
+            q.get("status", "fitted" if "r2" in q else "default"),
+            q.get("n"),
+            q.get("r2"),
+            q.get("residual_p50_pct"),
+            q.get("residual_p95_pct"),
+            q.get("reason") or q.get("note") or q.get("data") or "",
+        )
+        for part, q in (fit or {}).items()
+    ]
+    cols = ["part", "status", "points", "r2", "residual_p50_pct", "residual_p95_pct", "note"]
+    return TableView(
+        "Cost fit (what every what-if rests on)",
+        cols,
+        pl.DataFrame(
+            rows,
+            schema={
+                "part": pl.String,
+                "status": pl.String,
+                "points": pl.Int64,
+                "r2": pl.Float64,
+                "residual_p50_pct": pl.Float64,
+                "residual_p95_pct": pl.Float64,
+                "note": pl.String,
+            },
+            orient="row",
+        ),
+        caption="residual % = |measured − fitted| / measured over the fitted points; a default part was not fitted",
+        name="cost_fit",
+        labels=["part", "status", "points", "R²", "residual p50 %", "residual p95 %", "note"],
+    )
+
+
+def band_text(j: dict[str, Any]) -> str:
+    """One line: the recovered time with its band from the fit's residuals (or why there is none)."""
+    total = j["reference_makespan_ns"] - j["makespan_ns"]
+    b = j.get("band") or {}
+    if b.get("status") == "fitted":
+        parts = ", ".join(f"{k} ±{100 * v:.0f}%" for k, v in b["parts"].items())
+        return (
+            f"recovered {human_ns(total)} (band {human_ns(b['recovered_low_ns'])} … "
+            f"{human_ns(b['recovered_high_ns'])} from the fit's residual p95: {parts})"
+        )
+    return f"recovered {human_ns(total)} (no band from the fit: {b.get('reason', 'not computed')})"
+
+
+def consistency_text(j: dict[str, Any]) -> str:
+    c = j.get("consistency") or {
+        "policy": j.get("reference_policy"),
+        "mean_pct": j.get("error_mean_pct", 0),
+        "max_pct": j.get("error_max_pct", 0),
+        "exact_by_construction": j.get("reference_policy") == "coupled",
+    }
+    how = (
+        "exact by construction: it checks the mechanics, not the cost model"
+        if c.get("exact_by_construction")
+        else "on the fitted costs"
+    )
+    return f"consistency check: the {c['policy']} replay differs from the measured steps by {c['mean_pct']:.2f}% mean, {c['max_pct']:.2f}% max ({how})"
+
+
+def split_view(splits: list[dict[str, Any]]) -> TableView:
+    """--split auto: every split of the device total, the best marked."""
+    rows = [
+        (
+            ("★ " if r["best"] else "") + r["split"],
+            r["makespan_ns"],
+            r["latency_mean_ns"],
+            r["latency_p99_ns"],
+            r["pool_utilisation"],
+            r["attention_utilisation"],
+            r["binding"] + (" (bandwidth-bound)" if r.get("bandwidth_bound") else ""),
+        )
+        for r in splits
+    ]
+    cols = [
+        "split",
+        "makespan_ns",
+        "latency_mean_ns",
+        "latency_p99_ns",
+        "pool_utilisation",
+        "attention_utilisation",
+        "binding",
+    ]
+    return TableView(
+        "Every attention/expert split of the device total (★ the best makespan)",
+        cols,
+        pl.DataFrame(rows, schema=cols, orient="row"),
+        name="splits",
+        labels=["split", "makespan", "latency mean", "latency p99", "pool busy", "attention busy", "binds"],
+    )
+
+
+def vary_view(j: dict[str, Any]) -> TableView:
+    """--vary: the recovered time per knob value (the range over what the store cannot pin)."""
+    rows = pl.DataFrame(
+        j.get("vary") or [],
+        schema={
+            "knob": pl.String,
+            "value": pl.String,
+            "makespan_ns": pl.Int64,
+            "reference_ns": pl.Int64,
+            "recovered_ns": pl.Int64,
+        },
+    )
+    return TableView(
+        "The answer's range: one knob the store cannot pin varied at a time",
+        ["knob", "value", "makespan_ns", "recovered_ns"],
+        rows,
+        name="vary",
+        labels=["knob", "value", "what-if makespan", "recovered"],
+    )

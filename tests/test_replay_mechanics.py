@@ -163,7 +163,7 @@ def test_batch_costs_come_from_the_cost_model():
     # one 4K prompt, 2 layers (the first dense), TP4 attention, a 16-die pool (DOMAIN defaults):
     # attention 1.41·4 + 0.0215·16 = 5.984 ms per layer; dispatch/combine of 1K tokens per die
     # 0.19 + 0.71 = 0.9 ms; MoE of 4K tokens on 16 dies 0.23 + 0.572·4 = 2.518 ms; dense layer: none
-    a, d, m, c = batch_costs(CostModel(), [4000], [0], layers=2, dense_layers=1, tp=4, experts=16)
+    a, d, m, c = batch_costs(CostModel(), [4096], [0], layers=2, dense_layers=1, tp=4, experts=16)
     assert a.tolist() == [5_984_000, 5_984_000]
     assert d.tolist() == c.tolist() == [0, 900_000]
     assert m.tolist() == [0, 2_518_000]

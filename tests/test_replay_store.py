@@ -55,33 +55,49 @@ def test_asap_replay_has_no_barrier_and_says_what_it_simulated(scenario, tmp_pat
 
 def test_json_form_has_the_documented_fields(scenario):
     j = replay_store(scenario.path, "asap").to_json()
-    assert j["schema_version"] == SCHEMA_VERSION == 1
+    assert j["schema_version"] == SCHEMA_VERSION == 2
     for key in (
         "policy",
         "steps",
-        "error_mean_pct",
-        "error_max_pct",
+        "measured_makespan_ns",
+        "reference_makespan_ns",
+        "makespan_ns",
+        "latency",
+        "consistency",
+        "counterfactuals",
+        "band",
+        "bounds",
+        "warnings",
         "recovered_ns",
         "reference_policy",
         "costs",
+        "cost_fit",
+        # schema 1's names, kept (totals are makespans now)
+        "error_mean_pct",
+        "error_max_pct",
+        "baseline_ns",
+        "replayed_ns",
     ):
         assert key in j
     assert set(j["steps"][0]) == {"step", "measured_ns", "reference_ns", "replayed_ns"}
     assert list(j["recovered_ns"]) == [
+        "split_cost",
         "barrier_wait_removed",
         "overlap_gained",
         "launch_overhead_removed",
-        "device_count_changed",
     ]
-    # the causes add up to coupled replay − asap replay
+    assert all(c["deployment"]["devices"] == 4 for c in j["counterfactuals"])
+    # the causes add up to reference makespan − what-if makespan
     assert sum(j["recovered_ns"].values()) == j["baseline_ns"] - j["replayed_ns"]
+    assert j["replayed_ns"] == j["makespan_ns"] and j["baseline_ns"] == j["reference_makespan_ns"]
     json.dumps(j)
 
 
-def test_cli_replay_prints_error_and_recovered_time(scenario, tmp_path):
-    res = run_cli("replay", scenario.path, "--policy", "asap", "--attention", "2x2", "--experts", "4")
+def test_cli_replay_prints_the_consistency_check_and_recovered_time(scenario, tmp_path):
+    res = run_cli("replay", scenario.path, "--policy", "asap", "--attention", "1x2", "--experts", "2")
     assert res.code == 0
-    assert "coupled reproduction error 0.00% mean" in res.stdout and "barrier wait removed" in res.stdout
+    assert "consistency check: the coupled replay differs from the measured steps by 0.00% mean" in res.stdout
+    assert "barrier wait" in res.stdout and "removed" in res.stdout and "Makespan" in res.stdout
     res = run_cli("replay", scenario.path, "--policy", "coupled", "--json")
     assert json.loads(res.stdout)["steps"][0]["replayed_ns"] == 850 * US
 

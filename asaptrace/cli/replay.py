@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
-from asaptrace.cli._common import JsonOpt, StoreArg, out, print_json, user_errors
-from asaptrace.units import human_ns
-
-if TYPE_CHECKING:
-    from asaptrace.replay.run import ReplayResult
+from asaptrace.cli._common import JsonOpt, StoreArg, err, out, print_json, print_table, user_errors
+from asaptrace.views import (
+    band_text,
+    consistency_text,
+    cost_fit_view,
+    deployment_text,
+    replay_causes_view,
+    replay_makespan_view,
+    replay_steps_view,
+    split_view,
+    vary_view,
+)
 
 
 @user_errors
@@ -36,11 +43,24 @@ def replay(
     failed_rank: Annotated[int | None, typer.Option(help="coupled --expert-failure: the rank lost.")] = None,
     m: Annotated[int | None, typer.Option("--m", help="afd-pingpong: micro-batches.")] = None,
     chunk_tokens: Annotated[int | None, typer.Option(help="chunked: tokens per group per step.")] = None,
+    split: Annotated[
+        str | None,
+        typer.Option(
+            help="auto: replay every D×T + E of the store's device total and keep the best (asap, afd-pingpong)."
+        ),
+    ] = None,
+    vary: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="KNOB=V1,V2 (repeatable): k_s, moe_e_ref, phi, scale, costs=fitted,default — the answer's range."
+        ),
+    ] = None,
     costs: Annotated[
         Path | None, typer.Option("--costs", help="Cost model TOML (default: fitted to the store).")
     ] = None,
     save_costs: Annotated[
-        Path | None, typer.Option("--save-costs", help="Write the cost model used as TOML.")
+        Path | None,
+        typer.Option("--save-costs", help="Write the cost model used (with its fit quality) as TOML."),
     ] = None,
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write the replay as a store here.")
@@ -48,9 +68,9 @@ def replay(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing store at OUTPUT.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Replay a store's measured work under another runtime: measured vs replayed step time, recovered time by cause.
+    """Replay a store's measured work under another runtime: makespan and batch latency, recovered time by cause, the fit and the range.
 
-    Example: asaptrace replay run.store --policy asap --attention 4x4 --experts 16 -o asap.store
+    Example: asaptrace replay run.store --policy asap --split auto --vary k_s=1,2 -o asap.store
     """
     from asaptrace.pipeline import replay_store
     from asaptrace.replay.run import save_result_costs
@@ -66,10 +86,14 @@ def replay(
         m=m,
         chunk_tokens=chunk_tokens,
     )
-    result = replay_store(store, policy, params=params, costs=costs, out=output, overwrite=force)
+    result = replay_store(
+        store, policy, params=params, costs=costs, out=output, overwrite=force, split=split, vary=vary or ()
+    )
     if save_costs is not None:
         save_result_costs(result, save_costs)
-    print_json(result.to_json()) if as_json else _print_replay(result)
+    print_json(result.to_json()) if as_json else _print_replay(result.to_json())
+    for line in result.warnings:
+        err.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
 
 
 def _replay_params(**options: Any) -> dict[str, Any]:
@@ -83,71 +107,26 @@ def _replay_params(**options: Any) -> dict[str, Any]:
     return params
 
 
-def _pct(a: int, b: int) -> str:
-    return f"{100 * (a - b) / b:+.1f}%" if b else "-"
-
-
-def _print_replay(r: ReplayResult) -> None:
-    dep = r.deployment
-    shape = (
-        f"{dep['groups']}×{dep['tp']} attention + {dep['experts']} expert dies"
-        if dep["kind"] == "disaggregated"
-        else f"DP{dep['groups']}×TP{dep['tp']} coupled"
-    )
-    err = f"{r.reference_policy} reproduction error {r.error_mean_pct:.2f}% mean, {r.error_max_pct:.2f}% max"
+def _print_replay(j: dict[str, Any]) -> None:
     out.print(
-        f"[bold]{r.store}[/] replayed as [bold]{r.policy}[/] ({shape}, {r.events:,} events in {r.seconds:.2f} s)"
+        f"[bold]{escape(j['store'])}[/] replayed as [bold]{j['policy']}[/] on {deployment_text(j['deployment'])}"
+        f" ({j['events']:,} events in {j['seconds']:.2f} s)"
     )
-    steps = Table(
-        "step",
-        "measured",
-        r.reference_policy + " replay",
-        r.policy,
-        "vs measured",
-        title="step time",
-        title_justify="left",
+    if j.get("splits"):
+        print_table(split_view(j["splits"]))
+    print_table(replay_makespan_view(j))
+    out.print(band_text(j), soft_wrap=True)
+    print_table(replay_steps_view(j))
+    if j["recovered_ns"]:
+        print_table(replay_causes_view(j))
+    if j.get("vary"):
+        print_table(vary_view(j))
+    print_table(cost_fit_view(j["cost_fit"]))
+    out.print(
+        f"[dim]{escape(consistency_text(j))}; costs: {escape(str(j['costs'].get('source')))}[/]",
+        soft_wrap=True,
     )
-    for s in r.steps:
-        steps.add_row(
-            str(s["step"]),
-            human_ns(s["measured_ns"]),
-            human_ns(s["reference_ns"]),
-            human_ns(s["replayed_ns"]),
-            _pct(s["replayed_ns"], s["measured_ns"]),
-        )
-    steps.add_row(
-        "all",
-        human_ns(r.measured_ns),
-        human_ns(r.reference_ns),
-        human_ns(r.replayed_ns),
-        _pct(r.replayed_ns, r.measured_ns),
-    )
-    out.print(steps)
-    if r.recovered_ns:
-        causes = Table(
-            "cause",
-            "recovered",
-            "share of coupled",
-            title=f"recovered time by cause (± {r.error_max_pct:.1f}%: {err})",
-            title_justify="left",
-        )
-        for cause, ns in r.recovered_ns.items():
-            causes.add_row(
-                cause.replace("_", " "),
-                human_ns(ns),
-                f"{100 * ns / r.baseline_ns:+.1f}%" if r.baseline_ns else "-",
-            )
-        total = sum(r.recovered_ns.values())
-        causes.add_row(
-            "total", human_ns(total), f"{100 * total / r.baseline_ns:+.1f}%" if r.baseline_ns else "-"
-        )
-        out.print(causes)
-    out.print(f"{err}; simulated barrier wait {human_ns(r.simulated_wait_ns)}; costs: {r.costs['source']}")
-    if r.cost_fit:
-        fit = ", ".join(f"{k} R² {v['r2']:.2f}" for k, v in r.cost_fit.items() if "r2" in v)
-        if fit:
-            out.print(f"[dim]cost fit: {fit}[/]")
-    for note in r.notes:
-        out.print(f"[dim]note: {note}[/]")
-    if r.out:
-        out.print(f"wrote [bold]{r.out}[/]")
+    for note in j["notes"]:
+        out.print(f"[dim]note: {escape(note)}[/]")
+    if j["out"]:
+        out.print(f"wrote [bold]{escape(j['out'])}[/]")

@@ -89,6 +89,10 @@ class CostModel:
     xfer_per_k_ms: float = 0.71
     coupled_k_s: float = 1.0
     launch_ms: float = 0.22
+    #: multipliers on an offline what-if's *modelled* pool and transfer costs (the ``scale`` knob of
+    #: ``replay --vary`` and the fit band, :mod:`asaptrace.replay.offline`); not in the TOML file
+    whatif_moe_scale: float = 1.0
+    whatif_transfer_scale: float = 1.0
     source: str = "defaults (DOMAIN.md §3/§6)"
 
     # ------------------------------------------------------------------------------------ costs
@@ -335,25 +339,25 @@ def fit_costs(workload: Any, *, base: CostModel | None = None) -> CostFit:
         .filter(pl.col("y") > 0)
     )
     if pool.height >= 4:
+        # the constants are fitted on the store's own pool: E_fit = its expert ranks (r = 1 there)
         e = float(workload.expert_ranks)
-        r = model.moe_e_ref / e if model.moe_e_ref > 0 else 1.0
+        r = 1.0
         y = pool["y"].to_numpy() / _NS_PER_MS
         n = pool["n"].to_numpy() / K / n_mb
         beta, pred = least_squares(np.column_stack([np.ones(len(y)), r * n]), y)
-        changes.update(moe_a_ms=float(beta[0]), moe_b_ms=float(beta[1]))
-        # the plateau: only measured items below the linear part's knee say where it is
-        knee = (model.moe_plateau_ms * r - beta[0]) / max(beta[1] * r, 1e-12)
+        changes.update(moe_a_ms=float(beta[0]), moe_b_ms=float(beta[1]), moe_e_ref=e)
+        # the plateau: only measured items below the linear part's knee say where it is (the
+        # default plateau is read on E_ref dies: on the store's pool it is × E_ref / E)
+        plateau = model.moe_plateau_ms * (model.moe_e_ref / e if model.moe_e_ref > 0 else 1.0)
+        knee = (plateau - beta[0]) / max(beta[1], 1e-12)
         flat = y[n < knee]
-        q = part_quality(
-            y,
-            np.maximum(pred, model.moe_plateau_ms * r),
-            data=f"(step, layer) pool items; tokens from {data}",
-        )
+        q = part_quality(y, np.maximum(pred, plateau), data=f"(step, layer) pool items; tokens from {data}")
         if len(flat) >= 2:
-            changes["moe_plateau_ms"] = float(np.median(flat)) / r
+            changes["moe_plateau_ms"] = float(np.median(flat))
             q["note"] = f"plateau from {len(flat)} items below the knee"
         else:
-            q["note"] = "no item on the plateau: plateau kept"
+            changes["moe_plateau_ms"] = plateau
+            q["note"] = "no item on the plateau: the default plateau kept (read on this pool)"
         quality["moe"] = q
     else:
         why = "no MoE pool items with token counts" if workload.pool.height else "the store has no MoE layers"
@@ -397,4 +401,4 @@ def fit_costs(workload: Any, *, base: CostModel | None = None) -> CostFit:
 
 def cost_fields() -> list[str]:
     """Names of the numeric constants (for docs and tests)."""
-    return [f.name for f in fields(CostModel) if f.name != "source"]
+    return [f.name for f in fields(CostModel) if f.name != "source" and not f.name.startswith("whatif_")]

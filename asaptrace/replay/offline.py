@@ -1,57 +1,96 @@
 """Per-layer costs of a measured store's batches on another deployment (the offline former).
 
-A measured (step, DP group, micro-batch) is one batch. Its costs on a deployment of ``tp``
-attention dies per group and an ``experts``-die MoE pool are the *measured* times rescaled by the
-cost model's shape (so the measured level is kept and only the change is modelled):
+A measured (step, DP group, micro-batch) is one batch (DOMAIN §7; micro-batch unknown: the group's
+whole batch). Its costs on a deployment of ``tp`` attention dies per group and an ``experts``-die
+MoE pool are the *measured* times rescaled by the cost model's shape (so the measured level is
+kept and only the change is modelled):
 
-* attention_ns = measured attention-side compute × T_measured / tp (linear TP scaling);
+* attention_ns = measured attention-side compute × T_measured / tp (the linear TP rule of
+  :meth:`CostModel.tp_factor`);
 * moe_ns = measured pool time of the (step, layer, micro-batch) × M(n_b, E) / M_ref, where M is
-  :meth:`CostModel.moe_ns`, n_b the batch's tokens and M_ref the model of what the measured
-  kernels served (coupled: all groups' N tokens on the measured EP ranks in one item;
-  disaggregated: each group's item separately). The busiest expert rank's time is measured, so
-  the per-expert-rank skew is kept. Without token counts: pool time × (E_meas / E) / groups;
+  :meth:`CostModel.moe_ns` (r = E_fit / E, E_fit = ``moe_e_ref``: the dies the constants hold
+  for; a fit to a coupled store sets it to the store's EP ranks), n_b the batch's tokens and
+  M_ref the model of what the measured kernels served (coupled: all groups' N tokens on the
+  measured EP ranks in one item; disaggregated: each group's item separately). The busiest
+  expert rank's time is measured, so the per-expert-rank skew is kept. Without token counts:
+  the item's share 1/G of the pool time × r(E) / r(E_measured) (linear: the plateau is not seen);
 * dispatch_ns, combine_ns = measured transfer × X(n_b / tp) / X(measured tokens per die)
-  (unchanged without token counts).
+  (unchanged without token counts). A coupled store measures *synchronous* collectives, which
+  cost k_s × the asynchronous send (DOMAIN §6): an asynchronous what-if divides them by
+  ``coupled_k_s``; a lockstep what-if on a disaggregated store multiplies its sends by it;
+* ``whatif_moe_scale`` / ``whatif_transfer_scale`` multiply the modelled pool and transfer
+  costs (the ``scale`` knob of ``--vary`` and the fit band; 1 by default).
+
+:func:`lockstep_split_steps` gives the same work run in lockstep on a split deployment (the
+"split cost" step of the counterfactual sequence): per measured (step, micro-batch), every layer
+waits for the slowest of the D attention groups (the measured groups dealt onto them longest
+first), then one pool item of all the groups' tokens, with the barrier at dispatch and combine.
 
 Dense layers (no MoE pool time measured) get moe = dispatch = combine = 0.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.pipelined import Batch
+from asaptrace.replay.planner import place_longest_first
 from asaptrace.replay.workload import Workload
 
 _KEYS = ["step", "layer", "micro_batch"]
 
 
-def item_costs(wl: Workload, costs: CostModel, *, tp: int, experts: float) -> pl.DataFrame:
-    """Per (step, dp_group, micro_batch, layer): attention_ns, dispatch_ns, moe_ns, combine_ns."""
-    it = wl.items.join(wl.pool, on=_KEYS, how="left", suffix="_pool").join(wl.transfers, on=_KEYS, how="left")
+def _r(costs: CostModel, experts: float) -> float:
+    return costs.moe_e_ref / experts if costs.moe_e_ref > 0 else 1.0
+
+
+def _joined(wl: Workload) -> pl.DataFrame:
+    """Items with their pool item and transfers (null-safe: an unknown micro-batch matches itself)."""
+    return wl.items.join(wl.pool, on=_KEYS, how="left", suffix="_pool", nulls_equal=True).join(
+        wl.transfers, on=_KEYS, how="left", nulls_equal=True
+    )
+
+
+def _transfer_factor(wl: Workload, costs: CostModel, asynchronous: bool) -> float:
+    """What a measured transfer becomes: coupled store → async ÷ k_s; disaggregated → lockstep × k_s."""
+    k_s = costs.coupled_k_s
+    if wl.deployment == "coupled":
+        return 1.0 / k_s if asynchronous else 1.0
+    return 1.0 if asynchronous else k_s
+
+
+def item_costs(
+    wl: Workload, costs: CostModel, *, tp: int, experts: float, asynchronous: bool = True
+) -> pl.DataFrame:
+    """Per (step, dp_group, micro_batch, layer): attention_ns, dispatch_ns, moe_ns, combine_ns, and the
+    pool item of all groups' tokens (``moe_all_ns``, the lockstep deployment's one item per layer)."""
+    it = _joined(wl)
     attn = it["attn_ns"].to_numpy().astype(np.float64) * wl.tp / tp
     pool = it["pool_ns"].fill_null(0).to_numpy().astype(np.float64)
     disp = it["dispatch_ns"].fill_null(0).to_numpy().astype(np.float64)
     comb = it["combine_ns"].fill_null(0).to_numpy().astype(np.float64)
     if wl.has_tokens:
         n_b = it["tokens"].to_numpy()
+        n_all = it.select(pl.col("tokens").sum().over(_KEYS))["tokens"].to_numpy()
         if wl.deployment == "coupled":
             ref = costs.moe_ns(it["tokens_pool"].fill_null(0).to_numpy(), wl.expert_ranks).astype(np.float64)
         else:
             own = costs.moe_ns(n_b, wl.expert_ranks).astype(np.float64)
-            ref = (
-                it.with_columns(_own=pl.Series(own))
-                .select(pl.col("_own").sum().over(_KEYS))["_own"]
-                .to_numpy()
-            )
+            ref = it.with_columns(_own=pl.Series(own)).select(pl.col("_own").sum().over(_KEYS))["_own"].to_numpy()
         moe = pool * costs.moe_ns(n_b, experts) / np.maximum(ref, 1)
+        moe_all = pool * costs.moe_ns(n_all, experts) / np.maximum(ref, 1)
         tpd = it["tokens_per_die"].fill_null(0).to_numpy()
         xr = costs.transfer_ns(n_b / tp) / np.maximum(costs.transfer_ns(tpd), 1)
         disp, comb = disp * xr, comb * xr
     else:
-        moe = pool * (wl.expert_ranks / experts) / max(wl.n_groups, 1)
+        moe_all = pool * _r(costs, experts) / _r(costs, wl.expert_ranks)
+        moe = moe_all / max(wl.n_groups, 1)
+    xs = _transfer_factor(wl, costs, asynchronous) * costs.whatif_transfer_scale
+    moe_s = costs.whatif_moe_scale
     return pl.DataFrame(
         {
             "step": it["step"],
@@ -59,12 +98,14 @@ def item_costs(wl: Workload, costs: CostModel, *, tp: int, experts: float) -> pl
             "micro_batch": it["micro_batch"],
             "layer": it["layer"],
             "attention_ns": np.rint(attn).astype(np.int64),
-            "dispatch_ns": np.where(pool > 0, np.rint(disp), 0).astype(np.int64),
-            "moe_ns": np.rint(moe).astype(np.int64),
-            "combine_ns": np.where(pool > 0, np.rint(comb), 0).astype(np.int64),
+            "dispatch_ns": np.where(pool > 0, np.rint(disp * xs), 0).astype(np.int64),
+            "moe_ns": np.rint(moe * moe_s).astype(np.int64),
+            "moe_all_ns": np.rint(moe_all * moe_s).astype(np.int64),
+            "combine_ns": np.where(pool > 0, np.rint(comb * xs), 0).astype(np.int64),
+            "tokens": it["tokens"],
             "max_len": it["max_len"],
         }
-    ).sort("step", "dp_group", "micro_batch", "layer")
+    ).sort("step", "dp_group", "micro_batch", "layer", nulls_last=True)
 
 
 def offline_batches(
@@ -77,23 +118,15 @@ def offline_batches(
     ic = item_costs(wl, costs, tp=tp, experts=experts)
     # which micro-batch holds the long prompt: the batches table says, or (when it does not say)
     # the group's micro-batch with the most attention work
-    per = ic.group_by("step", "dp_group", "micro_batch").agg(
-        pl.col("attention_ns").sum(), pl.col("max_len").max()
-    )
+    per = ic.group_by("step", "dp_group", "micro_batch").agg(pl.col("attention_ns").sum(), pl.col("max_len").max())
     if wl.batches.height and wl.batches["micro_batch"].null_count() and wl.micro_batches > 1:
         heaviest = per.sort("attention_ns", descending=True).unique(["step", "dp_group"], keep="first")
-        per = per.join(
-            heaviest.select("step", "dp_group", pl.col("micro_batch").alias("_h")), on=["step", "dp_group"]
-        )
-        per = per.with_columns(
-            max_len=pl.when(pl.col("micro_batch") == pl.col("_h")).then("max_len").otherwise(0)
-        )
+        per = per.join(heaviest.select("step", "dp_group", pl.col("micro_batch").alias("_h")), on=["step", "dp_group"])
+        per = per.with_columns(max_len=pl.when(pl.col("micro_batch") == pl.col("_h")).then("max_len").otherwise(0))
     longest_of = {(s, g, m): v for s, g, m, _, v, *_ in per.iter_rows()}
     ready = dict(zip(wl.steps["step"].to_list(), wl.steps["start_ns"].to_list(), strict=True))
     out = []
-    for i, ((step, g, mb), part) in enumerate(
-        ic.group_by("step", "dp_group", "micro_batch", maintain_order=True)
-    ):
+    for i, ((step, g, mb), part) in enumerate(ic.group_by("step", "dp_group", "micro_batch", maintain_order=True)):
         longest = longest_of[(step, g, mb)]
         out.append(
             Batch(
@@ -106,6 +139,68 @@ def offline_batches(
                 alone=bool(long_tokens and longest is not None and longest > long_tokens),
                 step=int(step),
                 key=(int(step), int(g), -1 if mb is None else int(mb)),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class LockstepCosts:
+    """One lockstep sub-step of a split deployment: per-layer costs of a measured (step, micro-batch)."""
+
+    step: int
+    micro_batch: int
+    ready_ns: int
+    attention_ns: np.ndarray  # (D, L): each target group's attention (the measured groups dealt onto it)
+    moe_ns: np.ndarray  # (L,): one pool item of every group's tokens
+    dispatch_ns: np.ndarray  # (L,): the largest target group's send, after the barrier
+    combine_ns: np.ndarray  # (L,)
+
+
+def lockstep_split_steps(wl: Workload, costs: CostModel, *, groups: int, tp: int, experts: float) -> list[LockstepCosts]:
+    """The store's work on D = ``groups`` × ``tp`` attention dies and an ``experts``-die pool, in lockstep.
+
+    Per measured (step, micro-batch), in order: the measured groups are dealt longest attention
+    first onto the D groups (:func:`~asaptrace.replay.planner.place_longest_first`); each layer's
+    attention is the target group's sum, the pool item holds every group's tokens
+    (``moe_all_ns``), and a target group's send is the largest of its dealt groups' (tokens add up:
+    X(Σ t / tp) when the store has token counts).
+    """
+    ic = item_costs(wl, costs, tp=tp, experts=experts, asynchronous=False)
+    ready = dict(zip(wl.steps["step"].to_list(), wl.steps["start_ns"].to_list(), strict=True))
+    layers = wl.layers
+    out: list[LockstepCosts] = []
+    for (step, mb), part in ic.group_by("step", "micro_batch", maintain_order=True):
+        by_g = part.group_by("dp_group", maintain_order=True).agg(
+            pl.col("layer"), pl.col("attention_ns"), pl.col("dispatch_ns"), pl.col("combine_ns"), pl.col("tokens").first()
+        )
+        g_attn = np.zeros((by_g.height, layers))
+        g_disp = np.zeros((by_g.height, layers))
+        g_comb = np.zeros((by_g.height, layers))
+        for i, (_g, lay, a, d, c, _t) in enumerate(by_g.iter_rows()):
+            g_attn[i, lay] = a
+            g_disp[i, lay] = d
+            g_comb[i, lay] = c
+        where = place_longest_first(g_attn.sum(axis=1), groups)
+        attn = np.zeros((groups, layers))
+        np.add.at(attn, where, g_attn)
+        if wl.has_tokens:
+            tok = by_g["tokens"].to_numpy().astype(np.float64)
+            t_target = np.bincount(where, weights=tok, minlength=groups)
+            grow = costs.transfer_ns(t_target[where] / tp) / np.maximum(costs.transfer_ns(tok / tp), 1)
+            g_disp, g_comb = g_disp * grow[:, None], g_comb * grow[:, None]
+        moe = np.zeros(layers)
+        m = part.unique("layer").select("layer", "moe_all_ns")
+        moe[m["layer"].to_numpy()] = m["moe_all_ns"].to_numpy()
+        out.append(
+            LockstepCosts(
+                step=int(step),
+                micro_batch=-1 if mb is None else int(mb),
+                ready_ns=int(ready[step]),
+                attention_ns=np.rint(attn).astype(np.int64),
+                moe_ns=np.rint(moe).astype(np.int64),
+                dispatch_ns=np.rint(g_disp.max(axis=0)).astype(np.int64),
+                combine_ns=np.rint(g_comb.max(axis=0)).astype(np.int64),
             )
         )
     return out

@@ -81,39 +81,90 @@ class BatchFormer(Protocol):
 class StaticBatches:
     """Offline former: pre-built batches, each placed on a group up front, FIFO per group.
 
-    Placement is decided before the run — step by step, longest attention work first onto the
-    group with the least placed work (``groups`` of them) — so switching a mechanism off changes
-    durations only, never who runs where. A batch marked ``alone`` waits until its group is idle.
+    Placement is decided before the run — given (``placement``: batch id → group, e.g. the groups
+    a :class:`FifoBatches` run chose, so that an ablation replays the same schedule with longer
+    items) or step by step, longest attention work first onto the group with the least placed
+    work (:func:`~asaptrace.replay.planner.place_longest_first`). A batch marked ``alone`` waits
+    until its group is idle.
     """
 
     batches: list[Batch]
     groups: int = 1
+    placement: dict[int, int] | None = None
     _queues: list[deque[Batch]] = field(init=False)
 
     def __post_init__(self) -> None:
+        from asaptrace.replay.planner import place_longest_first
+
         self._queues = [deque() for _ in range(self.groups)]
-        load = np.zeros(self.groups)
+        order = sorted(self.batches, key=lambda b: (b.ready_ns, b.batch_id))
+        if self.placement is not None:
+            for b in order:
+                self._queues[self.placement[b.batch_id]].append(b)
+            return
         by_step: dict[int, list[Batch]] = {}
-        for b in sorted(self.batches, key=lambda b: (b.ready_ns, b.batch_id)):
+        for b in order:
             by_step.setdefault(b.ready_ns, []).append(b)
+        load = np.zeros(self.groups)
         for ready in sorted(by_step):
-            for b in sorted(by_step[ready], key=lambda b: (-int(b.attention_ns.sum()), b.batch_id)):
-                g = int(np.argmin(load))
-                self._queues[g].append(b)
-                load[g] += float(b.attention_ns.sum())
+            step = by_step[ready]
+            where = place_longest_first([float(b.attention_ns.sum()) for b in step], self.groups, load=load)
+            for b, g in zip(step, where, strict=True):
+                self._queues[int(g)].append(b)
 
     def wakeups(self) -> Iterable[int]:
         return sorted({b.ready_ns for b in self.batches})
 
     def fresh(self) -> StaticBatches:
         """The same former, before any batch was handed out (for another run)."""
-        return StaticBatches(self.batches, self.groups)
+        return StaticBatches(self.batches, self.groups, self.placement)
+
+    def placed(self, group_of: dict[int, int]) -> StaticBatches:
+        return StaticBatches(self.batches, self.groups, dict(group_of))
 
     def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
         q = self._queues[group]
         if not q or q[0].ready_ns > now_ns or (q[0].alone and not group_idle):
             return None
         return q.popleft()
+
+
+@dataclass
+class FifoBatches:
+    """Offline former of DOMAIN §7: pre-built batches handed out FIFO (ready time, then id) to
+    whichever group asks — the pipeline asks the least-occupied group with a free slot first. A
+    batch holding a long prompt (``alone``) is reserved for the group that asked and handed out
+    when that group is idle (as the online former does)."""
+
+    batches: list[Batch]
+    groups: int = 1
+    _queue: deque[Batch] = field(init=False)
+    _reserved: dict[int, Batch] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._queue = deque(sorted(self.batches, key=lambda b: (b.ready_ns, b.batch_id)))
+        self._reserved = {}
+
+    def wakeups(self) -> Iterable[int]:
+        return sorted({b.ready_ns for b in self.batches})
+
+    def fresh(self) -> FifoBatches:
+        return FifoBatches(self.batches, self.groups)
+
+    def placed(self, group_of: dict[int, int]) -> StaticBatches:
+        """The schedule a run chose, fixed (for a replay in the same service order)."""
+        return StaticBatches(self.batches, self.groups, dict(group_of))
+
+    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
+        if group in self._reserved:
+            return self._reserved.pop(group) if group_idle else None
+        if not self._queue or self._queue[0].ready_ns > now_ns:
+            return None
+        b = self._queue.popleft()
+        if b.alone and not group_idle:
+            self._reserved[group] = b
+            return None
+        return b
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ The coupled and disaggregated runs admit the same requests per step from the sam
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -58,6 +58,20 @@ def admit(reqs: Requests, steps: int, step_tokens: int) -> list[np.ndarray]:
     if not out:
         raise UsageError("workload has no requests to schedule")
     return out
+
+
+def place_longest_first(weights: Any, bins: int, *, load: np.ndarray | None = None) -> np.ndarray:
+    """The one placement rule: items by descending weight (ties: lower index first), each onto the
+    bin with the least placed weight (ties: the lower bin). Returns each item's bin; ``load`` (the
+    bins' weight so far) is updated in place when given."""
+    w = np.asarray(weights, np.float64)
+    load = np.zeros(max(int(bins), 1)) if load is None else load
+    where = np.zeros(len(w), np.int64)
+    for i in np.argsort(-w, kind="stable"):
+        b = int(np.argmin(load))
+        where[i] = b
+        load[b] += w[i]
+    return where
 
 
 def balance(idx: np.ndarray, tokens: np.ndarray, bins: int) -> list[np.ndarray]:

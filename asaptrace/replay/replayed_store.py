@@ -3,11 +3,11 @@
 The replayed store is an ordinary enriched store, so every analysis works on it unchanged:
 
 * lockstep replays: each rank's dispatch / combine / collective span starts at its *arrival* and
-  ends at release + its transfer (the early ranks' spans hold the barrier wait, exactly as the
+  ends at release + its transfer, at the replayed times (a step starts when its ranks are free) (the early ranks' spans hold the barrier wait, exactly as the
   barrier analysis measures it); compute runs back to back just before each arrival (measured
   chains: the measured kernels' time by kind, layer and micro-batch, compressed if a what-if
   shrank the gap; cost-built chains: one attention span before a dispatch, one MoE span before a
-  combine). Steps follow each other with the measured gaps between them.
+  combine). A step starts at its measured start or when its ranks finished the previous one.
 * pipelined replays (micro_batch = the batch's index among its group's batches of the step):
   attention ranks (D groups × T, role ``attention``) carry attention,
   dispatch-send and combine-receive spans (the receive drawn from when the pool finished, so it
@@ -116,15 +116,10 @@ def _with_counts(ranks: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
 # ------------------------------------------------------------------------------------------ lockstep
 def _lockstep(run: PolicyRun, wl: Workload) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     parts = []
-    rows = wl.steps.sort("step").select("step", "start_ns", "end_ns").rows()
-    shift = 0  # replayed − measured time of the current step's start
-    for i, (step, _start, end) in enumerate(rows):
+    for step in wl.steps.sort("step")["step"].to_list():
         times = run.chains[step]
         busy = run.busy.filter(pl.col("step") == step) if run.busy is not None and len(times) == 1 else None
-        parts += [_draw_chain(ct, busy, shift) for ct in times]
-        if i + 1 < len(rows):
-            replayed_end = max(int(ct.step_end.max()) for ct in times) + shift
-            shift = replayed_end - int(end)  # keep the measured gap before the next step
+        parts += [_draw_chain(ct, busy, 0) for ct in times]  # chains run at their replayed times
     events = pl.concat(parts)
     if wl.chains:
         rk = wl.ranks
@@ -345,3 +340,12 @@ def replay_meta(run: PolicyRun, wl: Workload, extra: dict[str, Any]) -> dict[str
         "sources": [],
         **extra,
     }
+
+
+#: what a replayed store's meta.json keeps of its replay (the ReplayResult JSON minus the bulky parts)
+REPLAY_BLOCK_DROP = ("store", "out", "seconds", "events")
+
+
+def replay_block_of(result: Any) -> dict[str, Any]:
+    """The ``replay`` block of a replayed store's meta.json: the result's JSON form (schema 2)."""
+    return {k: v for k, v in result.to_json().items() if k not in REPLAY_BLOCK_DROP}

@@ -2,82 +2,107 @@
 
 :func:`asaptrace.pipeline.replay_store` composes it with the store: open, extract, replay, write.
 
-What it does, in order:
+What it does, in order (DOMAIN §7):
 
 1. (the pipeline) extract the workload (:func:`~asaptrace.replay.workload.extract_workload`);
-2. take the cost model: a :class:`CostModel`, a TOML file, or (default) one fitted to the store
-   (:func:`~asaptrace.replay.costs.fit_costs`; each part keeps the DOMAIN defaults when the
-   store cannot fit it);
-3. run the **reference replay** — ``coupled`` on a coupled store, ``asap`` on the measured device
-   counts (no long-prompt rule) on a disaggregated one — and compare it with the measured step
-   times: the reproduction error (mean and max % over steps) quoted with every what-if;
-4. run the requested policy;
-5. attribute the recovered time: starting from the coupled replay, run the policy's
-   counterfactual sequence (:meth:`Policy.counterfactuals`); each cause gets the drop from the
-   previous replay to its own, so Σ causes = coupled replay − policy replay (checked, an
-   :class:`~asaptrace.errors.AccountingError` if not);
-6. (the pipeline) optionally write the replay as a store (atomic, :class:`~asaptrace.store.StoreWriter`).
+2. take the cost model: a :class:`CostModel`, a TOML file (its ``[fit]`` quality kept), or
+   (default) one fitted to the store (:func:`~asaptrace.replay.costs.fit_costs`; each part keeps
+   the DOMAIN defaults when the store cannot fit it, and says why); poor or missing fits become
+   one-line ``warnings``;
+3. check the what-if applies (:meth:`Policy.applies`: one line, exit 2, when it does not);
+4. run the **reference replay** — ``coupled`` on a coupled store, ``asap`` on the measured device
+   counts on a disaggregated one. On a coupled store it replays the measured durations, so it
+   reproduces the run by construction: a **consistency check** of the mechanics (``consistency``),
+   never an error bar;
+5. run the requested policy. Its time is the **makespan** (first batch ready → last batch done)
+   plus each batch's latency (mean, p99); recovered = reference makespan − replayed makespan;
+6. attribute the recovered time along the policy's counterfactual sequence
+   (:meth:`Policy.counterfactuals`, every step at the store's device total unless the user asked
+   for another): Σ causes = recovered (checked, :class:`~asaptrace.errors.AccountingError`);
+7. the **band**: the policy replayed again with its modelled pool and transfer costs × (1 ∓ the
+   fitted parts' residual p95), giving the recovered time's low and high;
+8. (the pipeline) optionally write the replay as a store (atomic).
 
-JSON form (:meth:`ReplayResult.to_json`, ``schema_version`` 1; documented in
-``docs/analyses/replay.md``)::
-
-    {"schema_version": 1, "store", "policy", "params", "deployment": {kind, groups, tp, experts, devices},
-     "reference_policy", "steps": [{"step", "measured_ns", "reference_ns", "replayed_ns"}],
-     "measured_ns", "reference_ns", "baseline_ns", "replayed_ns",
-     "error_mean_pct", "error_max_pct", "recovered_ns": {cause: ns}, "recovered_total_ns",
-     "simulated_wait_ns", "events", "seconds", "costs": {...}, "cost_fit": {...} | null, "notes": [str],
-     "out": path | null}
+JSON form (:meth:`ReplayResult.to_json`, ``schema_version`` 2; documented in
+``docs/analyses/replay.md``).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from asaptrace.errors import AccountingError, UsageError
-from asaptrace.replay.costs import CostModel, fit_costs, load_costs, save_costs
-from asaptrace.replay.policies import POLICIES, Asap, Coupled, Policy, PolicyRun
+from asaptrace.replay.costs import CostModel, fit_costs, fit_warnings, read_costs, save_costs
+from asaptrace.replay.policies import POLICIES, Asap, Coupled, Deployment, LockstepPolicy, Policy, PolicyRun
 from asaptrace.replay.workload import Workload
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 @dataclass
 class ReplayResult:
-    """Measured vs replayed step times, the reproduction error, recovered time by cause."""
+    """Makespans (measured, reference, replayed), batch latencies, recovered time by cause, the band."""
 
     store: str
     policy: str
     params: dict[str, Any]
     deployment: dict[str, Any]
     reference_policy: str
-    steps: list[dict[str, int]]
-    error_mean_pct: float
-    error_max_pct: float
-    baseline_ns: int
+    steps: list[dict[str, int]]  # per measured step: measured step time and the latencies of both replays
+    measured_makespan_ns: int
+    reference_makespan_ns: int
+    makespan_ns: int
+    latency: dict[str, int]
+    reference_latency: dict[str, int]
+    consistency: dict[str, Any]
     recovered_ns: dict[str, int]
+    counterfactuals: list[dict[str, Any]]
+    band: dict[str, Any]
+    bounds: dict[str, Any]
     simulated_wait_ns: int
     events: int
     seconds: float
     costs: dict[str, Any]
     cost_fit: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    splits: list[dict[str, Any]] | None = None
+    vary: list[dict[str, Any]] | None = None
+    tornado: list[dict[str, Any]] | None = None
     out: str | None = None
     run: PolicyRun | None = field(default=None, repr=False)
 
+    # the names of schema 1, kept: totals are makespans now (never sums of overlapping steps)
     @property
     def measured_ns(self) -> int:
-        return sum(s["measured_ns"] for s in self.steps)
+        return self.measured_makespan_ns
 
     @property
     def reference_ns(self) -> int:
-        return sum(s["reference_ns"] for s in self.steps)
+        return self.reference_makespan_ns
 
     @property
     def replayed_ns(self) -> int:
-        return sum(s["replayed_ns"] for s in self.steps)
+        return self.makespan_ns
+
+    @property
+    def baseline_ns(self) -> int:
+        return self.reference_makespan_ns
+
+    @property
+    def recovered_total_ns(self) -> int:
+        return self.reference_makespan_ns - self.makespan_ns
+
+    @property
+    def error_mean_pct(self) -> float:
+        return float(self.consistency["mean_pct"])
+
+    @property
+    def error_max_pct(self) -> float:
+        return float(self.consistency["max_pct"])
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,20 +113,33 @@ class ReplayResult:
             "deployment": self.deployment,
             "reference_policy": self.reference_policy,
             "steps": self.steps,
+            "measured_makespan_ns": self.measured_makespan_ns,
+            "reference_makespan_ns": self.reference_makespan_ns,
+            "makespan_ns": self.makespan_ns,
             "measured_ns": self.measured_ns,
             "reference_ns": self.reference_ns,
-            "baseline_ns": self.baseline_ns,
             "replayed_ns": self.replayed_ns,
+            "baseline_ns": self.baseline_ns,
+            "latency": self.latency,
+            "reference_latency": self.reference_latency,
+            "consistency": self.consistency,
             "error_mean_pct": self.error_mean_pct,
             "error_max_pct": self.error_max_pct,
             "recovered_ns": self.recovered_ns,
-            "recovered_total_ns": sum(self.recovered_ns.values()),
+            "recovered_total_ns": self.recovered_total_ns,
+            "counterfactuals": self.counterfactuals,
+            "band": self.band,
+            "bounds": self.bounds,
             "simulated_wait_ns": self.simulated_wait_ns,
             "events": self.events,
             "seconds": round(self.seconds, 4),
             "costs": self.costs,
             "cost_fit": self.cost_fit,
+            "warnings": self.warnings,
             "notes": self.notes,
+            "splits": self.splits,
+            "vary": self.vary,
+            "tornado": self.tornado,
             "out": self.out,
         }
 
@@ -127,16 +165,22 @@ def reference_policy(wl: Workload) -> Policy:
         experts=wl.expert_ranks,
         dual_batch=wl.micro_batches > 1,
         long_tokens=0,
+        placement="measured",
     )
 
 
 def resolve_costs(wl: Workload, costs: CostModel | str | Path | None) -> tuple[CostModel, dict | None]:
+    """The cost model and its fit quality: given, read from a file (with its [fit]), or fitted."""
     if isinstance(costs, CostModel):
         return costs, None
     if costs is not None:
-        return load_costs(costs), None
+        return read_costs(costs)
     fit = fit_costs(wl)
     return fit.model, fit.quality
+
+
+def deployment_json(dep: Deployment) -> dict[str, Any]:
+    return {**asdict(dep), "devices": dep.devices}
 
 
 def replay_workload(
@@ -146,16 +190,19 @@ def replay_workload(
     params: dict[str, Any] | None = None,
     costs: CostModel | str | Path | None = None,
     attribute: bool = True,
+    band: bool = True,
     source: str = "",
 ) -> ReplayResult:
-    """Replay an extracted workload under ``policy`` (steps 2–5 of the module docstring)."""
+    """Replay an extracted workload under ``policy`` (steps 2–7 of the module docstring)."""
     t0 = time.perf_counter()
     pol = make_policy(policy, params)
+    why = pol.applies(wl)
+    if why:
+        raise UsageError(f"{pol.name} does not apply: {why}", path=source or None)
     model, quality = resolve_costs(wl, costs)
     ref_pol = reference_policy(wl)
     ref = ref_pol.run(wl, model)
     run = ref if pol == ref_pol else pol.run(wl, model)
-    baseline = ref if isinstance(ref_pol, Coupled) else Coupled().run(wl, model)
     for p, r in ((ref_pol, ref), (pol, run)):
         missing = sorted(set(wl.steps["step"].to_list()) - set(r.step_ns))
         if missing:
@@ -164,61 +211,158 @@ def replay_workload(
                 "(it needs attention and MoE layers segmented in the store)",
                 path=source or None,
             )
-    recovered = attribute_recovered(pol, wl, model, baseline, run) if attribute else {}
+    recovered, counterfactuals = attribute_recovered(pol, wl, model, ref, run) if attribute else ({}, [])
+    measured = dict(wl.steps.select("step", "measured_ns").rows())
+    ref_steps, run_steps = ref.step_ns, run.step_ns
     steps = [
         {
             "step": int(s),
-            "measured_ns": int(m),
-            "reference_ns": int(ref.step_ns[s]),
-            "replayed_ns": int(run.step_ns[s]),
+            "measured_ns": int(measured[s]),
+            "reference_ns": int(ref_steps[s]),
+            "replayed_ns": int(run_steps[s]),
         }
-        for s, m in wl.steps.select("step", "measured_ns").rows()
-    ]
-    errors = [
-        abs(r["reference_ns"] - r["measured_ns"]) / r["measured_ns"] * 100 for r in steps if r["measured_ns"]
+        for s in sorted(measured)
     ]
     result = ReplayResult(
         store=source,
         policy=pol.name,
         params=_jsonable(pol.params()),
-        deployment={**asdict(run.deployment), "devices": run.deployment.devices},
+        deployment=deployment_json(run.deployment),
         reference_policy=ref_pol.name,
         steps=steps,
-        error_mean_pct=round(sum(errors) / len(errors), 4) if errors else 0.0,
-        error_max_pct=round(max(errors), 4) if errors else 0.0,
-        baseline_ns=sum(baseline.step_ns.values()),
+        measured_makespan_ns=int(wl.steps["end_ns"].max() - wl.steps["start_ns"].min()),
+        reference_makespan_ns=ref.makespan_ns,
+        makespan_ns=run.makespan_ns,
+        latency=run.latency_ns(),
+        reference_latency=ref.latency_ns(),
+        consistency=consistency_check(ref_pol, wl, steps),
         recovered_ns=recovered,
+        counterfactuals=counterfactuals,
+        band=fit_band(pol, wl, model, quality, ref.makespan_ns) if band else {"status": "not computed"},
+        bounds=lower_bounds(wl, run),
         simulated_wait_ns=run.simulated_wait_ns,
         events=run.events,
         seconds=0.0,
         costs=model.to_dict(),
         cost_fit=quality,
-        notes=list(wl.notes),
+        warnings=fit_warnings(quality) if _uses_model(pol) else [],
+        notes=list(wl.notes) + _notes(wl, pol),
         run=run,
     )
     result.seconds = time.perf_counter() - t0
     return result
 
 
+def _uses_model(pol: Policy) -> bool:
+    """A what-if that rescales costs through the model (every policy but plain coupled)."""
+    return not isinstance(pol, Coupled) or pol.expert_failure or pol.k_s != 1.0
+
+
+def _notes(wl: Workload, pol: Policy) -> list[str]:
+    out = []
+    if not wl.has_tokens and _uses_model(pol):
+        out.append(
+            "the store has no request lengths (no annotations, no --batches sidecar): pool time is "
+            "shared evenly over the groups' batches and scaled linearly with the pool size, transfers are "
+            "kept as measured"
+        )
+    return out
+
+
+def consistency_check(ref_pol: Policy, wl: Workload, steps: list[dict[str, int]]) -> dict[str, Any]:
+    """The reference replay against the measurement, per step (mean and max |Δ| %).
+
+    On a coupled store the reference replays the measured durations, so it matches by
+    construction (``exact``): it checks the replay's mechanics, not the cost model. On a
+    disaggregated store the reference runs on rescaled costs: a real (if weak) check of them.
+    """
+    errors = [abs(r["reference_ns"] - r["measured_ns"]) / r["measured_ns"] * 100 for r in steps if r["measured_ns"]]
+    exact = isinstance(ref_pol, Coupled)
+    return {
+        "policy": ref_pol.name,
+        "exact_by_construction": exact,
+        "mean_pct": round(sum(errors) / len(errors), 4) if errors else 0.0,
+        "max_pct": round(max(errors), 4) if errors else 0.0,
+        "what": (
+            "the coupled replay of the measured durations reproduces the measured steps (mechanics check)"
+            if exact
+            else "the reference replay of the measured deployment on the fitted costs vs the measured steps"
+        ),
+    }
+
+
 def attribute_recovered(
-    pol: Policy, wl: Workload, costs: CostModel, baseline: PolicyRun, final: PolicyRun
-) -> dict[str, int]:
+    pol: Policy, wl: Workload, costs: CostModel, reference: PolicyRun, final: PolicyRun
+) -> tuple[dict[str, int], list[dict[str, Any]]]:
     """Recovered time by cause along the policy's counterfactual sequence (adds up exactly)."""
-    prev = sum(baseline.step_ns.values())
+    prev = reference.makespan_ns
     out: dict[str, int] = {}
+    rows: list[dict[str, Any]] = []
     for cause, p in pol.counterfactuals(wl):
-        total = sum((final if p == pol else p.run(wl, costs)).step_ns.values())
-        out[cause] = out.get(cause, 0) + prev - total
-        prev = total
-    want = sum(baseline.step_ns.values()) - sum(final.step_ns.values())
+        r = final if p == pol else p.run(wl, costs)
+        out[cause] = out.get(cause, 0) + prev - r.makespan_ns
+        dep = deployment_json(r.deployment)
+        rows.append(
+            {
+                "cause": cause,
+                "policy": p.name,
+                "deployment": {k: dep[k] for k in ("kind", "groups", "tp", "experts", "devices")},
+                "replayed_ns": r.makespan_ns,
+                "recovered_ns": prev - r.makespan_ns,
+            }
+        )
+        prev = r.makespan_ns
+    want = reference.makespan_ns - final.makespan_ns
     if sum(out.values()) != want:
         raise AccountingError(f"recovered time by cause adds up to {sum(out.values())} ns, not {want} ns")
+    return out, rows
+
+
+def fit_band(
+    pol: Policy, wl: Workload, costs: CostModel, quality: dict | None, reference_ns: int
+) -> dict[str, Any]:
+    """The recovered time's range from the fit's residuals: the modelled pool and transfer costs
+    × (1 ∓ residual p95) of each fitted part (a default part has no residuals: no band from it)."""
+    if not _uses_model(pol) or isinstance(pol, LockstepPolicy):
+        return {"status": "none", "reason": "this what-if rescales no modelled pool or transfer cost"}
+    e = {}
+    for part, field_name in (("moe", "whatif_moe_scale"), ("transfer", "whatif_transfer_scale")):
+        q = (quality or {}).get(part) or {}
+        if q.get("status") == "fitted" and q.get("residual_p95_pct") is not None:
+            e[field_name] = min(float(q["residual_p95_pct"]) / 100, 0.9)
+    if not e:
+        return {"status": "none", "reason": "no fitted pool or transfer part: the range comes from --vary only"}
+    lo = pol.run(wl, replace(costs, **{k: 1 - v for k, v in e.items()})).makespan_ns
+    hi = pol.run(wl, replace(costs, **{k: 1 + v for k, v in e.items()})).makespan_ns
+    return {
+        "status": "fitted",
+        "parts": {k.removeprefix("whatif_").removesuffix("_scale"): round(v, 4) for k, v in e.items()},
+        "makespan_low_ns": lo,
+        "makespan_high_ns": hi,
+        "recovered_low_ns": reference_ns - hi,
+        "recovered_high_ns": reference_ns - lo,
+    }
+
+
+def lower_bounds(wl: Workload, run: PolicyRun) -> dict[str, Any]:
+    """What the makespan can never be below (DOMAIN §7), and which binds (the utilisation)."""
+    ready_span = int(wl.steps["start_ns"].max() - wl.steps["start_ns"].min())
+    out: dict[str, Any] = {"ready_span_ns": ready_span}
+    if run.work:
+        pool = int(run.work["pool_ns"])
+        attn = max(run.work["attention_ns"].values(), default=0)
+        out |= {
+            "pool_work_ns": pool,
+            "attention_group_work_ns": int(attn),
+            "pool_utilisation": round(pool / run.makespan_ns, 4) if run.makespan_ns else 0.0,
+            "attention_utilisation": round(attn / run.makespan_ns, 4) if run.makespan_ns else 0.0,
+        }
     return out
 
 
 def save_result_costs(result: ReplayResult, path: str | Path) -> Path:
     """Write the cost model a replay used (with its fit quality) as TOML for ``--costs``."""
-    values = {k: v for k, v in result.costs.items() if k != "source"}
+    values = {k: v for k, v in result.costs.items() if k != "source" and not k.startswith("whatif_")}
     model = CostModel(**values, source=str(result.costs.get("source", "")))
     return save_costs(model, path, quality=result.cost_fit)
 

@@ -174,7 +174,7 @@ def extract_workload(store: TraceStore) -> Workload:
         bw = barrier_wait(dev, ranks, instances=match_instances(dev, ranks))
         bw = bw.filter(pl.col("step").is_not_null())
         chains, busy, idle = _chains(dev, bw)
-    items = _items(dev, ranks, batches, idle, n_mb)
+    items = _items(dev, ranks, batches, idle)
     pool = _pool(dev, expert, items)
     transfers = _transfers(dev, ranks, deployment, bw if deployment == "coupled" else None, items, tp)
     return Workload(
@@ -366,9 +366,7 @@ def _empty_busy() -> pl.DataFrame:
 
 
 # ------------------------------------------------------------------------------------------- items
-def _items(
-    dev: pl.DataFrame, ranks: pl.DataFrame, batches: pl.DataFrame, idle: pl.DataFrame, n_mb: int
-) -> pl.DataFrame:
+def _items(dev: pl.DataFrame, ranks: pl.DataFrame, batches: pl.DataFrame, idle: pl.DataFrame) -> pl.DataFrame:
     attn_side = ranks.filter(pl.col("dp_group").is_not_null()).select("rank", "dp_group")
     comp = dev.filter(~pl.col("kind").is_in([*_COMM, Kind.MOE.value]) & pl.col("layer").is_not_null())
     per_rank = (
@@ -384,8 +382,7 @@ def _items(
         .agg(pl.col("idle_ns").max().alias("launch_gap_ns"))
     )
     items = items.join(gaps, on=["step", "dp_group", "layer", "micro_batch"], how="left", nulls_equal=True)
-    comp_b = _composition(batches, n_mb)
-    items = items.join(comp_b, on=["step", "dp_group", "micro_batch"], how="left", nulls_equal=True)
+    items = _with_composition(items, batches)
     return items.select(
         pl.col("step").cast(pl.Int32),
         pl.col("dp_group").cast(pl.Int32),
@@ -400,42 +397,45 @@ def _items(
     ).sort("step", "dp_group", "layer", "micro_batch")
 
 
-def _composition(batches: pl.DataFrame, n_mb: int) -> pl.DataFrame:
-    """Per (step, group, micro-batch): tokens, causal quadratic, requests (split over mbs if unknown)."""
-    schema = {
-        "step": pl.Int32,
-        "dp_group": pl.Int32,
-        "micro_batch": pl.Int8,
-        "tokens": pl.Float64,
-        "quad": pl.Float64,
-        "n_req": pl.Float64,
-        "max_len": pl.Int64,
-    }
+def _with_composition(items: pl.DataFrame, batches: pl.DataFrame) -> pl.DataFrame:
+    """Join each item's batch composition: tokens Σc, causal quadratic Σc(2P+c), requests, longest.
+
+    Keyed by (step, DP group, micro-batch) when both the batches table and the events say which
+    micro-batch a request ran in; otherwise the group's whole batch is split evenly over the
+    micro-batches its items have (one item when the events carry no micro-batch: the group's whole
+    batch is then one batch, DOMAIN §7). The join is null-safe: an item whose micro-batch is
+    unknown (null) gets its group's composition, never nothing.
+    """
+    cols = ("tokens", "quad", "n_req", "max_len")
     if batches.height == 0:
-        return pl.DataFrame(schema=schema)
+        return items.with_columns(
+            *(pl.lit(None, pl.Int64 if c == "max_len" else pl.Float64).alias(c) for c in cols)
+        )
     b = batches.with_columns(
         c=(pl.col("seq_len") - pl.col("cached_len").fill_null(0)).cast(pl.Float64),
         p=pl.col("cached_len").fill_null(0).cast(pl.Float64),
     ).with_columns(q=pl.col("c") * (2 * pl.col("p") + pl.col("c")))
-    if b["micro_batch"].null_count() == 0:
-        return (
-            b.group_by("step", "dp_group", "micro_batch")
-            .agg(
-                pl.col("c").sum().alias("tokens"),
-                pl.col("q").sum().alias("quad"),
-                pl.len().alias("n_req"),
-                pl.col("seq_len").max().alias("max_len"),
-            )
-            .cast(schema)  # type: ignore[arg-type]
-        )
-    g = b.group_by("step", "dp_group").agg(
-        (pl.col("c").sum() / n_mb).alias("tokens"),
-        (pl.col("q").sum() / n_mb).alias("quad"),
-        (pl.len() / n_mb).alias("n_req"),
-        pl.col("seq_len").max().alias("max_len"),
+    sums = [
+        pl.col("c").sum().alias("tokens"),
+        pl.col("q").sum().alias("quad"),
+        pl.len().cast(pl.Float64).alias("n_req"),
+        pl.col("seq_len").max().cast(pl.Int64).alias("max_len"),
+    ]
+    by_mb = b["micro_batch"].null_count() == 0 and items["micro_batch"].null_count() == 0
+    if by_mb:
+        comp = b.group_by("step", "dp_group", "micro_batch").agg(*sums)
+        keys = ["step", "dp_group", "micro_batch"]
+        joined = items.join(comp.cast({k: items.schema[k] for k in keys}), on=keys, how="left")
+        return joined.with_columns(pl.col("n_req").cast(pl.Float64))
+    comp = b.group_by("step", "dp_group").agg(*sums)
+    keys = ["step", "dp_group"]
+    n_mb = pl.col("micro_batch").n_unique().over("step", "dp_group", "layer").cast(pl.Float64)
+    joined = items.join(comp.cast({k: items.schema[k] for k in keys}), on=keys, how="left")
+    return joined.with_columns(
+        (pl.col("tokens") / n_mb).alias("tokens"),
+        (pl.col("quad") / n_mb).alias("quad"),
+        (pl.col("n_req") / n_mb).alias("n_req"),
     )
-    mbs = pl.DataFrame({"micro_batch": list(range(n_mb))}, schema={"micro_batch": pl.Int8})
-    return g.join(mbs, how="cross").select(list(schema)).cast(schema)  # type: ignore[arg-type]
 
 
 def _pool(dev: pl.DataFrame, expert: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:

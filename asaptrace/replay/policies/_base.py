@@ -18,7 +18,7 @@ previous replay to its own, so the causes add up to coupled − final exactly.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -46,18 +46,51 @@ class Deployment:
 
 @dataclass
 class PolicyRun:
-    """What one policy replay produced (the store writer draws it; api turns it into numbers)."""
+    """What one policy replay produced (the store writer draws it; run.py turns it into numbers).
+
+    ``batches``: one row per replayed batch — step, dp_group, micro_batch (the measured batch it
+    replays; null where a policy re-cut it), ready_ns (its measured step's start: open loop) and
+    done_ns. The replay's time is the **makespan** (first ready → last done), each batch's
+    latency done − ready; per-step intervals are never summed (a slower what-if overlaps them).
+    ``work``: the busiest resources' total work (``pool_ns``; ``attention_ns`` per group) — the
+    lower bounds a makespan can never be below (DOMAIN §7).
+    """
 
     policy: str
     params: dict[str, Any]
     deployment: Deployment
-    step_ns: dict[int, int]  # replayed step time per measured step
+    batches: pl.DataFrame
     simulated_wait_ns: int  # Σ barrier wait over ranks and instances (0 without barriers)
     events: int  # simulated events (chain instances × ranks, or engine events)
     chains: dict[int, list[ChainTimes]] = field(default_factory=dict)
     trace: PipelineTrace | None = None
     batch_keys: dict[int, tuple] = field(default_factory=dict)
     busy: pl.DataFrame | None = None  # compute to draw in measured chains (lockstep only)
+    work: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def makespan_ns(self) -> int:
+        return int(self.batches["done_ns"].max() - self.batches["ready_ns"].min())
+
+    @property
+    def step_ns(self) -> dict[int, int]:
+        """Per measured step: its latency, last batch done − the step's ready time."""
+        per = self.batches.group_by("step").agg((pl.col("done_ns").max() - pl.col("ready_ns").min()).alias("l"))
+        return {int(s): int(v) for s, v in per.sort("step").rows()}
+
+    def latency_ns(self) -> dict[str, int]:
+        """Mean and p99 batch latency (ready → done): the offline TTFT proxy."""
+        lat = (self.batches["done_ns"] - self.batches["ready_ns"]).cast(pl.Float64)
+        return {"mean_ns": round(float(lat.mean())), "p99_ns": round(float(lat.quantile(0.99, "linear")))}
+
+
+def batch_rows(rows: list[tuple[int, int | None, int | None, int, int]]) -> pl.DataFrame:
+    """The ``batches`` frame of a :class:`PolicyRun` from (step, dp_group, micro_batch, ready, done)."""
+    return pl.DataFrame(
+        rows,
+        schema={"step": pl.Int32, "dp_group": pl.Int32, "micro_batch": pl.Int32, "ready_ns": pl.Int64, "done_ns": pl.Int64},
+        orient="row",
+    )
 
 
 @dataclass(frozen=True)
@@ -74,8 +107,24 @@ class Policy:
         return asdict(self)
 
     def counterfactuals(self, wl: Workload) -> list[tuple[str, Policy]]:
-        """(cause, replay) in order; the last replay is this policy. Default: one cause, its name."""
-        return [(self.name.replace("-", "_"), self)]
+        """(cause, replay) in order from the reference; the last replay is this policy.
+
+        Every replay but a last ``device_total_changed`` keeps the store's device total. Default:
+        one cause named after the policy (at the store's total), then the change of total if the
+        user asked for one.
+        """
+        here = self.at_devices(wl, wl.world_size)
+        if here == self:
+            return [(self.name.replace("-", "_"), self)]
+        return [(self.name.replace("-", "_"), here), ("device_total_changed", self)]
+
+    def applies(self, wl: Workload) -> str | None:
+        """Why this what-if does not apply to the store (one line), or None."""
+        return None
+
+    def at_devices(self, wl: Workload, total: int) -> Policy:
+        """This policy on ``total`` devices (lockstep policies run on the measured ones: itself)."""
+        return self
 
     @classmethod
     def param_names(cls) -> list[str]:
@@ -93,26 +142,35 @@ class LockstepPolicy(Policy):
         return [wl.chains[step] if wl.chains else chain_of_items(wl, step)]
 
     def run(self, wl: Workload, costs: CostModel) -> PolicyRun:
+        """Each step's chain(s), one after another on the same devices: a rank starts a step at its
+        measured start or when it finished the previous one, whichever is later (open loop)."""
         out: dict[int, list[ChainTimes]] = {}
-        step_ns, wait, events = {}, 0, 0
+        wait, events = 0, 0
+        free: dict[int, int] = {}  # rank → when it finished its previous step
+        ends: dict[int, int] = {}
         for step in wl.steps["step"].to_list():
             times = []
             t = None
             for chain in self.step_chains(wl, step, costs):
-                start = chain.start if t is None else chain.start - chain.start.min() + t
+                if t is None:
+                    start = np.maximum(chain.start, [free.get(int(r), lo) for r in chain.ranks])
+                else:
+                    start = chain.start - chain.start.min() + t
                 ct = run_chain(chain, start=start)
                 t = int(ct.step_end.max())
                 times.append(ct)
                 wait += int(ct.wait_ns.sum())
                 events += int(chain.part.sum())
+            for ct in times:
+                free.update(zip(ct.chain.ranks.tolist(), ct.step_end.tolist(), strict=True))
             out[step] = times
-            step_ns[step] = int(times[-1].step_end.max() - times[0].start.min())
+            ends[step] = max(int(ct.step_end.max()) for ct in times)
         groups = wl.n_groups
         return PolicyRun(
             policy=self.name,
             params=self.params(),
             deployment=Deployment("coupled", groups, wl.tp, groups * wl.tp),
-            step_ns=step_ns,
+            batches=lockstep_batches(wl, ends),
             simulated_wait_ns=wait,
             events=events,
             chains=out,
@@ -122,6 +180,19 @@ class LockstepPolicy(Policy):
     def drawn_busy(self, wl: Workload) -> pl.DataFrame | None:
         """Compute rows drawn inside measured chains (None: draw the gaps themselves)."""
         return wl.busy if wl.chains else None
+
+
+lo = np.iinfo(np.int64).min
+
+
+def lockstep_batches(wl: Workload, ends: dict[int, int]) -> pl.DataFrame:
+    """Batches of a lockstep replay: the measured (step, group, micro-batch)s, all done at their step's end."""
+    ready = dict(zip(wl.steps["step"].to_list(), wl.steps["start_ns"].to_list(), strict=True))
+    keys = wl.items.select("step", "dp_group", "micro_batch").unique().sort("step", "dp_group", "micro_batch")
+    have = set(keys["step"].to_list())
+    rows = [(s, g, m, int(ready[s]), ends[s]) for s, g, m in keys.rows() if s in ends]
+    rows += [(s, None, None, int(ready[s]), e) for s, e in ends.items() if s not in have]
+    return batch_rows(rows)
 
 
 def chain_of_items(wl: Workload, step: int) -> StepChain:
@@ -172,30 +243,49 @@ class PipelinedPolicy(Policy):
     def deployment(self, wl: Workload) -> Deployment:
         return resolve_deployment(wl, self.attention, self.experts)
 
+    def applies(self, wl: Workload) -> str | None:
+        """Why this disaggregated what-if does not apply to the store (None: it does)."""
+        if wl.world_size < 2:
+            return f"the store has {wl.world_size} device: nothing to split into attention and expert dies"
+        if wl.pool.height == 0 or int(wl.pool["pool_ns"].sum()) == 0:
+            return "the store has no MoE layers (no expert work measured): nothing to disaggregate"
+        return None
+
+    def at_devices(self, wl: Workload, total: int) -> PipelinedPolicy:
+        """The same policy on ``total`` devices: the same attention D×T with the rest as experts, or
+        (when that leaves no expert die) the default split of ``total``."""
+        dep = resolve_deployment(wl, self.attention, self.experts)
+        if dep.groups * dep.tp < total:
+            return replace(self, attention=f"{dep.groups}x{dep.tp}", experts=total - dep.groups * dep.tp)
+        d = max(1, (total // 2) // dep.tp)
+        return replace(self, attention=f"{d}x{dep.tp}", experts=max(1, total - d * dep.tp))
+
     def run(self, wl: Workload, costs: CostModel) -> PolicyRun:
         """Simulate; ablations that only lengthen items replay the full run's service order.
 
         1. the full mechanisms (super kernel, overlap) are simulated first coming, first served —
-           for ASAP with dual batch, both with two slots and with one, keeping the faster (a
-           runtime that can interleave can also not; DOMAIN §6 already turns it off per batch);
+           for ASAP with dual batch, both with two slots and with one, keeping the one of smaller
+           makespan (a runtime that can interleave can also not; DOMAIN §6 already turns it off
+           per batch) — a run-level choice, so an ablation is never faster by construction;
         2. with the super kernel or the overlap switched off, the same schedule is replayed in the
            same service order with the longer items (:class:`~asaptrace.replay.pipelined.ServiceOrder`),
            so an ablation never makes the replay faster.
         """
         dep = self.deployment(wl)
         former = self.former(wl, costs, dep)
-        keys = {b.batch_id: (b.step, *b.key) for b in getattr(former, "batches", [])}
-        starts = dict(zip(wl.steps["step"].to_list(), wl.steps["start_ns"].to_list(), strict=True))
+        given = getattr(former, "batches", [])
+        keys = {b.batch_id: (b.step, *b.key) for b in given}
+        ready = {b.batch_id: b.ready_ns for b in given}
         chosen = self._simulate(dep, former, self.slots(), full=True, launch_ns=costs.launch_ns)
         if self.interleave_choice and self.slots() > 1:
             single = self._simulate(dep, former, 1, full=True, launch_ns=costs.launch_ns)
-            if sum(_step_ns(single, keys, starts).values()) < sum(_step_ns(chosen, keys, starts).values()):
+            if _makespan(single, ready) < _makespan(chosen, ready):
                 chosen = single
         trace = chosen
         if not (self.super_kernel and self.overlap):
             trace = self._simulate(
                 dep,
-                former,
+                former.placed(chosen.group_of),
                 chosen.slots,
                 full=False,
                 launch_ns=costs.launch_ns,
@@ -205,11 +295,12 @@ class PipelinedPolicy(Policy):
             policy=self.name,
             params=self.params(),
             deployment=dep,
-            step_ns=_step_ns(trace, keys, starts),
+            batches=pipelined_batches(trace, keys, ready),
             simulated_wait_ns=0,
             events=trace.events + (chosen.events if trace is not chosen else 0),
             trace=trace,
             batch_keys=keys,
+            work=pipeline_work(trace),
         )
 
     def _simulate(
@@ -231,13 +322,25 @@ class PipelinedPolicy(Policy):
         return dep.experts - 1 if self.expert_failure else dep.experts
 
 
-def _step_ns(trace: PipelineTrace, keys: dict[int, tuple], starts: dict[int, int]) -> dict[int, int]:
-    """Per measured step: its last batch's completion − the step's measured start."""
-    end: dict[int, int] = {}
-    for bid, t in trace.done.items():
-        s = keys[bid][0]
-        end[s] = max(end.get(s, t), t)
-    return {s: int(end[s] - starts[s]) for s in sorted(end)}
+def _makespan(trace: PipelineTrace, ready: dict[int, int]) -> int:
+    return max(trace.done.values()) - min(ready[b] for b in trace.done)
+
+
+def pipelined_batches(trace: PipelineTrace, keys: dict[int, tuple], ready: dict[int, int]) -> pl.DataFrame:
+    """Batches of a pipelined replay: each measured batch's key, ready time and completion."""
+    rows = []
+    for bid, done in sorted(trace.done.items()):
+        step, g, mb = keys[bid][:3]
+        rows.append((step, g, None if mb is None or mb < 0 else mb, ready[bid], done))
+    return batch_rows(rows)
+
+
+def pipeline_work(trace: PipelineTrace) -> dict[str, Any]:
+    """The pool's and each attention group's total busy time (what a makespan cannot be below)."""
+    attn: dict[int, int] = {}
+    for _b, g, _layer, t0, t1 in trace.attention:
+        attn[g] = attn.get(g, 0) + t1 - t0
+    return {"pool_ns": sum(t1 - t0 for *_x, t0, t1 in trace.moe), "attention_ns": attn}
 
 
 def resolve_deployment(wl: Workload, attention: str | None, experts: int | None) -> Deployment:
@@ -249,14 +352,22 @@ def resolve_deployment(wl: Workload, attention: str | None, experts: int | None)
         t = wl.tp
         d = max(1, (total // 2) // t)
     else:
-        try:
-            d_s, t_s = attention.lower().split("x")
-            d, t = int(d_s), int(t_s)
-        except ValueError:
-            raise UsageError(f"--attention must look like 4x4 (DP groups x TP), not {attention!r}") from None
-        if d < 1 or t < 1:
-            raise UsageError(f"--attention needs positive counts, not {attention!r}")
+        d, t = parse_attention(attention)
     e = experts if experts is not None else max(1, total - d * t)
     if e < 1:
         raise UsageError(f"--experts must be at least 1, not {e}")
     return Deployment("disaggregated", d, t, e)
+
+
+def parse_attention(attention: str) -> tuple[int, int]:
+    """'4x4' → (4, 4): DP groups × TP; a one-line UsageError otherwise."""
+    from asaptrace.errors import UsageError
+
+    try:
+        d_s, t_s = attention.lower().replace("×", "x").split("x")
+        d, t = int(d_s), int(t_s)
+    except ValueError:
+        raise UsageError(f"--attention must look like 4x4 (DP groups x TP), not {attention!r}") from None
+    if d < 1 or t < 1:
+        raise UsageError(f"--attention needs positive counts, not {attention!r}")
+    return d, t

@@ -11,14 +11,25 @@ kernel (``super_kernel``; off: + the cost model's launch overhead per MoE item).
 Hook: :meth:`Asap.former` hands out the store's measured batches (one per step, DP group and
 micro-batch), costed on the target deployment (:mod:`asaptrace.replay.offline`), each ready when
 its measured step began. The online sweep swaps in a former that cuts batches from arrivals.
+With ``asynchronous=False`` the same split runs in lockstep, a barrier at every dispatch and
+combine (:func:`~asaptrace.replay.offline.lockstep_split_steps`): the first step of the
+counterfactual sequence.
 
-Counterfactual sequence (recovered time by cause, each the drop from the previous replay):
+Counterfactual sequence (recovered time by cause, each the drop from the previous replay; every
+replay on the store's device total N, DOMAIN §7):
 
-1. ``barrier_wait_removed``: coupled → asap on the measured device counts with dual batch,
-   overlap and super kernel off (the barrier is the only change);
-2. ``overlap_gained``: + dual-batch interleaving and pool overlap as requested;
-3. ``launch_overhead_removed``: + the super kernel as requested;
-4. ``device_count_changed``: + the requested D×T and E (and the expert failure).
+1. ``split_cost``: coupled → the requested D×T + E (or, when that is not N devices, the same
+   attention with N − D·T expert dies) in lockstep, barrier kept, no dual batch, no overlap, host
+   launches (may be negative: fewer attention dies);
+2. ``barrier_wait_removed``: → asynchronous, no barrier;
+3. ``overlap_gained``: + dual-batch interleaving and pool overlap as requested;
+4. ``launch_overhead_removed``: + the super kernel as requested;
+5. ``expert_failure``: one expert die lost, when asked;
+6. ``device_total_changed``: the requested deployment, only when its total is not N.
+
+A coupled store without any matched collective instance shows no barrier to remove: steps 1–2
+are then one cause, ``disaggregation``. On a disaggregated store the reference is the measured
+split: one cause ``split_and_mechanisms_changed`` (then 6).
 """
 
 from __future__ import annotations
@@ -26,39 +37,94 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+import numpy as np
+
+from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel
-from asaptrace.replay.offline import offline_batches
-from asaptrace.replay.pipelined import BatchFormer, StaticBatches
-from asaptrace.replay.policies._base import Deployment, PipelinedPolicy, Policy
+from asaptrace.replay.lockstep import chain_from_costs, run_chain
+from asaptrace.replay.offline import lockstep_split_steps, offline_batches
+from asaptrace.replay.pipelined import BatchFormer, FifoBatches, StaticBatches
+from asaptrace.replay.policies._base import Deployment, PipelinedPolicy, Policy, PolicyRun, batch_rows
 from asaptrace.replay.workload import Workload
 
 
 @dataclass(frozen=True)
 class Asap(PipelinedPolicy):
     name: ClassVar[str] = "asap"
+    asynchronous: bool = True
+    #: "fifo": a ready batch goes to the least-occupied group with a free slot (DOMAIN §7);
+    #: "measured": each batch on the group it ran on (the reference replay of a disaggregated store)
+    placement: str = "fifo"
 
     def former(self, wl: Workload, costs: CostModel, dep: Deployment) -> BatchFormer:
         long = self.long_tokens if self.dual_batch else None
-        return StaticBatches(
-            offline_batches(wl, costs, tp=dep.tp, experts=self.live_experts(dep), long_tokens=long),
-            groups=dep.groups,
+        batches = offline_batches(wl, costs, tp=dep.tp, experts=self.live_experts(dep), long_tokens=long)
+        if self.placement == "measured":
+            if dep.groups != wl.n_groups:
+                raise UsageError("placement 'measured' needs the measured number of attention groups")
+            return StaticBatches(batches, dep.groups, {b.batch_id: b.key[1] for b in batches})
+        if self.placement != "fifo":
+            raise UsageError(f"asap placement is fifo or measured, not {self.placement!r}")
+        return FifoBatches(batches, groups=dep.groups)
+
+    def run(self, wl: Workload, costs: CostModel) -> PolicyRun:
+        return super().run(wl, costs) if self.asynchronous else self._run_lockstep(wl, costs)
+
+    def _run_lockstep(self, wl: Workload, costs: CostModel) -> PolicyRun:
+        """The split in lockstep: each measured (step, micro-batch) a barriered sub-step, in order."""
+        dep = self.deployment(wl)
+        launch = 0 if self.super_kernel else costs.launch_ns
+        free = None
+        ends: dict[tuple[int, int], int] = {}
+        chains: dict[int, list] = {}
+        wait = events = 0
+        for sc in lockstep_split_steps(wl, costs, groups=dep.groups, tp=dep.tp, experts=self.live_experts(dep)):
+            start = sc.ready_ns if free is None else max(sc.ready_ns, free)
+            moe = sc.moe_ns + np.where(sc.moe_ns > 0, launch, 0)
+            chain = chain_from_costs(
+                sc.attention_ns, moe, sc.dispatch_ns, sc.combine_ns, tp=dep.tp, step=sc.step, start_ns=start
+            )
+            ct = run_chain(chain)
+            free = int(ct.step_end.max())
+            ends[(sc.step, sc.micro_batch)] = free
+            chains.setdefault(sc.step, []).append(ct)
+            wait += int(ct.wait_ns.sum())
+            events += int(chain.part.sum())
+        ready = dict(zip(wl.steps["step"].to_list(), wl.steps["start_ns"].to_list(), strict=True))
+        keys = wl.items.select("step", "dp_group", "micro_batch").unique().sort("step", "dp_group", "micro_batch")
+        rows = [(s, g, m, int(ready[s]), ends[(s, -1 if m is None else m)]) for s, g, m in keys.rows()]
+        return PolicyRun(
+            policy=self.name,
+            params=self.params(),
+            deployment=dep,
+            batches=batch_rows(rows),
+            simulated_wait_ns=wait,
+            events=events,
+            chains=chains,
         )
 
     def counterfactuals(self, wl: Workload) -> list[tuple[str, Policy]]:
-        measured = replace(
-            self,
-            attention=f"{wl.n_groups}x{wl.tp}",
-            experts=wl.expert_ranks,
-            dual_batch=False,
-            overlap=False,
-            super_kernel=False,
-            expert_failure=False,
+        total = wl.world_size
+        here = self.at_devices(wl, total)
+        tail: list[tuple[str, Policy]] = []
+        if here.deployment(wl).devices != self.deployment(wl).devices:
+            tail = [("device_total_changed", self)]
+        if wl.deployment != "coupled":
+            return [("split_and_mechanisms_changed", here if tail else self), *tail]
+        plain = replace(
+            here, asynchronous=False, dual_batch=False, overlap=False, super_kernel=False, expert_failure=False
         )
-        overlapped = replace(measured, dual_batch=self.dual_batch, overlap=self.overlap)
+        unbarriered = replace(plain, asynchronous=True)
+        overlapped = replace(unbarriered, dual_batch=self.dual_batch, overlap=self.overlap)
         launched = replace(overlapped, super_kernel=self.super_kernel)
-        return [
-            ("barrier_wait_removed", measured),
-            ("overlap_gained", overlapped),
-            ("launch_overhead_removed", launched),
-            ("device_count_changed", self),
-        ]
+        seq: list[tuple[str, Policy]] = []
+        if any(ch.n_instances for ch in wl.chains.values()):
+            seq += [("split_cost", plain), ("barrier_wait_removed", unbarriered)]
+        else:
+            seq += [("disaggregation", unbarriered)]
+        seq += [("overlap_gained", overlapped), ("launch_overhead_removed", launched)]
+        if self.expert_failure:
+            seq.append(("expert_failure", replace(launched, expert_failure=True)))
+        if not tail:  # the last replay is this very policy (same deployment, perhaps spelled differently)
+            seq[-1] = (seq[-1][0], self)
+        return seq + tail

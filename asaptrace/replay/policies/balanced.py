@@ -29,7 +29,7 @@ class Balanced(LockstepPolicy):
     name: ClassVar[str] = "balanced"
 
     def step_chains(self, wl: Workload, step: int, costs: CostModel) -> list[StepChain]:
-        chain = scale_transfers(super().step_chains(wl, step, costs)[0], self.k_s * costs.coupled_k_s)
+        chain = scale_transfers(super().step_chains(wl, step, costs)[0], self.k_s)
         share = oracle_shares(wl, step, costs)  # (G,) new / mean attention
         it = wl.items.filter(pl.col("step") == step)
         group_of = dict(zip(wl.ranks["rank"].to_list(), wl.ranks["dp_group"].to_list(), strict=True))

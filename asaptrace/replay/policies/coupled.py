@@ -38,7 +38,7 @@ class Coupled(LockstepPolicy):
         return [("collective_factor", self)] if self.k_s != 1.0 else []
 
     def step_chains(self, wl: Workload, step: int, costs: CostModel) -> list[StepChain]:
-        chain = scale_transfers(super().step_chains(wl, step, costs)[0], self.k_s * costs.coupled_k_s)
+        chain = scale_transfers(super().step_chains(wl, step, costs)[0], self.k_s)
         if self.expert_failure:
             chain = move_experts(chain, wl, self.failed_rank)
         return [chain]

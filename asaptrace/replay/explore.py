@@ -1,0 +1,144 @@
+"""Around one what-if: the best attention/expert split (``--split auto``) and the answer's range (``--vary``).
+
+* :func:`search_splits` replays a disaggregated policy on every D×T + E of the store's device
+  total N (T the measured TP unless given; D = 1 … ⌊(N − 1)/T⌋, E = N − D·T ≥ 1; afd-pingpong
+  also over m), without attribution, and lists each split's makespan, mean / p99 batch latency
+  and the pool's and the busiest attention group's utilisation, the best (smallest makespan)
+  marked. A split is *bandwidth-bound* when the pool is far from busy yet the makespan does not
+  fall with more expert dies (the attention/FFN "dead zone"); ``binding`` names the resource
+  closest to saturation.
+* :func:`vary_replay` re-runs the what-if (and its reference) for each value of one knob the
+  store cannot pin — ``k_s`` (measured coupled collective ÷ asynchronous send), ``moe_e_ref``
+  (E_fit, the dies the MoE constants hold for; 0: no scaling with the pool size), ``phi``
+  (attention's per-request share), ``scale`` (the what-if's modelled pool and transfer costs ×
+  the value) and ``costs`` (``fitted`` or ``default``: DOMAIN §3's figures) — and
+  :func:`replay_tornado` gives each knob's swing of the recovered time.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from typing import Any
+
+from asaptrace.errors import UsageError
+from asaptrace.replay.costs import CostModel
+from asaptrace.replay.policies import PipelinedPolicy
+from asaptrace.replay.workload import Workload
+
+#: replay --vary knobs: alias → CostModel field(s) ("costs" switches fitted ↔ default)
+VARY_KNOBS: dict[str, tuple[str, ...]] = {
+    "k_s": ("coupled_k_s",),
+    "moe_e_ref": ("moe_e_ref",),
+    "phi": ("attn_phi",),
+    "scale": ("whatif_moe_scale", "whatif_transfer_scale"),
+    "costs": (),
+}
+_ALIASES = {"coupled_k_s": "k_s", "e_ref": "moe_e_ref", "E_ref": "moe_e_ref", "φ": "phi", "attn_phi": "phi"}
+AFD_M = (2, 3, 4, 6)
+
+
+def split_candidates(wl: Workload, policy: PipelinedPolicy, tp: int | None = None) -> list[PipelinedPolicy]:
+    """Every D×T + E at the store's device total (and m for afd-pingpong)."""
+    total, t = wl.world_size, int(tp or wl.tp)
+    if total < 2 or t >= total:
+        raise UsageError(f"--split auto needs room for attention and experts: {total} devices, TP {t}")
+    out: list[PipelinedPolicy] = []
+    for d in range(1, (total - 1) // t + 1):
+        base = replace(policy, attention=f"{d}x{t}", experts=total - d * t)
+        ms = AFD_M if hasattr(policy, "m") else (None,)
+        out += [base if m is None else replace(base, m=m) for m in ms]  # type: ignore[call-arg]
+    return out
+
+
+def search_splits(
+    wl: Workload, policy: PipelinedPolicy, costs: CostModel, *, tp: int | None = None
+) -> list[dict[str, Any]]:
+    """One row per split (see the module docstring), best first marked with ``best``."""
+    rows = []
+    for cand in split_candidates(wl, policy, tp):
+        run = cand.run(wl, costs)
+        dep = run.deployment
+        d, t = (int(x) for x in str(cand.attention).split("x"))
+        pool = int(run.work.get("pool_ns", 0))
+        attn = max(run.work.get("attention_ns", {}).values(), default=0)
+        ms = run.makespan_ns
+        row: dict[str, Any] = {
+            "split": f"{d}×{t} + {dep.experts}" + (f", m {cand.m}" if hasattr(cand, "m") else ""),  # type: ignore[attr-defined]
+            "attention": f"{d}x{t}",
+            "experts": dep.experts,
+            "deployment": {"groups": d, "tp": t, "experts": dep.experts, "devices": d * t + dep.experts},
+            "makespan_ns": ms,
+            "latency_mean_ns": run.latency_ns()["mean_ns"],
+            "latency_p99_ns": run.latency_ns()["p99_ns"],
+            "pool_utilisation": round(pool / ms, 4) if ms else 0.0,
+            "attention_utilisation": round(attn / ms, 4) if ms else 0.0,
+        }
+        if hasattr(cand, "m"):
+            row["m"] = cand.m  # type: ignore[attr-defined]
+        row["binding"] = "pool" if row["pool_utilisation"] >= row["attention_utilisation"] else "attention"
+        rows.append(row)
+    best = min(range(len(rows)), key=lambda i: (rows[i]["makespan_ns"], i))
+    for i, r in enumerate(rows):
+        r["best"] = i == best
+    _mark_dead_zone(rows)
+    return rows
+
+
+def _mark_dead_zone(rows: list[dict[str, Any]]) -> None:
+    """A split is bandwidth-bound when, at the same attention, one more step of expert dies gains
+    < 2 % of makespan while the pool is less than half busy: the dies are not what binds."""
+    by_e = sorted((r for r in rows if r.get("m") in (None, rows[0].get("m"))), key=lambda r: r["experts"])
+    for r in rows:
+        r["bandwidth_bound"] = False
+    for fewer, more in itertools.pairwise(by_e):
+        gain = (fewer["makespan_ns"] - more["makespan_ns"]) / max(fewer["makespan_ns"], 1)
+        if gain < 0.02 and more["pool_utilisation"] < 0.5 and more["attention_utilisation"] < 0.5:
+            more["bandwidth_bound"] = True
+            more["binding"] = "transfer"
+
+
+def parse_vary(text: str) -> tuple[str, list[str]]:
+    """'k_s=1,2,4' → ("k_s", ["1", "2", "4"]); an unknown knob is one line naming the known ones."""
+    knob, sep, values = text.partition("=")
+    knob = _ALIASES.get(knob.strip(), knob.strip())
+    vals = [v.strip() for v in values.split(",") if v.strip()]
+    if not sep or not vals:
+        raise UsageError(f"--vary takes KNOB=V1,V2,… (e.g. k_s=1,2,4), not {text!r}")
+    if knob not in VARY_KNOBS:
+        raise UsageError(f"--vary knob {knob!r} is not one the replay varies (known: {', '.join(VARY_KNOBS)})")
+    for v in vals:
+        if knob == "costs":
+            if v not in ("fitted", "default"):
+                raise UsageError(f"--vary costs takes fitted and/or default, not {v!r}")
+        else:
+            try:
+                x = float(v)
+            except ValueError:
+                raise UsageError(f"--vary {knob} values must be numbers, not {v!r}") from None
+            if x < 0 or (knob in ("k_s", "scale") and x <= 0):
+                raise UsageError(f"--vary {knob} values must be positive, not {v!r}")
+    return knob, vals
+
+
+def costs_at(knob: str, value: str, fitted: CostModel) -> CostModel:
+    """The cost model with one knob set."""
+    if knob == "costs":
+        return fitted if value == "fitted" else CostModel()
+    return replace(fitted, **dict.fromkeys(VARY_KNOBS[knob], float(value)))
+
+
+def replay_tornado(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per knob: the lowest and highest recovered time over its values, widest swing first."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        e = out.setdefault(
+            r["knob"],
+            {"knob": r["knob"], "recovered_min_ns": r["recovered_ns"], "recovered_max_ns": r["recovered_ns"],
+             "at_min": r["value"], "at_max": r["value"]},
+        )
+        if r["recovered_ns"] < e["recovered_min_ns"]:
+            e |= {"recovered_min_ns": r["recovered_ns"], "at_min": r["value"]}
+        if r["recovered_ns"] > e["recovered_max_ns"]:
+            e |= {"recovered_max_ns": r["recovered_ns"], "at_max": r["value"]}
+    return sorted(out.values(), key=lambda e: e["recovered_min_ns"] - e["recovered_max_ns"])
