@@ -349,7 +349,9 @@ def replay_store(
     if split == "auto":
         pol = make_policy(policy, params)
         if not isinstance(pol, PipelinedPolicy):
-            raise UsageError(f"--split auto is for disaggregated policies (asap, afd-pingpong), not {policy!r}")
+            raise UsageError(
+                f"--split auto is for disaggregated policies (asap, afd-pingpong), not {policy!r}"
+            )
         why = pol.applies(wl)
         if why:
             raise UsageError(f"{pol.name} does not apply: {why}", path=store_path)
@@ -362,7 +364,9 @@ def replay_store(
         if "m" in best:
             params["m"] = best["m"]
     say(f"replaying {policy} (reference replay, the policy, the counterfactuals of its causes)")
-    result = replay_workload(wl, policy, params=params, costs=costs, attribute=attribute, source=str(store_path))
+    result = replay_workload(
+        wl, policy, params=params, costs=costs, attribute=attribute, source=str(store_path)
+    )
     result.splits = splits
     if specs:
         say("replaying each --vary value")
@@ -371,7 +375,12 @@ def replay_store(
         for knob, values in specs:
             for value in values:
                 r = replay_workload(
-                    wl, policy, params=params, costs=costs_at(knob, value, fitted), attribute=False, band=False
+                    wl,
+                    policy,
+                    params=params,
+                    costs=costs_at(knob, value, fitted),
+                    attribute=False,
+                    band=False,
                 )
                 rows.append(
                     {

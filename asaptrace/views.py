@@ -397,7 +397,7 @@ def replay_causes_view(j: dict[str, Any]) -> TableView:
     rows = [
         (
             r["cause"].replace("_", " "),
-            deployment_text(r["deployment"]),
+            deployment_text(r["deployment"], short=True),
             r["replayed_ns"],
             r["recovered_ns"],
             _share(r["recovered_ns"], ref),
@@ -405,7 +405,9 @@ def replay_causes_view(j: dict[str, Any]) -> TableView:
         for r in cf
     ]
     total = ref - j["makespan_ns"]
-    rows.append(("total", deployment_text(j["deployment"], short=True), j["makespan_ns"], total, _share(total, ref)))
+    rows.append(
+        ("total", deployment_text(j["deployment"], short=True), j["makespan_ns"], total, _share(total, ref))
+    )
     return TableView(
         "Recovered time by cause (each step replayed at the store's device total unless asked)",
         ["cause", "deployment", "replayed_ns", "recovered_ns", "recovered_share"],

@@ -106,7 +106,9 @@ def parse_vary(text: str) -> tuple[str, list[str]]:
     if not sep or not vals:
         raise UsageError(f"--vary takes KNOB=V1,V2,… (e.g. k_s=1,2,4), not {text!r}")
     if knob not in VARY_KNOBS:
-        raise UsageError(f"--vary knob {knob!r} is not one the replay varies (known: {', '.join(VARY_KNOBS)})")
+        raise UsageError(
+            f"--vary knob {knob!r} is not one the replay varies (known: {', '.join(VARY_KNOBS)})"
+        )
     for v in vals:
         if knob == "costs":
             if v not in ("fitted", "default"):
@@ -134,8 +136,13 @@ def replay_tornado(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         e = out.setdefault(
             r["knob"],
-            {"knob": r["knob"], "recovered_min_ns": r["recovered_ns"], "recovered_max_ns": r["recovered_ns"],
-             "at_min": r["value"], "at_max": r["value"]},
+            {
+                "knob": r["knob"],
+                "recovered_min_ns": r["recovered_ns"],
+                "recovered_max_ns": r["recovered_ns"],
+                "at_min": r["value"],
+                "at_max": r["value"],
+            },
         )
         if r["recovered_ns"] < e["recovered_min_ns"]:
             e |= {"recovered_min_ns": r["recovered_ns"], "at_min": r["value"]}

@@ -80,7 +80,11 @@ def item_costs(
             ref = costs.moe_ns(it["tokens_pool"].fill_null(0).to_numpy(), wl.expert_ranks).astype(np.float64)
         else:
             own = costs.moe_ns(n_b, wl.expert_ranks).astype(np.float64)
-            ref = it.with_columns(_own=pl.Series(own)).select(pl.col("_own").sum().over(_KEYS))["_own"].to_numpy()
+            ref = (
+                it.with_columns(_own=pl.Series(own))
+                .select(pl.col("_own").sum().over(_KEYS))["_own"]
+                .to_numpy()
+            )
         moe = pool * costs.moe_ns(n_b, experts) / np.maximum(ref, 1)
         moe_all = pool * costs.moe_ns(n_all, experts) / np.maximum(ref, 1)
         tpd = it["tokens_per_die"].fill_null(0).to_numpy()
@@ -118,15 +122,23 @@ def offline_batches(
     ic = item_costs(wl, costs, tp=tp, experts=experts)
     # which micro-batch holds the long prompt: the batches table says, or (when it does not say)
     # the group's micro-batch with the most attention work
-    per = ic.group_by("step", "dp_group", "micro_batch").agg(pl.col("attention_ns").sum(), pl.col("max_len").max())
+    per = ic.group_by("step", "dp_group", "micro_batch").agg(
+        pl.col("attention_ns").sum(), pl.col("max_len").max()
+    )
     if wl.batches.height and wl.batches["micro_batch"].null_count() and wl.micro_batches > 1:
         heaviest = per.sort("attention_ns", descending=True).unique(["step", "dp_group"], keep="first")
-        per = per.join(heaviest.select("step", "dp_group", pl.col("micro_batch").alias("_h")), on=["step", "dp_group"])
-        per = per.with_columns(max_len=pl.when(pl.col("micro_batch") == pl.col("_h")).then("max_len").otherwise(0))
+        per = per.join(
+            heaviest.select("step", "dp_group", pl.col("micro_batch").alias("_h")), on=["step", "dp_group"]
+        )
+        per = per.with_columns(
+            max_len=pl.when(pl.col("micro_batch") == pl.col("_h")).then("max_len").otherwise(0)
+        )
     longest_of = {(s, g, m): v for s, g, m, _, v, *_ in per.iter_rows()}
     ready = dict(zip(wl.steps["step"].to_list(), wl.steps["start_ns"].to_list(), strict=True))
     out = []
-    for i, ((step, g, mb), part) in enumerate(ic.group_by("step", "dp_group", "micro_batch", maintain_order=True)):
+    for i, ((step, g, mb), part) in enumerate(
+        ic.group_by("step", "dp_group", "micro_batch", maintain_order=True)
+    ):
         longest = longest_of[(step, g, mb)]
         out.append(
             Batch(
@@ -157,7 +169,9 @@ class LockstepCosts:
     combine_ns: np.ndarray  # (L,)
 
 
-def lockstep_split_steps(wl: Workload, costs: CostModel, *, groups: int, tp: int, experts: float) -> list[LockstepCosts]:
+def lockstep_split_steps(
+    wl: Workload, costs: CostModel, *, groups: int, tp: int, experts: float
+) -> list[LockstepCosts]:
     """The store's work on D = ``groups`` × ``tp`` attention dies and an ``experts``-die pool, in lockstep.
 
     Per measured (step, micro-batch), in order: the measured groups are dealt longest attention
@@ -172,7 +186,11 @@ def lockstep_split_steps(wl: Workload, costs: CostModel, *, groups: int, tp: int
     out: list[LockstepCosts] = []
     for (step, mb), part in ic.group_by("step", "micro_batch", maintain_order=True):
         by_g = part.group_by("dp_group", maintain_order=True).agg(
-            pl.col("layer"), pl.col("attention_ns"), pl.col("dispatch_ns"), pl.col("combine_ns"), pl.col("tokens").first()
+            pl.col("layer"),
+            pl.col("attention_ns"),
+            pl.col("dispatch_ns"),
+            pl.col("combine_ns"),
+            pl.col("tokens").first(),
         )
         g_attn = np.zeros((by_g.height, layers))
         g_disp = np.zeros((by_g.height, layers))

@@ -276,7 +276,9 @@ def consistency_check(ref_pol: Policy, wl: Workload, steps: list[dict[str, int]]
     construction (``exact``): it checks the replay's mechanics, not the cost model. On a
     disaggregated store the reference runs on rescaled costs: a real (if weak) check of them.
     """
-    errors = [abs(r["reference_ns"] - r["measured_ns"]) / r["measured_ns"] * 100 for r in steps if r["measured_ns"]]
+    errors = [
+        abs(r["reference_ns"] - r["measured_ns"]) / r["measured_ns"] * 100 for r in steps if r["measured_ns"]
+    ]
     exact = isinstance(ref_pol, Coupled)
     return {
         "policy": ref_pol.name,
@@ -331,7 +333,10 @@ def fit_band(
         if q.get("status") == "fitted" and q.get("residual_p95_pct") is not None:
             e[field_name] = min(float(q["residual_p95_pct"]) / 100, 0.9)
     if not e:
-        return {"status": "none", "reason": "no fitted pool or transfer part: the range comes from --vary only"}
+        return {
+            "status": "none",
+            "reason": "no fitted pool or transfer part: the range comes from --vary only",
+        }
     lo = pol.run(wl, replace(costs, **{k: 1 - v for k, v in e.items()})).makespan_ns
     hi = pol.run(wl, replace(costs, **{k: 1 + v for k, v in e.items()})).makespan_ns
     return {

@@ -20,8 +20,19 @@ from typing import Any
 import polars as pl
 
 from asaptrace.report.sections import FigureView, Section, TableView
-from asaptrace.units import cell, metric_value
-from asaptrace.viz.replay import recovered_waterfall, replay_steps
+from asaptrace.units import cell, human_ns, metric_value
+from asaptrace.views import (
+    band_text,
+    consistency_text,
+    cost_fit_view,
+    deployment_text,
+    replay_causes_view,
+    replay_makespan_view,
+    replay_steps_view,
+    split_view,
+    vary_view,
+)
+from asaptrace.viz.replay import recovered_tornado, recovered_waterfall, replay_steps
 from asaptrace.viz.sweep import sensitivity_tornado, ttft_curves, ttft_quantiles
 
 #: The keys a replayed store's ``replay`` block must carry for its section.
@@ -31,20 +42,26 @@ SWEEP_KEYS = ("schema_version", "policies", "curves", "slo_rps", "slo_ttft_ns")
 
 
 def replay_result(block: dict[str, Any]) -> dict[str, Any]:
-    """The replay block with the totals of the replay's JSON form (``measured_ns``, ``reference_ns``,
-    ``replayed_ns``, ``baseline_ns``), which the figures read; the block itself keeps only the steps.
-
-    baseline (the coupled replay) = replayed + Σ recovered, the identity the replay checks.
-    """
+    """The replay block as the replay's JSON form (schema 2 keeps the makespans itself; a schema-1
+    block of an older replayed store gets its totals as that schema summed them)."""
+    if "makespan_ns" in block:
+        return block
     steps = block.get("steps") or []
     totals = {k: sum(int(s[k]) for s in steps) for k in ("measured_ns", "reference_ns", "replayed_ns")}
     recovered = sum(int(v) for v in (block.get("recovered_ns") or {}).values())
-    return {**block, **totals, "baseline_ns": totals["replayed_ns"] + recovered}
+    return {
+        **block,
+        **totals,
+        "baseline_ns": totals["replayed_ns"] + recovered,
+        "measured_makespan_ns": totals["measured_ns"],
+        "reference_makespan_ns": totals["replayed_ns"] + recovered,
+        "makespan_ns": totals["replayed_ns"],
+    }
 
 
 def reproduction_error(block: dict[str, Any]) -> str:
-    """The reference replay's error against the measurement, as printed beside each what-if number."""
-    return f"±{block['error_mean_pct']:.2f} % mean, {block['error_max_pct']:.2f} % max"
+    """The reference replay's consistency check against the measurement (one line)."""
+    return consistency_text(block)
 
 
 def _store_name(path: str | None) -> str:
@@ -59,8 +76,7 @@ def replay_provenance(block: dict[str, Any] | None) -> str:
         return ""
     return (
         f"{_store_name(block.get('of'))} replayed under {block['policy']} "
-        f"({_params_text(block.get('params'))}); reference replay "
-        f"({block.get('reference_policy') or '–'}) error {reproduction_error(block)}"
+        f"({_params_text(block.get('params'))}); {reproduction_error(block)}"
     )
 
 
@@ -78,77 +94,45 @@ def replay_section(
     """The section of one replayed store (``label``: its name; ``comparison``: measured vs replayed,
     the tables of :func:`asaptrace.analyze.compare.compare` with a = measured, b = replayed)."""
     res = replay_result(block)
-    err = reproduction_error(block)
     sid = f"replay-{index}"
-    dep = block.get("deployment") or {}
-    kind = dep.get("kind", "unknown")
-    if {"groups", "tp", "devices"} <= dep.keys():
-        kind += f" deployment of {dep['devices']} devices ({dep['groups']}×{dep['tp']} attention"
-        kind += f" + {dep['experts']} expert)" if dep.get("experts") else ")"
-    else:
-        kind += " deployment"
+    dep = res.get("deployment") or {}
+    on = (
+        deployment_text(dep)
+        if {"groups", "tp", "devices"} <= dep.keys()
+        else f"{dep.get('kind', 'unknown')} deployment"
+    )
+    warnings = " ".join(f"Warning: {w}." for w in res.get("warnings") or [])
     text = (
-        f"{label} replays {_store_name(block.get('of'))} under the {res['policy']} policy "
-        f"({_params_text(block.get('params'))}) on a {kind}. The reference replay "
-        f"({block.get('reference_policy') or '–'}) reproduces the measured step times with an error "
-        f"of {err}; every what-if number below is quoted with it."
-    )
-    steps = pl.DataFrame(
-        [
-            {
-                "step": int(s["step"]),
-                "measured_ns": int(s["measured_ns"]),
-                "reference_ns": int(s["reference_ns"]),
-                "replayed_ns": int(s["replayed_ns"]),
-                "reference_error_share": (
-                    abs(int(s["reference_ns"]) - int(s["measured_ns"])) / int(s["measured_ns"])
-                    if int(s["measured_ns"])
-                    else None
-                ),
-            }
-            for s in res["steps"]
-        ],
-        schema={
-            "step": pl.Int64,
-            "measured_ns": pl.Int64,
-            "reference_ns": pl.Int64,
-            "replayed_ns": pl.Int64,
-            "reference_error_share": pl.Float64,
-        },
-    )
-    causes = res.get("recovered_ns") or {}
-    recovered = pl.DataFrame(
-        {
-            "cause": [*(c.replace("_", " ") for c in causes), "total (coupled replay − replayed)"],
-            "recovered_ns": [*(int(v) for v in causes.values()), res["baseline_ns"] - res["replayed_ns"]],
-            "reproduction_error": [err] * (len(causes) + 1),
-        },
-        schema={"cause": pl.String, "recovered_ns": pl.Int64, "reproduction_error": pl.String},
-    )
-    tables = [
-        TableView(
-            f"table-{sid}-steps",
-            "Measured vs replayed step time",
-            steps,
-            caption="reference error = |reference − measured| / measured, per step",
-        ),
-        TableView(
-            f"table-{sid}-recovered",
-            "Recovered time by cause (all steps)",
-            recovered,
-            caption="recovered = coupled replay − this replay (negative: this replay is slower)",
-        ),
-    ]
+        f"{label} replays {_store_name(res.get('of'))} under the {res['policy']} policy "
+        f"({_params_text(res.get('params'))}) on {on}. Its makespan (first batch ready → last done) is "
+        f"{human_ns(res['makespan_ns'])} against the reference replay's {human_ns(res['reference_makespan_ns'])}: "
+        f"{band_text(res)}. {consistency_text(res)}. {warnings}"
+    ).strip()
+
+    def table(view: Any, tid: str) -> TableView:
+        return TableView(f"table-{sid}-{tid}", view.title, view.rows, caption=view.caption)
+
+    tables = [table(replay_makespan_view(res), "makespan"), table(replay_steps_view(res), "steps")]
+    if res.get("recovered_ns"):
+        tables.append(table(replay_causes_view(res), "recovered"))
+    tables.append(table(cost_fit_view(res.get("cost_fit")), "fit"))
+    if res.get("splits"):
+        tables.append(table(split_view(res["splits"]), "splits"))
+    if res.get("vary"):
+        tables.append(table(vary_view(res), "vary"))
     if comparison is not None:
         tables += compare_views(sid, comparison)
+    figures = [
+        FigureView(f"fig-{sid}-steps", replay_steps(res)),
+        FigureView(f"fig-{sid}-recovered", recovered_waterfall(res)),
+    ]
+    if res.get("tornado"):
+        figures.append(FigureView(f"fig-{sid}-tornado", recovered_tornado(res)))
     return Section(
         sid,
         f"Replay: {res['policy']} ({label})",
         text,
-        figures=(
-            FigureView(f"fig-{sid}-steps", replay_steps(res)),
-            FigureView(f"fig-{sid}-recovered", recovered_waterfall(res)),
-        ),
+        figures=tuple(figures),
         tables=tuple(tables),
     )
 

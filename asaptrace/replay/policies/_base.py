@@ -75,7 +75,9 @@ class PolicyRun:
     @property
     def step_ns(self) -> dict[int, int]:
         """Per measured step: its latency, last batch done − the step's ready time."""
-        per = self.batches.group_by("step").agg((pl.col("done_ns").max() - pl.col("ready_ns").min()).alias("l"))
+        per = self.batches.group_by("step").agg(
+            (pl.col("done_ns").max() - pl.col("ready_ns").min()).alias("l")
+        )
         return {int(s): int(v) for s, v in per.sort("step").rows()}
 
     def latency_ns(self) -> dict[str, int]:
@@ -88,7 +90,13 @@ def batch_rows(rows: list[tuple[int, int | None, int | None, int, int]]) -> pl.D
     """The ``batches`` frame of a :class:`PolicyRun` from (step, dp_group, micro_batch, ready, done)."""
     return pl.DataFrame(
         rows,
-        schema={"step": pl.Int32, "dp_group": pl.Int32, "micro_batch": pl.Int32, "ready_ns": pl.Int64, "done_ns": pl.Int64},
+        schema={
+            "step": pl.Int32,
+            "dp_group": pl.Int32,
+            "micro_batch": pl.Int32,
+            "ready_ns": pl.Int64,
+            "done_ns": pl.Int64,
+        },
         orient="row",
     )
 

@@ -78,7 +78,9 @@ class Asap(PipelinedPolicy):
         ends: dict[tuple[int, int], int] = {}
         chains: dict[int, list] = {}
         wait = events = 0
-        for sc in lockstep_split_steps(wl, costs, groups=dep.groups, tp=dep.tp, experts=self.live_experts(dep)):
+        for sc in lockstep_split_steps(
+            wl, costs, groups=dep.groups, tp=dep.tp, experts=self.live_experts(dep)
+        ):
             start = sc.ready_ns if free is None else max(sc.ready_ns, free)
             moe = sc.moe_ns + np.where(sc.moe_ns > 0, launch, 0)
             chain = chain_from_costs(
@@ -91,7 +93,11 @@ class Asap(PipelinedPolicy):
             wait += int(ct.wait_ns.sum())
             events += int(chain.part.sum())
         ready = dict(zip(wl.steps["step"].to_list(), wl.steps["start_ns"].to_list(), strict=True))
-        keys = wl.items.select("step", "dp_group", "micro_batch").unique().sort("step", "dp_group", "micro_batch")
+        keys = (
+            wl.items.select("step", "dp_group", "micro_batch")
+            .unique()
+            .sort("step", "dp_group", "micro_batch")
+        )
         rows = [(s, g, m, int(ready[s]), ends[(s, -1 if m is None else m)]) for s, g, m in keys.rows()]
         return PolicyRun(
             policy=self.name,
@@ -112,7 +118,12 @@ class Asap(PipelinedPolicy):
         if wl.deployment != "coupled":
             return [("split_and_mechanisms_changed", here if tail else self), *tail]
         plain = replace(
-            here, asynchronous=False, dual_batch=False, overlap=False, super_kernel=False, expert_failure=False
+            here,
+            asynchronous=False,
+            dual_batch=False,
+            overlap=False,
+            super_kernel=False,
+            expert_failure=False,
         )
         unbarriered = replace(plain, asynchronous=True)
         overlapped = replace(unbarriered, dual_batch=self.dual_batch, overlap=self.overlap)
