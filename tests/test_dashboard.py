@@ -376,7 +376,7 @@ def test_replay_summary_says_recovered_or_slower():
     base = {
         "policy": "asap",
         "reference_policy": "coupled",
-        "deployment": {"kind": "disaggregated", "groups": 4, "tp": 4, "experts": 16},
+        "deployment": {"kind": "disaggregated", "groups": 4, "tp": 4, "experts": 16, "devices": 32},
         "steps": [{"step": 0, "measured_ns": 10 * ms, "reference_ns": 10 * ms, "replayed_ns": 8 * ms}],
         "measured_ns": 10 * ms,
         "replayed_ns": 8 * ms,
@@ -389,13 +389,26 @@ def test_replay_summary_says_recovered_or_slower():
     }
     # 10 → 8 ms is −20.0%, 2 ms recovered; the other way round it is 2 ms slower
     assert replay.replay_result(base)[0].children == (
-        "asap (4×4 attention + 16 expert dies): measured 10.000 ms, replayed 8.000 ms (-20.0%); "
+        "asap (4×4 attention + 16 expert dies (32 devices)): measured 10.000 ms, makespan 8.000 ms (-20.0%); "
         "recovered 2.000 ms from the coupled replay"
     )
     slower = {**base, "replayed_ns": 12 * ms, "recovered_total_ns": -2 * ms}
     assert replay.replay_result(slower)[0].children.endswith(
         "(+20.0%); 2.000 ms slower than the coupled replay"
     )
+
+
+def test_the_replay_page_shows_the_cost_fit_and_the_causes(stores, coupled_store):
+    # the page renders the replay's own JSON: its fit table holds the fit's parts and statuses
+    j = pipeline.replay_store(coupled_store.path, "asap").to_json()
+    shown = replay.replay_result(j)
+    fit = _find(shown, "rp-fit")
+    assert fit is not None
+    text = str(fit)
+    for part, q in j["cost_fit"].items():
+        assert part in text and q["status"] in text
+    assert _find(shown, "rp-causes") is not None and "split cost" in str(_find(shown, "rp-causes"))
+    assert any("consistency check" in str(getattr(c, "children", "")) for c in shown)
 
 
 def test_the_sweep_worker_calls_pipeline_sweep_with_the_form_and_forwards_progress(monkeypatch):

@@ -10,8 +10,9 @@ from dash import Input, Output, State, dcc, html, no_update
 
 from asaptrace import pipeline
 from asaptrace.units import human_ns
+from asaptrace.views import band_text, consistency_text, cost_fit_view, deployment_text, replay_causes_view
 from asaptrace.viz.replay import recovered_waterfall, replay_steps
-from dashboards.components import graph, message
+from dashboards.components import graph, message, table
 from dashboards.jobs import Jobs, JobsBusy
 from dashboards.pages._jobs_ui import POLL_MS, buttons, register_job_controls
 from dashboards.state import Stores, StoreUnavailable
@@ -129,32 +130,36 @@ def start_replay(
 
 
 def replay_result(result: dict[str, Any]) -> list:
+    """A replay's JSON form as the page shows it: the makespans, the band and the consistency check,
+    the figures, then the causes and the cost fit (the views every face shows)."""
     dep = result["deployment"]
-    shape = (
-        f"{dep['groups']}×{dep['tp']} attention + {dep['experts']} expert dies"
-        if dep["kind"] == "disaggregated"
-        else f"DP{dep['groups']}×TP{dep['tp']} coupled"
-    )
     measured, replayed = result["measured_ns"], result["replayed_ns"]
+    reference = result.get("baseline_ns", measured)
     change = f"{100 * (replayed - measured) / measured:+.1f}%" if measured else "-"
     recovered = result.get("recovered_total_ns") or 0
+    ref = result.get("reference_policy", "coupled")
     return [
         html.P(
-            f"{result['policy']} ({shape}): measured {human_ns(measured)}, replayed {human_ns(replayed)} ({change}); "
+            f"{result['policy']} ({deployment_text(dep)}): measured {human_ns(measured)}, "
+            f"makespan {human_ns(replayed)} ({change}); "
             + (
-                f"recovered {human_ns(recovered)} from the coupled replay"
+                f"recovered {human_ns(recovered)} from the {ref} replay"
                 if recovered >= 0
-                else f"{human_ns(-recovered)} slower than the coupled replay"
-            ),
+                else f"{human_ns(-recovered)} slower than the {ref} replay"
+            )
+            + ("" if reference == measured else f" ({human_ns(reference)})"),
             id="rp-summary",
         ),
+        *([html.P(band_text(result), id="rp-band")] if "band" in result else []),
         html.P(
-            f"{result['reference_policy']} reproduction error {result['error_mean_pct']:.2f}% mean, "
-            f"{result['error_max_pct']:.2f}% max (every what-if carries it); costs: {result['costs'].get('source', '-')}",
+            f"{consistency_text(result)}; costs: {result['costs'].get('source', '-')}",
             className="note",
         ),
+        *(html.P(f"warning: {w}", className="note warning") for w in result.get("warnings") or []),
         graph("rp-steps", replay_steps(result)),
         graph("rp-waterfall", recovered_waterfall(result)),
+        *([table(replay_causes_view(result), id="rp-causes")] if result.get("counterfactuals") else []),
+        *([table(cost_fit_view(result["cost_fit"]), id="rp-fit")] if result.get("cost_fit") else []),
         *(html.P(f"note: {n}", className="note") for n in result.get("notes", [])),
     ]
 
