@@ -22,12 +22,13 @@ from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel, load_costs
 from asaptrace.replay.lengths_fit import LengthTargets, LogLogistic, fit_log_logistic
 
-#: cost knobs: the CostModel fields a scenario sets (all in ms except phi, e_ref, k_s)
+#: cost knobs: the CostModel fields a scenario sets (all in ms except phi, tp_ref, e_ref, k_s)
 COST_KNOBS = (
     "attn_c0_ms",
     "attn_c1_ms",
     "attn_c2_ms",
     "attn_phi",
+    "attn_tp_ref",
     "moe_plateau_ms",
     "moe_a_ms",
     "moe_b_ms",
@@ -46,6 +47,7 @@ ALIASES = {
     "e_ref": "moe_e_ref",
     "E_ref": "moe_e_ref",
     "phi": "attn_phi",
+    "tp_ref": "attn_tp_ref",
     "φ": "attn_phi",
     "routing": "default_routing",
     "scale": "cost_scale",
@@ -63,6 +65,7 @@ class Scenario:
     attn_c1_ms: float
     attn_c2_ms: float
     attn_phi: float
+    attn_tp_ref: float
     moe_plateau_ms: float
     moe_a_ms: float
     moe_b_ms: float
@@ -116,6 +119,8 @@ class Scenario:
         for k in (*positive, "default_group_tokens", "default_step_tokens", "asap_max_batch_tokens"):
             if getattr(self, k) <= 0:
                 raise UsageError(f"knob {k} must be positive, not {getattr(self, k)}")
+        if self.attn_tp_ref <= 0:
+            raise UsageError(f"knob attn_tp_ref must be positive, not {self.attn_tp_ref}")
         if self.cost_scale <= 0 or self.duration_s <= 0 or self.slo_ttft_s <= 0:
             raise UsageError("knobs cost_scale, duration_s and slo_ttft_s must be positive")
         if not 0 <= self.attn_phi <= 1:
