@@ -152,6 +152,11 @@ def test_costs_file_replaces_the_cost_constants(tmp_path):
     f.write_text("[attention]\nc1_ms = 2.0\n[coupled]\nk_s = 3.0\n")
     sc = load_scenario("asap-paper").with_costs_file(f)
     assert sc.attn_c1_ms == 2.0 and sc.coupled_k_s == 3.0 and sc.moe_b_ms == 0.286
+    # a fit to a TP8 store says its attention constants hold for 8 dies: on the scenario's TP4
+    # ASAP groups one layer of 8K tokens then costs (8/4)·(2·8 + 0.0215·64) = 2·17.376 = 34.752 ms
+    f.write_text("[attention]\nc1_ms = 2.0\ntp_ref = 8.0\n")
+    sc8 = load_scenario("asap-paper").with_costs_file(f)
+    assert sc8.attn_tp_ref == 8.0 and sc8.costs.attention_ns(8192, tp=sc8.asap_tp) == 34_752_000
     f.write_text("[attention]\nc9_ms = 2.0\n")
     with pytest.raises(UsageError, match=r"unknown key attention\.c9_ms"):
         load_scenario("asap-paper").with_costs_file(f)

@@ -7,7 +7,8 @@ conserving). Every layer of a step costs the same (the same pieces are in it), s
     layer = max_g A(group g's pieces) + 2·k_s·X(max_g t_g / T) + M(Σ_g t_g on D·T dies)
     step  = L · layer
 
-(A attention, X transfer, M MoE of :class:`~asaptrace.replay.costs.CostModel`; dispatch and
+(A attention on a group of T dies — the cost model's TP rule, × attn_tp_ref / T —, X transfer,
+M MoE of :class:`~asaptrace.replay.costs.CostModel`; dispatch and
 combine cost k_s × X for the largest group, after the barrier), run as a one-layer chain of the
 replay's lockstep mechanics (:func:`asaptrace.replay.lockstep.chain_from_costs`). With
 ``default_micro_batch_overlap`` each group's pieces are split longest-first into two
@@ -24,8 +25,9 @@ group with the fewest outstanding (queued or running) tokens, and each group fil
 its own queue FIFO. ChunkedPrefill: a budget of ``chunk_tokens`` per group and step; a prompt is
 cut to fill it, and its tail stays on its group and goes first next step. ``balanced`` (the
 replay's oracle, online): Default whose step places the heaviest attention work first onto the
-group with the least attention work (the variable cost c1·c + c2·c(2P+c), so Σs² is balanced, not
-tokens); it always places at step formation.
+group with the least attention work (:meth:`CostModel.attention_weight`, the variable cost
+c1·c + c2·c(2P+c), so Σs² is balanced, not tokens); it always places at step formation. Ties go
+to the lowest group index; among equal weights the FIFO order is kept (a stable sort).
 """
 
 from __future__ import annotations
