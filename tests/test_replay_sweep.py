@@ -10,7 +10,15 @@ from asaptrace.replay.lengths_fit import LengthTargets, fit_log_logistic
 from asaptrace.replay.scenario import knob_names, load_scenario
 from asaptrace.replay.sensitivity import calibrate, tornado
 from asaptrace.replay.serving import SERVING_POLICIES, ServingResult, policy_names
-from asaptrace.replay.sweep import SweepOptions, evaluate, run_sweep, slo_rate, slo_ratio, write_results
+from asaptrace.replay.sweep import (
+    SweepOptions,
+    evaluate,
+    reading,
+    run_sweep,
+    slo_rate,
+    slo_ratio,
+    write_results,
+)
 
 # ------------------------------------------------------------------------------------ lengths
 
@@ -202,3 +210,84 @@ def test_tornado_orders_knobs_by_swing():
     t = tornado(rows)
     assert [e["knob"] for e in t] == ["coupled_k_s", "attn_phi"]
     assert (t[0]["ratio_min"], t[0]["at_min"], t[0]["ratio_max"], t[0]["at_max"]) == (1.2, "1", 2.0, "4")
+
+
+# ------------------------------------------------------------------------- where costs came from
+
+FIT_FILE = """# asaptrace cost model (fitted to /data/run7.store (attention, moe; the rest DOMAIN §3 defaults)); ms, token counts per 1K = 1,024 tokens
+
+[attention]
+c1_ms = 1.2
+tp_ref = 8.0
+[moe]
+b_ms = 0.3
+[fit.attention]
+status = "fitted"
+n = 240
+r2 = 0.97
+residual_p95_pct = 6.0
+[fit.moe]
+status = "fitted"
+n = 120
+r2 = 0.55
+residual_p95_pct = 40.0
+[fit.transfer]
+status = "default"
+n = 0
+reason = "the store has no dispatch/combine"
+"""
+
+
+def test_the_reading_names_where_its_costs_came_from(tmp_path):
+    # the shipped figures untouched: face value; a --set cost knob: named with its value; a cost
+    # file: its name, what it was fitted to (its header), which parts were fitted and which kept
+    # the defaults; cost_scale ≠ 1: named. The test policy makes the sweep take a second.
+    opt = SweepOptions(policies=("test-count",), rates=(1, 8), bisection_steps=1)
+    sc = load_scenario("asap-paper")
+    res = run_sweep(sc, opt)
+    assert res["costs_from"] == "the paper's own cost figures (DOMAIN.md §3) at face value"
+    assert res["cost_fit"] is None and res["cost_set"] == {} and res["cost_warnings"] == []
+    assert res["reading"].endswith("Costs: the paper's own cost figures (DOMAIN.md §3) at face value.")
+    res = run_sweep(sc.with_knobs({"xfer_per_k_ms": "5", "scale": "0.5"}), opt)
+    assert res["costs_from"] == (
+        "the paper's own cost figures (DOMAIN.md §3) with xfer_per_k_ms = 5 (--set), all × 0.5 (cost_scale)"
+    )
+    assert res["cost_set"] == {"xfer_per_k_ms": 5.0} and "face value" not in res["reading"]
+    f = tmp_path / "fit.toml"
+    f.write_text(FIT_FILE)
+    res = run_sweep(sc.with_costs_file(f).with_knobs({"k_s": 2}), opt)
+    assert res["costs_from"] == (
+        "the costs in fit.toml (fitted to /data/run7.store (attention, moe; the rest DOMAIN §3 "
+        "defaults); fitted: attention, moe; kept the paper's defaults: transfer) with coupled_k_s = 2 (--set)"
+    )
+    assert res["cost_fit"]["transfer"]["status"] == "default" and res["cost_fit"]["attention"]["r2"] == 0.97
+    assert res["cost_warnings"] == [
+        "cost part moe fits poorly (R² 0.55 < 0.8, residual p95 40% over 120 points): what-ifs that rescale "
+        "it are uncertain",
+        "cost part transfer kept the defaults (DOMAIN §3): the store has no dispatch/combine",
+    ]
+    assert "paper's own cost figures" not in res["reading"] and "the costs in fit.toml" in res["reading"]
+    # a hand-written cost file: no header, no [fit] tables, and the reading says so
+    f.write_text("[attention]\nc1_ms = 2.0\n")
+    res = run_sweep(sc.with_costs_file(f), opt)
+    assert res["costs_from"] == (
+        "the costs in fit.toml (no record of what it was fitted to; no [fit] tables: hand-written, or "
+        "not from replay --save-costs)"
+    )
+
+
+def test_the_ratio_sentence_quotes_the_cost_source():
+    # the paper-comparison sentence of the reading, on a hand-made result (no simulation)
+    res = {
+        "policies": ["default", "asap"],
+        "slo_ttft_ns": 5_000_000_000,
+        "slo_rps": {"default": 4.0, "asap": 6.0},
+        "ratios": {"default": 1.0, "asap": 1.5},
+        "paper": {"slo_rps": {"default": 6.8, "asap": 20.0}},
+    }
+    paper = reading(res | {"costs_from": "the paper's own cost figures (DOMAIN.md §3) at face value"})
+    assert "asap/default = 1.50× against the paper's 2.94×, from the paper's own cost figures" in paper
+    assert "the paper does not say how it got from those figures" in paper
+    fitted = reading(res | {"costs_from": "the costs in fit.toml (fitted to s.store)"})
+    assert "from the costs in fit.toml (fitted to s.store) and the knobs listed" in fitted
+    assert "the paper does not say how it got from those figures" not in fitted
