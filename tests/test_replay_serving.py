@@ -253,3 +253,15 @@ def test_attention_scales_with_tp_asap_2x8_against_4x4():
     assert simulate(
         "default", one, scenario(layers=1, attn_c1_ms=1.0, default_dp=4, default_tp=4)
     ).ttft_ns.tolist() == [8 * MS]
+
+
+def test_asap_ties_go_to_the_lowest_group_not_the_lightest():
+    # Two ASAP groups (TP4), dual-batch, one layer, attention 1 ms per 1K, nothing else; every
+    # batch one request (min batch 1 token). At 0: A (8K), B (1K), C (1K), in that order.
+    # A → group 0 (both idle: lowest index), B → group 1 (0 busy slots against 1).
+    # C: both groups have one busy slot, so the lowest index wins — group 0, which holds 8K tokens
+    # in flight, not group 1 with 1K: C's attention queues behind A's (FCFS on the group's
+    # compute), 8 → 9 ms. (Placing by tokens in flight would have put it on group 1: 1 → 2 ms.)
+    sc = scenario(layers=1, asap_dp=2, attn_c1_ms=1.0, asap_min_batch_tokens=1)
+    res = simulate("asap", requests([0, 0, 0], [8192, 1024, 1024]), sc)
+    assert res.end_ns.tolist() == [8 * MS, 1 * MS, 9 * MS]
