@@ -563,8 +563,10 @@ def read_sweep_results(path: str | Path) -> dict[str, Any]:
     wrong = [k for k, t in shapes.items() if not isinstance(result[k], t)]
     if wrong:
         raise UsageError(f"is not a sweep results JSON ({', '.join(wrong)} of the wrong type)", path=path)
-    if result["schema_version"] != 1:
-        raise UsageError(f"sweep results schema_version {result['schema_version']!r} (expects 1)", path=path)
+    if result["schema_version"] not in (1, 2):  # 1: before costs_from / cost_fit (read as unknown)
+        raise UsageError(
+            f"sweep results schema_version {result['schema_version']!r} (expects 1 or 2)", path=path
+        )
     return result
 
 

@@ -143,3 +143,22 @@ def test_sweep_runs_on_the_costs_replay_fitted_to_a_store(tmp_path):
     knobs, fit = json.loads(r.stdout)["knobs"], tomllib.loads(fitted.read_text())
     assert knobs["attn_c1_ms"] == fit["attention"]["c1_ms"] and knobs["moe_b_ms"] == fit["moe"]["b_ms"]
     assert knobs["cost_source"] == "file fit.toml"
+    res = json.loads(r.stdout)
+    assert res["cost_fit"] == fit["fit"]  # the [fit] tables replay wrote, carried to the results
+    assert res["costs_from"].startswith("the costs in fit.toml (fitted to ")
+
+
+def test_a_cost_file_is_named_and_its_fit_warnings_printed(tmp_path):
+    from tests.test_replay_sweep import FIT_FILE
+
+    f = tmp_path / "fit.toml"
+    f.write_text(FIT_FILE)
+    r = run_cli("sweep", *QUICK, "--policies", "default", "--costs", f)
+    assert r.code == 0, r.stderr
+    assert "costs: the costs in fit.toml (fitted to /data/run7.store" in " ".join(r.stdout.split())
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        "warning: cost part moe fits poorly (R² 0.55 < 0.8, residual p95 40% over 120 points): what-ifs "
+        "that rescale it are uncertain",
+        "warning: cost part transfer kept the defaults (DOMAIN §3): the store has no dispatch/combine",
+    ]

@@ -10,7 +10,10 @@ from asaptrace.replay.serving import ServingRequests, simulate
 
 MS = 1_000_000
 
-# every cost zero unless a test sets it
+# Every cost zero unless a test sets it. Token counts are multiples of 1K = 1,024 tokens (DOMAIN
+# §3), so "1 ms per 1K" of 4096 tokens is 4 ms. The attention constants hold for a TP group of
+# attn_tp_ref dies (4 in the shipped scenario; a group of T dies pays × attn_tp_ref / T): the
+# Default tests on one-die groups (default_tp=1) set attn_tp_ref=1 so the constants are theirs.
 ZERO = {
     "attn_c0_ms": 0,
     "attn_c1_ms": 0,
@@ -59,23 +62,25 @@ def test_md1_queue_matches_the_closed_form():
 def test_two_group_lockstep_step_by_hand():
     # Default, two groups of one die (dp=2, tp=1), two layers. Costs per layer: attention
     # 1 ms per 1K tokens, MoE 1 ms per 1K tokens of the step (E_ref = 0: no scaling), dispatch
-    # and combine 0.5 ms latency each, times k_s = 2 → 1 ms each.
-    # t=0: requests A (4000 tokens) and B (1000) arrive; longest-first A → group 0, B → group 1.
-    #   layer = max(4, 1) attention + 1 dispatch + MoE(5000) 5 + 1 combine = 11 ms; step = 22 ms.
-    #   own(A) per layer = 4 + (1 + 1)·4000/4000 + 5·4000/5000 = 10 → 20 ms, sync = 2 (B's MoE share)
-    #   own(B) per layer = 1 + 2·1000/1000 + 5·1000/5000 = 4 → 8 ms, sync = 14 (barrier + A's work)
-    # t=1 ms: C (2000) arrives, waits for the step to end at 22 ms, runs alone on group 0:
+    # and combine 0.5 ms latency each, times k_s = 2 → 1 ms each (attn_tp_ref = 1: TP1 constants).
+    # t=0: requests A (4096 tokens = 4K) and B (1024 = 1K) arrive; longest-first A → group 0,
+    #   B → group 1.
+    #   layer = max(4, 1) attention + 1 dispatch + MoE(5K) 5 + 1 combine = 11 ms; step = 22 ms.
+    #   own(A) per layer = 4 + (1 + 1)·4096/4096 + 5·4096/5120 = 10 → 20 ms, sync = 2 (B's MoE share)
+    #   own(B) per layer = 1 + 2·1024/1024 + 5·1024/5120 = 4 → 8 ms, sync = 14 (barrier + A's work)
+    # t=1 ms: C (2048 = 2K) arrives, waits for the step to end at 22 ms, runs alone on group 0:
     #   layer = 2 + 1 + 2 + 1 = 6, step 12 ms, ends at 34: TTFT 33 = queue 21 + own 12 + sync 0.
     sc = scenario(
         layers=2,
         default_dp=2,
         default_tp=1,
+        attn_tp_ref=1,
         attn_c1_ms=1.0,
         moe_b_ms=1.0,
         xfer_latency_ms=0.5,
         coupled_k_s=2.0,
     )
-    res = simulate("default", requests([0, 0, 1], [4000, 1000, 2000]), sc)
+    res = simulate("default", requests([0, 0, 1], [4096, 1024, 2048]), sc)
     assert (res.ttft_ns // MS).tolist() == [22, 22, 33]
     assert (res.own_ns // MS).tolist() == [20, 8, 12]
     assert (res.sync_ns // MS).tolist() == [2, 14, 0]
@@ -85,43 +90,46 @@ def test_two_group_lockstep_step_by_hand():
 
 def test_arrival_routing_sends_each_request_to_the_group_with_fewest_outstanding_tokens():
     # Same costs as above, one layer, attention only (1 ms per 1K). Arrival routing:
-    # A (4000) at 0 → group 0; the step starts at once with A alone: 4 ms.
-    # B (1000) at 1 → group 1 (0 outstanding vs 4000); C (1000) at 2 → group 1 (1000 < 4000).
+    # A (4096) at 0 → group 0; the step starts at once with A alone: 4 ms.
+    # B (1024) at 1 → group 1 (0 outstanding vs 4096); C (1024) at 2 → group 1 (1024 < 4096).
     # Step 2 at t=4: group 0 empty, group 1 holds B and C → 2 ms, both end at 6.
-    sc = scenario(layers=1, default_dp=2, default_tp=1, attn_c1_ms=1.0, default_routing="arrival")
-    res = simulate("default", requests([0, 1, 2], [4000, 1000, 1000]), sc)
+    sc = scenario(
+        layers=1, default_dp=2, default_tp=1, attn_tp_ref=1, attn_c1_ms=1.0, default_routing="arrival"
+    )
+    res = simulate("default", requests([0, 1, 2], [4096, 1024, 1024]), sc)
     assert (res.end_ns // MS).tolist() == [4, 6, 6]
     # with step routing B and C would be split over the two groups: 1 ms, ending at 5
     res_step = simulate(
-        "default", requests([0, 1, 2], [4000, 1000, 1000]), sc.with_knobs({"routing": "step"})
+        "default", requests([0, 1, 2], [4096, 1024, 1024]), sc.with_knobs({"routing": "step"})
     )
     assert (res_step.end_ns // MS).tolist() == [4, 5, 5]
 
 
 def test_chunked_prompt_pays_its_prefix_and_the_same_total_quadratic_cost():
-    # ChunkedPrefill, one group, 2000-token budget, attention c2 = 1 ms per (1K)², one layer.
-    # A 5000-token prompt: chunks 2000 (P 0), 2000 (P 2000), 1000 (P 4000) cost
+    # ChunkedPrefill, one group, 2K-token budget (2048), attention c2 = 1 ms per (1K)², one layer.
+    # A 5K-token prompt (5120): chunks 2K (P 0), 2K (P 2K), 1K (P 4K) cost c·(2P + c) in K²:
     # 2·(0+2) = 4, 2·(4+2) = 12, 1·(8+1) = 9 ms: 25 ms = 5², what it costs unchunked.
-    sc = scenario(layers=1, default_dp=1, default_tp=1, attn_c2_ms=1.0, chunk_tokens=2000)
-    res = simulate("chunked", requests([0], [5000]), sc)
+    sc = scenario(layers=1, default_dp=1, default_tp=1, attn_tp_ref=1, attn_c2_ms=1.0, chunk_tokens=2048)
+    res = simulate("chunked", requests([0], [5120]), sc)
     assert res.ttft_ns.tolist() == [25 * MS] and res.steps == 3
-    assert simulate("default", requests([0], [5000]), sc).ttft_ns.tolist() == [25 * MS]
+    assert simulate("default", requests([0], [5120]), sc).ttft_ns.tolist() == [25 * MS]
 
 
 def test_chunked_tail_stays_on_its_group_and_goes_first():
-    # One group, budget 2000, attention 1 ms per 1K, one layer. A (3000) at 0, B (1500) at 0.
-    # Step 1: longest-first A gets the 2000 budget (1000 tail), B does not fit: 2 ms.
-    # Step 2 (t=2): A's tail first (1000), then B cut to the remaining 1000: 2 ms → A ends at 4.
-    # Step 3 (t=4): B's tail of 500: 0.5 ms → B ends at 4.5 ms.
-    sc = scenario(layers=1, default_dp=1, default_tp=1, attn_c1_ms=1.0, chunk_tokens=2000)
-    res = simulate("chunked", requests([0, 0], [3000, 1500]), sc)
+    # One group, budget 2048, attention 1 ms per 1K, one layer. A (3072) at 0, B (1536) at 0.
+    # Step 1: longest-first A gets the 2048 budget (1024 tail), B does not fit: 2 ms.
+    # Step 2 (t=2): A's tail first (1024), then B cut to the remaining 1024: 2 ms → A ends at 4.
+    # Step 3 (t=4): B's tail of 512: 0.5 ms → B ends at 4.5 ms.
+    sc = scenario(layers=1, default_dp=1, default_tp=1, attn_tp_ref=1, attn_c1_ms=1.0, chunk_tokens=2048)
+    res = simulate("chunked", requests([0, 0], [3072, 1536]), sc)
     assert res.end_ns.tolist() == [4 * MS, 4 * MS + MS // 2]
 
 
 def test_prefix_cache_hits_are_not_recomputed():
-    # 5000 tokens of which 4000 are cached: one piece c = 1000, P = 4000: c2 term 1·(8+1) = 9 ms
-    sc = scenario(layers=1, default_dp=1, default_tp=1, attn_c2_ms=1.0)
-    res = simulate("default", requests([0], [5000], cached=[4000]), sc)
+    # 5K tokens (5120) of which 4K (4096) are cached: one piece c = 1K, P = 4K: c2 term
+    # c·(2P + c) = 1·(8 + 1) = 9 K² → 9 ms
+    sc = scenario(layers=1, default_dp=1, default_tp=1, attn_tp_ref=1, attn_c2_ms=1.0)
+    res = simulate("default", requests([0], [5120], cached=[4096]), sc)
     assert res.ttft_ns.tolist() == [9 * MS]
 
 
@@ -155,14 +163,14 @@ def test_asap_ablations_cost_what_the_table_says():
 
 
 def test_a_long_prompt_runs_alone_on_an_idle_group():
-    # One group, dual-batch, one layer, attention 1 ms per 1K, nothing else.
-    # A (2048) at 0 starts at once in slot 0 (2.048 ms). B (20000 > 16K) at 0.5 ms: the
-    # group is busy, so B waits for it to drain, then runs alone: 2.048 → 22.048 ms.
-    # C (2048) at 1 ms arrives behind B: the group is reserved for B, so C starts after B.
+    # One group of TP4 (the constants' TP), dual-batch, one layer, attention 1 ms per 1K, nothing
+    # else. A (2048 = 2K) at 0 starts at once in slot 0: 2 ms. B (20480 = 20K > 16K) at 0.5 ms:
+    # the group is busy, so B waits for it to drain, then runs alone: 2 → 22 ms.
+    # C (2K) at 1 ms arrives behind B: the group is reserved for B, so C starts after B: 22 → 24.
     sc = scenario(layers=1, asap_dp=1, attn_c1_ms=1.0)
-    res = simulate("asap", requests([0, 0.5, 1], [2048, 20000, 2048]), sc)
-    assert res.start_ns.tolist() == [0, 2_048_000, 22_048_000]
-    assert res.end_ns.tolist() == [2_048_000, 22_048_000, 24_096_000]
+    res = simulate("asap", requests([0, 0.5, 1], [2048, 20480, 2048]), sc)
+    assert res.start_ns.tolist() == [0, 2 * MS, 22 * MS]
+    assert res.end_ns.tolist() == [2 * MS, 22 * MS, 24 * MS]
 
 
 def test_asap_batches_are_cut_fifo_to_at_least_2k_tokens():
@@ -189,31 +197,71 @@ def test_every_request_is_served_and_its_ttft_adds_up(policy):
 
 
 def test_two_micro_batch_overlap_by_hand():
-    # Default on one group of one die, two 1000-token requests at 0, two layers; attention 1 ms
-    # per 1K, MoE 1 ms per 1K (E_ref = 0), dispatch = combine = 1 ms. Without overlap a layer is
-    # A(2000) 2 + X 1 + M(2000) 2 + X 1 = 6 ms: the step takes 12 ms.
+    # Default on one group of one die, two 1K-token (1024) requests at 0, two layers; attention
+    # 1 ms per 1K, MoE 1 ms per 1K (E_ref = 0), dispatch = combine = 1 ms. Without overlap a layer
+    # is A(2K) 2 + X 1 + M(2K) 2 + X 1 = 6 ms: the step takes 12 ms.
     # With two micro-batches (one request each), compute stream: attn a 0–1, attn b 1–2,
     # MoE a 2–3 (after dispatch a 1–2), MoE b 3–4 (dispatch b 2–3); communication stream:
     # combine a 3–4, combine b 4–5. Layer 2: attn a 4–5 (combine a back at 4, compute free
     # at 4), attn b 5–6, dispatch a 5–6, b 6–7, MoE a 6–7, b 7–8, combine a 7–8, b 8–9: 9 ms.
-    sc = scenario(layers=2, default_dp=1, default_tp=1, attn_c1_ms=1.0, moe_b_ms=1.0, xfer_latency_ms=1.0)
-    req = requests([0, 0], [1000, 1000])
+    sc = scenario(
+        layers=2, default_dp=1, default_tp=1, attn_tp_ref=1, attn_c1_ms=1.0, moe_b_ms=1.0, xfer_latency_ms=1.0
+    )
+    req = requests([0, 0], [1024, 1024])
     assert simulate("default", req, sc).ttft_ns.tolist() == [12 * MS, 12 * MS]
     overlapped = simulate("default", req, sc.with_knobs({"default_micro_batch_overlap": True}))
     assert overlapped.ttft_ns.tolist() == [9 * MS, 9 * MS]
     # a lone request has no partner micro-batch: 2·(1 + 1 + 1 + 1) = 8 ms either way, its own
     # kernel time all of it (the last combine counts, though the empty micro-batch ends first)
-    alone = simulate("default", requests([0], [1000]), sc.with_knobs({"default_micro_batch_overlap": True}))
+    alone = simulate("default", requests([0], [1024]), sc.with_knobs({"default_micro_batch_overlap": True}))
     assert alone.ttft_ns.tolist() == [8 * MS] and alone.sync_ns.tolist() == [0]
 
 
 def test_balanced_places_by_attention_work_not_tokens():
-    # Two groups, one layer, attention c2 only (1 ms per (1K)²). Requests 3000, 2000, 2000, 1000
-    # at 0. Default (fewest tokens): 3000 → g0, 2000 → g1, 2000 → g1 (2000 < 3000),
-    # 1000 → g0 (3000 < 4000): g0 9 + 1 = 10 ms, g1 4 + 4 = 8 → step 10.
-    # Balanced (least attention work, heaviest first): 3000 → g0 (9), 2000 → g1 (4),
-    # 2000 → g1 (8), 1000 → g1 (8 < 9 → 9): both 9 ms → step 9.
-    sc = scenario(layers=1, default_dp=2, default_tp=1, attn_c2_ms=1.0)
-    req = requests([0, 0, 0, 0], [3000, 2000, 2000, 1000])
+    # Two groups, one layer, attention c2 only (1 ms per (1K)²). Requests 3K, 2K, 2K, 1K (3072,
+    # 2048, 2048, 1024) at 0. Default (fewest tokens): 3K → g0, 2K → g1, 2K → g1 (2K < 3K),
+    # 1K → g0 (3K < 4K): g0 9 + 1 = 10 ms, g1 4 + 4 = 8 → step 10.
+    # Balanced (least attention work, heaviest first): 3K → g0 (9), 2K → g1 (4),
+    # 2K → g1 (8), 1K → g1 (8 < 9 → 9): both 9 ms → step 9.
+    sc = scenario(layers=1, default_dp=2, default_tp=1, attn_tp_ref=1, attn_c2_ms=1.0)
+    req = requests([0, 0, 0, 0], [3072, 2048, 2048, 1024])
     assert simulate("default", req, sc).end_ns.max() == 10 * MS
     assert simulate("balanced", req, sc).end_ns.max() == 9 * MS
+
+
+def test_attention_scales_with_tp_asap_2x8_against_4x4():
+    # The one TP rule (costs.py): the attention constants hold for attn_tp_ref = 4 dies; a group
+    # of T dies pays × 4/T. Attention 1 ms per 1K at TP4, nothing else, one layer, one batch per
+    # group, every batch one request (min batch 1 token). Four 8K-token (8192) requests at 0.
+    # asap 4×4: each group takes one: 8·4/4 = 8 ms each → TTFT 8, 8, 8, 8 (mean 8 ms).
+    # asap 2×8 (the same 16 attention dies): per-group attention halves, 8·4/8 = 4 ms; groups 0
+    #   and 1 take requests 0 and 1 (0–4 ms), then 2 and 3 (4–8 ms) → TTFT 4, 4, 8, 8 (mean 6).
+    # The last request ends at 8 ms either way: the same dies do the same work.
+    base = dict(layers=1, attn_c1_ms=1.0, asap_min_batch_tokens=1)
+    req = requests([0, 0, 0, 0], [8192] * 4)
+    tp4 = simulate("asap-no-dual-batch", req, scenario(**base, asap_dp=4, asap_tp=4))
+    tp8 = simulate("asap-no-dual-batch", req, scenario(**base, asap_dp=2, asap_tp=8))
+    assert tp4.ttft_ns.tolist() == [8 * MS] * 4 and tp4.own_ns.tolist() == [8 * MS] * 4
+    assert tp8.ttft_ns.tolist() == [4 * MS, 4 * MS, 8 * MS, 8 * MS]
+    assert tp8.own_ns.tolist() == [4 * MS] * 4  # each request's attention on TP8: half of TP4's
+    # Default follows the same rule with default_tp: one 8K request alone, DP2×TP8 vs DP4×TP4
+    # (MoE and transfers free): 8·4/8 = 4 ms against 8 ms
+    one = requests([0], [8192])
+    assert simulate(
+        "default", one, scenario(layers=1, attn_c1_ms=1.0, default_dp=2, default_tp=8)
+    ).ttft_ns.tolist() == [4 * MS]
+    assert simulate(
+        "default", one, scenario(layers=1, attn_c1_ms=1.0, default_dp=4, default_tp=4)
+    ).ttft_ns.tolist() == [8 * MS]
+
+
+def test_asap_ties_go_to_the_lowest_group_not_the_lightest():
+    # Two ASAP groups (TP4), dual-batch, one layer, attention 1 ms per 1K, nothing else; every
+    # batch one request (min batch 1 token). At 0: A (8K), B (1K), C (1K), in that order.
+    # A → group 0 (both idle: lowest index), B → group 1 (0 busy slots against 1).
+    # C: both groups have one busy slot, so the lowest index wins — group 0, which holds 8K tokens
+    # in flight, not group 1 with 1K: C's attention queues behind A's (FCFS on the group's
+    # compute), 8 → 9 ms. (Placing by tokens in flight would have put it on group 1: 1 → 2 ms.)
+    sc = scenario(layers=1, asap_dp=2, attn_c1_ms=1.0, asap_min_batch_tokens=1)
+    res = simulate("asap", requests([0, 0, 0], [8192, 1024, 1024]), sc)
+    assert res.end_ns.tolist() == [8 * MS, 1 * MS, 9 * MS]

@@ -128,6 +128,7 @@ def test_sweep_section_has_the_slo_numbers_and_the_papers(report, sweep_file):
         assert by_policy[p][2] == f"{result['paper']['slo_rps'][p]:.2f}"  # 6.80 and 20.00
     assert not result["slo_censored"]["default"]  # default misses at 40/s: a real, bisected number
     assert unescape(result["reading"]) in unescape(section)
+    assert "from the paper's own cost figures (DOMAIN.md §3) at face value and" in unescape(section)
     for fid in ("fig-sweep-curves", "fig-sweep-quantiles"):
         assert report.count(f'<div id="{fid}">') == 1
     assert "fig-sweep-tornado" not in report  # nothing varied
@@ -214,6 +215,8 @@ def test_hand_made_results_with_vary_rows_add_the_tornado_and_escape_knob_names(
     assert '<div id="fig-sweep-tornado">' in html and 'id="table-sweep-vary"' in html
     assert "<script>alert(1)</script>" not in html and "<b>reading</b>" not in html
     assert "hand-made &lt;b&gt;reading&lt;/b&gt;" in html
+    # a schema_version 1 file does not say where its costs came from, and the section says so
+    assert "a schema_version 1 file does not record where they came from" in html
 
 
 def test_the_report_shows_the_command_with_every_replay_and_the_sweep(report):

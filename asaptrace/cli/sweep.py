@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Column, Table
 
 from asaptrace.cli._common import JsonOpt, err, out, print_json, user_errors
@@ -92,6 +93,8 @@ def sweep(
             progress=progress,
             out=output,
         )
+    for line in res.get("cost_warnings", []):
+        err.print(f"[bold yellow]warning:[/] {escape(line)}", soft_wrap=True)
     print_json(res) if as_json else _print_sweep(res)
     if output is not None and not as_json:
         out.print(f"wrote [bold]{output}[/]")
@@ -191,6 +194,7 @@ def _print_sweep(res: dict[str, Any]) -> None:
         f"{k['layers']} layers",
         soft_wrap=True,
     )
+    out.print(f"costs: {escape(res['costs_from'])}", soft_wrap=True)
     if res.get("calibration"):
         c = res["calibration"]
         out.print(
@@ -233,7 +237,7 @@ def _print_sweep(res: dict[str, Any]) -> None:
     _print_decomposition(res)
     if res.get("vary"):
         _print_vary(res)
-    out.print(res["reading"], soft_wrap=True)
+    out.print(escape(res["reading"]), soft_wrap=True)
 
 
 def _print_curves(res: dict[str, Any]) -> None:

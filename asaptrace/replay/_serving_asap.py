@@ -115,7 +115,7 @@ def _own_shares(former: ServingFormer, batches: dict[int, Batch], cfg: PipelineC
         b = batches[bid]
         c = np.array([former.new[i] for i in reqs], np.float64)
         p = np.array([former.cached[i] for i in reqs], np.float64)
-        w = costs.attn_c1_ms * c / 1e3 + costs.attn_c2_ms * c * (2 * p + c) / 1e6
+        w = costs.attention_weight(c, p)
         if w.sum() <= 0:  # no variable cost: the fixed cost splits evenly
             w = np.ones_like(c)
         pool = b.moe_ns.astype(np.float64) + cfg.launch_ns * (b.moe_ns > 0)

@@ -7,7 +7,8 @@ conserving). Every layer of a step costs the same (the same pieces are in it), s
     layer = max_g A(group g's pieces) + 2·k_s·X(max_g t_g / T) + M(Σ_g t_g on D·T dies)
     step  = L · layer
 
-(A attention, X transfer, M MoE of :class:`~asaptrace.replay.costs.CostModel`; dispatch and
+(A attention on a group of T dies — the cost model's TP rule, × attn_tp_ref / T —, X transfer,
+M MoE of :class:`~asaptrace.replay.costs.CostModel`; dispatch and
 combine cost k_s × X for the largest group, after the barrier), run as a one-layer chain of the
 replay's lockstep mechanics (:func:`asaptrace.replay.lockstep.chain_from_costs`). With
 ``default_micro_batch_overlap`` each group's pieces are split longest-first into two
@@ -24,8 +25,9 @@ group with the fewest outstanding (queued or running) tokens, and each group fil
 its own queue FIFO. ChunkedPrefill: a budget of ``chunk_tokens`` per group and step; a prompt is
 cut to fill it, and its tail stays on its group and goes first next step. ``balanced`` (the
 replay's oracle, online): Default whose step places the heaviest attention work first onto the
-group with the least attention work (the variable cost c1·c + c2·c(2P+c), so Σs² is balanced, not
-tokens); it always places at step formation.
+group with the least attention work (:meth:`CostModel.attention_weight`, the variable cost
+c1·c + c2·c(2P+c), so Σs² is balanced, not tokens); it always places at step formation. Ties go
+to the lowest group index; among equal weights the FIFO order is kept (a stable sort).
 """
 
 from __future__ import annotations
@@ -153,9 +155,7 @@ def _fill_default(
 
     def weight(i: int) -> float:
         c = remaining[i]
-        if balance is None:
-            return c
-        return balance.attn_c1_ms * c / 1e3 + balance.attn_c2_ms * c * (2 * done[i] + c) / 1e6
+        return c if balance is None else float(balance.attention_weight(c, done[i]))
 
     tokens = [0] * d
     load = [0.0] * d
@@ -261,7 +261,7 @@ def _attention_shares(groups: list[list[Piece]], attn: np.ndarray, costs: CostMo
     """Each piece's share of its group's attention, by its variable cost (linear + causal term)."""
     out = []
     for g, pieces in enumerate(groups):
-        w = [costs.attn_c1_ms * c / 1e3 + costs.attn_c2_ms * c * (2 * p + c) / 1e6 for _, c, p in pieces]
+        w = [float(costs.attention_weight(c, p)) for _, c, p in pieces]
         total = sum(w)
         if total <= 0:  # no variable cost: the fixed cost splits evenly
             w, total = [1.0] * len(pieces), float(len(pieces) or 1)
@@ -273,9 +273,9 @@ def _step_cost(groups: list[list[Piece]], costs: CostModel, sc: Scenario) -> tup
     """Step time (ns) and each piece's own kernel time in it (ns, float), per group."""
     if sc.default_micro_batch_overlap:
         return _step_cost_overlapped(groups, costs, sc)
-    tok, quad, cnt = _group_sums(groups)
-    attn = np.where(cnt > 0, costs.attention_sums_ns(tok, quad, cnt), 0)
     t, k_s = sc.default_tp, costs.coupled_k_s
+    tok, quad, cnt = _group_sums(groups)
+    attn = np.where(cnt > 0, costs.attention_sums_ns(tok, quad, cnt, tp=t), 0)
     n_total = float(tok.sum())
     xfer_g = k_s * costs.transfer_ns(tok / t).astype(np.float64)  # each group's own collective
     xfer = round(k_s * int(costs.transfer_ns(tok.max() / t)))
@@ -319,7 +319,7 @@ def _step_cost_overlapped(
     for k in (0, 1):
         mgroups = [h[k] for h in halves]
         tok, quad, cnt = _group_sums(mgroups)
-        attn = np.where(cnt > 0, costs.attention_sums_ns(tok, quad, cnt), 0)
+        attn = np.where(cnt > 0, costs.attention_sums_ns(tok, quad, cnt, tp=t), 0)
         xfer_g = k_s * costs.transfer_ns(tok / t).astype(np.float64)
         xfer = round(k_s * int(costs.transfer_ns(tok.max() / t))) if tok.max() > 0 else 0
         moe = int(costs.moe_ns(tok.sum(), e)) if tok.sum() > 0 else 0

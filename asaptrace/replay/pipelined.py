@@ -453,11 +453,11 @@ def batch_costs(
     """Per-layer (attention, dispatch, moe, combine) ns of a batch of pieces, from the cost model.
 
     For formers that build batches from requests (the online sweep): attention on a TP group of
-    ``tp`` dies, dispatch/combine of the batch's tokens per sending die, MoE of its tokens on the
+    ``tp`` dies (the cost model's one TP rule, × attn_tp_ref / tp), dispatch/combine of the batch's tokens per sending die, MoE of its tokens on the
     ``experts``-die pool; the first ``dense_layers`` layers have no pool item.
     """
     c = np.asarray(new_tokens, np.float64)
-    attn = costs.attention_ns(c, prefix)
+    attn = costs.attention_ns(c, prefix, tp=tp)
     tokens = float(c.sum())
     xfer = int(costs.transfer_ns(tokens / tp))
     moe = int(costs.moe_ns(tokens, experts))

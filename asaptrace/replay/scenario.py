@@ -11,23 +11,25 @@ multiplies all of them (it is what ``--calibrate-ttft`` solves for).
 
 from __future__ import annotations
 
+import re
 import tomllib
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from asaptrace.errors import UsageError
-from asaptrace.replay.costs import CostModel, load_costs
+from asaptrace.replay.costs import CostModel, read_costs
 from asaptrace.replay.lengths_fit import LengthTargets, LogLogistic, fit_log_logistic
 
-#: cost knobs: the CostModel fields a scenario sets (all in ms except phi, e_ref, k_s)
+#: cost knobs: the CostModel fields a scenario sets (all in ms except phi, tp_ref, e_ref, k_s)
 COST_KNOBS = (
     "attn_c0_ms",
     "attn_c1_ms",
     "attn_c2_ms",
     "attn_phi",
+    "attn_tp_ref",
     "moe_plateau_ms",
     "moe_a_ms",
     "moe_b_ms",
@@ -46,6 +48,7 @@ ALIASES = {
     "e_ref": "moe_e_ref",
     "E_ref": "moe_e_ref",
     "phi": "attn_phi",
+    "tp_ref": "attn_tp_ref",
     "φ": "attn_phi",
     "routing": "default_routing",
     "scale": "cost_scale",
@@ -63,6 +66,7 @@ class Scenario:
     attn_c1_ms: float
     attn_c2_ms: float
     attn_phi: float
+    attn_tp_ref: float
     moe_plateau_ms: float
     moe_a_ms: float
     moe_b_ms: float
@@ -98,6 +102,12 @@ class Scenario:
     cost_source: str = "scenario"
     #: the paper's reported numbers (printed beside ours, never used to set a knob)
     paper: tuple[tuple[str, Any], ...] = ()
+    #: where a --costs file's constants came from (its header line, e.g. "fitted to STORE (…)")
+    cost_origin: str = ""
+    #: a --costs file's [fit.PART] quality tables (None: no file, or a file without them)
+    cost_fit: dict[str, dict[str, Any]] | None = field(default=None, compare=False)
+    #: cost knobs set by with_knobs (--set, --vary) after the scenario file and any --costs file
+    cost_set: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if self.default_routing not in ROUTINGS:
@@ -116,6 +126,8 @@ class Scenario:
         for k in (*positive, "default_group_tokens", "default_step_tokens", "asap_max_batch_tokens"):
             if getattr(self, k) <= 0:
                 raise UsageError(f"knob {k} must be positive, not {getattr(self, k)}")
+        if self.attn_tp_ref <= 0:
+            raise UsageError(f"knob attn_tp_ref must be positive, not {self.attn_tp_ref}")
         if self.cost_scale <= 0 or self.duration_s <= 0 or self.slo_ttft_s <= 0:
             raise UsageError("knobs cost_scale, duration_s and slo_ttft_s must be positive")
         if not 0 <= self.attn_phi <= 1:
@@ -143,7 +155,8 @@ class Scenario:
     def knobs(self) -> dict[str, Any]:
         """Every knob's value (what a result states it assumed)."""
         d = asdict(self)
-        d.pop("paper")
+        for k in _NOT_KNOBS:
+            d.pop(k, None)
         return d
 
     def paper_numbers(self) -> dict[str, Any]:
@@ -156,19 +169,40 @@ class Scenario:
         for key, raw in values.items():
             name = knob_name(key)
             changes[name] = _parse(name, raw)
-        return replace(self, **changes)
+        cost_set = dict(self.cost_set) | {k: v for k, v in changes.items() if k in COST_KNOBS}
+        return replace(self, **changes, cost_set=tuple(cost_set.items()))
 
     def with_costs_file(self, path: str | Path) -> Scenario:
         """A copy whose cost constants come from a cost TOML (``replay``'s format)."""
         base = CostModel(**{k: getattr(self, k) for k in COST_KNOBS})
-        model = load_costs(path, base=base)
+        model, quality = read_costs(path, base=base)
         if model.attn_per_request_ms:  # not a knob of the serving model: refuse rather than drop it
             raise UsageError("attention.per_request_ms is not used by the sweep (set it to 0)", path=path)
-        return replace(self, **{k: getattr(model, k) for k in COST_KNOBS}, cost_source=model.source)
+        return replace(
+            self,
+            **{k: getattr(model, k) for k in COST_KNOBS},
+            cost_source=model.source,
+            cost_origin=_cost_file_origin(Path(path)),
+            cost_fit=quality,
+            cost_set=(),
+        )
+
+
+#: Scenario fields that are not knobs: the name, and where the costs came from (reported apart)
+_NOT_KNOBS = ("paper", "cost_origin", "cost_fit", "cost_set")
+#: the header line save_costs writes: "# asaptrace cost model (SOURCE); ms, …"
+_COST_HEADER = re.compile(r"^# asaptrace cost model \((?P<source>.*)\); ms")
+
+
+def _cost_file_origin(path: Path) -> str:
+    """The source a cost file's header names (``fitted to STORE (…)``), or "" for a hand-written file."""
+    first = path.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0]
+    m = _COST_HEADER.match(first)
+    return m.group("source") if m else ""
 
 
 def knob_names() -> list[str]:
-    return [f.name for f in fields(Scenario) if f.name not in ("name", "cost_source", "paper")]
+    return [f.name for f in fields(Scenario) if f.name not in ("name", "cost_source", *_NOT_KNOBS)]
 
 
 def knob_name(key: str) -> str:

@@ -32,11 +32,13 @@ import numpy as np
 
 from asaptrace.errors import UsageError
 from asaptrace.replay.arrivals import make_stream
-from asaptrace.replay.scenario import Scenario
+from asaptrace.replay.costs import CostModel, fit_warnings
+from asaptrace.replay.scenario import COST_KNOBS, Scenario
 from asaptrace.replay.serving import ServingResult, policy_names, simulate
 from asaptrace.userfiles import write_atomic
 
-SCHEMA_VERSION = 1
+#: 2: + costs_from, cost_fit, cost_set, cost_warnings; the reading names where its costs came from
+SCHEMA_VERSION = 2
 #: length buckets of the TTFT decomposition (prompt tokens, [lo, hi))
 BUCKETS = ((0, 512), (512, 2048), (2048, 8192), (8192, 16384), (16384, None))
 AUTO_RATES = tuple(0.5 * 2**k for k in range(12))
@@ -284,9 +286,52 @@ def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = No
         "knobs": sc.knobs(),
         "lengths_fit": sc.lengths.summary() if opt.workload is None and opt.lengths == "fit" else None,
         "paper": sc.paper_numbers(),
+        "costs_from": costs_from(sc),
+        "cost_fit": sc.cost_fit,
+        "cost_set": dict(sc.cost_set),
+        "cost_warnings": fit_warnings(sc.cost_fit),
     }
     result["reading"] = reading(result)
     return result
+
+
+def costs_from(sc: Scenario) -> str:
+    """Where the scenario's costs came from, in words the reading quotes.
+
+    * the shipped figures untouched: "the paper's own cost figures (DOMAIN.md §3) at face value";
+    * a ``--costs`` file: "the costs in FILE (fitted to STORE (…); fitted: attention, moe; kept
+      the paper's defaults: transfer)" from its header line and its ``[fit]`` tables;
+    * cost knobs that differ (from the paper's figures, or from the file when one was given) are
+      named with their values, those set by ``--set`` marked so; ``cost_scale`` ≠ 1 is named last.
+    """
+    set_by_user = dict(sc.cost_set)
+    if sc.cost_source.startswith("file "):
+        inner = [sc.cost_origin or "no record of what it was fitted to"]
+        if sc.cost_fit:
+            fitted = [p for p, q in sc.cost_fit.items() if q.get("status") == "fitted"]
+            kept = [p for p, q in sc.cost_fit.items() if q.get("status") != "fitted"]
+            inner.append(f"fitted: {', '.join(fitted) or 'none'}")
+            if kept:
+                inner.append(f"kept the paper's defaults: {', '.join(kept)}")
+        else:
+            inner.append("no [fit] tables: hand-written, or not from replay --save-costs")
+        text = f"the costs in {sc.cost_source.removeprefix('file ')} ({'; '.join(inner)})"
+        changed = set_by_user
+    else:
+        text = "the paper's own cost figures (DOMAIN.md §3)"
+        paper = CostModel()
+        changed = {k: getattr(sc, k) for k in COST_KNOBS if getattr(sc, k) != getattr(paper, k)}
+    if changed:
+        named = ", ".join(
+            f"{k} = {v:g}" + (" (--set)" if k in set_by_user else " (scenario file)")
+            for k, v in changed.items()
+        )
+        text += f" with {named}"
+    if sc.cost_scale != 1:
+        text += f", all × {sc.cost_scale:g} (cost_scale)"
+    elif not changed and not sc.cost_source.startswith("file "):
+        text += " at face value"
+    return text
 
 
 def reading(result: dict[str, Any]) -> str:
@@ -295,28 +340,32 @@ def reading(result: dict[str, Any]) -> str:
     paper = result.get("paper") or {}
     ours = ", ".join(f"{p} {_rps(result['slo_rps'][p])}" for p in pols)
     text = f"SLO-compliant throughput (mean TTFT ≤ {result['slo_ttft_ns'] / 1e9:g} s): {ours}."
+    source = result["costs_from"]
+    from_paper = source.startswith("the paper's own cost figures")
     ref = paper.get("slo_rps") or {}
-    if ref and all(p in ref for p in pols):
+    head = headline_policy(pols)
+    if ref and all(p in ref for p in pols) and head != pols[0] and result["ratios"].get(head) is not None:
         theirs = ", ".join(f"{p} {ref[p]:g}" for p in pols)
-        text += f" The paper reports {theirs} RPS."
-        scale = result["knobs"]["cost_scale"]
-        at_scale = "at face value" if scale == 1 else f"× {scale:g} (cost_scale)"
-        head = headline_policy(pols)
-        if head != pols[0] and result["ratios"].get(head) is None:
+        ratio = result["ratios"][head]
+        paper_ratio = ref[head] / ref[pols[0]]
+        caveat = (
+            "the paper does not say how it got from those figures to its numbers, and "
+            if from_paper
+            else "a fit holds for the store it was fitted to (its TP, its lengths, its hardware), and "
+        )
+        return text + (
+            f" The paper reports {theirs} RPS. Here {head}/{pols[0]} = {ratio:.2f}× against the "
+            f"paper's {paper_ratio:.2f}×, from {source} and the knobs listed; {caveat}the ratio moves "
+            "with k_s, E_ref, φ, the Default routing and the cost scale (run with --vary to see how far)."
+        )
+    if ref and all(p in ref for p in pols):
+        text += f" The paper reports {', '.join(f'{p} {ref[p]:g}' for p in pols)} RPS."
+        if head != pols[0]:
             text += (
                 f" No {head}/{pols[0]} ratio: a policy met the SLO at every rate swept (a lower bound)"
                 " or missed it at the lowest; sweep a wider range of --rates."
             )
-        elif head != pols[0]:
-            ratio = result["ratios"][head]
-            paper_ratio = ref[head] / ref[pols[0]]
-            text += (
-                f" Here {head}/{pols[0]} = {ratio:.2f}× against the paper's {paper_ratio:.2f}×, "
-                f"from the paper's own cost figures {at_scale} and the knobs listed; the paper does "
-                "not say how it got from those figures to its numbers, and the ratio moves with k_s, "
-                "E_ref, φ, the Default routing and the cost scale (run with --vary to see how far)."
-            )
-    return text
+    return text + f" Costs: {source}."
 
 
 def slo_ratio(this: dict[str, Any], base: dict[str, Any]) -> float | None:

@@ -216,6 +216,12 @@ def sweep_section(result: dict[str, Any], label: str) -> Section:
         f"{label}: scenario {result.get('scenario', '–')}, {result.get('workload', '–')}, "
         f"SLO mean TTFT ≤ {slo / 1e9:g} s. {result.get('reading') or ''}"
     ).strip()
+    if "costs_from" not in result:  # a schema_version 1 file: its reading assumed the paper's figures
+        source = (result.get("knobs") or {}).get("cost_source", "–")
+        text += f" (Costs: {source}; a schema_version 1 file does not record where they came from.)"
+    warnings = result.get("cost_warnings") or []
+    if warnings:
+        text += " " + " ".join(f"Warning: {w}." for w in warnings)
     figures = [
         FigureView("fig-sweep-curves", ttft_curves(result)),
         FigureView(
