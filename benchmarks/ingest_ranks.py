@@ -94,8 +94,10 @@ def main() -> None:
     work = a.workdir or Path(tempfile.mkdtemp(prefix="asaptrace-ranks-"))
     work.mkdir(parents=True, exist_ok=True)
     counts = [int(n) for n in a.ranks.split(",")]
-    print(f"{'ranks':>5s} {'events':>9s} {'size':>8s} {'ingest':>8s} {'no-enrich':>9s} {'ratio':>6s} "
-          f"{'queries':>8s} {'per rank':>8s}")
+    print(
+        f"{'ranks':>5s} {'events':>9s} {'size':>8s} {'ingest':>8s} {'no-enrich':>9s} {'ratio':>6s} "
+        f"{'queries':>8s} {'per rank':>8s}"
+    )
     points = []
     for n in counts:
         src = synth_run(work, n)
@@ -105,12 +107,17 @@ def main() -> None:
         meta = json.loads((work / f"store-{n}" / "meta.json").read_text())
         events = meta["accounting"]["kept_by_table"]["events"]
         points.append((n, seconds))
-        print(f"{n:5d} {events:9,d} {size / 1e6:6.1f}MB {seconds:7.1f}s {floor:8.1f}s {seconds / floor:5.1f}× "
-              f"{queries:8,d} {queries / n:8.1f}", flush=True)
+        print(
+            f"{n:5d} {events:9,d} {size / 1e6:6.1f}MB {seconds:7.1f}s {floor:8.1f}s {seconds / floor:5.1f}× "
+            f"{queries:8,d} {queries / n:8.1f}",
+            flush=True,
+        )
     if len(points) > 1:
         (r0, s0), (r1, s1) = points[0], points[-1]
-        print(f"\nexponent k (time ∝ ranks^k): fitted {exponent(points):.2f}; "
-              f"{r0} → {r1} ranks {math.log(s1 / s0) / math.log(r1 / r0):.2f}")
+        print(
+            f"\nexponent k (time ∝ ranks^k): fitted {exponent(points):.2f}; "
+            f"{r0} → {r1} ranks {math.log(s1 / s0) / math.log(r1 / r0):.2f}"
+        )
 
 
 if __name__ == "__main__":

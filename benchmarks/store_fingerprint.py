@@ -70,7 +70,9 @@ def fingerprint(store: TraceStore) -> dict[str, Any]:
     for src in meta.get("sources", []):
         src["path"] = Path(src["path"]).name
     disc = meta.get("discovery") or {}
-    meta["discovery"] = json.loads(json.dumps(disc).replace(str(ROOT), "<root>").replace(str(TRACES), "<traces>"))
+    meta["discovery"] = json.loads(
+        json.dumps(disc).replace(str(ROOT), "<root>").replace(str(TRACES), "<traces>")
+    )
     return {"tables": tables, "meta": meta}
 
 
