@@ -42,6 +42,7 @@ from asaptrace.enrich.frames import (
     stepless_gaps,
     taxonomy_for,
 )
+from asaptrace.enrich.segment import StepPlan
 from asaptrace.enrich.taxonomy import Profile, Taxonomy
 from asaptrace.enrich.topology import ParallelConfig
 from asaptrace.schema import TABLE_SCHEMAS
@@ -138,43 +139,39 @@ def enrich_streaming(
         args = index.read("args", group)
         return segment_ranks(index.read("events", group), args, ranks, tax), args
 
-    # pass 1: the cross-rank facts; ranks without step annotations wait for the run-wide step plan.
-    # The group enriched last is kept (only its frames, never two groups') and written first.
+    # pass 1: the cross-rank facts; ranks without step annotations wait for the run-wide step plan
+    # (a second round). The group enriched last is kept (never two groups' frames) and written first.
     facts: list[RankFacts] = []
     gaps: list[pl.DataFrame] = []
     stepless: list[int] = []
     kept: tuple[list[int], pl.DataFrame, pl.DataFrame] | None = None
-    done = 0
-    for group in index.groups(rank_ids, group_events):
-        tell("segment", done, len(rank_ids))
-        done += len(group)
-        kept = None
-        seg, args = segmented(group)
-        g = stepless_gaps(seg)
-        if g is not None:
-            gaps.append(g)
-            without = set(g.get_column("rank").unique().to_list())
-            stepless += [r for r in group if r in without]
-            group = [r for r in group if r not in without]
-            if not group:
-                continue
-            seg = seg.only(group)
-        filled, notes = fill_ranks(seg, None)
-        facts.append(facts_of(seg, filled, notes, args))
-        kept = (group, filled, args) if g is None else None
-        del seg, filled, args
+
+    def facts_round(phase: str, todo: list[int], plan: StepPlan | None) -> None:
+        nonlocal kept
+        done = 0
+        for group in index.groups(todo, group_events):
+            tell(phase, done, len(todo))
+            done += len(group)
+            kept = None
+            seg, args = segmented(group)
+            g = stepless_gaps(seg) if plan is None else None
+            if g is not None:
+                gaps.append(g)
+                without = set(g.get_column("rank").unique().to_list())
+                stepless.extend(r for r in group if r in without)
+                group = [r for r in group if r not in without]
+                seg = seg.only(group)
+            if group:
+                filled, notes = fill_ranks(seg, plan)
+                facts.append(facts_of(seg, filled, notes, args))
+                kept = (group, filled, args) if g is None else None
+                del filled
+            del seg, args
+
+    facts_round("segment", rank_ids, None)
     plan = plan_of(gaps)
-    del gaps
-    done = 0
-    for group in index.groups(stepless, group_events):
-        tell("segment ranks without steps", done, len(stepless))
-        done += len(group)
-        kept = None
-        seg, args = segmented(group)
-        filled, notes = fill_ranks(seg, plan)
-        facts.append(facts_of(seg, filled, notes, args))
-        kept = (group, filled, args)
-        del seg, filled, args
+    gaps.clear()
+    facts_round("segment ranks without steps", stepless, plan)
     tell("align clocks, roles, batches", 0, 1)
     decision = decide(
         facts,
@@ -185,7 +182,7 @@ def enrich_streaming(
         parallel=parallel,
         batches=batches,
     )
-    del facts
+    facts.clear()
     # pass 2: each group's final parts, written once
     first = kept[0] if kept is not None else []
     rest = [r for r in rank_ids if r not in set(first)]
