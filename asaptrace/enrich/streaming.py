@@ -22,7 +22,7 @@ Peak memory is about one group plus the cross-rank data, not the whole run.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -189,8 +189,6 @@ def enrich_streaming(
     order = ([first] if first else []) + index.groups(rest, group_events)
     done = 0
     for group in order:
-        tell("write", done, len(rank_ids))
-        done += len(group)
         if kept is not None:
             _, filled, args = kept
             kept = None
@@ -200,8 +198,14 @@ def enrich_streaming(
             del seg
         events, flows = finish_ranks(filled, index.read("flows", group), ranks, decision.offsets)
         del filled
-        _write_parts(writer, group, {"events": events, "args": args, "flows": flows})
+        tables = {"events": events, "args": args, "flows": flows}
         del events, args, flows
+        for rank, parts in _rank_parts(group, tables):
+            tell("write", done, len(rank_ids))
+            done += 1
+            for name, part in parts.items():
+                writer.write_staged_part(name, f"{int(rank):05d}", part.to_arrow())  # type: ignore[arg-type]
+        del tables
     writer.promote_staged()
     writer.write_table("ranks", decision.ranks.to_arrow())
     writer.write_table("batches", decision.batches.to_arrow())
@@ -209,18 +213,15 @@ def enrich_streaming(
     return decision.meta
 
 
-def _write_parts(writer: StoreWriter, group: list[int], tables: dict[str, pl.DataFrame]) -> None:
-    """One staged part per rank of ``group`` and table: events always (an empty one for a rank
+def _rank_parts(group: list[int], tables: dict[str, pl.DataFrame]) -> Iterator[tuple[int, dict]]:
+    """Each rank of ``group`` with its part of each table: events always (an empty one for a rank
     without events), args and flows when the rank has rows there."""
     split = {name: _by_rank(table) for name, table in tables.items()}
     for rank in group:
-        part = f"{int(rank):05d}"
-        for name, table in tables.items():
-            piece = split[name].get(rank)
-            if piece is None and name == "events":
-                piece = table.clear()
-            if piece is not None:
-                writer.write_staged_part(name, part, piece.to_arrow())  # type: ignore[arg-type]
+        parts = {name: split[name][rank] for name in tables if rank in split[name]}
+        if "events" not in parts:
+            parts["events"] = tables["events"].clear()
+        yield rank, parts
 
 
 def _by_rank(table: pl.DataFrame) -> dict[int, pl.DataFrame]:
