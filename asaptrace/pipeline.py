@@ -7,16 +7,11 @@ Diagnosis, ``replay`` maps a workload to a result) and never import one another 
 
 **The store is written once.** :func:`build_store` lets the ingest driver write each file's raw
 parts into the new store's temporary directory, then enriches them there before the single commit,
-streaming one rank at a time: a first pass collects what needs every rank (the event names for the
-taxonomy, the idle gaps of ranks without step annotations, the collective kernels for clock
-alignment, kinds for roles, annotation spans for DP groups and batches), the cross-rank decisions
-are taken on that small data, and a second pass enriches and writes each rank's part. Peak memory is
-about the largest rank plus that cross-rank data, not the whole run.
+streaming a group of ranks at a time (:mod:`asaptrace.enrich.streaming`).
 """
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,24 +20,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import polars as pl
 
 from asaptrace.enrich.batches import read_batches_sidecar
-from asaptrace.enrich.frames import (
-    RankFacts,
-    decide,
-    enrich_frames,
-    fill_rank,
-    finish_rank,
-    plan_of,
-    rank_facts,
-    rank_gaps,
-    segment_rank,
-    taxonomy_for,
-)
+from asaptrace.enrich.frames import enrich_frames
+from asaptrace.enrich.streaming import EnrichProgress, enrich_streaming
 from asaptrace.enrich.taxonomy import Profile, Taxonomy, load_profile
 from asaptrace.enrich.topology import ParallelConfig, parse_parallel
 from asaptrace.errors import OutputError, UsageError
 from asaptrace.info import store_info
 from asaptrace.ingest.driver import ingest_paths
-from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore, check_store_target, open_store, write_part
+from asaptrace.store import StoreWriter, TraceStore, check_store_target, open_store
 from asaptrace.userfiles import check_output_dir, check_output_file, write_atomic
 
 if TYPE_CHECKING:  # the diagnosis and the replay are imported by the calls that need them (a fast `ingest`)
@@ -75,12 +60,7 @@ __all__ = [
     "write_text_atomic",
 ]
 
-#: ``(phase, done, total)``: what the enrichment is doing (phases: names, segment, segment ranks
-#: without steps, align clocks, roles, batches, write; done/total count ranks, or 0/1 for a phase)
-EnrichProgress = Callable[[str, int, int], None]
-
 TABLES = ("events", "args", "flows", "streams", "ranks", "batches")
-_STAGE = ".enriched"  # inside the writer's temporary directory, invisible to scans of the raw parts
 
 
 def read_tables(store: TraceStore) -> dict[str, pl.DataFrame]:
@@ -117,7 +97,7 @@ def build_store(
 
     def finish(writer: StoreWriter, meta: dict[str, Any]) -> dict[str, Any]:
         raw = TraceStore(path=writer.tmp, meta=meta)
-        enriched = _enrich_streaming(
+        enriched = enrich_streaming(
             raw, writer, parallel=par, taxonomy=profile, batches=sidecar, progress=enrich_progress
         )
         return {**meta, **enriched}
@@ -134,113 +114,15 @@ def enrich_store(
     batches: pl.DataFrame | str | Path | None = None,
     overwrite: bool = False,
 ) -> TraceStore:
-    """Enrich ``store`` (streaming, one rank at a time) and write the result atomically: in place
+    """Enrich ``store`` (streaming, a group of ranks at a time) and write the result atomically: in place
     when ``out`` is None; a store already at another ``out`` is replaced only with ``overwrite``."""
     target = Path(out) if out is not None else store.path
     in_place = target.resolve() == store.path.resolve() or overwrite
     meta = {k: v for k, v in store.meta.items() if k not in ("format_version", "asaptrace_version")}
     with StoreWriter(target, overwrite=in_place) as writer:
-        meta.update(_enrich_streaming(store, writer, parallel=parallel, taxonomy=taxonomy, batches=batches))
+        meta.update(enrich_streaming(store, writer, parallel=parallel, taxonomy=taxonomy, batches=batches))
         writer.write_table("streams", store.read("streams").to_arrow())
         return writer.commit(meta)
-
-
-def _enrich_streaming(
-    src: TraceStore,
-    writer: StoreWriter,
-    *,
-    parallel: ParallelConfig | str | None,
-    taxonomy: Taxonomy | Profile | str | Path | None,
-    batches: pl.DataFrame | str | Path | None,
-    progress: EnrichProgress | None = None,
-) -> dict[str, Any]:
-    """Enrich ``src``'s parts rank by rank into ``writer`` (ranks, batches and parted tables);
-    returns the enrichment's meta. ``src`` may be the writer's own temporary directory."""
-    ranks = src.read("ranks")
-    rank_ids = ranks.get_column("rank").to_list()
-    tell = progress or (lambda phase, done, total: None)
-    tell("names", 0, len(rank_ids))
-    names = (
-        src.events().select(pl.col("name").cast(pl.String).unique()).collect().get_column("name").drop_nulls()
-    )
-    tax = taxonomy_for(names.to_list(), taxonomy)
-
-    def tables_of(rank: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-        at = pl.col("rank") == rank
-        return src.scan("events").filter(at).collect(), src.scan("args").filter(at).collect()
-
-    # pass 1: the cross-rank facts (ranks without step annotations wait for the run-wide step plan).
-    # The rank enriched last here is kept and written first in pass 2 (a one-rank store is segmented
-    # once); no other rank's frame is held while the next is read.
-    facts: dict[int, RankFacts] = {}
-    gaps, stepless = [], []
-    last: tuple[int, pl.DataFrame, pl.DataFrame] | None = None
-    for i, rank in enumerate(rank_ids):
-        tell("segment", i, len(rank_ids))
-        events, args = tables_of(rank)
-        seg = segment_rank(events, args, ranks, tax)
-        g = rank_gaps(seg)
-        if g is not None:
-            gaps.append(g)
-            stepless.append(rank)
-            continue
-        filled, notes = fill_rank(seg, None)
-        facts[rank] = rank_facts(seg, filled, notes, args)
-        if rank == rank_ids[-1] and not stepless:
-            last = (rank, filled, args)
-    plan = plan_of(gaps)
-    del gaps
-    for i, rank in enumerate(stepless):
-        tell("segment ranks without steps", i, len(stepless))
-        events, args = tables_of(rank)
-        seg = segment_rank(events, args, ranks, tax)
-        filled, notes = fill_rank(seg, plan)
-        facts[rank] = rank_facts(seg, filled, notes, args)
-        if rank == stepless[-1]:
-            last = (rank, filled, args)
-    del events, args, seg, filled
-    tell("align clocks, roles, batches", 0, 1)
-    decision = decide(
-        [facts[r] for r in rank_ids],
-        ranks,
-        tax,
-        plan,
-        existing_batches=src.read("batches") if (src.path / "batches.parquet").is_file() else None,
-        parallel=parallel,
-        batches=batches,
-    )
-    del facts
-    # pass 2: each rank's final parts, written once
-    stage = writer.tmp / _STAGE
-    assert last is not None  # a store has at least one rank
-    order = [last[0], *(r for r in rank_ids if r != last[0])]
-    for i, rank in enumerate(order):
-        tell("write", i, len(order))
-        if last is not None and rank == last[0]:
-            _, filled, args = last
-            last = None
-        else:
-            events, args = tables_of(rank)
-            filled, _ = fill_rank(segment_rank(events, args, ranks, tax), plan)
-        flows = src.scan("flows").filter(pl.col("rank") == rank).collect()
-        events, flows = finish_rank(filled, flows, ranks, decision.offsets)
-        part = f"{int(rank):05d}"
-        for name, table in (("events", events), ("args", args), ("flows", flows)):
-            if name == "events" or table.height:
-                _write_staged(stage, name, part, table)
-    for name in PARTED_TABLES:
-        shutil.rmtree(writer.tmp / name, ignore_errors=True)
-        if (stage / name).is_dir():
-            (stage / name).rename(writer.tmp / name)
-    shutil.rmtree(stage, ignore_errors=True)
-    writer.write_table("ranks", decision.ranks.to_arrow())
-    writer.write_table("batches", decision.batches.to_arrow())
-    tell("write", len(order), len(order))
-    return decision.meta
-
-
-def _write_staged(stage: Path, name: str, part: str, table: pl.DataFrame) -> None:
-    write_part(stage, name, part, table.to_arrow())  # type: ignore[arg-type]
 
 
 def diagnose_store(

@@ -41,6 +41,7 @@ from asaptrace.userfiles import check_output_dir
 #: Tables stored as a directory of parts (one per source file); the others are single files.
 PARTED_TABLES = ("events", "args", "flows")
 SINGLE_TABLES = ("ranks", "streams", "batches")
+_STAGE = ".staged"  # StoreWriter's replacement parts, inside its temporary directory
 
 
 def write_part(root: Path, table_name: str, part_id: str, table: pa.Table) -> Path:
@@ -96,6 +97,21 @@ class StoreWriter:
 
     def write_part(self, name: str, part_id: str, table: pa.Table) -> Path:
         return write_part(self.tmp, name, part_id, table)
+
+    def write_staged_part(self, name: str, part_id: str, table: pa.Table) -> Path:
+        """Write a part of the *replacement* of parted table ``name``: staged out of sight of scans
+        of the parts already written (an enrichment reads the raw parts while it writes the
+        enriched ones), until :meth:`promote_staged` puts the staged parts in their place."""
+        return write_part(self.tmp / _STAGE, name, part_id, table)
+
+    def promote_staged(self) -> None:
+        """Replace every parted table by its staged parts (a table with none staged is emptied)."""
+        stage = self.tmp / _STAGE
+        for name in PARTED_TABLES:
+            shutil.rmtree(self.tmp / name, ignore_errors=True)
+            if (stage / name).is_dir():
+                (stage / name).rename(self.tmp / name)
+        shutil.rmtree(stage, ignore_errors=True)
 
     def commit(self, meta: dict[str, Any]) -> TraceStore:
         """Write meta.json and move the finished store into place."""
@@ -159,14 +175,17 @@ class TraceStore:
         _check_files(path, meta.get("files"))
         return cls(path=path, meta=meta)
 
+    def parts(self, name: str) -> list[Path]:
+        """The Parquet parts of parted table ``name``, in scan order."""
+        listed = self.meta.get("files")
+        if isinstance(listed, dict):  # exactly the parts written, so a lost one is an error
+            return [self.path / rel for rel in listed if rel.startswith(f"{name}/")]
+        return sorted((self.path / name).glob("part-*.parquet"))
+
     def scan(self, name: str) -> pl.LazyFrame:
         """Lazily scan one table; an absent or empty parted table scans as an empty frame."""
         if name in PARTED_TABLES:
-            listed = self.meta.get("files")
-            if isinstance(listed, dict):  # exactly the parts written, so a lost one is an error
-                parts = [self.path / rel for rel in listed if rel.startswith(f"{name}/")]
-            else:
-                parts = sorted((self.path / name).glob("part-*.parquet"))
+            parts = self.parts(name)
             if not parts:
                 return pl.from_arrow(TABLE_SCHEMAS[name].empty_table()).lazy()  # type: ignore[union-attr]
             return pl.scan_parquet(parts)

@@ -21,12 +21,13 @@ def _two_ranks(tmp_path: Path) -> Path:
     return tmp_path / "in"
 
 
-def test_the_enrichment_reports_its_phases_rank_by_rank(tmp_path):
+def test_the_enrichment_reports_its_phases(tmp_path):
     seen: list[tuple[str, int, int]] = []
     build_store([_two_ranks(tmp_path)], tmp_path / "s.store", enrich_progress=lambda *a: seen.append(a))
-    # two ranks: each segmented (0/2, 1/2), the cross-rank decisions, each written, then 2/2 written
+    # two ranks, one group (asaptrace.enrich.streaming): segmented together (0/2), the cross-rank
+    # decisions, each rank written (0/2, 1/2), then 2/2 written
     assert seen[0][0] == "names"
-    assert [s for s in seen if s[0] == "segment"] == [("segment", 0, 2), ("segment", 1, 2)]
+    assert [s for s in seen if s[0] == "segment"] == [("segment", 0, 2)]
     assert ("align clocks, roles, batches", 0, 1) in seen
     assert [s for s in seen if s[0] == "write"] == [("write", 0, 2), ("write", 1, 2), ("write", 2, 2)]
     assert seen[-1] == ("write", 2, 2)

@@ -1,11 +1,16 @@
-"""The store is enriched one rank at a time; the result must equal enriching every table at once.
+"""The store is enriched a group of ranks at a time; the result must equal enriching every table at once.
 
-The streaming path (``asaptrace.pipeline.enrich_store`` / ``build_store``) decides the cross-rank
-things (taxonomy, step cut from idle gaps, roles, clock offsets, batches) from per-rank facts; the
-in-memory path (``enrich_frames``) sees every table. Scenarios where the cross-rank decision is
-what matters: steps from gaps on every rank (a run-wide median gap threshold), ranks that disagree
-on the number of steps (everything goes to step 0 with one note), and clock offsets that need the
-collective instances of all ranks.
+The streaming path (``asaptrace.enrich.streaming``, behind ``enrich_store`` / ``build_store``)
+decides the cross-rank things (taxonomy, step cut from idle gaps, roles, clock offsets, batches)
+from the facts of each group of ranks; the in-memory path (``enrich_frames``) sees every table.
+Scenarios where the cross-rank decision is what matters: steps from gaps on every rank (a run-wide
+median gap threshold), ranks that disagree on the number of steps (everything goes to step 0 with
+one note), clock offsets that need the collective instances of all ranks, and a run where some
+ranks have step annotations and others not (a group is split between the two rounds). Each runs
+with one rank per group, two, and every rank in one group.
+
+The streaming enrichment's polars queries are paid per group, not per rank: counted (not timed)
+on synthetic runs of 4 and 16 ranks.
 """
 
 from __future__ import annotations
@@ -13,9 +18,12 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from asaptrace.enrich import enrich_frames
-from asaptrace.pipeline import enrich_store, read_tables
+from asaptrace.enrich import enrich_frames, streaming
+from asaptrace.pipeline import build_store, enrich_store, read_tables
+from asaptrace.synth.run import synthesize
+from benchmarks._polars_queries import count_queries
 from tests._analysis_helpers import ingest, moe_scenario, write_traces
+from tests._synth_helpers import tiny
 
 
 def _canonical(df: pl.DataFrame) -> pl.DataFrame:
@@ -32,11 +40,16 @@ def _scenario(name: str):
         later = later[:2]  # ranks 0-1 have two steps, ranks 2-3 one: the cut must be dropped everywhere
     for t, again in zip(traces, later, strict=False):
         t.events += again.events
+    if name == "mixed":  # ranks 0, 2 annotated; 1, 3 cut into two steps by their idle gap (19, 16 events)
+        annotated = moe_scenario()
+        traces = [annotated[r] if r % 2 == 0 else traces[r] for r in range(4)]
     return traces
 
 
-@pytest.mark.parametrize("name", ["annotated", "gaps", "disagreeing"])
-def test_streaming_enrichment_equals_whole_table_enrichment(tmp_path, name):
+@pytest.mark.parametrize("group_events", [1, 38, 10**9], ids=["rank-by-rank", "two-ranks", "one-group"])
+@pytest.mark.parametrize("name", ["annotated", "gaps", "disagreeing", "mixed"])
+def test_streaming_enrichment_equals_whole_table_enrichment(tmp_path, monkeypatch, name, group_events):
+    monkeypatch.setattr(streaming, "GROUP_EVENTS", group_events)
     raw = ingest(write_traces(tmp_path / "t", _scenario(name)), tmp_path / "raw")
     whole = enrich_frames(read_tables(raw))
     streamed = enrich_store(raw, tmp_path / "streamed")
@@ -53,3 +66,25 @@ def test_streaming_enrichment_equals_whole_table_enrichment(tmp_path, name):
         ]
     if name == "gaps":
         assert streamed.meta["segmentation"]["step_source"] == "gaps"
+    if name == "mixed":  # the scenario is what it says: the stepless ranks were cut by their gap
+        device = streamed.read("events").filter(pl.col("is_device"), pl.col("rank") == 1)
+        assert device.get_column("step").unique().sort().to_list() == [0, 1]
+
+
+def _queries_of_ingest(tmp_path, dp: int) -> tuple[int, int]:
+    """(ranks, polars queries) of ``build_store`` on a one-step synthetic run of ``dp`` × TP2 ranks."""
+    run = tmp_path / f"dp{dp}"
+    synthesize(tiny("coupled", run={"steps": 1}, deployment={"dp": dp}), run)
+    with count_queries() as n:
+        store = build_store([run / "kineto"], tmp_path / f"dp{dp}.store", jobs=1)
+    return store.read("ranks").height, n.queries
+
+
+def test_polars_queries_of_an_ingest_do_not_grow_with_ranks(tmp_path):
+    # rank by rank, enrichment ran ≈ 180 queries per rank; by groups it is a constant per group,
+    # and one group holds every rank of these small runs
+    small, q_small = _queries_of_ingest(tmp_path, 2)
+    large, q_large = _queries_of_ingest(tmp_path, 8)
+    assert (small, large) == (4, 16)
+    assert q_small < 400
+    assert q_large - q_small <= 2 * (large - small), (q_small, q_large)

@@ -1,13 +1,14 @@
 """Enrichment on in-memory tables: taxonomy → segmentation → topology → clock alignment → batches.
 
-Pure frame → frame functions; reading and writing stores is :mod:`asaptrace.pipeline`'s job.
+Pure frame → frame functions; reading and writing stores is :mod:`asaptrace.enrich.streaming`'s job.
 
-:func:`enrich_frames` enriches whole tables at once. The same steps also run one rank at a time,
-so a store can be enriched while streaming its parts with memory bounded by the largest rank:
-:func:`segment_rank` (taxonomy, segmentation, kinds), :func:`rank_facts` (what the cross-rank steps
-need from a rank: its kinds, its collective kernels, its annotation spans, its step gaps),
+:func:`enrich_frames` enriches whole tables at once. The same steps also run on a group of ranks
+at a time (any number, from one to all: every step works per rank inside the frame), so a store
+can be enriched while streaming its parts with memory bounded by the group:
+:func:`segment_ranks` (taxonomy, segmentation, kinds), :func:`facts_of` (what the cross-rank steps
+need from the group: its kinds, its collective kernels, its annotation spans, its step gaps),
 :func:`decide` (topology, clock offsets, batches — from the facts of every rank) and
-:func:`finish_rank` (the rank's final events and flows). Both ways give the same tables.
+:func:`finish_ranks` (the group's final events and flows). Both ways give the same tables.
 
 Enrichment is idempotent: the clock offsets a previous run applied are undone first (recorded
 times = aligned times + ``clock_offset_ns``), so enriching twice gives the same store.
@@ -180,7 +181,7 @@ def _with_offsets(ranks: pl.DataFrame, offsets: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-# ------------------------------------------------------------------------------------ one rank at a time
+# ------------------------------------------------------------------------------ a group of ranks at a time
 def taxonomy_for(names: list[str], taxonomy: Taxonomy | Profile | str | Path | None) -> Taxonomy:
     """The taxonomy for a run whose distinct event names (over every rank) are ``names``."""
     return _as_taxonomy(names, taxonomy)
@@ -193,29 +194,35 @@ def _recorded(frame: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
 
 @dataclass
 class RankSegments:
-    """One rank's events with kinds and annotation step/layer, before the cross-rank fill."""
+    """A group of ranks' events with kinds and annotation step/layer, before the cross-rank fill."""
 
     events: pl.DataFrame
     spans: pl.DataFrame
     notes: SegmentNotes
 
+    def only(self, ranks: list[int]) -> RankSegments:
+        """The same, for ``ranks`` of the group only."""
+        keep = pl.col("rank").is_in(ranks)
+        return RankSegments(self.events.filter(keep), self.spans.filter(keep), self.notes)
 
-def segment_rank(
+
+def segment_ranks(
     events: pl.DataFrame, args: pl.DataFrame, ranks: pl.DataFrame, tax: Taxonomy
 ) -> RankSegments:
-    """Undo a previous alignment, segment from annotations, classify (one rank's tables)."""
+    """Undo a previous alignment, segment from annotations, classify (a group of ranks' tables)."""
     ev, spans, notes = segment(_recorded(events, ranks), args, tax)
     return RankSegments(_classify(ev, tax), spans, notes)
 
 
-def fill_rank(seg: RankSegments, plan: StepPlan | None) -> tuple[pl.DataFrame, SegmentNotes]:
-    """Steps from gaps (by the run-wide ``plan``) and layers from comm order, for one rank."""
+def fill_ranks(seg: RankSegments, plan: StepPlan | None) -> tuple[pl.DataFrame, SegmentNotes]:
+    """Steps from gaps (by the run-wide ``plan``) and layers from comm order, for a group of ranks."""
     notes = SegmentNotes()
     return fill_from_structure(seg.events, notes, plan=plan, note_plan=False), notes
 
 
-def rank_gaps(seg: RankSegments) -> pl.DataFrame | None:
-    """The rank's idle gaps when it has no step annotations (input of the run-wide step plan)."""
+def stepless_gaps(seg: RankSegments) -> pl.DataFrame | None:
+    """The idle gaps (rank, _gap) of the group's ranks without step annotations (input of the
+    run-wide step plan); None when every rank of the group has steps."""
     without = ranks_without(seg.events, "step")
     return step_gaps(seg.events, without).select("rank", "_gap") if without.len() else None
 
@@ -225,7 +232,7 @@ _COMM = (Kind.DISPATCH, Kind.COMBINE, Kind.COLLECTIVE)
 
 @dataclass
 class RankFacts:
-    """The little a cross-rank step needs from one rank (kept for every rank while streaming)."""
+    """The little a cross-rank step needs from a group of ranks (kept for every rank while streaming)."""
 
     kinds: pl.DataFrame  # distinct (rank, is_device, kind) of device events: roles
     comm: pl.DataFrame  # device collective kernels: instances for clock alignment
@@ -235,9 +242,10 @@ class RankFacts:
     fill_notes: SegmentNotes
 
 
-def rank_facts(
+def facts_of(
     seg: RankSegments, filled: pl.DataFrame, fill_notes: SegmentNotes, args: pl.DataFrame
 ) -> RankFacts:
+    """The group's :class:`RankFacts` (``filled`` from :func:`fill_ranks`, ``args`` its args rows)."""
     kind = pl.col("kind").cast(pl.String)
     dev = filled.filter(pl.col("is_device"))
     spans = seg.spans.select("rank", "eid", "own_step", "is_step_span")
@@ -286,7 +294,8 @@ def decide(
     parallel: ParallelConfig | str | None = None,
     batches: pl.DataFrame | str | Path | None = None,
 ) -> Decision:
-    """Topology, clock offsets and batches of the run from the facts of every rank."""
+    """Topology, clock offsets and batches of the run from the facts of every rank (given group by
+    group, in any order: each table is put back in rank order, a rank's rows in their own order)."""
     seg = SegmentNotes(
         step_source="annotations"
         if any(f.segment_notes.step_source == "annotations" for f in facts)
@@ -299,13 +308,13 @@ def decide(
         note_steps(seg, plan)
     if any(f.fill_notes.layer_source == "comm_order" for f in facts):
         note_layers(seg)
-    spans = _concat([f.spans for f in facts])
-    span_args = _concat([f.span_args for f in facts])
+    spans = _by_rank([f.spans for f in facts])
+    span_args = _by_rank([f.span_args for f in facts])
     annotated = annotated_dp_groups(spans, span_args)
     new_ranks, parallel_meta = assign_topology(
-        ranks, _concat([f.kinds for f in facts]), annotated_dp=annotated, parallel=_as_parallel(parallel)
+        ranks, _by_rank([f.kinds for f in facts]), annotated_dp=annotated, parallel=_as_parallel(parallel)
     )
-    comm = _concat([f.comm for f in facts])
+    comm = _by_rank([f.comm for f in facts])
     instances = match_instances(comm, new_ranks)
     offsets, clock_notes = estimate_offsets(instances, new_ranks.get_column("rank").to_list())
     batch_table, batch_source = _batches(existing_batches, spans, span_args, batches)
@@ -321,15 +330,18 @@ def decide(
     return Decision(ranks=_with_offsets(new_ranks, offsets), offsets=offsets, batches=batch_table, meta=meta)
 
 
-def finish_rank(
+def finish_ranks(
     filled: pl.DataFrame, flows: pl.DataFrame, old_ranks: pl.DataFrame, offsets: pl.DataFrame
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """A rank's final events (aligned, sorted by eid) and flows (re-aligned)."""
-    events = apply_offsets(filled, offsets).drop("context").sort("eid")
+    """A group of ranks' final events (aligned, sorted by rank and eid) and flows (re-aligned)."""
+    events = apply_offsets(filled, offsets).drop("context").sort("rank", "eid")
     if flows.height:
         flows = apply_offsets(_recorded(flows, old_ranks), offsets)
     return events, flows
 
 
-def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    return pl.concat(frames, how="vertical_relaxed")
+def _by_rank(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """Concatenated and in rank order, each rank's rows in their own order (a stable sort, only
+    when the groups came out of order: a copy of every rank's facts is not free)."""
+    frame = pl.concat(frames, how="vertical_relaxed")
+    return frame if frame.get_column("rank").is_sorted() else frame.sort("rank", maintain_order=True)
