@@ -119,7 +119,9 @@ def end_to_end(steps: int) -> None:
         f"  replay_store asap --split auto ({len(r.splits)} splits, then attribution and band) "
         f"{t:6.3f} s  ratio {t / base:5.1f}  (goal < 10 s)"
     )
-    r, t = timed(lambda: replay_store(store.path, "asap", vary=["k_s=1,2,4", "scale=0.5,1,2"], attribute=False))
+    r, t = timed(
+        lambda: replay_store(store.path, "asap", vary=["k_s=1,2,4", "scale=0.5,1,2"], attribute=False)
+    )
     print(f"  replay_store asap --vary k_s (3) --vary scale (3) {t:6.3f} s  ratio {t / base:5.1f}")
 
 

@@ -46,7 +46,7 @@ def sidecar_store(root):
     out.mkdir()
     sidecar: dict[tuple[int, int], list[int]] = {}
     for f in sorted(src.glob("*.json.gz")):
-        d = json.loads(gzip.open(f).read())
+        d = json.loads(gzip.decompress(f.read_bytes()))
         for e in d["traceEvents"]:
             a = e.get("args")
             if not a or e.get("cat") not in ("user_annotation", "gpu_user_annotation"):
@@ -59,7 +59,10 @@ def sidecar_store(root):
         (out / f.name).write_bytes(gzip.compress(json.dumps(d).encode()))
     side = root / "batches.jsonl"
     side.write_text(
-        "\n".join(json.dumps({"step": s, "dp_group": g, "seq_lens": lens}) for (s, g), lens in sorted(sidecar.items()))
+        "\n".join(
+            json.dumps({"step": s, "dp_group": g, "seq_lens": lens})
+            for (s, g), lens in sorted(sidecar.items())
+        )
     )
     return enrich_store(ingest_paths([out], root / "stripped.store", jobs=1), batches=side)
 

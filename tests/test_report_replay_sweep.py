@@ -112,7 +112,7 @@ def test_replay_section_shows_the_vary_tornado(coupled_store, tmp_path):
     text = html.read_text()
     section = _section(text, "replay-1")
     assert text.count('<div id="fig-replay-1-tornado">') == 1
-    headers, rows = _table(section, "table-replay-1-vary")
+    _headers, rows = _table(section, "table-replay-1-vary")
     assert [(r[0], r[1]) for r in rows] == [("k_s", "1"), ("k_s", "2"), ("scale", "0.5"), ("scale", "2")]
 
 
