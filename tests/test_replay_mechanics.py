@@ -160,12 +160,19 @@ def test_batch_costs_come_from_the_cost_model():
     from asaptrace.replay.costs import CostModel
     from asaptrace.replay.pipelined import batch_costs
 
-    # one 4K prompt, 2 layers (the first dense), TP4 attention, a 16-die pool (DOMAIN defaults):
-    # attention 1.41·4 + 0.0215·16 = 5.984 ms per layer; dispatch/combine of 1K tokens per die
-    # 0.19 + 0.71 = 0.9 ms; MoE of 4K tokens on 16 dies 0.23 + 0.572·4 = 2.518 ms; dense layer: none
+    # one 4K prompt (4096 tokens; 1K = 1,024), 2 layers (the first dense), TP4 attention, a 16-die
+    # pool (DOMAIN defaults): attention 1.41·4 + 0.0215·16 = 5.984 ms per layer; dispatch/combine
+    # of 1K tokens per die 0.19 + 0.71 = 0.9 ms; MoE of 4K tokens on 16 dies 0.23 + 0.572·4 =
+    # 2.518 ms; dense layer: no pool item
     a, d, m, c = batch_costs(CostModel(), [4096], [0], layers=2, dense_layers=1, tp=4, experts=16)
     assert a.tolist() == [5_984_000, 5_984_000]
     assert d.tolist() == c.tolist() == [0, 900_000]
+    assert m.tolist() == [0, 2_518_000]
+    # on TP8 the attention halves (× attn_tp_ref 4 / 8 = 2.992 ms) and each die sends 512 tokens
+    # (0.19 + 0.71·0.5 = 0.545 ms); the pool is unchanged
+    a, d, m, c = batch_costs(CostModel(), [4096], [0], layers=2, dense_layers=1, tp=8, experts=16)
+    assert a.tolist() == [2_992_000, 2_992_000]
+    assert d.tolist() == c.tolist() == [0, 545_000]
     assert m.tolist() == [0, 2_518_000]
 
 

@@ -98,6 +98,7 @@ SMALL = {"duration_s": 40}
 
 
 def test_same_seed_gives_the_same_results_file_byte_for_byte(tmp_path):
+    """Consistency check: determinism (same seed and knobs → same bytes, with or without the pool)."""
     sc = load_scenario("asap-paper").with_knobs(SMALL)
     opt = SweepOptions(rates=(1, 3, 6), bisection_steps=2)
     a = write_results(run_sweep(sc, opt), tmp_path / "a.json").read_bytes()
@@ -140,6 +141,7 @@ def test_mean_ttft_can_fall_as_the_rate_rises():
 
 
 def test_rates_share_one_stream():
+    """Consistency check: common random numbers by construction (one unit-rate stream, divided by λ)."""
     from asaptrace.replay.arrivals import make_stream
 
     sc = load_scenario("asap-paper")
@@ -168,6 +170,7 @@ def test_shipped_scenario_sets_every_knob_and_overrides_are_strict():
 
 
 def test_cost_scale_multiplies_every_cost():
+    """Consistency check: cost_scale is applied to the constants, so the costs halve by construction."""
     sc = load_scenario("asap-paper")
     a, b = sc.costs, sc.with_knobs({"cost_scale": 0.5}).costs
     assert b.attention_ns(4000) == round(a.attention_ns(4000) / 2)
@@ -207,6 +210,8 @@ def test_unknown_policy_is_a_usage_error():
 
 
 def test_calibration_finds_the_scale_that_matches_one_point():
+    """Consistency check: the calibrated scale reproduces the point it was solved for (it says the
+    search converged, nothing about the paper); only `scale < 1` is a finding."""
     sc = load_scenario("asap-paper").with_knobs({"duration_s": 60})
     opt = SweepOptions()
     scale = calibrate(sc, opt, "asap", 350.0, 1.0)
