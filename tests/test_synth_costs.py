@@ -23,11 +23,11 @@ from tests._synth_helpers import tiny
 
 
 def test_per_request_term_of_the_attention_model():
-    # 3 requests of 1K new tokens, c0 = 0.05, c1 = 1.41, c2 = 0, ρ = 0.01:
+    # 3 requests of 1K = 1,024 new tokens, c0 = 0.05, c1 = 1.41, c2 = 0, ρ = 0.01:
     # 0.05 + 1.41·3 + 0.01·3 = 4.31 ms
     m = CostModel(attn_c0_ms=0.05, attn_c2_ms=0.0, attn_per_request_ms=0.01)
-    assert m.attention_ns([1000, 1000, 1000]) == 4_310_000
-    assert m.attention_sums_ns([3000], [0], [3]).tolist() == [4_310_000]
+    assert m.attention_ns([1024, 1024, 1024]) == 4_310_000
+    assert m.attention_sums_ns([3072], [0], [3]).tolist() == [4_310_000]
     # an empty batch pays c0 only
     assert m.attention_sums_ns([0], [0], [0]).tolist() == [50_000]
 
@@ -40,15 +40,15 @@ def test_per_request_term_reads_from_a_cost_file(tmp_path):
 
 def test_synth_constants_map_onto_the_cost_model():
     kc = kernel_costs(load_config("coupled"))  # EP32, top-8
-    # grouped GEMM of 2000 assignments on a device: 0.23 + 0.572·2 = 1.374 ms; 500: plateau 0.55 ms
-    loads = np.array([2000, 500] + [1000] * 30)
+    # grouped GEMM of 2K = 2,048 assignments on a device: 0.23 + 0.572·2 = 1.374 ms; 500: plateau 0.55 ms
+    loads = np.array([2048, 500] + [1024] * 30)
     moe = kc.moe_ns(loads)
     assert moe[0] == pytest.approx(1_374_000, abs=1) and moe[1] == pytest.approx(550_000, abs=1)
     # the same through CostModel's pool form: item of N = Σa / 8 tokens on 32 dies, skew = a / mean
     assert kc.model.moe_e_ref == 32 and kc.model.moe_b_ms == pytest.approx(0.572 * 8 / 32)
-    # dispatch of 4K tokens per die: 0.19 + 0.71·4 = 3.03 ms; combine: 0.19 + 1.0·4 = 4.19 ms
-    assert int(kc.transfer_ns(4000)) == 3_030_000
-    assert int(kc.combine_ns(4000)) == pytest.approx(4_190_000, abs=1)
+    # dispatch of 4K = 4,096 tokens per die: 0.19 + 0.71·4 = 3.03 ms; combine: 0.19 + 1.0·4 = 4.19 ms
+    assert int(kc.transfer_ns(4096)) == 3_030_000
+    assert int(kc.combine_ns(4096)) == pytest.approx(4_190_000, abs=1)
     assert cost_model(load_config("disaggregated")).moe_e_ref == 16
 
 
@@ -60,7 +60,7 @@ def test_coupled_kernels_follow_the_hand_formulas():
     # attention of one (group, micro-batch) batch at every layer, worked from its requests
     g = batches.filter((pl.col("dp_group") == 1) & (pl.col("micro_batch") == 0))
     s, p = g["seq_len"].to_numpy().astype(float), g["cached_len"].to_numpy().astype(float)
-    want = 0.05 + 1.41 * (s - p).sum() / 1e3 + 0.0215 * (s**2 - p**2).sum() / 1e6 + 0.01 * len(s)
+    want = 0.05 + 1.41 * (s - p).sum() / 1024 + 0.0215 * (s**2 - p**2).sum() / 1024**2 + 0.01 * len(s)
     rank = 2 * 1  # tp = 2: rank 2 is group 1's first member
     sel = (tl.k_op == OP_CODE["attention"]) & (tl.k_rank == rank) & (tl.k_mb == 0)
     assert sel.sum() == cfg.model.layers
@@ -69,7 +69,7 @@ def test_coupled_kernels_follow_the_hand_formulas():
     loads = tl.truth["expert_loads"]
     i = next(j for j, layer in enumerate(loads["layer"]) if layer == cfg.model.dense_layers)
     a = np.array(loads["assignments"][i], float)
-    want_moe = np.maximum(0.55, 0.23 + 0.572 * a / 1e3) * 1e6
+    want_moe = np.maximum(0.55, 0.23 + 0.572 * a / 1024) * 1e6
     sel = (
         (tl.k_op == OP_CODE["moe"]) & (tl.k_layer == loads["layer"][i]) & (tl.k_mb == loads["micro_batch"][i])
     )

@@ -196,10 +196,10 @@ def replay_workload(
     """Replay an extracted workload under ``policy`` (steps 2–7 of the module docstring)."""
     t0 = time.perf_counter()
     pol = make_policy(policy, params)
+    model, quality = resolve_costs(wl, costs)  # a bad cost file is named before anything else
     why = pol.applies(wl)
     if why:
         raise UsageError(f"{pol.name} does not apply: {why}", path=source or None)
-    model, quality = resolve_costs(wl, costs)
     ref_pol = reference_policy(wl)
     ref = ref_pol.run(wl, model)
     run = ref if pol == ref_pol else pol.run(wl, model)
