@@ -33,7 +33,7 @@ import numpy as np
 
 from asaptrace.replay.pipelined import Batch, PipelineConfig, batch_costs, run_pipeline
 from asaptrace.replay.scenario import Scenario
-from asaptrace.replay.serving import ServingRequests, ServingResult
+from asaptrace.replay.serving_types import ServingRequests, ServingResult
 
 _UNBOUNDED = 1 << 62  # receive-buffer slots: sends never block
 

@@ -39,7 +39,7 @@ import numpy as np
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import chain_from_costs, chain_from_costs_two_mb, run_chain
 from asaptrace.replay.scenario import Scenario
-from asaptrace.replay.serving import ServingRequests, ServingResult
+from asaptrace.replay.serving_types import ServingRequests, ServingResult
 
 # a piece: (request, new tokens c, prefix P)
 Piece = tuple[int, int, int]

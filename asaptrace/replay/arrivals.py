@@ -21,7 +21,7 @@ import numpy as np
 
 from asaptrace.errors import UsageError
 from asaptrace.replay.scenario import Scenario
-from asaptrace.replay.serving import ServingRequests
+from asaptrace.replay.serving_types import ServingRequests
 
 _BLOCK = 8192  # draws are made in fixed blocks, so the stream does not depend on how much is used
 
