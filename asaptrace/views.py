@@ -338,6 +338,22 @@ def _share(ns: int, of: int) -> float | None:
     return ns / of if of else None
 
 
+def _rows_view(
+    title: str,
+    columns: dict[str, str],
+    rows: list,
+    *,
+    name: str,
+    caption: str = "",
+    dtypes: dict[str, Any] | None = None,
+) -> TableView:
+    """A view of row tuples: ``columns`` maps each column to its human label, in order; a column not
+    in ``dtypes`` has its type inferred (give one where a table may be empty)."""
+    schema = {c: (dtypes or {}).get(c) for c in columns}
+    frame = pl.DataFrame(rows, schema=schema, orient="row")
+    return TableView(title, list(columns), frame, caption=caption, name=name, labels=list(columns.values()))
+
+
 def replay_makespan_view(j: dict[str, Any]) -> TableView:
     """The answer: measured run, reference (a consistency check) and what-if — makespan, latency."""
     ref, lat, rlat = j["reference_makespan_ns"], j.get("latency") or {}, j.get("reference_latency") or {}
@@ -358,32 +374,35 @@ def replay_makespan_view(j: dict[str, Any]) -> TableView:
             ref - j["makespan_ns"],
         ),
     ]
-    return TableView(
+    return _rows_view(
         "Makespan (first batch ready → last batch done) and batch latency (ready → done)",
-        ["run", "makespan_ns", "latency_mean_ns", "latency_p99_ns", "recovered_ns"],
-        pl.DataFrame(
-            rows,
-            schema=["run", "makespan_ns", "latency_mean_ns", "latency_p99_ns", "recovered_ns"],
-            orient="row",
-        ),
+        {
+            "run": "run",
+            "makespan_ns": "makespan",
+            "latency_mean_ns": "batch latency mean",
+            "latency_p99_ns": "batch latency p99",
+            "recovered_ns": "recovered",
+        },
+        rows,
+        name="makespan",
         caption="recovered = reference makespan − what-if makespan; per-step times below are latencies, never summed",
-        name="replay_makespan",
-        labels=["run", "makespan", "batch latency mean", "batch latency p99", "recovered"],
     )
 
 
 def replay_steps_view(j: dict[str, Any]) -> TableView:
     """Per measured step: its measured time and each replay's latency (ready → last batch done)."""
-    rows = pl.DataFrame(
-        j["steps"],
-        schema={"step": pl.Int64, "measured_ns": pl.Int64, "reference_ns": pl.Int64, "replayed_ns": pl.Int64},
-    )
-    return TableView(
+    rows = [(s["step"], s["measured_ns"], s["reference_ns"], s["replayed_ns"]) for s in j["steps"]]
+    return _rows_view(
         "Per step: latency of its batches (they may overlap the next step's: not summed)",
-        ["step", "measured_ns", "reference_ns", "replayed_ns"],
+        {
+            "step": "step",
+            "measured_ns": "measured step",
+            "reference_ns": f"{j['reference_policy']} replay",
+            "replayed_ns": f"{j['policy']}",
+        },
         rows,
-        name="replay_steps",
-        labels=["step", "measured step", f"{j['reference_policy']} replay", f"{j['policy']}"],
+        name="steps",
+        dtypes=dict.fromkeys(("step", "measured_ns", "reference_ns", "replayed_ns"), pl.Int64),
     )
 
 
@@ -394,31 +413,33 @@ def replay_causes_view(j: dict[str, Any]) -> TableView:
         {"cause": c, "deployment": j["deployment"], "replayed_ns": None, "recovered_ns": v}
         for c, v in (j.get("recovered_ns") or {}).items()
     ]
-    rows = [
-        (
-            r["cause"].replace("_", " "),
-            deployment_text(r["deployment"], short=True),
-            r["replayed_ns"],
-            r["recovered_ns"],
-            _share(r["recovered_ns"], ref),
-        )
-        for r in cf
-    ]
     total = ref - j["makespan_ns"]
-    rows.append(
-        ("total", deployment_text(j["deployment"], short=True), j["makespan_ns"], total, _share(total, ref))
-    )
-    return TableView(
-        "Recovered time by cause (each step replayed at the store's device total unless asked)",
-        ["cause", "deployment", "replayed_ns", "recovered_ns", "recovered_share"],
-        pl.DataFrame(
-            rows,
-            schema=["cause", "deployment", "replayed_ns", "recovered_ns", "recovered_share"],
-            orient="row",
+    rows = [
+        *(
+            (
+                r["cause"].replace("_", " "),
+                deployment_text(r["deployment"], short=True),
+                r["replayed_ns"],
+                r["recovered_ns"],
+                _share(r["recovered_ns"], ref),
+            )
+            for r in cf
         ),
+        ("total", deployment_text(j["deployment"], short=True), j["makespan_ns"], total, _share(total, ref)),
+    ]
+    return _rows_view(
+        "Recovered time by cause (each step replayed at the store's device total unless asked)",
+        {
+            "cause": "cause",
+            "deployment": "deployment",
+            "replayed_ns": "makespan after",
+            "recovered_ns": "recovered",
+            "recovered_share": "of the reference",
+        },
+        rows,
+        name="recovered",
         caption="each cause is the drop in makespan from the replay before it; they add up to the total",
-        name="replay_causes",
-        labels=["cause", "deployment", "makespan after", "recovered", "of the reference"],
+        dtypes={"replayed_ns": pl.Int64},
     )
 
 
@@ -436,27 +457,84 @@ def cost_fit_view(fit: dict[str, Any] | None) -> TableView:
         )
         for part, q in (fit or {}).items()
     ]
-    cols = ["part", "status", "points", "r2", "residual_p50_pct", "residual_p95_pct", "note"]
-    return TableView(
+    return _rows_view(
         "Cost fit (what every what-if rests on)",
-        cols,
-        pl.DataFrame(
-            rows,
-            schema={
-                "part": pl.String,
-                "status": pl.String,
-                "points": pl.Int64,
-                "r2": pl.Float64,
-                "residual_p50_pct": pl.Float64,
-                "residual_p95_pct": pl.Float64,
-                "note": pl.String,
-            },
-            orient="row",
-        ),
+        {
+            "part": "part",
+            "status": "status",
+            "points": "points",
+            "r2": "R²",
+            "residual_p50_pct": "residual p50 %",
+            "residual_p95_pct": "residual p95 %",
+            "note": "note",
+        },
+        rows,
+        name="fit",
         caption="residual % = |measured − fitted| / measured over the fitted points; a default part was not fitted",
-        name="cost_fit",
-        labels=["part", "status", "points", "R²", "residual p50 %", "residual p95 %", "note"],
+        dtypes={
+            "part": pl.String,
+            "status": pl.String,
+            "points": pl.Int64,
+            "r2": pl.Float64,
+            "residual_p50_pct": pl.Float64,
+            "residual_p95_pct": pl.Float64,
+            "note": pl.String,
+        },
     )
+
+
+def split_view(splits: list[dict[str, Any]]) -> TableView:
+    """--split auto: every split of the device total, the best marked."""
+    rows = [
+        (
+            ("★ " if r["best"] else "") + r["split"],
+            r["makespan_ns"],
+            r["latency_mean_ns"],
+            r["latency_p99_ns"],
+            r["pool_utilisation"],
+            r["attention_utilisation"],
+            r["binding"] + (" (bandwidth-bound)" if r.get("bandwidth_bound") else ""),
+        )
+        for r in splits
+    ]
+    return _rows_view(
+        "Every attention/expert split of the device total (★ the best makespan)",
+        {
+            "split": "split",
+            "makespan_ns": "makespan",
+            "latency_mean_ns": "latency mean",
+            "latency_p99_ns": "latency p99",
+            "pool_utilisation": "pool busy",
+            "attention_utilisation": "attention busy",
+            "binding": "binds",
+        },
+        rows,
+        name="splits",
+    )
+
+
+def vary_view(j: dict[str, Any]) -> TableView:
+    """--vary: the recovered time per knob value (the range over what the store cannot pin)."""
+    rows = [(v["knob"], v["value"], v["makespan_ns"], v["recovered_ns"]) for v in j.get("vary") or []]
+    return _rows_view(
+        "The answer's range: one knob the store cannot pin varied at a time",
+        {"knob": "knob", "value": "value", "makespan_ns": "what-if makespan", "recovered_ns": "recovered"},
+        rows,
+        name="vary",
+        dtypes={"knob": pl.String, "value": pl.String, "makespan_ns": pl.Int64, "recovered_ns": pl.Int64},
+    )
+
+
+def replay_views(j: dict[str, Any]) -> list[TableView]:
+    """The tables of a replay every face shows, in order (``name`` is each table's id): the splits
+    tried, the makespans, the steps, the causes, the range, the cost fit."""
+    views = [split_view(j["splits"])] if j.get("splits") else []
+    views += [replay_makespan_view(j), replay_steps_view(j)]
+    if j.get("recovered_ns"):
+        views.append(replay_causes_view(j))
+    if j.get("vary"):
+        views.append(vary_view(j))
+    return [*views, cost_fit_view(j.get("cost_fit"))]
 
 
 def band_text(j: dict[str, Any]) -> str:
@@ -485,56 +563,3 @@ def consistency_text(j: dict[str, Any]) -> str:
         else "on the fitted costs"
     )
     return f"consistency check: the {c['policy']} replay differs from the measured steps by {c['mean_pct']:.2f}% mean, {c['max_pct']:.2f}% max ({how})"
-
-
-def split_view(splits: list[dict[str, Any]]) -> TableView:
-    """--split auto: every split of the device total, the best marked."""
-    rows = [
-        (
-            ("★ " if r["best"] else "") + r["split"],
-            r["makespan_ns"],
-            r["latency_mean_ns"],
-            r["latency_p99_ns"],
-            r["pool_utilisation"],
-            r["attention_utilisation"],
-            r["binding"] + (" (bandwidth-bound)" if r.get("bandwidth_bound") else ""),
-        )
-        for r in splits
-    ]
-    cols = [
-        "split",
-        "makespan_ns",
-        "latency_mean_ns",
-        "latency_p99_ns",
-        "pool_utilisation",
-        "attention_utilisation",
-        "binding",
-    ]
-    return TableView(
-        "Every attention/expert split of the device total (★ the best makespan)",
-        cols,
-        pl.DataFrame(rows, schema=cols, orient="row"),
-        name="splits",
-        labels=["split", "makespan", "latency mean", "latency p99", "pool busy", "attention busy", "binds"],
-    )
-
-
-def vary_view(j: dict[str, Any]) -> TableView:
-    """--vary: the recovered time per knob value (the range over what the store cannot pin)."""
-    rows = pl.DataFrame(
-        j.get("vary") or [],
-        schema={
-            "knob": pl.String,
-            "value": pl.String,
-            "makespan_ns": pl.Int64,
-            "reference_ns": pl.Int64,
-            "recovered_ns": pl.Int64,
-        },
-    )
-    return TableView(
-        "The answer's range: one knob the store cannot pin varied at a time",
-        ["knob", "value", "makespan_ns", "recovered_ns"],
-        rows,
-        name="vary",
-        labels=["knob", "value", "what-if makespan", "recovered"],
-    )

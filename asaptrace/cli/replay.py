@@ -9,17 +9,7 @@ import typer
 from rich.markup import escape
 
 from asaptrace.cli._common import JsonOpt, StoreArg, err, out, print_json, print_table, user_errors
-from asaptrace.views import (
-    band_text,
-    consistency_text,
-    cost_fit_view,
-    deployment_text,
-    replay_causes_view,
-    replay_makespan_view,
-    replay_steps_view,
-    split_view,
-    vary_view,
-)
+from asaptrace.views import band_text, consistency_text, deployment_text, replay_views
 
 
 @user_errors
@@ -112,16 +102,9 @@ def _print_replay(j: dict[str, Any]) -> None:
         f"[bold]{escape(j['store'])}[/] replayed as [bold]{j['policy']}[/] on {deployment_text(j['deployment'])}"
         f" ({j['events']:,} events in {j['seconds']:.2f} s)"
     )
-    if j.get("splits"):
-        print_table(split_view(j["splits"]))
-    print_table(replay_makespan_view(j))
+    for view in replay_views(j):
+        print_table(view)
     out.print(band_text(j), soft_wrap=True)
-    print_table(replay_steps_view(j))
-    if j["recovered_ns"]:
-        print_table(replay_causes_view(j))
-    if j.get("vary"):
-        print_table(vary_view(j))
-    print_table(cost_fit_view(j["cost_fit"]))
     out.print(
         f"[dim]{escape(consistency_text(j))}; costs: {escape(str(j['costs'].get('source')))}[/]",
         soft_wrap=True,

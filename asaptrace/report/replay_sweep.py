@@ -21,17 +21,7 @@ import polars as pl
 
 from asaptrace.report.sections import FigureView, Section, TableView
 from asaptrace.units import cell, human_ns, metric_value
-from asaptrace.views import (
-    band_text,
-    consistency_text,
-    cost_fit_view,
-    deployment_text,
-    replay_causes_view,
-    replay_makespan_view,
-    replay_steps_view,
-    split_view,
-    vary_view,
-)
+from asaptrace.views import band_text, consistency_text, deployment_text, replay_views
 from asaptrace.viz.replay import recovered_tornado, recovered_waterfall, replay_steps
 from asaptrace.viz.sweep import sensitivity_tornado, ttft_curves, ttft_quantiles
 
@@ -59,11 +49,6 @@ def replay_result(block: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def reproduction_error(block: dict[str, Any]) -> str:
-    """The reference replay's consistency check against the measurement (one line)."""
-    return consistency_text(block)
-
-
 def _store_name(path: str | None) -> str:
     """The replayed store's source by its name (a full path would tie the report to one machine)."""
     return PurePath(path).name if path else "the measured store"
@@ -76,7 +61,7 @@ def replay_provenance(block: dict[str, Any] | None) -> str:
         return ""
     return (
         f"{_store_name(block.get('of'))} replayed under {block['policy']} "
-        f"({_params_text(block.get('params'))}); {reproduction_error(block)}"
+        f"({_params_text(block.get('params'))}); {consistency_text(block)}"
     )
 
 
@@ -109,17 +94,10 @@ def replay_section(
         f"{band_text(res)}. {consistency_text(res)}. {warnings}"
     ).strip()
 
-    def table(view: Any, tid: str) -> TableView:
-        return TableView(f"table-{sid}-{tid}", view.title, view.rows, caption=view.caption)
-
-    tables = [table(replay_makespan_view(res), "makespan"), table(replay_steps_view(res), "steps")]
-    if res.get("recovered_ns"):
-        tables.append(table(replay_causes_view(res), "recovered"))
-    tables.append(table(cost_fit_view(res.get("cost_fit")), "fit"))
-    if res.get("splits"):
-        tables.append(table(split_view(res["splits"]), "splits"))
-    if res.get("vary"):
-        tables.append(table(vary_view(res), "vary"))
+    tables = [
+        TableView(f"table-{sid}-{view.name}", view.title, view.rows, caption=view.caption)
+        for view in replay_views(res)
+    ]
     if comparison is not None:
         tables += compare_views(sid, comparison)
     figures = [
