@@ -214,6 +214,7 @@ def replay_store(
     """
     from asaptrace.replay.explore import costs_at, parse_vary, replay_tornado, search_splits
     from asaptrace.replay.policies import PipelinedPolicy
+    from asaptrace.replay.policies._base import parse_attention
     from asaptrace.replay.run import make_policy, replay_workload, resolve_costs
     from asaptrace.replay.workload import extract_workload
 
@@ -227,6 +228,7 @@ def replay_store(
     say("extracting the workload")
     wl = extract_workload(TraceStore.open(store_path))
     params = dict(params or {})
+    fit = resolve_costs(wl, costs)  # fitted (or read) once for the splits, the replay and --vary
     splits = None
     if split == "auto":
         pol = make_policy(policy, params)
@@ -238,9 +240,8 @@ def replay_store(
         if why:
             raise UsageError(f"{pol.name} does not apply: {why}", path=store_path)
         say("replaying every attention/expert split of the store's device total")
-        model, _ = resolve_costs(wl, costs)
-        tp = int(params["attention"].lower().split("x")[1]) if params.get("attention") else None
-        splits = search_splits(wl, pol, model, tp=tp)
+        tp = parse_attention(params["attention"])[1] if params.get("attention") else None
+        splits = search_splits(wl, pol, fit.model, tp=tp)
         best = next(r for r in splits if r["best"])
         params |= {"attention": best["attention"], "experts": best["experts"]}
         if "m" in best:
@@ -252,7 +253,6 @@ def replay_store(
     result.splits = splits
     if specs:
         say("replaying each --vary value")
-        fitted, _ = resolve_costs(wl, costs)
         rows = []
         for knob, values in specs:
             for value in values:
@@ -260,7 +260,7 @@ def replay_store(
                     wl,
                     policy,
                     params=params,
-                    costs=costs_at(knob, value, fitted),
+                    costs=costs_at(knob, value, fit.model),
                     attribute=False,
                     band=False,
                 )

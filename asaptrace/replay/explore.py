@@ -24,6 +24,7 @@ from typing import Any
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.policies import PipelinedPolicy
+from asaptrace.replay.policies._base import parse_attention
 from asaptrace.replay.workload import Workload
 
 #: replay --vary knobs: alias → CostModel field(s) ("costs" switches fitted ↔ default)
@@ -59,23 +60,25 @@ def search_splits(
     for cand in split_candidates(wl, policy, tp):
         run = cand.run(wl, costs)
         dep = run.deployment
-        d, t = (int(x) for x in str(cand.attention).split("x"))
+        d, t = parse_attention(str(cand.attention))
+        m = getattr(cand, "m", None)
         pool = int(run.work.get("pool_ns", 0))
         attn = max(run.work.get("attention_ns", {}).values(), default=0)
         ms = run.makespan_ns
+        latency = run.latency_ns()
         row: dict[str, Any] = {
-            "split": f"{d}×{t} + {dep.experts}" + (f", m {cand.m}" if hasattr(cand, "m") else ""),  # type: ignore[attr-defined]
+            "split": f"{d}×{t} + {dep.experts}" + ("" if m is None else f", m {m}"),
             "attention": f"{d}x{t}",
             "experts": dep.experts,
             "deployment": {"groups": d, "tp": t, "experts": dep.experts, "devices": d * t + dep.experts},
             "makespan_ns": ms,
-            "latency_mean_ns": run.latency_ns()["mean_ns"],
-            "latency_p99_ns": run.latency_ns()["p99_ns"],
+            "latency_mean_ns": latency["mean_ns"],
+            "latency_p99_ns": latency["p99_ns"],
             "pool_utilisation": round(pool / ms, 4) if ms else 0.0,
             "attention_utilisation": round(attn / ms, 4) if ms else 0.0,
         }
-        if hasattr(cand, "m"):
-            row["m"] = cand.m  # type: ignore[attr-defined]
+        if m is not None:
+            row["m"] = m
         row["binding"] = "pool" if row["pool_utilisation"] >= row["attention_utilisation"] else "attention"
         rows.append(row)
     best = min(range(len(rows)), key=lambda i: (rows[i]["makespan_ns"], i))

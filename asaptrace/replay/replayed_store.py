@@ -119,7 +119,7 @@ def _lockstep(run: PolicyRun, wl: Workload) -> tuple[pl.DataFrame, pl.DataFrame,
     for step in wl.steps.sort("step")["step"].to_list():
         times = run.chains[step]
         busy = run.busy.filter(pl.col("step") == step) if run.busy is not None and len(times) == 1 else None
-        parts += [_draw_chain(ct, busy, 0) for ct in times]  # chains run at their replayed times
+        parts += [_draw_chain(ct, busy) for ct in times]  # chains run at their replayed times
     events = pl.concat(parts)
     if wl.chains:
         rk = wl.ranks
@@ -142,7 +142,7 @@ def _lockstep(run: PolicyRun, wl: Workload) -> tuple[pl.DataFrame, pl.DataFrame,
     return events, _with_counts(ranks, events), wl.batches
 
 
-def _draw_chain(ct: ChainTimes, busy: pl.DataFrame | None, shift: int) -> pl.DataFrame:
+def _draw_chain(ct: ChainTimes, busy: pl.DataFrame | None) -> pl.DataFrame:
     ch = ct.chain
     kk, jj = np.nonzero(ch.part)
     kinds = np.array(ch.kind, dtype=object)
@@ -151,7 +151,7 @@ def _draw_chain(ct: ChainTimes, busy: pl.DataFrame | None, shift: int) -> pl.Dat
             "rank": ch.ranks[jj].astype(np.int32),
             "stream": np.where(kinds[kk] == Kind.COMBINE.value, COMBINE, DISPATCH).astype(np.int32),
             "kind": kinds[kk].astype(str),
-            "ts_ns": ct.arrival[kk, jj] + shift,
+            "ts_ns": ct.arrival[kk, jj],
             "dur_ns": ct.end[kk, jj] - ct.arrival[kk, jj],
             "step": np.full(len(kk), ch.step, np.int32),
             "layer": ch.layer[kk],
@@ -168,7 +168,7 @@ def _draw_chain(ct: ChainTimes, busy: pl.DataFrame | None, shift: int) -> pl.Dat
                 "kind": np.where(
                     kinds[kk][keep] == Kind.DISPATCH.value, Kind.ATTENTION.value, Kind.MOE.value
                 ).astype(str),
-                "ts_ns": ct.arrival[kk, jj][keep] - gap[keep] + shift,
+                "ts_ns": ct.arrival[kk, jj][keep] - gap[keep],
                 "dur_ns": gap[keep],
                 "step": np.full(int(keep.sum()), ch.step, np.int32),
                 "layer": ch.layer[kk][keep],
@@ -176,7 +176,7 @@ def _draw_chain(ct: ChainTimes, busy: pl.DataFrame | None, shift: int) -> pl.Dat
             }
         )
     else:
-        comp = _draw_busy(ct, busy, shift)
+        comp = _draw_busy(ct, busy)
     out = pl.concat([_cast(comm), _cast(comp)])
     return out.with_columns(
         layer=pl.when(pl.col("layer") >= 0).then(pl.col("layer")),
@@ -184,7 +184,7 @@ def _draw_chain(ct: ChainTimes, busy: pl.DataFrame | None, shift: int) -> pl.Dat
     )
 
 
-def _draw_busy(ct: ChainTimes, busy: pl.DataFrame, shift: int) -> pl.DataFrame:
+def _draw_busy(ct: ChainTimes, busy: pl.DataFrame) -> pl.DataFrame:
     """Measured compute by (kind, layer, micro-batch), back to back before each replayed arrival."""
     ch = ct.chain
     r_of = {int(r): j for j, r in enumerate(ch.ranks)}
@@ -210,7 +210,7 @@ def _draw_busy(ct: ChainTimes, busy: pl.DataFrame, shift: int) -> pl.DataFrame:
     ).with_columns(_before=pl.col("_dur").cum_sum().over("rank", "pos") - pl.col("_dur"))
     b = b.with_columns(
         _used=pl.col("_dur").sum().over("rank", "pos"),
-    ).with_columns(ts_ns=pl.col("_lo") + pl.col("_len") - pl.col("_used") + pl.col("_before") + shift)
+    ).with_columns(ts_ns=pl.col("_lo") + pl.col("_len") - pl.col("_used") + pl.col("_before"))
     return b.select(
         "rank",
         pl.lit(COMPUTE, pl.Int32).alias("stream"),

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from asaptrace.errors import AccountingError, UsageError
-from asaptrace.replay.costs import CostModel, fit_costs, fit_warnings, read_costs, save_costs
+from asaptrace.replay.costs import CostFit, CostModel, fit_costs, fit_warnings, read_costs, save_costs
 from asaptrace.replay.policies import POLICIES, Asap, Coupled, Deployment, LockstepPolicy, Policy, PolicyRun
 from asaptrace.replay.workload import Workload
 
@@ -169,14 +169,17 @@ def reference_policy(wl: Workload) -> Policy:
     )
 
 
-def resolve_costs(wl: Workload, costs: CostModel | str | Path | None) -> tuple[CostModel, dict | None]:
-    """The cost model and its fit quality: given, read from a file (with its [fit]), or fitted."""
+def resolve_costs(wl: Workload, costs: CostModel | CostFit | str | Path | None) -> CostFit:
+    """The cost model and its fit quality: given (a model has none), read from a file (with its
+    [fit]), or fitted to the workload."""
+    if isinstance(costs, CostFit):
+        return costs
     if isinstance(costs, CostModel):
-        return costs, None
+        return CostFit(costs, {})
     if costs is not None:
-        return read_costs(costs)
-    fit = fit_costs(wl)
-    return fit.model, fit.quality
+        model, quality = read_costs(costs)
+        return CostFit(model, quality or {})
+    return fit_costs(wl)
 
 
 def deployment_json(dep: Deployment) -> dict[str, Any]:
@@ -188,7 +191,7 @@ def replay_workload(
     policy: str = "asap",
     *,
     params: dict[str, Any] | None = None,
-    costs: CostModel | str | Path | None = None,
+    costs: CostModel | CostFit | str | Path | None = None,
     attribute: bool = True,
     band: bool = True,
     source: str = "",
@@ -196,7 +199,8 @@ def replay_workload(
     """Replay an extracted workload under ``policy`` (steps 2–7 of the module docstring)."""
     t0 = time.perf_counter()
     pol = make_policy(policy, params)
-    model, quality = resolve_costs(wl, costs)  # a bad cost file is named before anything else
+    fit = resolve_costs(wl, costs)  # a bad cost file is named before anything else
+    model, quality = fit.model, fit.quality or None
     why = pol.applies(wl)
     if why:
         raise UsageError(f"{pol.name} does not apply: {why}", path=source or None)

@@ -161,7 +161,7 @@ class LockstepPolicy(Policy):
             t = None
             for chain in self.step_chains(wl, step, costs):
                 if t is None:
-                    start = np.maximum(chain.start, [free.get(int(r), lo) for r in chain.ranks])
+                    start = np.maximum(chain.start, [free.get(int(r), _NEVER) for r in chain.ranks])
                 else:
                     start = chain.start - chain.start.min() + t
                 ct = run_chain(chain, start=start)
@@ -190,16 +190,24 @@ class LockstepPolicy(Policy):
         return wl.busy if wl.chains else None
 
 
-lo = np.iinfo(np.int64).min
+#: before any time: a rank that ran no earlier step is free from the start
+_NEVER = np.iinfo(np.int64).min
 
 
-def lockstep_batches(wl: Workload, ends: dict[int, int]) -> pl.DataFrame:
-    """Batches of a lockstep replay: the measured (step, group, micro-batch)s, all done at their step's end."""
+def lockstep_batches(wl: Workload, ends: dict, *, per_micro_batch: bool = False) -> pl.DataFrame:
+    """Batches of a lockstep replay: the measured (step, group, micro-batch)s, each done when its
+    step ended (``ends[step]``), or its sub-step (``ends[(step, micro_batch)]``, −1: unknown) with
+    ``per_micro_batch``; a step without items is one batch of no group."""
     ready = dict(zip(wl.steps["step"].to_list(), wl.steps["start_ns"].to_list(), strict=True))
     keys = wl.items.select("step", "dp_group", "micro_batch").unique().sort("step", "dp_group", "micro_batch")
-    have = set(keys["step"].to_list())
-    rows = [(s, g, m, int(ready[s]), ends[s]) for s, g, m in keys.rows() if s in ends]
-    rows += [(s, None, None, int(ready[s]), e) for s, e in ends.items() if s not in have]
+
+    def end(step: int, mb: int | None) -> int | None:
+        return ends.get((step, -1 if mb is None else mb)) if per_micro_batch else ends.get(step)
+
+    rows = [(s, g, m, int(ready[s]), e) for s, g, m in keys.rows() if (e := end(s, m)) is not None]
+    if not per_micro_batch:
+        have = set(keys["step"].to_list())
+        rows += [(s, None, None, int(ready[s]), e) for s, e in ends.items() if s not in have]
     return batch_rows(rows)
 
 

@@ -44,7 +44,7 @@ from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import chain_from_costs, run_chain
 from asaptrace.replay.offline import lockstep_split_steps, offline_batches
 from asaptrace.replay.pipelined import BatchFormer, FifoBatches, StaticBatches
-from asaptrace.replay.policies._base import Deployment, PipelinedPolicy, Policy, PolicyRun, batch_rows
+from asaptrace.replay.policies._base import Deployment, PipelinedPolicy, Policy, PolicyRun, lockstep_batches
 from asaptrace.replay.workload import Workload
 
 
@@ -92,18 +92,11 @@ class Asap(PipelinedPolicy):
             chains.setdefault(sc.step, []).append(ct)
             wait += int(ct.wait_ns.sum())
             events += int(chain.part.sum())
-        ready = dict(zip(wl.steps["step"].to_list(), wl.steps["start_ns"].to_list(), strict=True))
-        keys = (
-            wl.items.select("step", "dp_group", "micro_batch")
-            .unique()
-            .sort("step", "dp_group", "micro_batch")
-        )
-        rows = [(s, g, m, int(ready[s]), ends[(s, -1 if m is None else m)]) for s, g, m in keys.rows()]
         return PolicyRun(
             policy=self.name,
             params=self.params(),
             deployment=dep,
-            batches=batch_rows(rows),
+            batches=lockstep_batches(wl, ends, per_micro_batch=True),
             simulated_wait_ns=wait,
             events=events,
             chains=chains,
