@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,13 +32,16 @@ from asaptrace.store import StoreWriter, TraceStore, check_store_target, open_st
 from asaptrace.userfiles import check_output_dir, check_output_file, write_atomic
 
 if TYPE_CHECKING:  # the diagnosis and the replay are imported by the calls that need them (a fast `ingest`)
+    from asaptrace.advise import Advice
     from asaptrace.analyze.diagnosis import Diagnosis
     from asaptrace.replay.costs import CostModel
     from asaptrace.replay.run import ReplayResult
+    from asaptrace.replay.sweep_result import SweepResult
     from asaptrace.replay.workload import Workload
     from asaptrace.report.sections import Section
 
 __all__ = [
+    "advise_store",
     "analyze_store",
     "build_store",
     "compare_diagnoses",
@@ -46,6 +50,7 @@ __all__ = [
     "enrich_store",
     "export_store",
     "open_store",
+    "policy_catalogue",
     "read_sweep_results",
     "read_tables",
     "replay_block",
@@ -212,10 +217,9 @@ def replay_store(
     each ``vary`` spec (``KNOB=V1,V2``) re-runs the what-if per value (the range, a tornado).
     ``progress`` is told each stage as it starts.
     """
-    from asaptrace.replay.explore import costs_at, parse_vary, replay_tornado, search_splits
-    from asaptrace.replay.policies import PipelinedPolicy
-    from asaptrace.replay.policies._base import parse_attention
-    from asaptrace.replay.run import make_policy, replay_workload, resolve_costs
+    from asaptrace.replay.explore import best_split, parse_vary, replay_tornado, vary_replay
+    from asaptrace.replay.replayed_store import write_replay_store
+    from asaptrace.replay.run import replay_workload, resolve_costs
     from asaptrace.replay.workload import extract_workload
 
     say = progress or (lambda _msg: None)
@@ -231,87 +235,82 @@ def replay_store(
     fit = resolve_costs(wl, costs)  # fitted (or read) once for the splits, the replay and --vary
     splits = None
     if split == "auto":
-        pol = make_policy(policy, params)
-        if not isinstance(pol, PipelinedPolicy):
-            raise UsageError(
-                f"--split auto is for disaggregated policies (asap, afd-pingpong), not {policy!r}"
-            )
-        why = pol.applies(wl)
-        if why:
-            raise UsageError(f"{pol.name} does not apply: {why}", path=store_path)
         say("replaying every attention/expert split of the store's device total")
-        tp = parse_attention(params["attention"])[1] if params.get("attention") else None
-        splits = search_splits(wl, pol, fit.model, tp=tp)
-        best = next(r for r in splits if r["best"])
-        params |= {"attention": best["attention"], "experts": best["experts"]}
-        if "m" in best:
-            params["m"] = best["m"]
+        try:
+            splits, params = best_split(wl, policy, params, fit.model)
+        except UsageError as e:
+            raise UsageError(str(e), path=store_path) from None
     say(f"replaying {policy} (reference replay, the policy, the counterfactuals of its causes)")
     result = replay_workload(
         wl, policy, params=params, costs=costs, attribute=attribute, source=str(store_path)
     )
-    result.splits = splits
+    changes: dict[str, Any] = {"splits": splits}
     if specs:
         say("replaying each --vary value")
-        rows = []
-        for knob, values in specs:
-            for value in values:
-                r = replay_workload(
-                    wl,
-                    policy,
-                    params=params,
-                    costs=costs_at(knob, value, fit.model),
-                    attribute=False,
-                    band=False,
-                )
-                rows.append(
-                    {
-                        "knob": knob,
-                        "value": value,
-                        "makespan_ns": r.makespan_ns,
-                        "reference_ns": r.reference_makespan_ns,
-                        "recovered_ns": r.recovered_total_ns,
-                    }
-                )
-        result.vary, result.tornado = rows, replay_tornado(rows)
+        rows = vary_replay(wl, policy, params, fit.model, specs)
+        changes |= {"vary": rows, "tornado": replay_tornado(rows)}
+    result = replace(result, **changes)
     if out is not None:
         say("writing the replay store")
-        result.out = str(write_replay(result, wl, out, overwrite=overwrite))
-    result.seconds = time.perf_counter() - t0
-    return result
+        result = replace(result, out=str(write_replay_store(result, wl, out, overwrite=overwrite)))
+    return replace(result, seconds=time.perf_counter() - t0)
+
+
+def advise_store(
+    store_path: str | Path | TraceStore,
+    *,
+    diagnosis: Diagnosis | None = None,
+    costs: CostModel | str | Path | None = None,
+    online: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> Advice:
+    """Diagnose a store, run every what-if that applies to it at its best setting, and rank them
+    (:func:`asaptrace.advise.advise`); ``online`` adds the SLO sweep of the same candidates on a
+    scenario fitted to the store (:func:`asaptrace.advise.online.advise_online`)."""
+    from asaptrace.advise import advise
+    from asaptrace.replay.workload import extract_workload
+
+    store = store_path if isinstance(store_path, TraceStore) else TraceStore.open(store_path)
+    diag = diagnosis or diagnose_store(store)
+    label = store.path.name if isinstance(store_path, TraceStore) else str(store_path)
+    try:
+        wl = extract_workload(store)
+    except UsageError as e:  # nothing to replay: every what-if does not apply, for that reason
+        wl = None
+        reason = str(e)
+    if wl is None:
+        from asaptrace.advise.candidates import nothing_applies
+
+        return nothing_applies(diag, reason, source=label)
+    advice = advise(wl, diag, costs=costs, source=label, progress=progress)
+    if online:
+        from asaptrace.advise.online import advise_online
+
+        advice = advise_online(advice, wl, costs=costs, progress=progress)
+    return advice
 
 
 def replay_policies() -> dict[str, dict[str, Any]]:
-    """Every registered replay policy and its parameters with their defaults (for a face's form)."""
-    from dataclasses import MISSING, fields
+    """Every registered policy's parameters with their defaults (for a face's form)."""
+    from asaptrace.replay.policies import catalogue
 
-    from asaptrace.replay.policies import POLICIES
+    return {p["name"]: p["params"] for p in catalogue()}
 
-    return {
-        name: {f.name: (None if f.default is MISSING else f.default) for f in fields(cls)}
-        for name, cls in ((n, POLICIES.get(n)) for n in POLICIES.names())
-    }
+
+def policy_catalogue() -> list[dict[str, Any]]:
+    """The one registry, for a face: each policy's family, online former, ablations and parameters
+    (:func:`asaptrace.replay.policies.catalogue`), and the sweep's default policies."""
+    from asaptrace.replay.policies import catalogue
+    from asaptrace.replay.sweep import DEFAULT_POLICIES
+
+    return [p | {"sweep_default": p["name"] in DEFAULT_POLICIES} for p in catalogue()]
 
 
 def write_replay(result: ReplayResult, wl: Workload, out: str | Path, *, overwrite: bool = False) -> Path:
     """Write ``result``'s replay as a store at ``out`` (atomically)."""
-    from asaptrace.replay.replayed_store import replay_block_of, replay_meta, replay_tables
+    from asaptrace.replay.replayed_store import write_replay_store
 
-    run = result.run
-    if run is None:
-        raise UsageError("this result holds no replay to write")
-    tables = replay_tables(run, wl)
-    n = tables["events"].num_rows
-    extra = {
-        "accounting": {"read": n, "kept": n, "kept_by_table": {"events": n}, "rejected": {}},
-        "replay": {"of": wl.source, **replay_block_of(result)},
-    }
-    with StoreWriter(out, overwrite=overwrite) as w:
-        w.write_part("events", "replay", tables["events"])
-        for name in ("ranks", "streams", "batches"):
-            w.write_table(name, tables[name])
-        store = w.commit(replay_meta(run, wl, extra))
-    return store.path
+    return write_replay_store(result, wl, out, overwrite=overwrite)
 
 
 # ------------------------------------------------------------------------ report / export / compare
@@ -357,16 +356,19 @@ def report_store(
     sweep_path: Path | None = None,
     store_label: str | None = None,
     path_root: Path | None = None,
+    advice: bool = True,
 ) -> Path:
     """Diagnose a store (and optionally a second one to compare with) and write its report atomically.
 
     ``sections`` are added after the built-in ones (see asaptrace.report.sections); ``replays`` (stores
     written by :func:`replay_store`) each add a Replay section with the measured-vs-replayed
     comparison, ``sweep_path`` (a :func:`sweep` results JSON) a Sweep section
-    (asaptrace.report.replay_sweep). Every input is read before anything is written.
+    (asaptrace.report.replay_sweep), ``advice`` the Advice section at the top (:func:`advise_store`).
+    Every input is read before anything is written.
     """
     from asaptrace.report.render import render_report
     from asaptrace.report.replay_sweep import replay_section, sweep_section
+    from asaptrace.views import window_text
     from asaptrace.viz.timeline import worst_window
 
     output = check_output_file(output)
@@ -381,6 +383,10 @@ def report_store(
     ]
     if results is not None:
         extra.append(sweep_section(results, Path(sweep_path).name))  # type: ignore[arg-type]
+    if advice:
+        from asaptrace.report.advice import advice_section
+
+        extra.insert(0, advice_section(advise_store(store, diagnosis=diag).to_json()))
     sections = [*sections, *extra]
     other = None
     if compare_path is not None:
@@ -388,9 +394,7 @@ def report_store(
     spans, window = None, ""
     if fmt == "html":
         step, layers = worst_window(diag.tables["barrier_by_rank_layer"], diag.tables["step_breakdown"])
-        spans = timeline_of(store, diag, step=step, layers=layers)
-        window = f"step {step}" + (f", layers {layers[0]}–{layers[1]}" if layers else ", all layers")
-        window += " (where the summed wait is largest)" if layers else ""
+        spans, window = timeline_of(store, diag, step=step, layers=layers), window_text(step, layers)
     text = render_report(
         diag,
         store.meta,
@@ -407,49 +411,17 @@ def report_store(
 
 
 def replay_block(store: TraceStore) -> dict[str, Any]:
-    """The ``replay`` block of a replayed store's meta.json (docs/analyses/replay.md); a store that is
-    not a replay is a :class:`UsageError` naming it."""
-    from asaptrace.report.replay_sweep import REPLAY_KEYS
+    """The ``replay`` block of a replayed store's meta.json (UsageError naming a store that is none)."""
+    from asaptrace.replay.replayed_store import read_replay_block
 
-    block = store.meta.get("replay")
-    if not isinstance(block, dict):
-        raise UsageError("is not a replayed store (its meta.json has no replay block)", path=store.path)
-    missing = [k for k in REPLAY_KEYS if k not in block]
-    if missing:
-        raise UsageError(f"replay block of meta.json lacks {', '.join(missing)}", path=store.path)
-    return block
+    return read_replay_block(store.meta, store.path)
 
 
-def read_sweep_results(path: str | Path) -> dict[str, Any]:
+def read_sweep_results(path: str | Path) -> SweepResult:
     """A sweep results JSON (docs/reference/sweep-json.md), checked to be one (UsageError otherwise)."""
-    import json
+    from asaptrace.replay.sweep_result import SweepResult
 
-    from asaptrace.report.replay_sweep import SWEEP_KEYS
-
-    try:
-        result = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError("no such sweep results file", path=path) from None
-    except IsADirectoryError:
-        raise UsageError("is a folder, not a sweep results JSON", path=path) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UsageError(f"is not a sweep results JSON ({' '.join(str(err).split())})", path=path) from None
-    if not isinstance(result, dict) or any(k not in result for k in SWEEP_KEYS):
-        raise UsageError(
-            "is not a sweep results JSON (expects the keys of `asaptrace sweep -o`: "
-            + ", ".join(SWEEP_KEYS)
-            + ")",
-            path=path,
-        )
-    shapes = {"policies": list, "curves": dict, "slo_rps": dict, "slo_ttft_ns": (int, float)}
-    wrong = [k for k, t in shapes.items() if not isinstance(result[k], t)]
-    if wrong:
-        raise UsageError(f"is not a sweep results JSON ({', '.join(wrong)} of the wrong type)", path=path)
-    if result["schema_version"] not in (1, 2):  # 1: before costs_from / cost_fit (read as unknown)
-        raise UsageError(
-            f"sweep results schema_version {result['schema_version']!r} (expects 1 or 2)", path=path
-        )
-    return result
+    return SweepResult.read(path)
 
 
 def export_store(
@@ -507,7 +479,7 @@ def compare_diagnoses(a: Diagnosis, b: Diagnosis) -> dict[str, pl.DataFrame]:
 def sweep(
     scenario: str | Path = "asap-paper",
     *,
-    policies: Sequence[str] = ("default", "chunked", "asap"),
+    policies: Sequence[str] | None = None,
     rates: Sequence[float] | None = None,
     knobs: dict[str, Any] | None = None,
     costs: str | Path | None = None,
@@ -519,23 +491,23 @@ def sweep(
     calibrate: str | None = None,
     progress: Any = None,
     out: str | Path | None = None,
-) -> dict[str, Any]:
+) -> SweepResult:
     """Online serving sweep: scenario (+ cost file, + knob overrides) → curves, SLO throughput,
     sensitivity (``vary``: ``"KNOB=v1,v2"``) and calibration (``calibrate``: ``"asap=350@1"``).
 
-    Returns the JSON-able results object of docs/reference/sweep-json.md; with ``out`` it is also
-    written there atomically. ``jobs``: processes over (policy, rate) points (0: one per core).
+    Returns a :class:`~asaptrace.replay.sweep_result.SweepResult` (its JSON: docs/reference/sweep-json.md);
+    with ``out`` it is also written there atomically. ``jobs``: processes over (policy, rate) points (0: one per core).
     """
     from asaptrace.replay.scenario import load_scenario
     from asaptrace.replay.sensitivity import sweep_with_sensitivity
-    from asaptrace.replay.sweep import SweepOptions, write_results
+    from asaptrace.replay.sweep import DEFAULT_POLICIES, SweepOptions
 
     if out is not None:
         check_output_file(out)  # before the sweep, not after it
     sc = load_scenario(scenario)
     sc = sc.with_costs_file(costs) if costs else sc
     opt = SweepOptions(
-        tuple(policies),
+        tuple(policies or DEFAULT_POLICIES),
         tuple(rates) if rates else None,
         decomposition_rate=decomposition_rate,
         jobs=jobs,
@@ -546,5 +518,5 @@ def sweep(
         sc.with_knobs(knobs or {}), opt, vary_specs=list(vary), calibrate_spec=calibrate, progress=progress
     )
     if out is not None:
-        write_results(res, out)
+        res.write(out)
     return res

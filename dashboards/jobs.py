@@ -46,7 +46,7 @@ def _child(kind: str, kwargs: dict[str, Any], queue: Any) -> None:
             queue.put(("done", result.to_json()))
         elif kind == "sweep":
             progress("sweeping")
-            queue.put(("done", pipeline.sweep(**kwargs, progress=progress)))  # type: ignore[attr-defined]
+            queue.put(("done", pipeline.sweep(**kwargs, progress=progress).to_json()))  # type: ignore[attr-defined]
         else:
             queue.put(("failed", f"unknown job kind {kind!r}"))
     except AsaptraceError as e:

@@ -43,6 +43,16 @@ class Loaded:
     info: dict[str, Any]
     timelines: OrderedDict[tuple, pl.DataFrame] = field(default_factory=OrderedDict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    _advice: dict[str, Any] | None = None
+    _advice_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def advice(self) -> dict[str, Any]:
+        """The store's advice (:func:`asaptrace.pipeline.advise_store`, its JSON), made once: a few
+        seconds of what-ifs, so the Overview asks for it after it has drawn the rest."""
+        with self._advice_lock:  # two pages asking at once run the what-ifs once
+            if self._advice is None:
+                self._advice = pipeline.advise_store(self.store, diagnosis=self.diag).to_json()
+            return self._advice
 
     def timeline(
         self, step: int | None, layers: tuple[int, int] | None, ranks: tuple[int, ...] | None

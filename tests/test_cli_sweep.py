@@ -39,7 +39,7 @@ def test_tables_name_the_knobs_and_print_the_papers_numbers_beside_ours():
     assert "knobs assumed: k_s 1, E_ref 32" in r.stdout
     assert "quantiles q10" in r.stdout  # the fitted lengths are printed
     assert "2.94×" in r.stdout  # the paper's ASAP/Default ratio, beside ours
-    assert "sensitivity" in r.stdout and "tornado" in r.stdout
+    assert "Sensitivity (one knob at a time)" in r.stdout and "Tornado" in r.stdout
 
 
 @pytest.mark.parametrize(
@@ -76,7 +76,7 @@ def test_mooncake_prefix_cache_hits_make_ttft_shorter():
     base = ["sweep", "--workload", MOONCAKE, "--duration", "60s", "--rates", "2", "--jobs", "1", "--json"]
     cold = json.loads(run_cli(*base).stdout)
     warm = json.loads(run_cli(*base, "--set", "prefix_cache=true").stdout)
-    for p in ("default", "chunked", "asap"):
+    for p in ("coupled", "chunked", "asap"):
         assert warm["curves"][p][0]["n_requests"] == cold["curves"][p][0]["n_requests"]
         assert warm["mean_ttft_ns_at_1rps"][p] < cold["mean_ttft_ns_at_1rps"][p]
 
@@ -162,3 +162,17 @@ def test_a_cost_file_is_named_and_its_fit_warnings_printed(tmp_path):
         "that rescale it are uncertain",
         "warning: cost part transfer kept the defaults (DOMAIN §3): the store has no dispatch/combine",
     ]
+
+
+def test_the_policy_registry_is_one_list_for_replay_and_sweep():
+    r = run_cli("policies", "--json")
+    assert r.code == 0, r.stderr
+    by = {p["name"]: p for p in json.loads(r.stdout)["policies"]}
+    assert {"coupled", "asap", "balanced", "chunked", "afd-pingpong"} <= set(by)
+    assert by["afd-pingpong"]["online"] is False and by["asap"]["online"] is True
+    assert by["asap"]["variants"]["asap-no-dual-batch"] == {"dual_batch": False}
+    assert by["chunked"]["params"]["chunk_tokens"] == 8192
+    # a replay-only policy asked of the sweep: one line naming what the sweep serves, exit 2
+    bad = run_cli("sweep", *QUICK, "--policies", "coupled,afd-pingpong")
+    assert bad.code == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "'afd-pingpong' replays stores only" in bad.stderr and "chunked" in bad.stderr

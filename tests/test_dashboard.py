@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from plotly.utils import PlotlyJSONEncoder
@@ -164,7 +165,7 @@ def test_imbalance_overlap_compare_pages_have_their_figures(stores):
     assert len(overlap.overlap_body(stores, "0")) == 3
     body = compare.compare_body(stores, "0", "1")
     assert body[0].children.startswith("A = ") and _find(body, "cmp-bars-b") is not None
-    overall = {r.children[0].children: r for r in _find(body, "cmp-overall").children[1].children}
+    overall = {r.children[0].children: r for r in _find(body, "cmp-overall").children[1].children[1].children}
     assert overall["n_ranks"].children[1].children == "32"
     assert compare.compare_body(stores, "0", "2")[0].children.startswith("cannot read store missing.store")
 
@@ -290,10 +291,14 @@ def test_sweep_form_becomes_the_pipeline_call(monkeypatch, coupled_store):
     assert any("sw-result.children" in k for k in wired) and any("sweep-job.data" in k for k in wired)
     page = sweep.layout()
     assert _find(page, "sw-unavailable") is None and _find(page, "sw-run") is not None
-    args = sweep.sweep_args(["asap", "default"], "1, 2,4", 30, "k_s=1,2")
+    # the choices are the registry's online policies, and the chosen ones the sweep's defaults
+    assert {"coupled", "chunked", "asap", "balanced", "asap-no-dual-batch"} <= set(sweep.POLICIES)
+    assert "afd-pingpong" not in sweep.POLICIES  # replay-only: no online former
+    assert _find(page, "sw-policies").value == ["coupled", "asap", "chunked"]
+    args = sweep.sweep_args(["asap", "coupled"], "1, 2,4", 30, "k_s=1,2")
     assert args == {
         "scenario": "asap-paper",
-        "policies": ("default", "asap"),  # in the sweep's order: the first is the ratios' baseline
+        "policies": ("coupled", "asap"),  # in the sweep's order: the first is the ratios' baseline
         "rates": (1.0, 2.0, 4.0),
         "knobs": {"duration_s": 30.0},
         "vary": ["k_s=1,2"],
@@ -319,8 +324,11 @@ def test_sweep_result_shows_slo_table_curves_and_tornado():
         "reading": "SLO-compliant throughput: default 1.50, asap below the lowest rate.",
     }
     shown = sweep.sweep_result(result)
-    rows = [[td.children for td in r.children] for r in _find(shown, "sw-slo").children[1].children]
-    assert rows == [["default", "1.50", "1.00×"], ["asap", "-", "-"]]
+    rows = [
+        [td.children for td in r.children] for r in _find(shown, "sw-slo").children[1].children[1].children
+    ]
+    # the same table as the CLI and the report (views.sweep_slo_view): RPS, ratio, the paper's, TTFT @1/s
+    assert [r[:3] for r in rows] == [["default", "1.50", "1.00×"], ["asap", "< lowest", "–"]]
     assert _find(shown, "sw-curves") is not None and _find(shown, "sw-tornado") is not None
 
 
@@ -421,7 +429,7 @@ def test_the_sweep_worker_calls_pipeline_sweep_with_the_form_and_forwards_progre
     def fake_sweep(**kw):
         seen.update(kw)
         kw["progress"]("asap @ 1/s")
-        return {"slo_rps": {"asap": 1.0}}
+        return SimpleNamespace(to_json=lambda: {"slo_rps": {"asap": 1.0}})  # a SweepResult's JSON form
 
     monkeypatch.setattr(pipeline, "sweep", fake_sweep, raising=False)
     args = sweep.sweep_args(["asap"], "1", 10, "")

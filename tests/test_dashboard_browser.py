@@ -85,6 +85,18 @@ def test_every_page_renders_with_no_error_and_no_external_request(page, served, 
     assert page.locator("#overview-headline tbody tr").count() == 11
 
 
+def test_the_overview_shows_the_advice_the_report_and_the_cli_show(page, served, coupled_store):
+    from asaptrace.pipeline import advise_store
+
+    page.goto(served.url + "/")
+    page.wait_for_selector("#overview-advice-lines li", timeout=60_000)
+    settle(page)
+    shown = page.eval_on_selector_all("#overview-advice-lines li", "els => els.map(e => e.textContent)")
+    assert shown == advise_store(coupled_store.path).lines() and len(shown) == 5
+    assert page.locator("#overview-advice-table tbody tr").count() == 5
+    assert page.log["errors"] == []
+
+
 def test_heatmap_click_shows_that_instance_on_the_timeline(page, served, shots):
     page.goto(served.url + "/barriers")
     settle(page)

@@ -142,7 +142,7 @@ def test_save_costs_writes_a_file_a_later_replay_reads(scenario, tmp_path):
 
 def test_chunked_needs_the_batch_composition(scenario):
     res = run_cli("replay", scenario.path, "--policy", "chunked")
-    assert res.code == 2 and "needs the batch composition" in res.stderr
+    assert res.code == 2 and "chunked does not apply: the store has no batch composition" in res.stderr
 
 
 def test_a_store_without_enrichment_is_refused_in_one_line(tmp_path):

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import numpy as np
 import pytest
 
 from asaptrace.errors import UsageError
 from asaptrace.replay.lengths_fit import LengthTargets, fit_log_logistic
+from asaptrace.replay.policies import POLICIES, Policy, register_policy
 from asaptrace.replay.scenario import knob_names, load_scenario
 from asaptrace.replay.sensitivity import calibrate, tornado, vary
-from asaptrace.replay.serving import SERVING_POLICIES, ServingResult, policy_names, simulate
+from asaptrace.replay.serving import ServingResult, policy_names, simulate
 from asaptrace.replay.sweep import (
     SweepOptions,
     evaluate,
@@ -57,25 +61,30 @@ def test_ratios_are_not_made_of_lower_bounds():
     assert slo_ratio(a, b | {"slo_rps": None}) is None
 
 
-def _count_policy(req, sc):
-    # a synthetic policy whose mean TTFT is n/300 s for n requests: monotone in rate, and the
-    # SLO of 5 s is met exactly while n ≤ 1500
-    n = len(req)
-    ttft = np.full(n, round(n * 1e9 / 300), np.int64)
-    return ServingResult(
-        "test-count",
-        req.arrival_ns,
-        req.arrival_ns,
-        req.arrival_ns + ttft,
-        np.zeros(n, np.int64),
-        req.new_tokens,
-        0,
-        0,
-    )
+@dataclass(frozen=True)
+class _CountPolicy(Policy):
+    """A synthetic online policy whose mean TTFT is n/300 s for n requests: monotone in rate, and
+    the SLO of 5 s is met exactly while n ≤ 1500 (registered like a user's policy would be)."""
+
+    name: ClassVar[str] = "test-count"
+
+    def serve(self, req, sc):
+        n = len(req)
+        ttft = np.full(n, round(n * 1e9 / 300), np.int64)
+        return ServingResult(
+            "test-count",
+            req.arrival_ns,
+            req.arrival_ns,
+            req.arrival_ns + ttft,
+            np.zeros(n, np.int64),
+            req.new_tokens,
+            0,
+            0,
+        )
 
 
-if "test-count" not in SERVING_POLICIES:
-    SERVING_POLICIES.register("test-count", _count_policy)
+if "test-count" not in POLICIES:
+    register_policy(_CountPolicy)
 
 
 def test_bisection_finds_the_rate_of_a_monotone_synthetic_curve():
@@ -198,7 +207,7 @@ def test_costs_file_replaces_the_cost_constants(tmp_path):
 
 def test_unknown_policy_is_a_usage_error():
     assert {
-        "default",
+        "coupled",
         "chunked",
         "asap",
         "asap-no-dual-batch",
@@ -207,6 +216,33 @@ def test_unknown_policy_is_a_usage_error():
     } <= set(policy_names())
     with pytest.raises(UsageError, match="unknown policy 'fast'"):
         SweepOptions(policies=("fast",))
+    # one registry: a replay-only policy is named as such, and the old name of coupled still works
+    with pytest.raises(UsageError, match="'afd-pingpong' replays stores only"):
+        SweepOptions(policies=("afd-pingpong",))
+    assert SweepOptions(policies=("default",)).policies == ("default",)
+
+
+def test_one_registry_serves_the_replay_and_the_sweep():
+    """A named ablation is its policy with a parameter set, offline and online alike, and the
+    online result carries the spec it was asked by."""
+    from asaptrace.replay.policies import Asap, policy_of
+    from asaptrace.replay.serving_types import ServingRequests
+
+    assert policy_of("asap-no-dual-batch") == Asap(dual_batch=False)
+    assert policy_of("asap-expert-failure", {"overlap": False}) == Asap(expert_failure=True, overlap=False)
+    sc = load_scenario("asap-paper").with_knobs({"duration_s": 5})
+    ms = 1_000_000
+    req = ServingRequests(
+        np.array([0, 50 * ms, 60 * ms], np.int64), np.array([4096, 8192, 2048]), np.zeros(3, np.int64)
+    )
+    by_name = simulate("asap-no-dual-batch", req, sc)
+    by_policy = simulate(Asap(dual_batch=False), req, sc)
+    assert by_name.policy == "asap-no-dual-batch" and by_policy.policy == "asap"
+    assert by_name.end_ns.tolist() == by_policy.end_ns.tolist()
+    assert simulate("default", req, sc).end_ns.tolist() == simulate("coupled", req, sc).end_ns.tolist()
+    # one expert die fewer serves the same stream no sooner (the pool is the bottleneck or not)
+    fail = simulate("asap-expert-failure", req, sc)
+    assert (fail.end_ns >= simulate("asap", req, sc).end_ns).all()
 
 
 def test_calibration_finds_the_scale_that_matches_one_point():

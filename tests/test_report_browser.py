@@ -43,7 +43,12 @@ def test_sample_report_opens_offline_and_draws_every_figure(page, coupled_store,
     assert log["external"] == []
     assert log["errors"] == []
     ids = page.eval_on_selector_all("section[id]", "els => els.map(e => e.id)")
-    assert ids == ["summary", "headline", "figures", "tables", "provenance", "command"]
+    assert ids == ["summary", "advice", "headline", "figures", "tables", "provenance", "command"]
+    # the Advice at the top lists what `asaptrace advise` prints, line for line
+    from asaptrace.pipeline import advise_store
+
+    shown = page.eval_on_selector_all("#advice ol.advice li", "els => els.map(e => e.textContent)")
+    assert shown == advise_store(coupled_store.path).lines() and len(shown) == 5
     # the timeline is WebGL, the others SVG; each figure has its traces
     assert page.locator("#fig-timeline .gl-container").count() == 1
     assert page.evaluate("document.getElementById('fig-group-bars').data.length") == 6
@@ -63,7 +68,17 @@ def test_report_with_replay_and_sweep_sections_draws_them_offline(page, coupled_
     log = _open(page, out, N_FIGURES + 4)  # + replay steps and waterfall, TTFT curves and p50/p99
     assert log["external"] == [] and log["errors"] == []
     ids = page.eval_on_selector_all("section[id]", "els => els.map(e => e.id)")
-    assert ids == ["summary", "headline", "figures", "tables", "replay-1", "sweep", "provenance", "command"]
+    assert ids == [
+        "summary",
+        "advice",
+        "headline",
+        "figures",
+        "tables",
+        "replay-1",
+        "sweep",
+        "provenance",
+        "command",
+    ]
     assert page.evaluate("document.getElementById('fig-replay-1-recovered').data[0].type") == "waterfall"
     assert page.evaluate("document.getElementById('fig-sweep-quantiles').data.length") == 4
 

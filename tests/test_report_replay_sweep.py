@@ -120,12 +120,13 @@ def test_sweep_section_has_the_slo_numbers_and_the_papers(report, sweep_file):
     result, _ = sweep_file
     section = _section(report, "sweep")
     headers, rows = _table(section, "table-sweep-slo")
-    assert headers[:3] == ["policy", "slo rps", "paper slo rps"]
+    assert headers[:4] == ["policy", "SLO RPS", "ratio", "paper RPS"]  # the CLI's table (views)
     by_policy = {r[0]: r for r in rows}
     for p in ("default", "asap"):
         rps, censored = result["slo_rps"][p], result["slo_censored"][p]
         assert by_policy[p][1] == ("≥ " if censored else "") + f"{rps:.2f}"
-        assert by_policy[p][2] == f"{result['paper']['slo_rps'][p]:.2f}"  # 6.80 and 20.00
+        # the paper's figures also under the old name swept (its "Default" is our coupled)
+        assert by_policy[p][3] == f"{result['paper']['slo_rps'][p]:g}"  # 6.8, 20
     assert not result["slo_censored"]["default"]  # default misses at 40/s: a real, bisected number
     assert unescape(result["reading"]) in unescape(section)
     assert "from the paper's own cost figures (DOMAIN.md §3) at face value and" in unescape(section)
@@ -209,8 +210,8 @@ def test_hand_made_results_with_vary_rows_add_the_tornado_and_escape_knob_names(
     _, rows = _table(html, "table-sweep-slo")
     # ratio 1.5 shown as 1.50×; the paper's ratio 20 / 6.8 = 2.94×
     assert [r[:5] for r in rows] == [
-        ["default", "2.00", "6.80", "1.00×", "1.00×"],
-        ["asap", "3.00", "20.00", "1.50×", "2.94×"],
+        ["default", "2.00", "1.00×", "6.8", "1.00×"],
+        ["asap", "3.00", "1.50×", "20", "2.94×"],
     ]
     assert '<div id="fig-sweep-tornado">' in html and 'id="table-sweep-vary"' in html
     assert "<script>alert(1)</script>" not in html and "<b>reading</b>" not in html

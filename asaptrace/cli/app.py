@@ -13,12 +13,14 @@ import typer
 
 from asaptrace import __version__
 from asaptrace.cli._common import err, out, usage_error_line
+from asaptrace.cli.advise import advise
 from asaptrace.cli.analyze import analyze
 from asaptrace.cli.compare import compare
 from asaptrace.cli.dashboard import dashboard
 from asaptrace.cli.export import export
 from asaptrace.cli.info import info
 from asaptrace.cli.ingest import ingest
+from asaptrace.cli.policies import policies
 from asaptrace.cli.replay import replay
 from asaptrace.cli.report import report
 from asaptrace.cli.sweep import sweep
@@ -49,7 +51,20 @@ def _root(
     """asaptrace: diagnose MoE prefill traces."""
 
 
-for command in (ingest, info, analyze, replay, sweep, report, dashboard, export, compare, synth):
+for command in (
+    ingest,
+    info,
+    analyze,
+    advise,
+    replay,
+    sweep,
+    policies,
+    report,
+    dashboard,
+    export,
+    compare,
+    synth,
+):
     app.command()(command)
 
 

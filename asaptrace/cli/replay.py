@@ -15,7 +15,9 @@ from asaptrace.views import band_text, consistency_text, deployment_text, replay
 @user_errors
 def replay(
     store: StoreArg,
-    policy: Annotated[str, typer.Option(help="coupled, asap, balanced, afd-pingpong or chunked.")] = "asap",
+    policy: Annotated[
+        str, typer.Option(help="A registered policy or named ablation (`asaptrace policies` lists them).")
+    ] = "asap",
     attention: Annotated[str | None, typer.Option(help="Attention dies as DxT (asap, afd-pingpong).")] = None,
     experts: Annotated[int | None, typer.Option(help="Expert (MoE pool) dies (asap, afd-pingpong).")] = None,
     no_dual_batch: Annotated[

@@ -35,6 +35,13 @@ def report(
             "--sweep", help="A sweep results JSON (`asaptrace sweep -o …`) to add as a Sweep section."
         ),
     ] = None,
+    advice: Annotated[
+        bool,
+        typer.Option(
+            "--advice/--no-advice",
+            help="Put the ranked what-ifs (`asaptrace advise`) at the top (a few seconds).",
+        ),
+    ] = True,
 ) -> None:
     """Write the diagnostic report of a store: findings, figures, key tables, provenance, this command.
 
@@ -53,5 +60,6 @@ def report(
         compare_path=compare_with,  # type: ignore[arg-type]
         replays=replays or (),
         sweep_path=sweep_results,
+        advice=advice,
     )
     out.print(f"wrote [bold]{path}[/] ({human_bytes(path.stat().st_size)})")

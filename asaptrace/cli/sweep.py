@@ -10,9 +10,8 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Column, Table
 
-from asaptrace.cli._common import JsonOpt, err, out, print_json, user_errors
+from asaptrace.cli._common import JsonOpt, err, out, print_json, print_table, user_errors
 from asaptrace.errors import UsageError
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
@@ -25,8 +24,11 @@ def sweep(
         str, typer.Option(help="Shipped scenario name or a scenario TOML file.")
     ] = "asap-paper",
     policies: Annotated[
-        str, typer.Option(help="Comma-separated; the first is the baseline of the ratios.")
-    ] = "default,chunked,asap",
+        str,
+        typer.Option(
+            help="Comma-separated online policies (`asaptrace policies`); the first is the ratios' baseline."
+        ),
+    ] = "coupled,chunked,asap",
     rates: Annotated[
         str, typer.Option(help="Request rates per second, e.g. 1,2,4,8, or auto (doubling from 0.5).")
     ] = "auto",
@@ -95,7 +97,7 @@ def sweep(
         )
     for line in res.get("cost_warnings", []):
         err.print(f"[bold yellow]warning:[/] {escape(line)}", soft_wrap=True)
-    print_json(res) if as_json else _print_sweep(res)
+    print_json(res.to_json()) if as_json else _print_sweep(res)
     if output is not None and not as_json:
         out.print(f"wrote [bold]{output}[/]")
 
@@ -165,161 +167,22 @@ def _progress_line(*, enabled: bool) -> Iterator[Any]:
         yield lambda label: bar.update(task, advance=1, description=label)
 
 
-def _policy_col() -> Column:
-    return Column("policy", no_wrap=True)
+def _print_sweep(res: Any) -> None:
+    """The sweep's tables as every face shows them (:func:`asaptrace.views.sweep_views`), the paper's
+    numbers beside ours, and the reading."""
+    from asaptrace.views import sweep_header, sweep_views
 
-
-def _ms(ns: int | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:,.0f}"
-
-
-def _rps(v: float | None, censored: bool = False) -> str:
-    if v is None:
-        return "< lowest"
-    return f"≥ {v:.2f}" if censored else f"{v:.2f}"
-
-
-def _print_sweep(res: dict[str, Any]) -> None:
-    """The sweep's tables, the paper's numbers beside ours, and the reading."""
-    pols, paper = res["policies"], res.get("paper") or {}
-    k = res["knobs"]
-    out.print(
-        f"[bold]sweep[/] scenario {res['scenario']}, {res['workload']}, {res['duration_ns'] / 1e9:g} s per rate, "
-        f"SLO mean TTFT ≤ {res['slo_ttft_ns'] / 1e9:g} s, seed {k['seed']}"
-    )
-    out.print(
-        f"knobs assumed: k_s {k['coupled_k_s']:g}, E_ref {k['moe_e_ref']:g}, φ {k['attn_phi']:g}, "
-        f"Default routing {k['default_routing']}, cost scale {k['cost_scale']:g} ({k['cost_source']}); "
-        f"Default {k['default_dp']}×{k['default_tp']}, ASAP {k['asap_dp']}×{k['asap_tp']}+{k['asap_experts']}, "
-        f"{k['layers']} layers",
-        soft_wrap=True,
-    )
-    out.print(f"costs: {escape(res['costs_from'])}", soft_wrap=True)
-    if res.get("calibration"):
-        c = res["calibration"]
-        out.print(
-            f"calibrated: cost scale {c['cost_scale']:g} makes {c['policy']} {c['target_ms']:g} ms at {c['rate']:g}/s"
-        )
-    if res.get("lengths_fit"):
-        f = res["lengths_fit"]
-        qs = "  ".join(f"{q} {f[q]:,.0f}" for q in f if q.startswith("q"))
-        out.print(
-            f"lengths: log-logistic α {f['alpha']:,.0f} β {f['beta']:.3f} truncated to [{f['lo']}, {f['hi']}]: "
-            f"mean {f['mean']:,.0f}, mode {f['mode']:,.0f}; quantiles {qs}",
-            soft_wrap=True,
-        )
-    ref_rps, ref_1 = paper.get("slo_rps", {}), paper.get("mean_ttft_ms_at_1rps", {})
-    base_paper = ref_rps.get(pols[0])
-    t = Table(
-        _policy_col(),
-        "SLO RPS",
-        "ratio",
-        "paper RPS",
-        "paper ratio",
-        "mean TTFT @1/s ms",
-        "paper @1/s ms",
-        title="SLO-compliant throughput",
-        title_justify="left",
-    )
-    for p in pols:
-        pr = ref_rps.get(p)
-        t.add_row(
-            p,
-            _rps(res["slo_rps"][p], res["slo_censored"][p]),
-            "-" if res["ratios"][p] is None else f"{res['ratios'][p]:.2f}×",
-            "-" if pr is None else f"{pr:g}",
-            "-" if pr is None or not base_paper else f"{pr / base_paper:.2f}×",
-            _ms(res["mean_ttft_ns_at_1rps"][p]),
-            "-" if p not in ref_1 else f"{ref_1[p]:g}",
-        )
-    out.print(t)
-    _print_curves(res)
-    _print_decomposition(res)
-    if res.get("vary"):
-        _print_vary(res)
+    for line in sweep_header(res):
+        out.print(escape(line), soft_wrap=True)
+    for view in sweep_views(res):
+        print_table(view)
+        if view.name == "sweep-decomposition":
+            short = (res.get("paper") or {}).get("short_request_shares")
+            if short:
+                out.print(
+                    f"[dim]paper: coupled (its Default) at {short['rate']:g}/s, requests < {short['below_tokens']} "
+                    f"tokens: synchronisation {100 * short['sync']:.0f}%, queueing {100 * short['queue']:.0f}% of TTFT[/]"
+                )
+        if view.name == "sweep-tornado" and view.rows.height == 0:
+            out.print(f"[dim]{view.caption}[/]")
     out.print(escape(res["reading"]), soft_wrap=True)
-
-
-def _print_curves(res: dict[str, Any]) -> None:
-    pols = res["policies"]
-    rates = sorted({row["rate"] for p in pols for row in res["curves"][p]})
-    by = {(p, row["rate"]): row for p in pols for row in res["curves"][p]}
-    p99 = len(pols) <= 3  # wider sweeps show the mean only (p50 and p99 are in --json)
-    head = [f"{p} mean / p99" if p99 else f"{p} mean" for p in pols]
-    t = Table("rate /s", *head, title="TTFT by rate (ms)", title_justify="left")
-    for r in rates:
-        cells = []
-        for p in pols:
-            row = by.get((p, r))
-            if row is None:
-                cells.append("")
-            else:
-                cells.append(_ms(row["mean_ttft_ns"]) + (f" / {_ms(row['p99_ttft_ns'])}" if p99 else ""))
-        t.add_row(f"{r:g}", *cells)
-    out.print(t)
-
-
-def _print_decomposition(res: dict[str, Any]) -> None:
-    t = Table(
-        _policy_col(),
-        "prompt tokens",
-        "requests",
-        "mean TTFT ms",
-        "queue",
-        "own",
-        "sync",
-        title=f"TTFT decomposition at {res['decomposition_rate']:g}/s",
-        title_justify="left",
-    )
-    for b in res["decomposition"]:
-        t.add_row(
-            b["policy"],
-            b["bucket"],
-            f"{b['n_requests']:,}",
-            _ms(b["mean_ttft_ns"]),
-            f"{100 * b['queue_share']:.0f}%",
-            f"{100 * b['own_share']:.0f}%",
-            f"{100 * b['sync_share']:.0f}%",
-        )
-    out.print(t)
-    short = (res.get("paper") or {}).get("short_request_shares")
-    if short:
-        out.print(
-            f"[dim]paper: Default at {short['rate']:g}/s, requests < {short['below_tokens']} tokens: "
-            f"synchronisation {100 * short['sync']:.0f}%, queueing {100 * short['queue']:.0f}% of TTFT[/]"
-        )
-
-
-def _print_vary(res: dict[str, Any]) -> None:
-    from asaptrace.replay.sweep import headline_policy  # the CLI loads no replay module at start
-
-    pols = res["policies"]
-    t = Table(
-        Column("knob", no_wrap=True),
-        "value",
-        *[f"{p} RPS" for p in pols],
-        f"{headline_policy(pols)}/{pols[0]}",
-        title="sensitivity (one knob at a time)",
-        title_justify="left",
-    )
-    for r in res["vary"]:
-        t.add_row(
-            r["knob"],
-            r["value"],
-            *[_rps(r["slo_rps"][p]) for p in pols],
-            "-" if r["ratio"] is None else f"{r['ratio']:.2f}×",
-        )
-    out.print(t)
-    if not res.get("tornado"):
-        out.print(
-            "tornado: no ratio to compare (the SLO was met at every rate swept, or missed at the lowest)"
-        )
-    else:
-        tt = Table("knob", "ratio range", "swing", title="tornado (widest first)", title_justify="left")
-        for e in res["tornado"]:
-            tt.add_row(
-                e["knob"],
-                f"{e['ratio_min']:.2f}× ({e['at_min']}) – {e['ratio_max']:.2f}× ({e['at_max']})",
-                f"{e['ratio_max'] - e['ratio_min']:.2f}",
-            )
-        out.print(tt)

@@ -41,10 +41,10 @@ Handler = Callable[[Event], Iterable[Event]]
 class Engine:
     """Pop the earliest event, hand it to the handler, push what it returns; until empty."""
 
-    def __init__(self) -> None:
+    def __init__(self, start_ns: int = 0) -> None:
         self._heap: list[tuple[int, int, int, Event]] = []
         self._seq = itertools.count()
-        self.now_ns = 0
+        self.now_ns = start_ns  # a store's clock may start before 0 (its times are its own)
         self.handled = 0
 
     def push(self, event: Event) -> Event:

@@ -88,6 +88,52 @@ def search_splits(
     return rows
 
 
+def best_split(
+    wl: Workload, policy: str, params: dict[str, Any], costs: CostModel
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """``--split auto``: every split's row (:func:`search_splits`) and ``params`` set to the best."""
+    from asaptrace.replay.run import make_policy
+
+    pol = make_policy(policy, params)
+    if not isinstance(pol, PipelinedPolicy):
+        raise UsageError(f"--split auto is for disaggregated policies (asap, afd-pingpong), not {policy!r}")
+    why = pol.applies(wl)
+    if why:
+        raise UsageError(f"{pol.name} does not apply: {why}")
+    tp = parse_attention(params["attention"])[1] if params.get("attention") else None
+    rows = search_splits(wl, pol, costs, tp=tp)
+    best = next(r for r in rows if r["best"])
+    chosen = params | {"attention": best["attention"], "experts": best["experts"]}
+    if "m" in best:
+        chosen["m"] = best["m"]
+    return rows, chosen
+
+
+def vary_replay(
+    wl: Workload, policy: str, params: dict[str, Any], fitted: CostModel, specs: list[tuple[str, list[str]]]
+) -> list[dict[str, Any]]:
+    """``--vary``: the what-if and its reference replayed again at each value of each knob (costs
+    from the fitted model with that one knob changed); one row per (knob, value)."""
+    from asaptrace.replay.run import replay_workload
+
+    rows = []
+    for knob, values in specs:
+        for value in values:
+            r = replay_workload(
+                wl, policy, params=params, costs=costs_at(knob, value, fitted), attribute=False, band=False
+            )
+            rows.append(
+                {
+                    "knob": knob,
+                    "value": value,
+                    "makespan_ns": r.makespan_ns,
+                    "reference_ns": r.reference_makespan_ns,
+                    "recovered_ns": r.recovered_total_ns,
+                }
+            )
+    return rows
+
+
 def _mark_dead_zone(rows: list[dict[str, Any]]) -> None:
     """A split is bandwidth-bound when, at the same attention, one more step of expert dies gains
     < 2 % of makespan while the pool is less than half busy: the dies are not what binds."""

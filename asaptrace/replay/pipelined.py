@@ -312,8 +312,9 @@ class Pipeline:
         }  # dispatches waiting for a buffer slot
 
     def run(self) -> PipelineTrace:
-        engine = Engine()
-        engine.run(self.handle, [Wakeup(t) for t in self.former.wakeups()])
+        wakeups = list(self.former.wakeups())
+        engine = Engine(start_ns=min(0, *wakeups) if wakeups else 0)
+        engine.run(self.handle, [Wakeup(t) for t in wakeups])
         self.trace.events = engine.handled
         self.trace.slots = self.cfg.slots
         stuck = [b for b in self.batches if b not in self.trace.done]

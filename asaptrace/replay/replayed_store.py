@@ -21,6 +21,7 @@ collectives, 21 = combine.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -349,3 +350,45 @@ REPLAY_BLOCK_DROP = ("store", "out", "seconds", "events")
 def replay_block_of(result: Any) -> dict[str, Any]:
     """The ``replay`` block of a replayed store's meta.json: the result's JSON form (schema 2)."""
     return {k: v for k, v in result.to_json().items() if k not in REPLAY_BLOCK_DROP}
+
+
+def write_replay_store(result: Any, wl: Workload, out: str | Path, *, overwrite: bool = False) -> Path:
+    """Write a :class:`~asaptrace.replay.run.ReplayResult`'s replay as a store at ``out`` (atomically:
+    one commit of the store writer): its events, ranks, streams and batches in the canonical schema,
+    and meta.json with its ``replay`` block."""
+    from asaptrace.errors import UsageError
+    from asaptrace.store import StoreWriter
+
+    run = result.run
+    if run is None:
+        raise UsageError("this result holds no replay to write")
+    tables = replay_tables(run, wl)
+    n = tables["events"].num_rows
+    extra = {
+        "accounting": {"read": n, "kept": n, "kept_by_table": {"events": n}, "rejected": {}},
+        "replay": {"of": wl.source, **replay_block_of(result)},
+    }
+    with StoreWriter(out, overwrite=overwrite) as w:
+        w.write_part("events", "replay", tables["events"])
+        for name in ("ranks", "streams", "batches"):
+            w.write_table(name, tables[name])
+        store = w.commit(replay_meta(run, wl, extra))
+    return store.path
+
+
+#: the keys a replayed store's ``replay`` block must carry (its reader checks what its writer wrote)
+REPLAY_KEYS = ("policy", "steps", "recovered_ns", "error_mean_pct", "error_max_pct")
+
+
+def read_replay_block(meta: dict[str, Any], path: str | Path) -> dict[str, Any]:
+    """The ``replay`` block of a replayed store's meta.json (docs/analyses/replay.md); a store that is
+    not a replay is a :class:`~asaptrace.errors.UsageError` naming it."""
+    from asaptrace.errors import UsageError
+
+    block = meta.get("replay")
+    if not isinstance(block, dict):
+        raise UsageError("is not a replayed store (its meta.json has no replay block)", path=path)
+    missing = [k for k in REPLAY_KEYS if k not in block]
+    if missing:
+        raise UsageError(f"replay block of meta.json lacks {', '.join(missing)}", path=path)
+    return block

@@ -36,13 +36,13 @@ from typing import Any
 
 from asaptrace.errors import AccountingError, UsageError
 from asaptrace.replay.costs import CostFit, CostModel, fit_costs, fit_warnings, read_costs, save_costs
-from asaptrace.replay.policies import POLICIES, Asap, Coupled, Deployment, LockstepPolicy, Policy, PolicyRun
+from asaptrace.replay.policies import Asap, Coupled, Deployment, LockstepPolicy, Policy, PolicyRun, policy_of
 from asaptrace.replay.workload import Workload
 
 SCHEMA_VERSION = 2
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReplayResult:
     """Makespans (measured, reference, replayed), batch latencies, recovered time by cause, the band."""
 
@@ -145,15 +145,8 @@ class ReplayResult:
 
 
 def make_policy(name: str, params: dict[str, Any] | None = None) -> Policy:
-    """The registered policy ``name`` with ``params`` (unknown parameter: UsageError)."""
-    cls = POLICIES.get(name)
-    params = {k: v for k, v in (params or {}).items() if v is not None}
-    unknown = sorted(set(params) - set(cls.param_names()))
-    if unknown:
-        raise UsageError(
-            f"policy {name!r} has no parameter {', '.join(unknown)} (it has: {', '.join(cls.param_names())})"
-        )
-    return cls(**params)
+    """The registered policy a spec names with ``params`` (unknown parameter: UsageError)."""
+    return policy_of(name, params)
 
 
 def reference_policy(wl: Workload) -> Policy:
@@ -253,8 +246,7 @@ def replay_workload(
         notes=list(wl.notes) + _notes(wl, pol),
         run=run,
     )
-    result.seconds = time.perf_counter() - t0
-    return result
+    return replace(result, seconds=time.perf_counter() - t0)
 
 
 def _uses_model(pol: Policy) -> bool:

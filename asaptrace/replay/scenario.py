@@ -52,7 +52,12 @@ ALIASES = {
     "φ": "attn_phi",
     "routing": "default_routing",
     "scale": "cost_scale",
+    # the default_* knobs set the coupled deployment (named after the paper's "Default" policy)
+    **{f"coupled_{k}": f"default_{k}" for k in ("dp", "tp", "step_tokens", "group_tokens", "routing")},
+    "coupled_micro_batch_overlap": "default_micro_batch_overlap",
 }
+#: old policy names kept working (the paper, and the sweep before one registry, said "default")
+POLICY_ALIASES = {"default": "coupled"}
 ROUTINGS = ("step", "arrival")
 
 
@@ -160,7 +165,11 @@ class Scenario:
         return d
 
     def paper_numbers(self) -> dict[str, Any]:
-        return dict(self.paper)
+        """The paper's figures, keyed by our policy names (a scenario file may say ``default``)."""
+        return {
+            k: ({POLICY_ALIASES.get(p, p): x for p, x in v.items()} if isinstance(v, dict) else v)
+            for k, v in self.paper
+        }
 
     # ------------------------------------------------------------------------------ overrides
     def with_knobs(self, values: dict[str, Any]) -> Scenario:
@@ -178,11 +187,15 @@ class Scenario:
         model, quality = read_costs(path, base=base)
         if model.attn_per_request_ms:  # not a knob of the serving model: refuse rather than drop it
             raise UsageError("attention.per_request_ms is not used by the sweep (set it to 0)", path=path)
+        return self.with_costs(model, quality, origin=_cost_file_origin(Path(path)))
+
+    def with_costs(self, model: CostModel, quality: dict[str, Any] | None, *, origin: str | None) -> Scenario:
+        """A copy whose cost constants are ``model``'s (e.g. fitted to a store), its fit quality kept."""
         return replace(
             self,
             **{k: getattr(model, k) for k in COST_KNOBS},
             cost_source=model.source,
-            cost_origin=_cost_file_origin(Path(path)),
+            cost_origin=origin,
             cost_fit=quality,
             cost_set=(),
         )

@@ -25,6 +25,7 @@ from asaptrace.replay.sweep import (
     search_slo,
     slo_ratio,
 )
+from asaptrace.replay.sweep_result import SweepResult
 
 
 def vary(
@@ -120,8 +121,8 @@ def sweep_with_sensitivity(
     vary_specs: list[str] = (),  # type: ignore[assignment]
     calibrate_spec: str | None = None,
     progress: Progress | None = None,
-) -> dict[str, Any]:
-    """Calibrate (if asked), sweep, then vary each knob asked for; one JSON-able result."""
+) -> SweepResult:
+    """Calibrate (if asked), sweep, then vary each knob asked for; one result."""
     specs = [parse_vary(v) for v in vary_specs]  # bad specs fail before any simulation
     calibration = None
     if calibrate_spec:
@@ -132,8 +133,5 @@ def sweep_with_sensitivity(
         calibration = {"policy": policy, "target_ms": ms, "rate": rate, "cost_scale": scale}
         sc = sc.with_knobs({"cost_scale": scale})
     result = run_sweep(sc, opt, progress=progress)
-    result["calibration"] = calibration
     rows = [row for knob, values in specs for row in vary(sc, opt, knob, values, progress=progress)]
-    result["vary"] = rows
-    result["tornado"] = tornado(rows)
-    return result
+    return result.with_(calibration=calibration, vary=rows, tornado=tornado(rows))

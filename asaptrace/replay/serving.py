@@ -14,7 +14,8 @@ when its last layer's last piece is done (the first token then follows), split a
 
 so ``sync ≥ 0`` and the identity holds exactly; :func:`check_identity` checks it (a failure is an
 :class:`AccountingError`, a bug). The schedulers are DOMAIN.md §6's, registered by name in
-:data:`SERVING_POLICIES`: ``default``, ``chunked`` and ``balanced`` (lockstep steps, vectorised per step:
+:data:`asaptrace.replay.policies.POLICIES` (the one registry; a policy's :meth:`serve` is its online former):
+``coupled`` (alias ``default``), ``chunked`` and ``balanced`` (lockstep steps, vectorised per step:
 :mod:`asaptrace.replay._serving_lockstep`) and ``asap`` with its ablations (an online batch former on the replay's pipelined mechanics,
 :mod:`asaptrace.replay.pipelined`, via :mod:`asaptrace.replay._serving_asap`). All costs
 come from :class:`asaptrace.replay.costs.CostModel` (the scenario's, at its ``cost_scale``).
@@ -22,37 +23,43 @@ come from :class:`asaptrace.replay.costs.CostModel` (the scenario's, at its ``co
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import replace
 
-from asaptrace.registry import Registry
-from asaptrace.replay import _serving_asap, _serving_lockstep
+from asaptrace.errors import UsageError
+from asaptrace.replay.policies import Policy, policy_of, policy_specs
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving_types import ServingRequests, ServingResult, check_identity
 
 __all__ = [
-    "SERVING_POLICIES",
     "ServingRequests",
     "ServingResult",
     "check_identity",
     "policy_names",
+    "serving_policy",
     "simulate",
 ]
 
-Simulator = Callable[[ServingRequests, Scenario], ServingResult]
 
-#: serving schedulers by policy name (DOMAIN.md §6); built-ins register like extensions
-SERVING_POLICIES: Registry[Simulator] = Registry("serving policy")
-SERVING_POLICIES.register("default", _serving_lockstep.simulate_default)
-SERVING_POLICIES.register("chunked", _serving_lockstep.simulate_chunked)
-SERVING_POLICIES.register("balanced", _serving_lockstep.simulate_balanced)
-for _name, _sim in _serving_asap.VARIANTS.items():
-    SERVING_POLICIES.register(_name, _sim)
+def serving_policy(spec: str | Policy) -> Policy:
+    """The registered policy a spec names, refused (UsageError) when it has no online former."""
+    pol = policy_of(spec) if isinstance(spec, str) else spec
+    if not pol.online():
+        raise UsageError(
+            f"policy {pol.name!r} replays stores only: it has no online batch former "
+            f"(the sweep serves: {', '.join(policy_names())})"
+        )
+    return pol
 
 
-def simulate(policy: str, requests: ServingRequests, scenario: Scenario) -> ServingResult:
-    """Run ``requests`` through ``policy``'s scheduler under ``scenario`` (drained to the end)."""
-    return check_identity(SERVING_POLICIES.get(policy)(requests, scenario))
+def simulate(policy: str | Policy, requests: ServingRequests, scenario: Scenario) -> ServingResult:
+    """Run ``requests`` through ``policy``'s online former under ``scenario`` (drained to the end);
+    the result is labelled with the spec as given (``asap-no-dual-batch``, ``default``)."""
+    pol = serving_policy(policy)
+    label = policy if isinstance(policy, str) else pol.name
+    res = pol.serve(requests, scenario)
+    return check_identity(res if res.policy == label else replace(res, policy=label))
 
 
 def policy_names() -> list[str]:
-    return SERVING_POLICIES.names()
+    """What the sweep can serve: every online policy and its named ablations."""
+    return policy_specs(online=True)

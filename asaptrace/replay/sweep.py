@@ -19,10 +19,9 @@ gives the same file byte for byte. :func:`vary` re-runs the SLO search per value
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,15 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from asaptrace.errors import UsageError
+from asaptrace.errors import RegistryError, UsageError
 from asaptrace.replay.arrivals import make_stream
 from asaptrace.replay.costs import CostModel, fit_warnings
-from asaptrace.replay.scenario import COST_KNOBS, Scenario
-from asaptrace.replay.serving import ServingResult, policy_names, simulate
-from asaptrace.userfiles import write_atomic
+from asaptrace.replay.scenario import COST_KNOBS, POLICY_ALIASES, Scenario
+from asaptrace.replay.serving import ServingResult, policy_names, serving_policy, simulate
+from asaptrace.replay.sweep_result import SweepResult, headline_policy
 
-#: 2: + costs_from, cost_fit, cost_set, cost_warnings; the reading names where its costs came from
-SCHEMA_VERSION = 2
 #: length buckets of the TTFT decomposition (prompt tokens, [lo, hi))
 BUCKETS = ((0, 512), (512, 2048), (2048, 8192), (8192, 16384), (16384, None))
 AUTO_RATES = tuple(0.5 * 2**k for k in range(12))
@@ -46,11 +43,15 @@ AUTO_RATES = tuple(0.5 * 2**k for k in range(12))
 Progress = Callable[[str], None]
 
 
+#: what ``asaptrace sweep`` compares unless told: the first is the ratios' baseline
+DEFAULT_POLICIES = ("coupled", "chunked", "asap")
+
+
 @dataclass(frozen=True)
 class SweepOptions:
     """What to sweep (the scenario says under which knobs)."""
 
-    policies: tuple[str, ...] = ("default", "chunked", "asap")
+    policies: tuple[str, ...] = DEFAULT_POLICIES
     rates: tuple[float, ...] | None = None  # None: auto (doubling until the SLO is missed)
     bisection_steps: int = 4
     decomposition_rate: float = 4.0
@@ -59,10 +60,11 @@ class SweepOptions:
     lengths: str = "fit"  # "fit" (the scenario's log-logistic) or a synth length profile
 
     def __post_init__(self) -> None:
-        known = policy_names()
         for p in self.policies:
-            if p not in known:
-                raise UsageError(f"unknown policy {p!r} (known: {', '.join(known)})")
+            try:
+                serving_policy(p)
+            except RegistryError:
+                raise UsageError(f"unknown policy {p!r} (known: {', '.join(policy_names())})") from None
         if not self.policies:
             raise UsageError("no policies to sweep")
         if self.rates is not None and (not self.rates or min(self.rates) <= 0):
@@ -252,8 +254,8 @@ def search_slo(
 
 
 # ---------------------------------------------------------------------------------------- sweep
-def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = None) -> dict[str, Any]:
-    """The whole sweep as a JSON-able dict (docs/sweep.md)."""
+def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = None) -> SweepResult:
+    """The whole sweep (docs/sweep.md; its JSON: :meth:`SweepResult.to_json`)."""
     slo, runner = search_slo(sc, opt, progress=progress)
     runner.run(((p, opt.decomposition_rate) for p in opt.policies), kind="reference")
     curves = {
@@ -270,7 +272,6 @@ def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = No
         for b in runner.points[(p, opt.decomposition_rate)].get("buckets", [])
     ]
     result: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
         "scenario": sc.name,
         "policies": list(opt.policies),
         "slo_ttft_ns": int(sc.slo_ttft_s * 1e9),
@@ -285,14 +286,25 @@ def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = No
         "decomposition": decomposition,
         "knobs": sc.knobs(),
         "lengths_fit": sc.lengths.summary() if opt.workload is None and opt.lengths == "fit" else None,
-        "paper": sc.paper_numbers(),
+        "paper": _paper_for(sc.paper_numbers(), opt.policies),
         "costs_from": costs_from(sc),
         "cost_fit": sc.cost_fit,
         "cost_set": dict(sc.cost_set),
         "cost_warnings": fit_warnings(sc.cost_fit),
     }
-    result["reading"] = reading(result)
-    return result
+    return SweepResult(**result, reading=reading(result))
+
+
+def _paper_for(paper: dict[str, Any], policies: tuple[str, ...]) -> dict[str, Any]:
+    """The paper's per-policy figures also under the names swept by an alias (``default``)."""
+    out = {}
+    for k, v in paper.items():
+        if isinstance(v, dict):
+            v = v | {
+                p: v[POLICY_ALIASES[p]] for p in policies if p in POLICY_ALIASES and POLICY_ALIASES[p] in v
+            }
+        out[k] = v
+    return out
 
 
 def costs_from(sc: Scenario) -> str:
@@ -305,6 +317,9 @@ def costs_from(sc: Scenario) -> str:
       named with their values, those set by ``--set`` marked so; ``cost_scale`` ≠ 1 is named last.
     """
     set_by_user = dict(sc.cost_set)
+    if sc.cost_source.startswith("fitted to "):  # a store's fit, handed over in memory (advise --online)
+        fitted = [p for p, q in (sc.cost_fit or {}).items() if q.get("status") == "fitted"]
+        return f"the costs {sc.cost_source} (fitted: {', '.join(fitted) or 'none'})"
     if sc.cost_source.startswith("file "):
         inner = [sc.cost_origin or "no record of what it was fitted to"]
         if sc.cost_fit:
@@ -356,7 +371,7 @@ def reading(result: dict[str, Any]) -> str:
         return text + (
             f" The paper reports {theirs} RPS. Here {head}/{pols[0]} = {ratio:.2f}× against the "
             f"paper's {paper_ratio:.2f}×, from {source} and the knobs listed; {caveat}the ratio moves "
-            "with k_s, E_ref, φ, the Default routing and the cost scale (run with --vary to see how far)."
+            "with k_s, E_ref, φ, the coupled routing and the cost scale (run with --vary to see how far)."
         )
     if ref and all(p in ref for p in pols):
         text += f" The paper reports {', '.join(f'{p} {ref[p]:g}' for p in pols)} RPS."
@@ -377,16 +392,11 @@ def slo_ratio(this: dict[str, Any], base: dict[str, Any]) -> float | None:
     return round(a / b, 4)
 
 
-def headline_policy(policies: list[str] | tuple[str, ...]) -> str:
-    """The policy a ratio against the first is quoted for: ``asap`` when swept, else the last."""
-    return "asap" if "asap" in policies[1:] else policies[-1]
-
-
 def _rps(v: float | None) -> str:
     return "below the lowest rate" if v is None else f"{v:.2f}"
 
 
-def write_results(result: dict[str, Any], path: str | Path) -> Path:
+def write_results(result: SweepResult | Mapping[str, Any], path: str | Path) -> Path:
     """Write a sweep result as JSON (atomically: a temp file renamed into place)."""
-    text = json.dumps(result, indent=1, sort_keys=False, allow_nan=False) + "\n"
-    return write_atomic(path, text.encode("utf-8"))
+    res = result if isinstance(result, SweepResult) else SweepResult.from_json(result)
+    return res.write(path)

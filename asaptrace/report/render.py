@@ -35,9 +35,9 @@ from plotly.offline import get_plotlyjs
 from asaptrace import __version__
 from asaptrace.analyze.compare import HEADLINE_METRICS, compare, headline
 from asaptrace.report.replay_sweep import replay_provenance
-from asaptrace.report.sections import FigureView, Section, TableView
-from asaptrace.units import cell, format_table, human_ns, metric_value, more_rows
-from asaptrace.views import shown_tables
+from asaptrace.report.sections import FigureView, Section, TableView, table_of
+from asaptrace.units import format_table, human_ns, metric_value, more_rows
+from asaptrace.views import compare_views, shown_tables
 from asaptrace.viz import barrier, breakdown, imbalance, timeline
 
 if TYPE_CHECKING:
@@ -87,8 +87,11 @@ def key_tables(tables: dict[str, pl.DataFrame]) -> list[TableView]:
 
 def _table_context(v: TableView) -> dict[str, Any]:
     cols = list(v.columns) or v.table.columns
+    labels = None
+    if v.labels and len(v.labels) == len(cols) and all(c in v.table.columns for c in cols):
+        labels = list(v.labels)
     cols = [c for c in cols if c in v.table.columns]
-    headers, rows = format_table(cols, v.table.head(v.max_rows).iter_rows(named=True))
+    headers, rows = format_table(cols, v.table.head(v.max_rows).iter_rows(named=True), labels)
     more = max(v.table.height - v.max_rows, 0)
     return {
         "id": v.id,
@@ -242,28 +245,11 @@ def render_report(
     comparison = None
     if compare_with is not None:
         other_label, other = compare_with
-        c = compare(t, other.tables)
-        overall = c["compare_overall"]
+        overall, by_group = compare_views(compare(t, other.tables), f"{label} (a)", f"{other_label} (b)")
         comparison = {
             "label": other_label,
-            "overall": {
-                "id": "table-compare-overall",
-                "title": f"{label} (a) vs {other_label} (b)",
-                "caption": "delta = b − a; ratio = b / a",
-                "columns": ["metric", "a", "b", "delta", "ratio"],
-                "rows": [
-                    [
-                        r["metric"],
-                        *(metric_value(r["unit"], r["metric"], r[k]) for k in ("a", "b", "delta")),
-                        cell("ratio", r["ratio"]),
-                    ]
-                    for r in overall.iter_rows(named=True)
-                ],
-                "more": 0,
-            },
-            "by_group": _table_context(
-                TableView("table-compare-by-group", "Per DP group", c["compare_by_group"])
-            ),
+            "overall": _table_context(table_of(overall, "table-compare-overall")),
+            "by_group": _table_context(table_of(by_group, "table-compare-by-group")),
         }
     context = {
         "title": title or f"asaptrace report: {label}",
@@ -283,6 +269,8 @@ def render_report(
                 "text": s.text,
                 "figures": [{"id": f.id, "caption": f.caption} for f in s.figures],
                 "tables": [_table_context(v) for v in s.tables],
+                "lines": list(s.lines),
+                "top": s.top,
             }
             for s in sections
         ],

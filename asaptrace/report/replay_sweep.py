@@ -19,16 +19,19 @@ from typing import Any
 
 import polars as pl
 
-from asaptrace.report.sections import FigureView, Section, TableView
-from asaptrace.units import cell, human_ns, metric_value
-from asaptrace.views import band_text, consistency_text, deployment_text, replay_views
+from asaptrace.replay.replayed_store import REPLAY_KEYS
+from asaptrace.report.sections import FigureView, Section, table_of
+from asaptrace.units import human_ns
+from asaptrace.views import (
+    band_text,
+    compare_views,
+    consistency_text,
+    deployment_text,
+    replay_views,
+    sweep_views,
+)
 from asaptrace.viz.replay import recovered_tornado, recovered_waterfall, replay_steps
 from asaptrace.viz.sweep import sensitivity_tornado, ttft_curves, ttft_quantiles
-
-#: The keys a replayed store's ``replay`` block must carry for its section.
-REPLAY_KEYS = ("policy", "steps", "recovered_ns", "error_mean_pct", "error_max_pct")
-#: The keys a sweep results object must carry for its section.
-SWEEP_KEYS = ("schema_version", "policies", "curves", "slo_rps", "slo_ttft_ns")
 
 
 def replay_result(block: dict[str, Any]) -> dict[str, Any]:
@@ -94,12 +97,10 @@ def replay_section(
         f"{band_text(res)}. {consistency_text(res)}. {warnings}"
     ).strip()
 
-    tables = [
-        TableView(f"table-{sid}-{view.name}", view.title, view.rows, caption=view.caption)
-        for view in replay_views(res)
-    ]
+    views = replay_views(res)
     if comparison is not None:
-        tables += compare_views(sid, comparison)
+        views += compare_views(comparison, "measured", "replayed")
+    tables = [table_of(view, f"table-{sid}-{view.name}") for view in views]
     figures = [
         FigureView(f"fig-{sid}-steps", replay_steps(res)),
         FigureView(f"fig-{sid}-recovered", recovered_waterfall(res)),
@@ -115,78 +116,6 @@ def replay_section(
     )
 
 
-def compare_views(sid: str, comparison: dict[str, pl.DataFrame]) -> list[TableView]:
-    """The measured-vs-replayed comparison as two tables (each headline metric in its own unit)."""
-    overall = comparison["compare_overall"]
-    rows = [
-        {
-            "metric": r["metric"],
-            "measured": metric_value(r["unit"], r["metric"], r["a"]),
-            "replayed": metric_value(r["unit"], r["metric"], r["b"]),
-            "delta": metric_value(r["unit"], r["metric"], r["delta"]),
-            "ratio": cell("ratio", r["ratio"]),
-        }
-        for r in overall.iter_rows(named=True)
-    ]
-    table = pl.DataFrame(
-        rows, schema={k: pl.String for k in ("metric", "measured", "replayed", "delta", "ratio")}
-    )
-    return [
-        TableView(
-            f"table-{sid}-compare-overall",
-            "Measured (a) vs replayed (b)",
-            table,
-            caption="delta = replayed − measured; ratio = replayed / measured",
-        ),
-        TableView(
-            f"table-{sid}-compare-by-group",
-            "Measured vs replayed, per DP group",
-            comparison["compare_by_group"],
-        ),
-    ]
-
-
-def _rps(value: float | None, censored: bool = False) -> str:
-    if value is None:
-        return "missed at the lowest rate"
-    return ("≥ " if censored else "") + f"{value:.2f}"
-
-
-def slo_table(result: dict[str, Any]) -> pl.DataFrame:
-    """Per policy: our SLO-compliant throughput (≥: met at every rate swept), the paper's, the ratios
-    to the first policy, and the mean TTFT at 1 request/s beside the paper's."""
-    paper = result.get("paper") or {}
-    p_rps = paper.get("slo_rps") or {}
-    p_ttft = paper.get("mean_ttft_ms_at_1rps") or {}
-    pols = list(result["policies"])
-    base = p_rps.get(pols[0]) if pols else None
-    at1 = result.get("mean_ttft_ns_at_1rps") or {}
-    censored = result.get("slo_censored") or {}
-    return pl.DataFrame(
-        [
-            {
-                "policy": p,
-                "slo_rps": _rps(result["slo_rps"].get(p), bool(censored.get(p))),
-                "paper_slo_rps": "–" if p_rps.get(p) is None else f"{p_rps[p]:.2f}",
-                "ratio": (result.get("ratios") or {}).get(p),
-                "paper_ratio": p_rps[p] / base if p_rps.get(p) is not None and base else None,
-                "ttft_at_1rps_ns": at1.get(p),
-                "paper_ttft_at_1rps_ns": None if p_ttft.get(p) is None else round(p_ttft[p] * 1e6),
-            }
-            for p in pols
-        ],
-        schema={
-            "policy": pl.String,
-            "slo_rps": pl.String,
-            "paper_slo_rps": pl.String,
-            "ratio": pl.Float64,
-            "paper_ratio": pl.Float64,
-            "ttft_at_1rps_ns": pl.Int64,
-            "paper_ttft_at_1rps_ns": pl.Int64,
-        },
-    )
-
-
 def sweep_section(result: dict[str, Any], label: str) -> Section:
     """The Sweep section of a sweep results object (``label``: its file name)."""
     slo = result["slo_ttft_ns"]
@@ -194,7 +123,7 @@ def sweep_section(result: dict[str, Any], label: str) -> Section:
         f"{label}: scenario {result.get('scenario', '–')}, {result.get('workload', '–')}, "
         f"SLO mean TTFT ≤ {slo / 1e9:g} s. {result.get('reading') or ''}"
     ).strip()
-    if "costs_from" not in result:  # a schema_version 1 file: its reading assumed the paper's figures
+    if not result.get("costs_from"):  # a schema_version 1 file: its reading assumed the paper's figures
         source = (result.get("knobs") or {}).get("cost_source", "–")
         text += f" (Costs: {source}; a schema_version 1 file does not record where they came from.)"
     warnings = result.get("cost_warnings") or []
@@ -209,56 +138,9 @@ def sweep_section(result: dict[str, Any], label: str) -> Section:
             "the points of each policy's TTFT CDF shown",
         ),
     ]
-    tables = [
-        TableView(
-            "table-sweep-slo",
-            "SLO-compliant throughput (requests/s), ours beside the paper's",
-            slo_table(result),
-            caption="≥: the SLO was met at every rate swept (a lower bound); ratio = policy / "
-            + (result["policies"][0] if result["policies"] else "the first policy"),
-        )
-    ]
-    vary = result.get("vary") or []
-    if vary:
+    tables = [table_of(view, f"table-{view.name}") for view in sweep_views(result)]
+    if result.get("vary"):
         figures.append(FigureView("fig-sweep-tornado", sensitivity_tornado(result)))
-        tables.append(
-            TableView(
-                "table-sweep-vary",
-                "Varied knobs",
-                pl.DataFrame(
-                    [
-                        {
-                            "knob": str(v["knob"]),
-                            "value": str(v["value"]),
-                            **{
-                                f"slo_rps {p}": _rps((v.get("slo_rps") or {}).get(p))
-                                for p in result["policies"]
-                            },
-                            "ratio": v.get("ratio"),
-                        }
-                        for v in vary
-                    ]
-                ),
-            )
-        )
-    decomposition = result.get("decomposition") or []
-    if decomposition:
-        tables.append(
-            TableView(
-                "table-sweep-decomposition",
-                f"TTFT by prompt length at {result.get('decomposition_rate', '–')} requests/s",
-                pl.DataFrame(decomposition),
-                columns=(
-                    "policy",
-                    "bucket",
-                    "n_requests",
-                    "mean_ttft_ns",
-                    "queue_share",
-                    "own_share",
-                    "sync_share",
-                ),
-            )
-        )
     return Section(
         "sweep", "Sweep: SLO-compliant throughput", text, figures=tuple(figures), tables=tuple(tables)
     )

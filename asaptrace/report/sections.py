@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import plotly.graph_objects as go
 import polars as pl
 
+from asaptrace import views
+
 
 @dataclass(frozen=True)
 class FigureView:
@@ -35,6 +37,14 @@ class TableView:
     columns: tuple[str, ...] = ()
     max_rows: int = 40
     caption: str = ""
+    labels: tuple[str, ...] | None = None  # human names of ``columns`` (default: from the names)
+
+
+def table_of(view: views.TableView, id: str, *, max_rows: int = 40) -> TableView:
+    """A face-neutral view (:mod:`asaptrace.views`) as a report table: the same columns, labels and
+    caption as the CLI and the dashboard show."""
+    labels = tuple(view.labels) if view.labels else None
+    return TableView(id, view.title, view.rows, tuple(view.columns), max_rows, view.caption, labels)
 
 
 @dataclass(frozen=True)
@@ -46,3 +56,5 @@ class Section:
     text: str = ""
     figures: tuple[FigureView, ...] = ()
     tables: tuple[TableView, ...] = field(default_factory=tuple)
+    lines: tuple[str, ...] = ()  # an ordered list shown after the text (the advice lines)
+    top: bool = False  # shown right after the summary (the advice) instead of after the tables

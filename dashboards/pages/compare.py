@@ -7,10 +7,9 @@ from typing import Any
 
 from dash import Input, Output, dcc, html
 
-from asaptrace.units import cell, metric_value
-from asaptrace.views import TableView
+from asaptrace import views
 from asaptrace.viz.breakdown import group_stacked_bars
-from dashboards.components import graph, message, table, text_table
+from dashboards.components import graph, message, table
 from dashboards.state import Stores, StoreUnavailable
 
 PATH, TITLE = "/compare", "Compare"
@@ -41,19 +40,11 @@ def compare_body(stores: Stores, a: Any, b: Any) -> list:
         la, lb = stores.get(a), stores.get(b)
     except StoreUnavailable as e:
         return [message(str(e))]
-    overall = [
-        (
-            r["metric"],
-            *(metric_value(r["unit"], r["metric"], r[k]) for k in ("a", "b", "delta")),
-            cell("ratio", r["ratio"]),
-        )
-        for r in tables["compare_overall"].iter_rows(named=True)
-    ]
-    by_group = tables["compare_by_group"]
+    overall, by_group = views.compare_views(tables, "A", "B")
     return [
         html.H4(f"A = {la.label}, B = {lb.label} (delta = B − A)"),
-        text_table(["metric", "A", "B", "delta", "B / A"], overall, id="cmp-overall"),
-        table(TableView("per DP group", by_group.columns, by_group), id="cmp-groups"),
+        table(overall, id="cmp-overall"),
+        table(by_group, id="cmp-groups"),
         html.Div(
             [
                 html.Div(

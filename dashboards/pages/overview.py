@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dash import Input, Output, html
+from dash import Input, Output, dcc, html
 
 from asaptrace import views
 from asaptrace.units import human_bytes
@@ -15,7 +15,25 @@ PATH, TITLE = "/", "Overview"
 
 
 def layout(stores: Any = None) -> html.Div:
-    return html.Div(id="overview-body")
+    return html.Div(
+        [
+            html.Div(id="overview-body"),
+            dcc.Loading(html.Div(id="overview-advice"), type="dot"),
+        ]
+    )
+
+
+def advice_body(stores: Stores, key: Any) -> list:
+    """The Advice: the same table and lines as the report and ``asaptrace advise``."""
+    try:
+        j = stores.get(key).advice()
+    except StoreUnavailable as e:
+        return [message(str(e))]
+    shown: list = [html.H3("Advice: what to change, and what it buys")]
+    if any(w["applies"] for w in j["whatifs"]):
+        shown.append(table(views.advice_view(j), id="overview-advice-table"))
+    shown.append(html.Ol([html.Li(line) for line in views.advice_lines(j)], id="overview-advice-lines"))
+    return shown
 
 
 def overview_body(stores: Stores, key: Any) -> list:
@@ -67,4 +85,7 @@ def overview_body(stores: Stores, key: Any) -> list:
 def register(app, stores: Stores, jobs) -> None:
     app.callback(Output("overview-body", "children"), Input("store", "value"))(
         lambda key: overview_body(stores, key)
+    )
+    app.callback(Output("overview-advice", "children"), Input("store", "value"))(
+        lambda key: advice_body(stores, key)
     )

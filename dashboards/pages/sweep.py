@@ -12,15 +12,18 @@ from typing import Any
 
 from dash import Input, Output, State, dcc, html, no_update
 
-from asaptrace import pipeline
+from asaptrace import pipeline, views
 from asaptrace.viz.sweep import sensitivity_tornado, ttft_curves
-from dashboards.components import graph, message, text_table
+from dashboards.components import graph, message, table
 from dashboards.jobs import Jobs, JobsBusy
 from dashboards.pages._jobs_ui import POLL_MS, buttons, register_job_controls
 
 PATH, TITLE = "/sweep", "Sweep"
 UNAVAILABLE = "The SLO sweep is not available in this build (asaptrace.pipeline has no sweep)."
-POLICIES = ("default", "chunked", "asap")
+#: the sweep's choices, from the one policy registry (online policies and their ablations)
+CATALOGUE = pipeline.policy_catalogue()
+POLICIES = tuple(s for p in CATALOGUE if p["online"] for s in (p["name"], *p["variants"]))
+CHOSEN = [p["name"] for p in CATALOGUE if p["sweep_default"]]
 #: a small sweep by default: a page run should take seconds, not the paper's 300 s per rate
 DEFAULTS = {"rates": "1,2,4,8", "duration_s": 30, "vary": "k_s=1,2"}
 
@@ -36,7 +39,7 @@ def layout(stores: Any = None) -> html.Div:
         [
             html.Div(
                 [
-                    dcc.Checklist(id="sw-policies", options=list(POLICIES), value=list(POLICIES)),
+                    dcc.Checklist(id="sw-policies", options=list(POLICIES), value=CHOSEN),
                     html.Label(
                         [
                             "rates (1/s, comma-separated)",
@@ -104,19 +107,13 @@ def start_sweep(jobs: Jobs, policies: Any, rates: Any, duration: Any, vary: Any)
 
 
 def sweep_result(result: dict[str, Any]) -> list:
-    rows = [
-        (
-            p,
-            "-"
-            if v is None
-            else f"{v:.2f}" + (" (≥, met at every rate)" if result.get("slo_censored", {}).get(p) else ""),
-            "-" if result["ratios"].get(p) is None else f"{result['ratios'][p]:.2f}×",
-        )
-        for p, v in result["slo_rps"].items()
-    ]
+    """A finished sweep: its reading, every table as the CLI and the report show them
+    (:func:`asaptrace.views.sweep_views`), the curves and the tornado."""
+    warnings = [message(f"warning: {w}", kind="info") for w in result.get("cost_warnings") or []]
     return [
         html.P(result.get("reading", ""), id="sw-reading"),
-        text_table(["policy", "SLO throughput (1/s)", "vs first"], rows, id="sw-slo"),
+        *warnings,
+        *(table(view, id=f"sw-{view.name.removeprefix('sweep-')}") for view in views.sweep_views(result)),
         graph("sw-curves", ttft_curves(result)),
         graph("sw-tornado", sensitivity_tornado(result)),
     ]

@@ -1,11 +1,22 @@
-"""Replay policies: one small module each, registered in :data:`POLICIES` like a plugin would be.
+"""Policies: one small module each, registered in :data:`POLICIES` like a plugin would be.
 
-A user policy subclasses :class:`LockstepPolicy` or :class:`PipelinedPolicy`, overrides its hook
-and calls :func:`register_policy`; a taken name raises.
+The one registry of the project's policies, offline (``replay``: :meth:`Policy.run` on a store's
+workload) and online (``sweep``: :meth:`Policy.serve`, the batch former on a request stream). A
+user policy subclasses :class:`LockstepPolicy` or :class:`PipelinedPolicy`, overrides its hook
+(and ``serve`` to run in the sweep too) and calls :func:`register_policy`; a taken name raises.
+docs/analyses/replay.md shows a whole example policy.
+
+A policy is named by a spec (:func:`policy_of`): its registered name (``asap``), or name-variant
+for a named ablation (``asap-no-dual-batch`` = ``asap`` with ``dual_batch=False``); ``default``
+is the sweep's old name of ``coupled`` (kept as an alias).
 """
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
+from asaptrace.errors import UsageError
 from asaptrace.registry import Registry
 from asaptrace.replay.policies._base import (
     Deployment,
@@ -20,6 +31,7 @@ from asaptrace.replay.policies.asap import Asap
 from asaptrace.replay.policies.balanced import Balanced
 from asaptrace.replay.policies.chunked import Chunked
 from asaptrace.replay.policies.coupled import Coupled
+from asaptrace.replay.scenario import POLICY_ALIASES
 
 POLICIES: Registry[type[Policy]] = Registry("replay policy")
 
@@ -33,7 +45,69 @@ def register_policy(cls: type[Policy]) -> type[Policy]:
 for _cls in (Coupled, Asap, Balanced, AfdPingpong, Chunked):
     register_policy(_cls)
 
+ALIASES = POLICY_ALIASES
+
+
+def _split_spec(spec: str) -> tuple[type[Policy], dict[str, Any]]:
+    """A spec's class and its named ablation's parameters (unknown: RegistryError listing names)."""
+    spec = ALIASES.get(spec, spec)
+    if spec in POLICIES:
+        return POLICIES.get(spec), {}
+    for name, cls in POLICIES:
+        for variant, params in cls.variants.items():
+            if spec == f"{name}-{variant}":
+                return cls, dict(params)
+    POLICIES.get(spec)  # raises, naming the known policies
+    raise AssertionError(spec)
+
+
+def policy_of(spec: str, params: dict[str, Any] | None = None) -> Policy:
+    """The policy a spec names, with ``params`` over its named ablation's (None values: defaults;
+    an unknown parameter: UsageError naming the policy's)."""
+    cls, base = _split_spec(spec)
+    given = {k: v for k, v in (params or {}).items() if v is not None}
+    unknown = sorted(set(given) - set(cls.param_names()))
+    if unknown:
+        raise UsageError(
+            f"policy {spec!r} has no parameter {', '.join(unknown)} (it has: {', '.join(cls.param_names())})"
+        )
+    return cls(**(base | given))
+
+
+def catalogue() -> list[dict[str, Any]]:
+    """Every registered policy for a face's form or listing: name, family, whether it serves
+    online, its named ablations, its parameters with their defaults, and its docstring's first line."""
+    from dataclasses import MISSING, fields
+
+    out = []
+    for name, cls in POLICIES:
+        # the policy module's first line says what it is (a dataclass's own __doc__ is its signature)
+        para = (sys.modules[cls.__module__].__doc__ or "").strip().split("\n\n")[0]
+        summary = " ".join(para.split()).removeprefix(f"``{name}``: ")
+        out.append(
+            {
+                "name": name,
+                "family": cls.family,
+                "online": cls.online(),
+                "variants": {f"{name}-{v}": p for v, p in cls.variants.items()},
+                "params": {f.name: (None if f.default is MISSING else f.default) for f in fields(cls)},
+                "summary": summary,
+            }
+        )
+    return out
+
+
+def policy_specs(*, online: bool | None = None) -> list[str]:
+    """Every registered name and named ablation (``online=True``: only those the sweep can serve)."""
+    out = []
+    for name, cls in POLICIES:
+        if online is None or cls.online() == online:
+            out += [name, *(f"{name}-{v}" for v in cls.variants)]
+    return out
+
+
 __all__ = [
+    "ALIASES",
     "POLICIES",
     "AfdPingpong",
     "Asap",
@@ -45,6 +119,9 @@ __all__ = [
     "PipelinedPolicy",
     "Policy",
     "PolicyRun",
+    "catalogue",
+    "policy_of",
+    "policy_specs",
     "register_policy",
     "resolve_deployment",
 ]

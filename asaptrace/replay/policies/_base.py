@@ -10,7 +10,12 @@
   (asap: the store's batches on D groups; afd-pingpong: each step split into m micro-batches on
   one barriered attention group).
 
-Every policy is a frozen dataclass whose fields are its parameters (``params()``), and says which
+Every policy is a frozen dataclass whose fields are its parameters (``params()``; an ablation is a
+parameter, and a named ablation such as ``asap-no-dual-batch`` is an entry of ``variants``). A
+policy that can serve a request stream online also overrides :meth:`Policy.serve`, its online
+batch former (arrivals → batches → per-request times under a :class:`~asaptrace.replay.scenario.Scenario`,
+DOMAIN.md §6): the one registry (:data:`asaptrace.replay.policies.POLICIES`) serves the replay and
+the sweep alike. Every policy also says which
 *counterfactual sequence* attributes its recovered time (:meth:`Policy.counterfactuals`): a list
 of (cause, policy) replays run in order from the coupled replay; each cause gets the drop from the
 previous replay to its own, so the causes add up to coupled − final exactly.
@@ -19,7 +24,7 @@ previous replay to its own, so the causes add up to coupled − final exactly.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import polars as pl
@@ -28,6 +33,10 @@ from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import ChainTimes, chain_from_costs, run_chain
 from asaptrace.replay.pipelined import BatchFormer, PipelineConfig, PipelineTrace, ServiceOrder, run_pipeline
 from asaptrace.replay.workload import StepChain, Workload
+
+if TYPE_CHECKING:
+    from asaptrace.replay.scenario import Scenario
+    from asaptrace.replay.serving_types import ServingRequests, ServingResult
 
 
 @dataclass(frozen=True)
@@ -107,9 +116,22 @@ class Policy:
 
     name: ClassVar[str] = ""
     family: ClassVar[str] = ""
+    #: named ablations: ``"{name}-{variant}"`` is this policy with these parameters
+    variants: ClassVar[dict[str, dict[str, Any]]] = {}
 
     def run(self, wl: Workload, costs: CostModel) -> PolicyRun:
+        """Offline: replay a store's workload on this policy's deployment."""
         raise NotImplementedError
+
+    def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
+        """Online: the batch former — arrivals → batches → per-request times, on ``scenario``'s
+        deployment for this policy's family (DOMAIN.md §6). Not overridden: replay-only."""
+        raise NotImplementedError
+
+    @classmethod
+    def online(cls) -> bool:
+        """Whether the policy has an online batch former (the sweep can run it)."""
+        return cls.serve is not Policy.serve
 
     def params(self) -> dict[str, Any]:
         return asdict(self)
@@ -189,6 +211,12 @@ class LockstepPolicy(Policy):
         """Compute rows drawn inside measured chains (None: draw the gaps themselves)."""
         return wl.busy if wl.chains else None
 
+
+#: why a policy that re-places a step's requests cannot run on a store without their lengths
+NO_COMPOSITION = (
+    "the store has no batch composition (no request annotations, no --batches sidecar): "
+    "no requests to re-place"
+)
 
 #: before any time: a rank that ran no earlier step is free from the start
 _NEVER = np.iinfo(np.int64).min

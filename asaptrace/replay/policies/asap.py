@@ -40,17 +40,26 @@ from typing import ClassVar
 import numpy as np
 
 from asaptrace.errors import UsageError
+from asaptrace.replay._serving_asap import Mechanisms, simulate_asap
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import chain_from_costs, run_chain
 from asaptrace.replay.offline import lockstep_split_steps, offline_batches
 from asaptrace.replay.pipelined import BatchFormer, FifoBatches, StaticBatches
 from asaptrace.replay.policies._base import Deployment, PipelinedPolicy, Policy, PolicyRun, lockstep_batches
+from asaptrace.replay.scenario import Scenario
+from asaptrace.replay.serving_types import ServingRequests, ServingResult
 from asaptrace.replay.workload import Workload
 
 
 @dataclass(frozen=True)
 class Asap(PipelinedPolicy):
     name: ClassVar[str] = "asap"
+    variants: ClassVar[dict[str, dict]] = {
+        "no-dual-batch": {"dual_batch": False},
+        "no-overlap": {"overlap": False},
+        "no-super-kernel": {"super_kernel": False},
+        "expert-failure": {"expert_failure": True},
+    }
     asynchronous: bool = True
     #: "fifo": a ready batch goes to the least-occupied group with a free slot (DOMAIN §7);
     #: "measured": each batch on the group it ran on (the reference replay of a disaggregated store)
@@ -69,6 +78,18 @@ class Asap(PipelinedPolicy):
 
     def run(self, wl: Workload, costs: CostModel) -> PolicyRun:
         return super().run(wl, costs) if self.asynchronous else self._run_lockstep(wl, costs)
+
+    def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
+        """Online: batches cut from arrivals (:mod:`asaptrace.replay._serving_asap`) on the
+        scenario's D×T + E, with this policy's mechanisms; ``expert_failure``: E − 1 expert dies."""
+        if not self.asynchronous:
+            raise UsageError("asap online runs asynchronously (asynchronous=false is an offline step)")
+        if self.expert_failure:
+            if scenario.asap_experts < 2:
+                raise UsageError("expert_failure needs at least two expert dies (asap_experts)")
+            scenario = scenario.with_knobs({"asap_experts": scenario.asap_experts - 1})
+        mech = Mechanisms(dual_batch=self.dual_batch, overlap=self.overlap, super_kernel=self.super_kernel)
+        return simulate_asap(requests, scenario, mech=mech, name=self.name)
 
     def _run_lockstep(self, wl: Workload, costs: CostModel) -> PolicyRun:
         """The split in lockstep: each measured (step, micro-batch) a barriered sub-step, in order."""

@@ -17,9 +17,12 @@ from typing import ClassVar
 import numpy as np
 import polars as pl
 
+from asaptrace.replay._serving_lockstep import simulate_balanced
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import scale_transfers
-from asaptrace.replay.policies._base import LockstepPolicy
+from asaptrace.replay.policies._base import NO_COMPOSITION, LockstepPolicy
+from asaptrace.replay.scenario import Scenario
+from asaptrace.replay.serving_types import ServingRequests, ServingResult
 from asaptrace.replay.workload import StepChain, Workload
 from asaptrace.schema import Kind
 
@@ -27,6 +30,15 @@ from asaptrace.schema import Kind
 @dataclass(frozen=True)
 class Balanced(LockstepPolicy):
     name: ClassVar[str] = "balanced"
+
+    def applies(self, wl: Workload) -> str | None:
+        if wl.n_groups < 2:
+            return "the store has one DP group: nothing to balance across"
+        return None if wl.batches.height else NO_COMPOSITION
+
+    def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
+        """Online: coupled steps, the heaviest attention first onto the least-loaded group."""
+        return simulate_balanced(requests, scenario)
 
     def step_chains(self, wl: Workload, step: int, costs: CostModel) -> list[StepChain]:
         chain = scale_transfers(super().step_chains(wl, step, costs)[0], self.k_s)

@@ -23,9 +23,12 @@ import numpy as np
 import polars as pl
 
 from asaptrace.errors import UsageError
+from asaptrace.replay._serving_lockstep import simulate_chunked
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import chain_from_costs
-from asaptrace.replay.policies._base import LockstepPolicy
+from asaptrace.replay.policies._base import NO_COMPOSITION, LockstepPolicy
+from asaptrace.replay.scenario import Scenario
+from asaptrace.replay.serving_types import ServingRequests, ServingResult
 from asaptrace.replay.workload import StepChain, Workload
 
 
@@ -52,6 +55,14 @@ def chunk_pieces(seq_len: list[int], cached: list[int], budget: int) -> list[lis
 class Chunked(LockstepPolicy):
     name: ClassVar[str] = "chunked"
     chunk_tokens: int = 8192
+
+    def applies(self, wl: Workload) -> str | None:
+        return None if wl.batches.height else NO_COMPOSITION
+
+    def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
+        """Online: coupled sub-steps of at most the scenario's ``chunk_tokens`` per group (its knob,
+        like every online deployment setting)."""
+        return simulate_chunked(requests, scenario)
 
     def step_chains(self, wl: Workload, step: int, costs: CostModel) -> list[StepChain]:
         b = wl.batches.filter(pl.col("step") == step) if wl.batches.height else wl.batches

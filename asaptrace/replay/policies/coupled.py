@@ -18,9 +18,12 @@ import numpy as np
 import polars as pl
 
 from asaptrace.errors import UsageError
+from asaptrace.replay._serving_lockstep import simulate_default
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import scale_transfers
 from asaptrace.replay.policies._base import LockstepPolicy, Policy
+from asaptrace.replay.scenario import Scenario
+from asaptrace.replay.serving_types import ServingRequests, ServingResult
 from asaptrace.replay.workload import StepChain, Workload
 from asaptrace.schema import Kind
 
@@ -28,6 +31,11 @@ from asaptrace.schema import Kind
 @dataclass(frozen=True)
 class Coupled(LockstepPolicy):
     name: ClassVar[str] = "coupled"
+
+    def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
+        """Online: FIFO steps on the scenario's coupled deployment, longest-first onto groups."""
+        return simulate_default(requests, scenario)
+
     expert_failure: bool = False
     failed_rank: int = 0
 

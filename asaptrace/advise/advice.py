@@ -1,0 +1,170 @@
+"""The advice, typed: one :class:`WhatIf` per candidate change, ranked, in an :class:`Advice`.
+
+Every number a line says is a field beside it (``recovered_ns``, ``recovered_low_ns`` …), and the
+line is made from those fields only (:func:`whatif_line`), so a test can re-read each line
+against its numbers, as the findings' test does. No advice without a number: a what-if that does
+not apply says why in one line instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from asaptrace.errors import UsageError
+from asaptrace.units import text_ns
+
+#: 1: the first advice JSON (docs/analyses/advise.md)
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """One candidate change: what it is, whether it applies, what it wins back and how sure."""
+
+    name: str  # balanced | chunked | asap | afd-pingpong | asap-expert-failure
+    label: str  # "Σs²-balanced placement", "asap at 5×4 + 12", …
+    policy: str
+    applies: bool
+    reason: str = ""  # why it does not apply (one line)
+    params: dict[str, Any] = field(default_factory=dict)
+    deployment: dict[str, Any] | None = None
+    makespan_ns: int | None = None
+    reference_ns: int | None = None
+    recovered_ns: int | None = None
+    recovered_low_ns: int | None = None
+    recovered_high_ns: int | None = None
+    range_from: list[str] = field(default_factory=list)  # what the range spans ("k_s 1–2", …)
+    fit: list[dict[str, Any]] = field(default_factory=list)  # the cost-fit parts it rests on
+    answers: list[dict[str, Any]] = field(default_factory=list)  # the findings it answers
+    chosen_from: str = ""  # "best of 7 splits of 32 devices"
+    binding: str | None = None  # pool | attention | transfer (disaggregated what-ifs)
+    bandwidth_bound: bool | None = None
+    online: dict[str, Any] | None = None  # with --online: its SLO throughput beside the measured policy's
+    line: str = ""
+
+    @property
+    def loses(self) -> bool:
+        return self.applies and (self.recovered_ns or 0) < 0
+
+
+@dataclass(frozen=True)
+class Advice:
+    """A store's advice: the measured run, its ranked what-ifs, those that do not apply."""
+
+    store: str
+    deployment: str  # coupled | disaggregated
+    devices: int
+    measured_makespan_ns: int
+    reference_makespan_ns: int
+    whatifs: list[WhatIf]  # applying ones, most recovered first; then those that do not apply
+    findings: list[dict[str, Any]] = field(default_factory=list)  # the diagnosis' findings it read
+    online: dict[str, Any] | None = None  # the sweep's scenario, SLO and the measured policy's RPS
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def ranked(self) -> list[WhatIf]:
+        return [w for w in self.whatifs if w.applies]
+
+    @property
+    def not_applicable(self) -> list[WhatIf]:
+        return [w for w in self.whatifs if not w.applies]
+
+    def lines(self) -> list[str]:
+        """Every advice line, ranked, then one line per what-if that does not apply."""
+        return [w.line for w in self.whatifs]
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"schema_version": self.schema_version}
+        for f in fields(self):
+            if f.name != "schema_version":
+                out[f.name] = getattr(self, f.name)
+        out["whatifs"] = [asdict(w) | {"loses": w.loses} for w in self.whatifs]
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], *, path: str | None = None) -> Advice:
+        if (
+            not isinstance(data, Mapping)
+            or data.get("schema_version") != SCHEMA_VERSION
+            or "whatifs" not in data
+        ):
+            raise UsageError(f"is not an advice JSON of schema_version {SCHEMA_VERSION}", path=path)
+        names = {f.name for f in fields(WhatIf)}
+        whatifs = [WhatIf(**{k: v for k, v in w.items() if k in names}) for w in data["whatifs"]]
+        known = {f.name for f in fields(cls)} - {"whatifs"}
+        return cls(**{k: v for k, v in data.items() if k in known}, whatifs=whatifs)
+
+    def __repr__(self) -> str:
+        top = self.ranked[0].line if self.ranked else "no what-if applies"
+        return f"<Advice {self.store}: {len(self.ranked)} what-ifs; top: {top}>"
+
+
+# ---------------------------------------------------------------------------------------- wording
+def range_text(w: WhatIf) -> str:
+    """``1.1 s to 1.6 s`` over what the store cannot pin, or why there is no range."""
+    lo, hi = w.recovered_low_ns, w.recovered_high_ns
+    if lo is None or hi is None or not w.range_from:
+        return "none: nothing it rests on could be varied"
+    if _signed(lo) == _signed(hi):  # apart by less than the digits shown
+        return f"no spread over {', '.join(w.range_from)}"
+    return f"{_signed(lo)} to {_signed(hi)} over {', '.join(w.range_from)}"
+
+
+def _signed(ns: int) -> str:
+    return ("−" if ns < 0 else "") + text_ns(abs(ns))
+
+
+def answers_text(w: WhatIf) -> str:
+    if w.name == "asap-expert-failure":
+        return "if one expert die fails"
+    if not w.answers:
+        return "no finding of this run"
+    return "; ".join(a["label"] for a in w.answers)
+
+
+def fit_text(w: WhatIf) -> str:
+    parts = []
+    for q in w.fit:
+        if q["status"] == "fitted":
+            r2 = "–" if q.get("r2") is None else f"{q['r2']:.2f}"
+            parts.append(f"{q['part']} R² {r2}" + (" (weak)" if q.get("weak") else ""))
+        else:
+            parts.append(f"{q['part']} default")
+    return "cost fit: " + (", ".join(parts) if parts else "measured times only")
+
+
+def whatif_line(w: WhatIf) -> str:
+    """The advice line of one what-if, from its own fields only."""
+    if not w.applies:
+        return f"{w.label}: does not apply — {w.reason}"
+    assert w.recovered_ns is not None and w.reference_ns is not None
+    verb = "loses" if w.recovered_ns < 0 else "wins back"
+    text = (
+        f"{answers_text(w)} → {w.label} {verb} {text_ns(abs(w.recovered_ns))} of "
+        f"{text_ns(w.reference_ns)} (range {range_text(w)}; {fit_text(w)})"
+    )
+    if w.chosen_from:
+        text += f"; {w.chosen_from}"
+    if w.bandwidth_bound:
+        text += "; bandwidth-bound: more expert dies stop helping (the transfers bind)"
+    elif w.binding:
+        text += f"; the {w.binding} binds"
+    if w.online:
+        o = w.online
+        base = _rps(o.get("measured_slo_rps"), o.get("measured_censored"))
+        if o.get("reason"):
+            text += f"; online: not swept ({o['reason']}; {o['measured_policy']} serves {base} requests/s)"
+        else:
+            mine = _rps(o.get("slo_rps"), o.get("censored"))
+            text += f"; online at the SLO: {mine} requests/s against {o['measured_policy']}'s {base}"
+    return text
+
+
+def _rps(v: float | None, censored: bool | None = False) -> str:
+    if v is None:
+        return "below the lowest rate"
+    return ("≥ " if censored else "") + f"{v:.2f}"

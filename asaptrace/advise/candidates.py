@@ -1,0 +1,345 @@
+"""The what-ifs a store is advised on, each at its best setting, with its range and the findings it answers.
+
+For a store's deployment (DOMAIN.md §7; every replay on the store's device total):
+
+A finding of severity "info" (e.g. Σs² imbalance where no barrier couples the groups) costs no
+time and is answered by nothing; ``balanced`` and ``chunked`` apply to coupled stores only.
+
+* ``balanced`` — Σs²-balanced placement (the coupled run, each step's requests re-placed by
+  attention cost); answers Σs² imbalance and a DP group that is last because of its load;
+* ``chunked`` — chunked prefill at the best of :data:`CHUNK_TOKENS`; answers the same;
+* ``asap`` — ASAP at the best D×T + E split (``replay --split auto``); answers the barrier wait,
+  and the stragglers the barrier makes everyone wait for;
+* ``afd-pingpong`` — at its best split and m; answers the barrier wait;
+* ``asap-expert-failure`` — robustness: ASAP's best split with one expert die lost.
+
+**Range** (what the store cannot pin): a disaggregated what-if on a coupled store is replayed again
+at ``k_s`` ∈ {1, 2} (a measured coupled collective vs an asynchronous send) and with its modelled
+pool and transfer costs × (1 ∓ each fitted part's residual p95) (the replay's band); a lockstep
+what-if, which rescales measured attention by the fitted model, with the model's c2 (the Σs²
+term, what placement weighs) × (1 ∓ the attention fit's residual p95). The range is the least and the most recovered over those runs.
+A what-if that cannot run on the store (no MoE layers, one device, no batch composition) is kept
+with the one-line reason.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from asaptrace.advise.advice import Advice, WhatIf, whatif_line
+from asaptrace.analyze.diagnosis import Diagnosis
+from asaptrace.errors import UsageError
+from asaptrace.replay.costs import R2_WARN, CostFit, CostModel
+from asaptrace.replay.explore import best_split, vary_replay
+from asaptrace.replay.run import ReplayResult, replay_workload, resolve_costs
+from asaptrace.replay.workload import Workload
+from asaptrace.units import percent
+
+#: chunk sizes tried for chunked prefill (tokens per DP group per sub-step)
+CHUNK_TOKENS = (2048, 4096, 8192, 16384)
+#: k_s values a disaggregated what-if of a coupled store is replayed at (its range)
+K_S_RANGE = ("1", "2")
+
+#: which findings each what-if answers (straggler_group only when its cause is its load)
+ANSWERS: dict[str, tuple[str, ...]] = {
+    "balanced": ("sumsq_imbalance", "straggler_group"),
+    "chunked": ("sumsq_imbalance", "straggler_group"),
+    "asap": ("barrier_wait", "straggler_group", "sumsq_imbalance", "hot_expert", "slow_device"),
+    "afd-pingpong": ("barrier_wait",),
+    "asap-expert-failure": (),
+}
+_LOCKSTEP_PARTS = ("attention",)
+_PIPELINED_PARTS = ("attention", "moe", "transfer")
+
+
+def advise(
+    wl: Workload,
+    diag: Diagnosis,
+    *,
+    costs: CostModel | CostFit | str | None = None,
+    source: str = "",
+    progress: Callable[[str], None] | None = None,
+) -> Advice:
+    """Run every candidate what-if on ``wl`` and rank them (see the module docstring)."""
+    t0 = time.perf_counter()
+    say = progress or (lambda _m: None)
+    fit = resolve_costs(wl, costs)
+    findings = [f for f in diag.findings if f.code in {c for cs in ANSWERS.values() for c in cs}]
+    out: list[WhatIf] = []
+    for name, run in (
+        ("balanced", _balanced),
+        ("chunked", _chunked),
+        ("asap", _asap),
+        ("afd-pingpong", _afd),
+        ("asap-expert-failure", _expert_failure),
+    ):
+        say(f"what-if: {name}")
+        try:
+            w = run(wl, fit, out)
+        except UsageError as e:
+            w = WhatIf(name, _LABELS[name], _POLICY.get(name, name), False, reason=_reason(str(e)))
+        if w.applies:
+            w = replace(w, answers=_answers(name, findings), fit=_fit(fit, w))
+        out.append(replace(w, line=whatif_line(w)))
+    ranked = sorted((w for w in out if w.applies), key=lambda w: -(w.recovered_ns or 0))
+    ref = next((w.reference_ns for w in ranked), None)
+    return Advice(
+        store=source,
+        deployment=wl.deployment,
+        devices=wl.world_size,
+        measured_makespan_ns=int(wl.steps["end_ns"].max() - wl.steps["start_ns"].min()),
+        reference_makespan_ns=int(ref) if ref is not None else 0,
+        whatifs=ranked + [w for w in out if not w.applies],
+        findings=[f.to_json() for f in diag.findings],
+        notes=list(wl.notes),
+        seconds=round(time.perf_counter() - t0, 3),
+    )
+
+
+_LABELS = {
+    "balanced": "Σs²-balanced placement",
+    "chunked": "chunked prefill",
+    "asap": "asap",
+    "afd-pingpong": "afd-pingpong",
+    "asap-expert-failure": "asap with one expert die lost",
+}
+_POLICY = {"asap-expert-failure": "asap"}
+
+
+def _reason(message: str) -> str:
+    """A replay's UsageError as the one-line reason (without the ``POLICY does not apply:`` head)."""
+    return message.split(" does not apply: ", 1)[-1].strip()
+
+
+# ------------------------------------------------------------------------------------ the what-ifs
+#: balanced and chunked re-place requests across a coupled run's barriered DP groups
+_COUPLED_ONLY = "the store is disaggregated: it re-places requests across a coupled run's barriered DP groups"
+
+
+def _balanced(wl: Workload, fit: CostFit, _done: list[WhatIf]) -> WhatIf:
+    if wl.deployment != "coupled":
+        raise UsageError(_COUPLED_ONLY)
+    r = replay_workload(wl, "balanced", costs=fit, attribute=False, band=False)
+    return _lockstep_whatif("balanced", _LABELS["balanced"], r, wl, fit, {})
+
+
+def _chunked(wl: Workload, fit: CostFit, _done: list[WhatIf]) -> WhatIf:
+    if wl.deployment != "coupled":
+        raise UsageError(_COUPLED_ONLY)
+    runs = [
+        (
+            c,
+            replay_workload(
+                wl, "chunked", params={"chunk_tokens": c}, costs=fit, attribute=False, band=False
+            ),
+        )
+        for c in CHUNK_TOKENS
+    ]
+    c, best = min(runs, key=lambda cr: (cr[1].makespan_ns, cr[0]))
+    w = _lockstep_whatif("chunked", f"chunked prefill at {c:,} tokens", best, wl, fit, {"chunk_tokens": c})
+    return replace(w, chosen_from="best of chunk sizes " + ", ".join(f"{x:,}" for x in CHUNK_TOKENS))
+
+
+def _measured_mechanisms(wl: Workload) -> dict[str, Any]:
+    """A disaggregated store's what-ifs keep its runtime's mechanisms (as its reference replay does:
+    dual batch when it ran two micro-batches, no long-prompt rule) and change only the split."""
+    if wl.deployment == "coupled":
+        return {}
+    return {"dual_batch": wl.micro_batches > 1, "long_tokens": 0}
+
+
+def _asap(wl: Workload, fit: CostFit, _done: list[WhatIf]) -> WhatIf:
+    return _pipelined_whatif("asap", wl, fit, _measured_mechanisms(wl))
+
+
+def _afd(wl: Workload, fit: CostFit, _done: list[WhatIf]) -> WhatIf:
+    return _pipelined_whatif("afd-pingpong", wl, fit, _measured_mechanisms(wl))
+
+
+def _expert_failure(wl: Workload, fit: CostFit, done: list[WhatIf]) -> WhatIf:
+    asap = next((w for w in done if w.name == "asap"), None)
+    if asap is None or not asap.applies:
+        raise UsageError(asap.reason if asap is not None else "asap did not run")
+    params = _measured_mechanisms(wl) | {
+        "attention": asap.params["attention"],
+        "experts": asap.params["experts"],
+        "expert_failure": True,
+    }
+    if int(params["experts"]) < 2:
+        raise UsageError("the best split has one expert die: losing it leaves no pool")
+    w = _pipelined_whatif("asap", wl, fit, params, search=False, name="asap-expert-failure")
+    return replace(w, chosen_from=f"robustness of {asap.label}")
+
+
+def _lockstep_whatif(
+    name: str, label: str, r: ReplayResult, wl: Workload, fit: CostFit, params: dict[str, Any]
+) -> WhatIf:
+    """A lockstep what-if and its range over the attention fit's residual (c1, c2 × (1 ∓ p95))."""
+    q = (fit.quality or {}).get("attention") or {}
+    lows, range_from = [r.recovered_total_ns], []
+    if q.get("status") == "fitted" and q.get("residual_p95_pct"):
+        e = min(float(q["residual_p95_pct"]) / 100, 0.9)
+        m = fit.model
+        for s in (1 - e, 1 + e):
+            costs = replace(m, attn_c2_ms=m.attn_c2_ms * s)  # the Σs² share: what placement weighs
+            lows.append(
+                replay_workload(
+                    wl, name, params=params, costs=costs, attribute=False, band=False
+                ).recovered_total_ns
+            )
+        range_from.append(f"the attention model's c2 ± {q['residual_p95_pct']:g} % (its fit's residual p95)")
+    return _from_replay(name, label, name, r, lows, range_from)
+
+
+def _pipelined_whatif(
+    policy: str,
+    wl: Workload,
+    fit: CostFit,
+    params: dict[str, Any],
+    *,
+    search: bool = True,
+    name: str | None = None,
+) -> WhatIf:
+    """A disaggregated what-if at its best split (or at ``params``), its band and its k_s range."""
+    name = name or policy
+    row: dict[str, Any] = {}
+    n_splits = 0
+    if search:
+        rows, params = best_split(wl, policy, params, fit.model)
+        row, n_splits = next(r for r in rows if r["best"]), len(rows)
+    r = replay_workload(wl, policy, params=params, costs=fit, attribute=False, band=True)
+    recs, range_from = [r.recovered_total_ns], []
+    if r.band.get("status") == "fitted":
+        recs += [r.band["recovered_low_ns"], r.band["recovered_high_ns"]]
+        parts = ", ".join(f"{p} ± {100 * v:.0f} %" for p, v in r.band["parts"].items())
+        range_from.append(f"the fitted {parts} (residual p95)")
+    if wl.deployment == "coupled":
+        rows_k = vary_replay(wl, policy, params, fit.model, [("k_s", list(K_S_RANGE))])
+        recs += [x["recovered_ns"] for x in rows_k]
+        range_from.append("k_s " + "–".join(K_S_RANGE))
+    split = f"{str(r.params['attention']).replace('x', '×')} + {r.params['experts']}"
+    label = f"{policy} at {split}"
+    if policy == "afd-pingpong":
+        label += f", m {r.params['m']}"
+    if name == "asap-expert-failure":
+        label = f"asap at {split} with one expert die lost ({int(r.params['experts']) - 1} serve)"
+    chosen = f"best of {n_splits} splits of {wl.world_size} devices" if search else ""
+    if search and policy == "afd-pingpong":
+        chosen = f"best of {n_splits} (split, m) of {wl.world_size} devices"
+    return _from_replay(
+        name,
+        label,
+        policy,
+        r,
+        recs,
+        range_from,
+        chosen_from=chosen,
+        binding=row.get("binding") or _binding(r),
+        bandwidth_bound=row.get("bandwidth_bound"),
+    )
+
+
+def _from_replay(
+    name: str,
+    label: str,
+    policy: str,
+    r: ReplayResult,
+    recovered: list[int],
+    range_from: list[str],
+    **extra: Any,
+) -> WhatIf:
+    """A what-if that ran: its replay's numbers, and the range of ``recovered`` over its re-runs."""
+    return WhatIf(
+        name=name,
+        label=label,
+        policy=policy,
+        applies=True,
+        params=r.params,
+        deployment=r.deployment,
+        makespan_ns=r.makespan_ns,
+        reference_ns=r.reference_makespan_ns,
+        recovered_ns=r.recovered_total_ns,
+        recovered_low_ns=min(recovered),
+        recovered_high_ns=max(recovered),
+        range_from=range_from,
+        **extra,
+    )
+
+
+def _binding(r: ReplayResult) -> str | None:
+    b = r.bounds or {}
+    if "pool_utilisation" not in b:
+        return None
+    return "pool" if b["pool_utilisation"] >= b["attention_utilisation"] else "attention"
+
+
+# --------------------------------------------------------------------------- findings and the fit
+def finding_label(f: Any) -> str:
+    """A finding in a few words, with its number (the advice line's left-hand side)."""
+    d = f.data
+    if f.code == "barrier_wait":
+        return f"barrier wait at dispatch/combine ({percent(d.get('wait_share'))} of step time)"
+    if f.code == "sumsq_imbalance":
+        ratio = d.get("mean_sum_sq_ratio")
+        return "Σs² imbalance" + ("" if ratio is None else f" (the heaviest DP group {ratio:.2f}× the mean)")
+    if f.code == "straggler_group":
+        why = "its load" if d.get("cause") == "load" else "persistent lateness"
+        return f"DP group {d['dp_group']} last at {percent(d.get('last_share'))} of barriers ({why})"
+    if f.code == "hot_expert":
+        return f"rank {d['rank']}'s hot expert"
+    if f.code == "slow_device":
+        return f"rank {d['rank']}, a slow device"
+    return f.code.replace("_", " ")
+
+
+def _answers(name: str, findings: list[Any]) -> list[dict[str, Any]]:
+    """The findings a what-if answers, costliest first (not an "info" one: it costs no time)."""
+    codes = ANSWERS[name]
+    picked = [
+        f
+        for f in findings
+        if f.code in codes
+        and f.severity != "info"
+        and not (
+            f.code == "straggler_group" and name in ("balanced", "chunked") and f.data.get("cause") != "load"
+        )
+    ]
+    picked.sort(key=lambda f: -(f.cost_ns or 0))
+    return [{"code": f.code, "label": finding_label(f), "cost_ns": f.cost_ns} for f in picked]
+
+
+def _fit(fit: CostFit, w: WhatIf) -> list[dict[str, Any]]:
+    """The cost-fit parts a what-if rests on: status, R², residual p95, and whether it is weak."""
+    parts = _LOCKSTEP_PARTS if w.policy in ("balanced", "chunked") else _PIPELINED_PARTS
+    out = []
+    for part in parts:
+        q = (fit.quality or {}).get(part) or {"status": "default"}
+        r2 = q.get("r2")
+        out.append(
+            {
+                "part": part,
+                "status": q.get("status", "default"),
+                "r2": r2,
+                "residual_p95_pct": q.get("residual_p95_pct"),
+                "weak": q.get("status") != "fitted" or (r2 is not None and r2 < R2_WARN),
+            }
+        )
+    return out
+
+
+def nothing_applies(diag: Diagnosis, reason: str, *, source: str = "") -> Advice:
+    """The advice of a store with no work to replay: every what-if does not apply, for ``reason``."""
+    why = _reason(reason.split(": ", 1)[-1] if reason.startswith(source) and source else reason)
+    whatifs = [WhatIf(n, _LABELS[n], _POLICY.get(n, n), False, reason=why) for n in ANSWERS]
+    return Advice(
+        store=source,
+        deployment=str((diag.meta.get("parallel") or {}).get("deployment", "unknown")),
+        devices=0,
+        measured_makespan_ns=0,
+        reference_makespan_ns=0,
+        whatifs=[replace(w, line=whatif_line(w)) for w in whatifs],
+        findings=[f.to_json() for f in diag.findings],
+    )

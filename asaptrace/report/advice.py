@@ -1,0 +1,31 @@
+"""The report's Advice section, at the top: the ranked what-ifs of :func:`asaptrace.advise.advise`.
+
+Pure: the advice's JSON in, a :class:`~asaptrace.report.sections.Section` out, with the same
+table (:func:`asaptrace.views.advice_view`) and lines (:func:`asaptrace.views.advice_lines`) the
+CLI prints and the dashboard's Overview shows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asaptrace.report.sections import Section, table_of
+from asaptrace.units import text_ns
+from asaptrace.views import advice_lines, advice_view
+
+
+def advice_section(j: dict[str, Any]) -> Section:
+    """The Advice section of an advice's JSON (docs/analyses/advise.md)."""
+    applying = [w for w in j["whatifs"] if w["applies"]]
+    if applying:
+        text = (
+            f"What each change would win back on this {j['deployment']} run of {j['devices']} devices, "
+            f"replayed against the reference replay's makespan of {text_ns(j['reference_makespan_ns'])} "
+            "(each at its best setting, with the range over what the store cannot pin and the cost fit it "
+            "rests on; `asaptrace advise` prints the same, `--json` for machines)."
+        )
+    else:
+        text = "No what-if applies to this store; each says why."
+    view = advice_view(j)
+    tables = (table_of(view, "table-advice"),) if applying else ()
+    return Section("advice", "Advice", text, tables=tables, lines=tuple(advice_lines(j)), top=True)

@@ -1,0 +1,177 @@
+"""``asaptrace advise``: every finding paired with the what-if that would fix it.
+
+Each advice line is re-read against its own numbers (as the findings' test does), the ranking is
+checked against the numbers, a what-if's recovered time is checked against the same replay run on
+its own (a consistency check: the advice adds no arithmetic of its own to it), the wording rules
+are worked by hand on made-up what-ifs, and the real DLRM traces (no MoE layers) say in one line
+per what-if why it does not apply.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from asaptrace.advise.advice import Advice, WhatIf, range_text, whatif_line
+from asaptrace.units import text_ns
+from tests._cli import run_cli
+
+
+@pytest.fixture(scope="module")
+def coupled_advice(coupled_store):
+    from asaptrace.pipeline import advise_store
+
+    return advise_store(coupled_store.path)
+
+
+def test_every_line_of_the_coupled_sample_has_its_numbers_range_and_finding(coupled_advice):
+    ranked = coupled_advice.ranked
+    assert [w.name for w in ranked] and {w.name for w in coupled_advice.whatifs} == {
+        "balanced",
+        "chunked",
+        "asap",
+        "afd-pingpong",
+        "asap-expert-failure",
+    }
+    recovered = [w.recovered_ns for w in ranked]
+    assert recovered == sorted(recovered, reverse=True)  # ranked by recovered time
+    for w in ranked:
+        line = w.line
+        verb = "loses" if w.recovered_ns < 0 else "wins back"
+        assert f"{verb} {text_ns(abs(w.recovered_ns))} of {text_ns(w.reference_ns)}" in line
+        assert w.recovered_low_ns <= w.recovered_ns <= w.recovered_high_ns
+        assert f"range {range_text(w)}" in line and "cost fit: " in line
+        if w.name != "asap-expert-failure":  # robustness answers no finding: it says so
+            assert w.answers, w.name
+            assert all(a["label"] in line for a in w.answers)
+        for q in w.fit:
+            if q["status"] == "fitted":
+                assert f"{q['part']} R² {q['r2']:.2f}" in line
+    # the coupled sample's barrier wait is answered by the disaggregated what-ifs, its Σs²
+    # imbalance by balanced placement (the diagnosis' own findings)
+    by = {w.name: w for w in ranked}
+    assert "barrier_wait" in [a["code"] for a in by["asap"].answers]
+    assert "sumsq_imbalance" in [a["code"] for a in by["balanced"].answers]
+    assert by["balanced"].recovered_ns > 0  # the sample's imbalance is real (truth.json) and costs
+
+
+def test_a_whatif_recovers_what_the_same_replay_recovers_on_its_own(coupled_advice, coupled_store):
+    """Consistency check: the advice's number is the replay's, at the setting it chose."""
+    r = run_cli("replay", coupled_store.path, "--policy", "balanced", "--json")
+    assert r.code == 0, r.stderr
+    j = json.loads(r.stdout)
+    bal = next(w for w in coupled_advice.ranked if w.name == "balanced")
+    assert bal.recovered_ns == j["reference_makespan_ns"] - j["makespan_ns"]
+    asap = next(w for w in coupled_advice.ranked if w.name == "asap")
+    attention, experts = asap.params["attention"], asap.params["experts"]
+    r = run_cli(
+        "replay",
+        coupled_store.path,
+        "--policy",
+        "asap",
+        "--attention",
+        attention,
+        "--experts",
+        str(experts),
+        "--json",
+    )
+    j = json.loads(r.stdout)
+    assert asap.recovered_ns == j["reference_makespan_ns"] - j["makespan_ns"]
+    assert asap.label == f"asap at {attention.replace('x', '×')} + {experts}"
+
+
+def test_wording_by_hand():
+    w = WhatIf(
+        "asap",
+        "asap at 2×4 + 24",
+        "asap",
+        True,
+        reference_ns=10_000_000_000,
+        recovered_ns=-1_500_000_000,
+        recovered_low_ns=-2_000_000_000,
+        recovered_high_ns=250_000_000,
+        range_from=["k_s 1–2"],
+        answers=[{"code": "barrier_wait", "label": "barrier wait at dispatch/combine (25% of step time)"}],
+        fit=[
+            {"part": "moe", "status": "fitted", "r2": 0.5, "weak": True},
+            {"part": "transfer", "status": "default"},
+        ],
+        bandwidth_bound=True,
+        binding="transfer",
+    )
+    assert whatif_line(w) == (
+        "barrier wait at dispatch/combine (25% of step time) → asap at 2×4 + 24 loses 1.5 s of 10 s "
+        "(range −2 s to 250 ms over k_s 1–2; cost fit: moe R² 0.50 (weak), transfer default); "
+        "bandwidth-bound: more expert dies stop helping (the transfers bind)"
+    )
+    no = WhatIf("chunked", "chunked prefill", "chunked", False, reason="the store has no batch composition")
+    assert whatif_line(no) == "chunked prefill: does not apply — the store has no batch composition"
+    flat = WhatIf(
+        "balanced", "b", "balanced", True, reference_ns=10**9, recovered_ns=10**6,
+        recovered_low_ns=10**6, recovered_high_ns=10**6 + 10, range_from=["x"],
+    )  # fmt: skip
+    assert range_text(flat) == "no spread over x"  # apart by less than the digits shown
+
+
+def test_the_json_is_versioned_and_reads_back(coupled_advice):
+    j = json.loads(json.dumps(coupled_advice.to_json()))
+    assert j["schema_version"] == 1
+    back = Advice.from_json(j)
+    assert back.lines() == coupled_advice.lines() and back.to_json() == coupled_advice.to_json()
+    assert all(isinstance(w["loses"], bool) for w in j["whatifs"])
+
+
+def test_every_json_key_is_documented(coupled_advice):
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "analyses" / "advise.md").read_text()
+    j = coupled_advice.to_json()
+    keys = set(j) | {k for w in j["whatifs"] for k in w}
+    missing = [k for k in sorted(keys) if f"`{k}`" not in doc]
+    assert missing == [], f"docs/analyses/advise.md lacks {missing}"
+
+
+def test_dlrm_says_which_whatifs_do_not_apply_and_why(shared_data, tmp_path):
+    folder = shared_data / "traces" / "kineto-dlrm-8rank"
+    if not folder.is_dir():
+        pytest.skip(f"the real DLRM traces are absent ({folder})")
+    store = tmp_path / "dlrm.store"
+    assert run_cli("ingest", folder, "-o", store).code == 0
+    r = run_cli("advise", store, "--json")
+    assert r.code == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert all(not w["applies"] for w in j["whatifs"])  # no MoE layers, no request annotations
+    reasons = {w["name"]: w["reason"] for w in j["whatifs"]}
+    assert "no MoE layers" in reasons["asap"] and "no MoE layers" in reasons["afd-pingpong"]
+    assert "no batch composition" in reasons["balanced"] and "no batch composition" in reasons["chunked"]
+    text = run_cli("advise", store)
+    lines = [ln for ln in text.stdout.splitlines() if re.match(r"^\d+\. ", ln)]
+    assert len(lines) == 5 and all("does not apply — " in ln for ln in lines)
+
+
+def test_a_missing_store_is_one_line(tmp_path):
+    r = run_cli("advise", tmp_path / "nope.store")
+    assert r.code == 2 and len(r.stderr.strip().splitlines()) == 1 and "nope.store" in r.stderr
+
+
+def test_online_names_each_candidates_slo_throughput_beside_the_measured_policy(coupled_store):
+    r = run_cli("advise", coupled_store.path, "--online", "--json")
+    assert r.code == 0, r.stderr
+    j = json.loads(r.stdout)
+    online = j["online"]
+    assert online["status"] == "run" and online["measured_policy"] == "coupled"
+    base = online["slo_rps"]["coupled"]
+    for w in j["whatifs"]:
+        if not w["applies"]:
+            continue
+        o = w["online"]
+        assert o["measured_slo_rps"] == base
+        if w["name"] == "afd-pingpong":
+            assert "no online batch former" in o["reason"] and "not swept" in w["line"]
+        else:
+            assert o["slo_rps"] == online["slo_rps"][w["name"]]
+            assert (
+                f"online at the SLO: {o['slo_rps']:.2f} requests/s against coupled's {base:.2f}" in w["line"]
+            )
