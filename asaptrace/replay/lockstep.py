@@ -31,7 +31,11 @@ from asaptrace.replay.workload import StepChain
 
 @dataclass(frozen=True)
 class ChainTimes:
-    """Replayed times of one chain: (K, R) arrival and end, (K,) release, (R,) step start/end."""
+    """Replayed times of one chain: (K, R) arrival and end, (K,) release, (R,) step start/end.
+
+    For a kernel program (``chain.kernels``): ``arrival`` is each kernel's start, ``launch`` its
+    host launch time (K, R) and ``host_end`` (R,) when each host finished launching (or waiting).
+    """
 
     chain: StepChain
     arrival: np.ndarray
@@ -39,6 +43,8 @@ class ChainTimes:
     end: np.ndarray
     start: np.ndarray
     step_end: np.ndarray
+    launch: np.ndarray | None = None
+    host_end: np.ndarray | None = None
 
     @property
     def makespan_ns(self) -> int:
@@ -46,39 +52,63 @@ class ChainTimes:
 
     @property
     def wait_ns(self) -> np.ndarray:
-        """(K, R) barrier wait (0 where the rank does not take part)."""
-        return np.where(self.chain.part, self.release[:, None] - self.arrival, 0)
+        """(K, R) barrier wait (0 where the rank does not take part, and at local kernels)."""
+        part = self.chain.part
+        if self.chain.kernels is not None:
+            part = part & self.chain.kernels.barrier[:, None]
+        return np.where(part, self.release[:, None] - self.arrival, 0)
 
 
 def run_chain(chain: StepChain, *, start: np.ndarray | None = None) -> ChainTimes:
-    """Replay one step's chain (see the module docstring); ``start`` shifts the ranks' step starts."""
+    """Replay one step's chain (see the module docstring); ``start`` shifts the ranks' step starts.
+
+    A kernel program (``chain.kernels``, :class:`~asaptrace.replay.workload.ChainKernels`) adds,
+    per position k and rank r: the stream's previous kernel (``after``) bounds the start as
+    ``ref`` does; the host launches k at ``launch[k, r]`` (one launch every ``launch_ns``, after a
+    ``sync`` position only once it has ended) and k starts no earlier than ``launch[k, r]`` +
+    ``launch_latency_ns``; a local (non-``barrier``) kernel ends at its own start + ``tail``.
+    """
     k_n, r_n = chain.gap.shape
-    s = chain.start if start is None else start
+    s = np.asarray(chain.start if start is None else start, np.int64)
     arrival = np.zeros((k_n, r_n), np.int64)
     end = np.zeros((k_n, r_n), np.int64)
     release = np.zeros(k_n, np.int64)
     cols = np.arange(r_n)
     lo = np.iinfo(np.int64).min
     ref2 = chain.ref2
+    kn = chain.kernels
+    launch = np.zeros((k_n, r_n), np.int64) if kn is not None else None
+    host = s.copy()
     for k in range(k_n):
         ref = chain.ref[k]
         base = np.where(ref >= 0, end[np.maximum(ref, 0), cols], s)
         if ref2 is not None:
             r2 = ref2[k]
             base = np.where(r2 >= 0, np.maximum(base, arrival[np.maximum(r2, 0), cols]), base)
+        barrier = True
+        if kn is not None:
+            if kn.after[k] >= 0:
+                base = np.maximum(base, end[kn.after[k]])
+            launch[k] = host
+            host = host + kn.launch_ns
+            base = np.maximum(base, launch[k] + kn.launch_latency_ns)
+            barrier = bool(kn.barrier[k])
         a = base + chain.gap[k]
         part = chain.part[k]
         rel = int(np.where(part, a, lo).max())
         arrival[k] = np.where(part, a, 0)
-        end[k] = np.where(part, rel + chain.tail[k], 0)
+        end[k] = np.where(part, (rel if barrier else a) + chain.tail[k], 0)
         release[k] = rel
+        if kn is not None and kn.sync[k]:
+            host = np.maximum(host, end[k])
     er = chain.end_ref
     last = end[np.maximum(er, 0), cols] if k_n else s
     step_end = np.where(er >= 0, last, s) + chain.end_tail
     if k_n:  # a rank's step never ends before one of its own collectives (two micro-batches: combine A
         # can end after combine B, the chain's last instance, when A's transfer is the longer)
         step_end = np.maximum(step_end, np.where(chain.part, end, lo).max(axis=0))
-    return ChainTimes(chain, arrival, release, end, np.asarray(s), step_end)
+    host_end = host if kn is not None else None
+    return ChainTimes(chain, arrival, release, end, s, step_end, launch, host_end)
 
 
 def scale_transfers(chain: StepChain, k_s: float) -> StepChain:
