@@ -18,6 +18,14 @@ no event queue.
 :func:`chain_from_costs` builds the chain of one step from per-layer costs (one micro-batch:
 attention → dispatch barrier → MoE → combine barrier), which is how a deployment that was never
 measured (the online sweep's Default, chunked sub-steps, hand-worked tests) is run.
+
+Both cost builders take the kernel-level dependencies of the coupled program
+(:class:`KernelDeps`), each off by default (the chains above, which the consistency checks
+rely on): dense first layers without barriers, the shared expert beside the dispatch, the host
+blocked on the dispatch, host launch cost and latency. Any of them on, the step becomes the
+coupled kernel program (:func:`asaptrace.replay.program.coupled_program`, one position per
+kernel, each stream running one kernel at a time), the same program synth's traces are timed
+on.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from asaptrace.replay.program import ProgramShape, coupled_program
 from asaptrace.replay.workload import StepChain
 
 
@@ -119,6 +128,79 @@ def scale_transfers(chain: StepChain, k_s: float) -> StepChain:
     return replace(chain, tail=np.where(chain.part, chain.tail + extra[:, None], 0))
 
 
+@dataclass(frozen=True)
+class KernelDeps:
+    """The kernel-level dependencies a cost-built chain can add (all off: the instance chain).
+
+    ``dense_layers``: the first layers run attention + their FFN (``moe_ns`` of the layer, a dense
+    MLP) with no dispatch or combine (off: every layer has both barriers, as DOMAIN §6 counts the
+    dense layers as MoE). ``shared_ns`` ((R, L) or (L,), with a leading micro-batch axis for two):
+    the shared expert, on the compute stream after attention while the dispatch transfers.
+    ``host_blocking``: the host waits for each dispatch to end before launching anything else
+    (DeepEP's normal dispatch reads the received counts). ``launch_ns``: host time per kernel
+    launch; ``launch_latency_ns``: launch → earliest kernel start.
+    """
+
+    dense_layers: int = 0
+    shared_ns: np.ndarray | None = None
+    host_blocking: bool = False
+    launch_ns: int = 0
+    launch_latency_ns: int = 0
+
+    @property
+    def on(self) -> bool:
+        """Whether any dependency is on (the step is then the kernel program)."""
+        deps = (self.dense_layers, self.shared_ns is not None, self.host_blocking, self.launch_ns)
+        return any(deps) or bool(self.launch_latency_ns)
+
+
+NO_DEPS = KernelDeps()
+
+
+def _program_chain(
+    attn: np.ndarray,
+    moe: np.ndarray,
+    dispatch_ns: np.ndarray,
+    combine_ns: np.ndarray,
+    deps: KernelDeps,
+    *,
+    tp: int,
+    step: int,
+    start_ns: int,
+) -> StepChain:
+    """The coupled kernel program from (M, G, L) attention, (M, R, L) MoE, (M, L) transfers."""
+    m_n, g_n, l_n = attn.shape
+    r_n = g_n * tp
+    group = np.arange(r_n) // tp
+    shared = None
+    if deps.shared_ns is not None:
+        sh = np.asarray(deps.shared_ns, np.int64)
+        sh = sh if m_n > 1 else sh[None]
+        shared = np.broadcast_to(sh[:, None, :] if sh.ndim == 2 else sh, (m_n, r_n, l_n))
+    disp = np.asarray(dispatch_ns, np.int64).reshape(m_n, l_n)
+    comb = np.asarray(combine_ns, np.int64).reshape(m_n, l_n)
+
+    def cost(op: str, layer: int, mb: int) -> np.ndarray | int:
+        if op == "attention":
+            return attn[mb][group, layer]
+        if op in ("moe", "dense_mlp"):
+            return moe[mb][:, layer]
+        if op == "shared_expert" and shared is not None:
+            return shared[mb][:, layer]
+        return int((disp if op == "dispatch" else comb)[mb][layer])
+
+    shape = ProgramShape(
+        layers=l_n,
+        micro_batches=m_n,
+        dense_layers=deps.dense_layers,
+        host_blocking=deps.host_blocking,
+        shared_expert=shared is not None,
+        launch_ns=deps.launch_ns,
+        launch_latency_ns=deps.launch_latency_ns,
+    )
+    return coupled_program(shape, cost, ranks=r_n, step=step, start_ns=start_ns)
+
+
 def chain_from_costs_two_mb(
     attention_ns: np.ndarray,
     moe_ns: np.ndarray,
@@ -128,18 +210,22 @@ def chain_from_costs_two_mb(
     tp: int,
     step: int = 0,
     start_ns: int = 0,
+    deps: KernelDeps = NO_DEPS,
 ) -> StepChain:
     """Two micro-batches A, B overlapped DeepSeek-style: arrays with a leading micro-batch axis of 2.
 
     The compute stream runs attention A, attention B, MoE A, MoE B per layer; each collective
     waits for its own micro-batch's previous one (``ref``) and the compute stream for the work
     before it (``ref2``: the arrival that ended it). Order of instances per layer: dA, dB, cA, cB.
+    With ``deps`` on, the coupled kernel program instead (see the module docstring).
     """
     attn = np.asarray(attention_ns, np.int64)
     _, g_n, l_n = attn.shape
     r_n = g_n * tp
     moe = np.asarray(moe_ns, np.int64)
     moe = np.broadcast_to(moe[:, None, :], (2, r_n, l_n)) if moe.ndim == 2 else moe
+    if deps.on:
+        return _program_chain(attn, moe, dispatch_ns, combine_ns, deps, tp=tp, step=step, start_ns=start_ns)
     k_n = 4 * l_n
     gap = np.zeros((k_n, r_n), np.int64)
     ref = np.zeros((k_n, r_n), np.int64)
@@ -175,19 +261,25 @@ def chain_from_costs(
     tp: int,
     step: int = 0,
     start_ns: int = 0,
+    deps: KernelDeps = NO_DEPS,
 ) -> StepChain:
     """The lockstep chain of one step from costs.
 
     ``attention_ns`` (G, L): each DP group's local work before layer l's dispatch; ``moe_ns``
     (G·tp, L) or (L,): each rank's expert work before layer l's combine; ``dispatch_ns`` and
     ``combine_ns`` (L,): transfer after each barrier. Ranks are numbered group-major (rank r is in
-    group r // tp). A layer with dispatch and combine both 0 and no MoE still has its barriers.
+    group r // tp). A layer with dispatch and combine both 0 and no MoE still has its barriers
+    (unless ``deps.dense_layers`` says it is dense). With ``deps`` on, the coupled kernel program.
     """
     attn = np.asarray(attention_ns, np.int64)
     g_n, l_n = attn.shape
     r_n = g_n * tp
     moe = np.asarray(moe_ns, np.int64)
     moe = np.broadcast_to(moe, (r_n, l_n)) if moe.ndim == 1 else moe
+    if deps.on:
+        return _program_chain(
+            attn[None], moe[None], dispatch_ns, combine_ns, deps, tp=tp, step=step, start_ns=start_ns
+        )
     k_n = 2 * l_n
     gap = np.zeros((k_n, r_n), np.int64)
     ref = np.zeros((k_n, r_n), np.int64)
