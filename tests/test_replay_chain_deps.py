@@ -8,6 +8,7 @@ previous kernel has ended and (with a host) its launch has reached the device.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from asaptrace.replay.lockstep import KernelDeps, chain_from_costs, chain_from_costs_two_mb, run_chain
 from asaptrace.replay.program import ProgramShape, coupled_program
@@ -120,36 +121,36 @@ def _program_of(attn, moe, dispatch, combine, micro_batches):
     return coupled_program(shape, cost, ranks=attn.shape[1])
 
 
-def test_consistency_check_program_without_dependencies_is_the_instance_chain():
+@pytest.mark.parametrize(
+    ("mbs", "attn_range", "moe_range", "xfer_max"),
+    [
+        # one micro-batch: any costs
+        (1, (1, 50), (1, 20), 10),
+        # two: the program adds one dependency the instance chain lacks, a stream runs one kernel
+        # at a time (dispatch B after dispatch A ends, combine B after combine A); while each
+        # micro-batch's compute (≥ 40) is longer than the other's wait plus transfer (spreads
+        # ≤ 15, transfers < 5) it never binds
+        (2, (40, 50), (40, 45), 5),
+    ],
+)
+def test_consistency_check_program_without_dependencies_times_the_instance_chain(
+    mbs, attn_range, moe_range, xfer_max
+):
     # A consistency check (both sides are this code): with every kernel-level dependency off, the
-    # kernel program times the same barriers as the instance chain (one micro-batch, any costs).
-    rng = np.random.default_rng(7)
+    # kernel program times the same barriers and step ends as the instance chain.
+    rng = np.random.default_rng(7 + mbs)
     for _ in range(20):
-        attn = rng.integers(1, 50, (1, 3, 4))
-        moe = rng.integers(1, 20, (1, 3, 4))
-        d, c = rng.integers(0, 10, (1, 4)), rng.integers(0, 10, (1, 4))
-        inst = run_chain(chain_from_costs(attn[0], moe[0], d[0], c[0], tp=1))
-        prog = run_chain(_program_of(attn, moe, d, c, 1))
-        barrier = prog.chain.kernels.barrier
-        assert prog.release[barrier].tolist() == inst.release.tolist()
-        assert prog.step_end.tolist() == inst.step_end.tolist()
-        assert prog.wait_ns.sum() == inst.wait_ns.sum()
-
-
-def test_consistency_check_two_micro_batches_agree_while_transfers_hide_under_compute():
-    # The program adds one dependency the instance chain lacks: a stream runs one kernel at a time
-    # (dispatch B after dispatch A ends, combine B after combine A). While each micro-batch's
-    # compute is longer than the other's wait plus transfer (spreads ≤ 15, transfers ≤ 5, compute
-    # ≥ 40) it never binds, and both chains time the same barriers.
-    rng = np.random.default_rng(11)
-    for _ in range(20):
-        attn = rng.integers(40, 50, (2, 3, 4))
-        moe = rng.integers(40, 45, (2, 3, 4))
-        d, c = rng.integers(0, 5, (2, 4)), rng.integers(0, 5, (2, 4))
-        inst = run_chain(chain_from_costs_two_mb(attn, moe, d, c, tp=1))
-        prog = run_chain(_program_of(attn, moe, d, c, 2))
+        attn = rng.integers(*attn_range, (mbs, 3, 4))
+        moe = rng.integers(*moe_range, (mbs, 3, 4))
+        d, c = rng.integers(0, xfer_max, (mbs, 4)), rng.integers(0, xfer_max, (mbs, 4))
+        if mbs == 1:
+            inst = run_chain(chain_from_costs(attn[0], moe[0], d[0], c[0], tp=1))
+        else:
+            inst = run_chain(chain_from_costs_two_mb(attn, moe, d, c, tp=1))
+        prog = run_chain(_program_of(attn, moe, d, c, mbs))
         assert prog.step_end.tolist() == inst.step_end.tolist()
         assert sorted(prog.release[prog.chain.kernels.barrier].tolist()) == sorted(inst.release.tolist())
+        assert prog.wait_ns.sum() == inst.wait_ns.sum()
 
 
 def test_two_micro_batch_program_runs_combine_b_after_combine_a_on_its_stream():
