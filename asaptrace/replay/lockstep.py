@@ -88,9 +88,16 @@ def run_chain(chain: StepChain, *, start: np.ndarray | None = None) -> ChainTime
     kn = chain.kernels
     launch = np.zeros((k_n, r_n), np.int64) if kn is not None else None
     host = s.copy()
+    # rows where every rank counts from the same position and takes part (cost-built chains): the
+    # same rule on row views, without the per-rank gathers
+    uniform = (chain.ref == chain.ref[:, :1]).all(axis=1) if r_n else np.zeros(k_n, bool)
+    everyone = chain.part.all(axis=1)
     for k in range(k_n):
         ref = chain.ref[k]
-        base = np.where(ref >= 0, end[np.maximum(ref, 0), cols], s)
+        if uniform[k]:
+            base = end[ref[0]] if ref[0] >= 0 else s
+        else:
+            base = np.where(ref >= 0, end[np.maximum(ref, 0), cols], s)
         if ref2 is not None:
             r2 = ref2[k]
             base = np.where(r2 >= 0, np.maximum(base, arrival[np.maximum(r2, 0), cols]), base)
@@ -103,10 +110,15 @@ def run_chain(chain: StepChain, *, start: np.ndarray | None = None) -> ChainTime
             base = np.maximum(base, launch[k] + kn.launch_latency_ns)
             barrier = bool(kn.barrier[k])
         a = base + chain.gap[k]
-        part = chain.part[k]
-        rel = int(np.where(part, a, lo).max())
-        arrival[k] = np.where(part, a, 0)
-        end[k] = np.where(part, (rel if barrier else a) + chain.tail[k], 0)
+        if everyone[k]:
+            rel = int(a.max())
+            arrival[k] = a
+            end[k] = (rel if barrier else a) + chain.tail[k]
+        else:
+            part = chain.part[k]
+            rel = int(np.where(part, a, lo).max())
+            arrival[k] = np.where(part, a, 0)
+            end[k] = np.where(part, (rel if barrier else a) + chain.tail[k], 0)
         release[k] = rel
         if kn is not None and kn.sync[k]:
             host = np.maximum(host, end[k])

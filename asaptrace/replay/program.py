@@ -67,9 +67,8 @@ class _Positions:
         self.r_n, self.cost = ranks, cost
         self.op: list[str] = []
         self.kind: list[str] = []
-        self.cols: list[
-            tuple[int, int, int, bool, int, int, int]
-        ] = []  # stream after ref sync layer mb barrier
+        #: per position: stream, the stream's previous kernel, input, sync, layer, micro-batch, barrier
+        self.cols: list[tuple[int, int, int, bool, int, int, bool]] = []
         self.tail: list[np.ndarray] = []
         self.transfer: list[int] = []
         self.last: dict[int, int] = {}
