@@ -165,3 +165,28 @@ def test_two_micro_batch_program_runs_combine_b_after_combine_a_on_its_stream():
     assert run_chain(chain_from_costs_two_mb(attn, moe[:, 0], d, c, tp=1)).makespan_ns == 130
     prog = run_chain(_program_of(attn, moe, d, c, 2))
     assert prog.end[-1].tolist() == [135] and prog.makespan_ns == 135
+
+
+def test_a_kernel_program_is_drawn_kernel_by_kernel_on_its_streams():
+    # The launch case above drawn as a replayed store's events: rank 1's kernels as hand-worked
+    # there — attention 1–5, dispatch 5–6 (its arrival → end), MoE 7–8, combine 10–11, attention
+    # 13–17, dispatch 17–18, MoE 19–20, combine 22–23 — on the compute (7), dispatch (20) and
+    # combine (21) streams, layers 0 and 1.
+    from asaptrace.replay.replayed_store import _draw_chain
+
+    attn, moe, x = np.array([[2, 2], [4, 4]]), np.array([1, 1]), np.array([1, 1])
+    ct = run_chain(chain_from_costs(attn, moe, x, x, tp=1, deps=KernelDeps(launch_ns=3, launch_latency_ns=1)))
+    ev = _draw_chain(ct, None).filter(rank=1).sort("ts_ns")
+    assert ev["kind"].to_list() == ["attention", "dispatch", "moe", "combine"] * 2
+    assert list(zip(ev["ts_ns"], ev["ts_ns"] + ev["dur_ns"], strict=True)) == [
+        (1, 5),
+        (5, 6),
+        (7, 8),
+        (10, 11),
+        (13, 17),
+        (17, 18),
+        (19, 20),
+        (22, 23),
+    ]
+    assert ev["stream"].to_list() == [7, 20, 7, 21] * 2
+    assert ev["layer"].to_list() == [0] * 4 + [1] * 4
