@@ -8,7 +8,9 @@ Modules, in the order data flows through them:
   ``load_costs`` / ``save_costs`` (strict TOML);
 * :mod:`~asaptrace.replay.engine` — the one event engine (``Engine``, ``Event``);
 * :mod:`~asaptrace.replay.lockstep` — coupled mechanics (``run_chain``, ``chain_from_costs``,
-  ``chain_from_costs_two_mb``), vectorised over ranks;
+  ``chain_from_costs_two_mb``, their ``KernelDeps``), vectorised over ranks;
+* :mod:`~asaptrace.replay.program` — the coupled step as a kernel program (``coupled_program``),
+  the chain synth's coupled traces are timed on;
 * :mod:`~asaptrace.replay.pipelined` — disaggregated mechanics on the engine (``run_pipeline``,
   ``PipelineConfig``, the ``BatchFormer`` hook, ``StaticBatches``, ``batch_costs``);
 * :mod:`~asaptrace.replay.planner` — the batch planner (FIFO admission, longest-first balancing);

@@ -18,6 +18,14 @@ no event queue.
 :func:`chain_from_costs` builds the chain of one step from per-layer costs (one micro-batch:
 attention → dispatch barrier → MoE → combine barrier), which is how a deployment that was never
 measured (the online sweep's Default, chunked sub-steps, hand-worked tests) is run.
+
+Both cost builders take the kernel-level dependencies of the coupled program
+(:class:`KernelDeps`), each off by default (the chains above, which the consistency checks
+rely on): dense first layers without barriers, the shared expert beside the dispatch, the host
+blocked on the dispatch, host launch cost and latency. Any of them on, the step becomes the
+coupled kernel program (:func:`asaptrace.replay.program.coupled_program`, one position per
+kernel, each stream running one kernel at a time), the same program synth's traces are timed
+on.
 """
 
 from __future__ import annotations
@@ -26,12 +34,17 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from asaptrace.replay.program import ProgramShape, coupled_program
 from asaptrace.replay.workload import StepChain
 
 
 @dataclass(frozen=True)
 class ChainTimes:
-    """Replayed times of one chain: (K, R) arrival and end, (K,) release, (R,) step start/end."""
+    """Replayed times of one chain: (K, R) arrival and end, (K,) release, (R,) step start/end.
+
+    For a kernel program (``chain.kernels``): ``arrival`` is each kernel's start, ``launch`` its
+    host launch time (K, R) and ``host_end`` (R,) when each host finished launching (or waiting).
+    """
 
     chain: StepChain
     arrival: np.ndarray
@@ -39,6 +52,8 @@ class ChainTimes:
     end: np.ndarray
     start: np.ndarray
     step_end: np.ndarray
+    launch: np.ndarray | None = None
+    host_end: np.ndarray | None = None
 
     @property
     def makespan_ns(self) -> int:
@@ -46,39 +61,75 @@ class ChainTimes:
 
     @property
     def wait_ns(self) -> np.ndarray:
-        """(K, R) barrier wait (0 where the rank does not take part)."""
-        return np.where(self.chain.part, self.release[:, None] - self.arrival, 0)
+        """(K, R) barrier wait (0 where the rank does not take part, and at local kernels)."""
+        part = self.chain.part
+        if self.chain.kernels is not None:
+            part = part & self.chain.kernels.barrier[:, None]
+        return np.where(part, self.release[:, None] - self.arrival, 0)
 
 
 def run_chain(chain: StepChain, *, start: np.ndarray | None = None) -> ChainTimes:
-    """Replay one step's chain (see the module docstring); ``start`` shifts the ranks' step starts."""
+    """Replay one step's chain (see the module docstring); ``start`` shifts the ranks' step starts.
+
+    A kernel program (``chain.kernels``, :class:`~asaptrace.replay.workload.ChainKernels`) adds,
+    per position k and rank r: the stream's previous kernel (``after``) bounds the start as
+    ``ref`` does; the host launches k at ``launch[k, r]`` (one launch every ``launch_ns``, after a
+    ``sync`` position only once it has ended) and k starts no earlier than ``launch[k, r]`` +
+    ``launch_latency_ns``; a local (non-``barrier``) kernel ends at its own start + ``tail``.
+    """
     k_n, r_n = chain.gap.shape
-    s = chain.start if start is None else start
+    s = np.asarray(chain.start if start is None else start, np.int64)
     arrival = np.zeros((k_n, r_n), np.int64)
     end = np.zeros((k_n, r_n), np.int64)
     release = np.zeros(k_n, np.int64)
     cols = np.arange(r_n)
     lo = np.iinfo(np.int64).min
     ref2 = chain.ref2
+    kn = chain.kernels
+    launch = np.zeros((k_n, r_n), np.int64) if kn is not None else None
+    host = s.copy()
+    # rows where every rank counts from the same position and takes part (cost-built chains): the
+    # same rule on row views, without the per-rank gathers
+    uniform = (chain.ref == chain.ref[:, :1]).all(axis=1) if r_n else np.zeros(k_n, bool)
+    everyone = chain.part.all(axis=1)
     for k in range(k_n):
         ref = chain.ref[k]
-        base = np.where(ref >= 0, end[np.maximum(ref, 0), cols], s)
+        if uniform[k]:
+            base = end[ref[0]] if ref[0] >= 0 else s
+        else:
+            base = np.where(ref >= 0, end[np.maximum(ref, 0), cols], s)
         if ref2 is not None:
             r2 = ref2[k]
             base = np.where(r2 >= 0, np.maximum(base, arrival[np.maximum(r2, 0), cols]), base)
+        barrier = True
+        if kn is not None:
+            if kn.after[k] >= 0:
+                base = np.maximum(base, end[kn.after[k]])
+            launch[k] = host
+            host = host + kn.launch_ns
+            base = np.maximum(base, launch[k] + kn.launch_latency_ns)
+            barrier = bool(kn.barrier[k])
         a = base + chain.gap[k]
-        part = chain.part[k]
-        rel = int(np.where(part, a, lo).max())
-        arrival[k] = np.where(part, a, 0)
-        end[k] = np.where(part, rel + chain.tail[k], 0)
+        if everyone[k]:
+            rel = int(a.max())
+            arrival[k] = a
+            end[k] = (rel if barrier else a) + chain.tail[k]
+        else:
+            part = chain.part[k]
+            rel = int(np.where(part, a, lo).max())
+            arrival[k] = np.where(part, a, 0)
+            end[k] = np.where(part, (rel if barrier else a) + chain.tail[k], 0)
         release[k] = rel
+        if kn is not None and kn.sync[k]:
+            host = np.maximum(host, end[k])
     er = chain.end_ref
     last = end[np.maximum(er, 0), cols] if k_n else s
     step_end = np.where(er >= 0, last, s) + chain.end_tail
     if k_n:  # a rank's step never ends before one of its own collectives (two micro-batches: combine A
         # can end after combine B, the chain's last instance, when A's transfer is the longer)
         step_end = np.maximum(step_end, np.where(chain.part, end, lo).max(axis=0))
-    return ChainTimes(chain, arrival, release, end, np.asarray(s), step_end)
+    host_end = host if kn is not None else None
+    return ChainTimes(chain, arrival, release, end, s, step_end, launch, host_end)
 
 
 def scale_transfers(chain: StepChain, k_s: float) -> StepChain:
@@ -87,6 +138,79 @@ def scale_transfers(chain: StepChain, k_s: float) -> StepChain:
         return chain
     extra = np.rint((k_s - 1.0) * chain.transfer).astype(np.int64)
     return replace(chain, tail=np.where(chain.part, chain.tail + extra[:, None], 0))
+
+
+@dataclass(frozen=True)
+class KernelDeps:
+    """The kernel-level dependencies a cost-built chain can add (all off: the instance chain).
+
+    ``dense_layers``: the first layers run attention + their FFN (``moe_ns`` of the layer, a dense
+    MLP) with no dispatch or combine (off: every layer has both barriers, as DOMAIN §6 counts the
+    dense layers as MoE). ``shared_ns`` ((R, L) or (L,), with a leading micro-batch axis for two):
+    the shared expert, on the compute stream after attention while the dispatch transfers.
+    ``host_blocking``: the host waits for each dispatch to end before launching anything else
+    (DeepEP's normal dispatch reads the received counts). ``launch_ns``: host time per kernel
+    launch; ``launch_latency_ns``: launch → earliest kernel start.
+    """
+
+    dense_layers: int = 0
+    shared_ns: np.ndarray | None = None
+    host_blocking: bool = False
+    launch_ns: int = 0
+    launch_latency_ns: int = 0
+
+    @property
+    def on(self) -> bool:
+        """Whether any dependency is on (the step is then the kernel program)."""
+        deps = (self.dense_layers, self.shared_ns is not None, self.host_blocking, self.launch_ns)
+        return any(deps) or bool(self.launch_latency_ns)
+
+
+NO_DEPS = KernelDeps()
+
+
+def _program_chain(
+    attn: np.ndarray,
+    moe: np.ndarray,
+    dispatch_ns: np.ndarray,
+    combine_ns: np.ndarray,
+    deps: KernelDeps,
+    *,
+    tp: int,
+    step: int,
+    start_ns: int,
+) -> StepChain:
+    """The coupled kernel program from (M, G, L) attention, (M, R, L) MoE, (M, L) transfers."""
+    m_n, g_n, l_n = attn.shape
+    r_n = g_n * tp
+    group = np.arange(r_n) // tp
+    shared = None
+    if deps.shared_ns is not None:
+        sh = np.asarray(deps.shared_ns, np.int64)
+        sh = sh if m_n > 1 else sh[None]
+        shared = np.broadcast_to(sh[:, None, :] if sh.ndim == 2 else sh, (m_n, r_n, l_n))
+    disp = np.asarray(dispatch_ns, np.int64).reshape(m_n, l_n)
+    comb = np.asarray(combine_ns, np.int64).reshape(m_n, l_n)
+
+    def cost(op: str, layer: int, mb: int) -> np.ndarray | int:
+        if op == "attention":
+            return attn[mb][group, layer]
+        if op in ("moe", "dense_mlp"):
+            return moe[mb][:, layer]
+        if op == "shared_expert" and shared is not None:
+            return shared[mb][:, layer]
+        return int((disp if op == "dispatch" else comb)[mb][layer])
+
+    shape = ProgramShape(
+        layers=l_n,
+        micro_batches=m_n,
+        dense_layers=deps.dense_layers,
+        host_blocking=deps.host_blocking,
+        shared_expert=shared is not None,
+        launch_ns=deps.launch_ns,
+        launch_latency_ns=deps.launch_latency_ns,
+    )
+    return coupled_program(shape, cost, ranks=r_n, step=step, start_ns=start_ns)
 
 
 def chain_from_costs_two_mb(
@@ -98,18 +222,22 @@ def chain_from_costs_two_mb(
     tp: int,
     step: int = 0,
     start_ns: int = 0,
+    deps: KernelDeps = NO_DEPS,
 ) -> StepChain:
     """Two micro-batches A, B overlapped DeepSeek-style: arrays with a leading micro-batch axis of 2.
 
     The compute stream runs attention A, attention B, MoE A, MoE B per layer; each collective
     waits for its own micro-batch's previous one (``ref``) and the compute stream for the work
     before it (``ref2``: the arrival that ended it). Order of instances per layer: dA, dB, cA, cB.
+    With ``deps`` on, the coupled kernel program instead (see the module docstring).
     """
     attn = np.asarray(attention_ns, np.int64)
     _, g_n, l_n = attn.shape
     r_n = g_n * tp
     moe = np.asarray(moe_ns, np.int64)
     moe = np.broadcast_to(moe[:, None, :], (2, r_n, l_n)) if moe.ndim == 2 else moe
+    if deps.on:
+        return _program_chain(attn, moe, dispatch_ns, combine_ns, deps, tp=tp, step=step, start_ns=start_ns)
     k_n = 4 * l_n
     gap = np.zeros((k_n, r_n), np.int64)
     ref = np.zeros((k_n, r_n), np.int64)
@@ -145,19 +273,25 @@ def chain_from_costs(
     tp: int,
     step: int = 0,
     start_ns: int = 0,
+    deps: KernelDeps = NO_DEPS,
 ) -> StepChain:
     """The lockstep chain of one step from costs.
 
     ``attention_ns`` (G, L): each DP group's local work before layer l's dispatch; ``moe_ns``
     (G·tp, L) or (L,): each rank's expert work before layer l's combine; ``dispatch_ns`` and
     ``combine_ns`` (L,): transfer after each barrier. Ranks are numbered group-major (rank r is in
-    group r // tp). A layer with dispatch and combine both 0 and no MoE still has its barriers.
+    group r // tp). A layer with dispatch and combine both 0 and no MoE still has its barriers
+    (unless ``deps.dense_layers`` says it is dense). With ``deps`` on, the coupled kernel program.
     """
     attn = np.asarray(attention_ns, np.int64)
     g_n, l_n = attn.shape
     r_n = g_n * tp
     moe = np.asarray(moe_ns, np.int64)
     moe = np.broadcast_to(moe, (r_n, l_n)) if moe.ndim == 1 else moe
+    if deps.on:
+        return _program_chain(
+            attn[None], moe[None], dispatch_ns, combine_ns, deps, tp=tp, step=step, start_ns=start_ns
+        )
     k_n = 2 * l_n
     gap = np.zeros((k_n, r_n), np.int64)
     ref = np.zeros((k_n, r_n), np.int64)

@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from asaptrace.replay.lockstep import ChainTimes
 from asaptrace.replay.policies import PolicyRun
-from asaptrace.replay.workload import Workload
+from asaptrace.replay.workload import ChainKernels, Workload
 from asaptrace.schema import Kind, Role, conform
 
 COMPUTE, DISPATCH, COMBINE = 7, 20, 21
@@ -143,8 +143,42 @@ def _lockstep(run: PolicyRun, wl: Workload) -> tuple[pl.DataFrame, pl.DataFrame,
     return events, _with_counts(ranks, events), wl.batches
 
 
+#: a kernel program's kernels that open no canonical kind of their own
+_PROGRAM_KIND = {
+    "notify": Kind.DISPATCH.value,
+    "allgather": Kind.COLLECTIVE.value,
+    "layout": Kind.COMPUTE.value,
+}
+
+
+def _draw_program(ct: ChainTimes, kn: ChainKernels) -> pl.DataFrame:
+    """A kernel program (``chain.kernels``): every kernel as it ran, on its own stream."""
+    ch = ct.chain
+    k_n, r_n = ch.gap.shape
+    kinds = np.array([_PROGRAM_KIND.get(op, op) for op in kn.op], dtype=object)
+    return _cast(
+        pl.DataFrame(
+            {
+                "rank": np.tile(ch.ranks, k_n),
+                "stream": np.repeat(kn.stream, r_n),
+                "kind": np.repeat(kinds, r_n).astype(str),
+                "ts_ns": ct.arrival.ravel(),
+                "dur_ns": (ct.end - ct.arrival).ravel(),
+                "step": np.full(k_n * r_n, ch.step),
+                "layer": np.repeat(ch.layer, r_n),
+                "micro_batch": np.repeat(ch.micro_batch, r_n),
+            }
+        )
+    ).with_columns(
+        layer=pl.when(pl.col("layer") >= 0).then(pl.col("layer")),
+        micro_batch=pl.when(pl.col("micro_batch") >= 0).then(pl.col("micro_batch")),
+    )
+
+
 def _draw_chain(ct: ChainTimes, busy: pl.DataFrame | None) -> pl.DataFrame:
     ch = ct.chain
+    if ch.kernels is not None:
+        return _draw_program(ct, ch.kernels)
     kk, jj = np.nonzero(ch.part)
     kinds = np.array(ch.kind, dtype=object)
     comm = pl.DataFrame(

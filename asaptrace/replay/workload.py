@@ -52,6 +52,29 @@ _COMM = [str(k) for k in COMM_KINDS]
 
 
 @dataclass(frozen=True)
+class ChainKernels:
+    """A chain whose positions are the kernels of a program, in launch order (cost-built chains).
+
+    Each position is one kernel on every rank: a collective (``barrier``: it ends at the last
+    arrival + its transfer) or a local kernel (ends at its own start + its duration, no wait).
+    ``after[k]`` is the previous kernel on the same stream (−1: none), whose end also bounds the
+    start: a stream runs one kernel at a time. The host launches the positions in order, one every
+    ``launch_ns``; a kernel starts no earlier than ``launch_latency_ns`` after its launch; after a
+    ``sync`` position the host waits for its end before launching the next (DeepEP's normal
+    dispatch reads the received counts on the host). Measured chains have none of this: their
+    positions are collective instances and their gaps the measured work between them.
+    """
+
+    op: list[str]  # (K,) kernel names (attention, moe, dispatch, combine, …)
+    stream: np.ndarray  # (K,) stream id
+    barrier: np.ndarray  # (K,) bool
+    after: np.ndarray  # (K,) int
+    sync: np.ndarray  # (K,) bool
+    launch_ns: int = 0
+    launch_latency_ns: int = 0
+
+
+@dataclass(frozen=True)
 class StepChain:
     """One step of a lockstep deployment: K collective instances (in release order) × R ranks.
 
@@ -78,6 +101,8 @@ class StepChain:
     #: (K, R) an instance whose *arrival* also bounds the gap's start (−1: none) — the compute
     #: stream's previous work in a cost-built two-micro-batch chain; None for measured chains
     ref2: np.ndarray | None = None
+    #: the chain is a kernel program (None: its positions are collective instances)
+    kernels: ChainKernels | None = None
 
     @property
     def n_instances(self) -> int:

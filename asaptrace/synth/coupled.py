@@ -1,27 +1,34 @@
 """Execution model of the coupled deployment: DP attention + EP experts on the same devices.
 
-Every rank runs the same kernel program, so the model walks that program once and computes each
-kernel's start and end for all ranks at once (numpy over ranks). A kernel starts when its stream
-is free, its inputs are ready and its launch has reached the device; dispatch and combine are
-collectives over all ranks: each rank's kernel starts at its own arrival and ends at the *last*
-arrival plus the transfer time, so the barrier wait hides inside the early ranks' kernels, as on
-real GPUs. A dispatch instance is DeepEP's ``notify_dispatch`` (the count exchange: the barrier)
-followed by the payload ``dispatch`` kernel, launched once the host has read the counts. With two
-micro-batches the program interleaves them DeepSeek-style: one micro-batch's
-dispatch/combine (communication streams) overlaps the other's attention and experts (compute).
+Every rank runs the same kernel program: the replay's coupled program
+(:func:`asaptrace.replay.program.coupled_program`, here with all its kernels and dependencies on:
+the step's all-gather, the router's gate and layout, DeepEP's ``notify_dispatch`` count exchange
+blocking the host before the payload ``dispatch``, the shared expert, dense first layers without
+collectives, host launch cost and latency), timed by the replay's lockstep walk
+(:func:`asaptrace.replay.lockstep.run_chain`) for all ranks at once. A kernel starts when its
+stream is free, its inputs are ready and its launch has reached the device; dispatch and combine
+are collectives over all ranks: each rank's kernel starts at its own arrival and ends at the
+*last* arrival plus the transfer time, so the barrier wait hides inside the early ranks' kernels,
+as on real GPUs. With two micro-batches the program interleaves them DeepSeek-style: one
+micro-batch's dispatch/combine (communication streams) overlaps the other's attention and experts
+(compute). What synth adds is only what a trace shows beyond the timing: per-kernel noise (drawn
+in launch order, as the program asks for each kernel's cost), expert loads, annotations and truth.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
+from asaptrace.replay.lockstep import ChainTimes, run_chain
+from asaptrace.replay.program import ProgramShape, coupled_program
 from asaptrace.synth.config import SynthConfig
-from asaptrace.synth.costs import kernel_costs
+from asaptrace.synth.costs import KernelCosts, kernel_costs
 from asaptrace.synth.schedule import StepPlan
 from asaptrace.synth.timeline import (
-    COMPUTE_STREAM,
     Annotation,
     RankMeta,
     SpanRecorder,
@@ -33,7 +40,8 @@ from asaptrace.synth.timeline import (
 )
 from asaptrace.workload.requests import Requests
 
-DISPATCH_STREAM, COMBINE_STREAM = 20, 21
+#: the truth.json name of the collective instance a barrier position opens (by its chain kind)
+_INSTANCE = {"collective": "allgather", "dispatch": "dispatch", "combine": "combine"}
 
 
 def coupled_ranks(cfg: SynthConfig) -> list[RankMeta]:
@@ -44,73 +52,21 @@ def coupled_ranks(cfg: SynthConfig) -> list[RankMeta]:
     ]
 
 
-class _Program:
-    """Stream/host state of all ranks during one step, and the op interpreter."""
-
-    def __init__(
-        self,
-        cfg: SynthConfig,
-        rng: np.random.Generator,
-        builder: TimelineBuilder,
-        step: int,
-        t0: np.ndarray,
-        truth: dict[str, list],
-    ) -> None:
-        self.cfg, self.rng, self.b, self.step, self.truth = cfg, rng, builder, step, truth
-        self.n = len(t0)
-        self.ranks = np.arange(self.n)
-        self.host = t0.copy()
-        self.free = {COMPUTE_STREAM: t0.copy(), DISPATCH_STREAM: t0.copy(), COMBINE_STREAM: t0.copy()}
-        self.launch_ns = int(ms(cfg.costs.launch_us / 1000))
-        self.latency_ns = int(ms(cfg.costs.launch_latency_us / 1000))
-        self.spans = SpanRecorder()
-        self.first_dev = np.full(self.n, np.iinfo(np.int64).max)
-        self.last_dev = t0.copy()
-
-    def op(
-        self,
-        name: str,
-        stream: int,
-        dep: np.ndarray,
-        *,
-        dur_ns: np.ndarray | None = None,
-        transfer_ns: int | None = None,
-        layer: int = -1,
-        mb: int = -1,
-        sync: bool = False,
-        instance: str | None = None,
-    ) -> np.ndarray:
-        """One kernel on every rank; a collective (``transfer_ns`` given) ends at last arrival + transfer.
-
-        ``instance`` names the collective instance the kernel opens in truth.json (None: not recorded,
-        e.g. DeepEP's dispatch payload kernel, whose instance opened with notify_dispatch).
-        """
-        launch = self.host
-        self.host = launch + self.launch_ns
-        start = np.maximum(np.maximum(self.free[stream], launch + self.latency_ns), dep)
-        if transfer_ns is not None:
-            release = int(start.max())
-            end = np.full(self.n, release + int(transfer_ns), np.int64)
-            if instance is not None:
-                t = self.truth
-                t["step"].append(np.full(self.n, self.step))
-                t["layer"].append(np.full(self.n, layer))
-                t["micro_batch"].append(np.full(self.n, mb))
-                t["op"].append([instance] * self.n)
-                t["rank"].append(self.ranks)
-                t["arrival_ns"].append(start)
-                t["release_ns"].append(np.full(self.n, release))
-        else:
-            end = start + np.asarray(dur_ns, np.int64)
-        self.free[stream] = end
-        if sync:  # DeepEP's normal dispatch: the host reads the received counts before launching
-            self.host = np.maximum(self.host, end)
-        self.b.kernels(self.ranks, name, stream, start, end, launch, self.launch_ns, self.step, layer, mb)
-        self.first_dev = np.minimum(self.first_dev, start)
-        self.last_dev = np.maximum(self.last_dev, end)
-        if layer >= 0:
-            self.spans.add(name, layer, mb, start, end, launch, launch + self.launch_ns)
-        return end
+def program_shape(cfg: SynthConfig) -> ProgramShape:
+    """The replay's coupled program with every kernel a DeepEP trace shows, and the host."""
+    c = cfg.costs
+    return ProgramShape(
+        layers=cfg.model.layers,
+        micro_batches=cfg.deployment.micro_batches,
+        dense_layers=cfg.model.dense_layers,
+        router=True,
+        count_exchange=True,
+        host_blocking=True,  # DeepEP's normal dispatch: the host reads the received counts
+        shared_expert=True,
+        step_collective=True,
+        launch_ns=int(ms(c.launch_us / 1000)),
+        launch_latency_ns=int(ms(c.launch_latency_us / 1000)),
+    )
 
 
 def simulate_coupled(
@@ -123,6 +79,7 @@ def simulate_coupled(
     """Fill ``builder`` with the run's kernels and annotations; returns the truth parts it knows."""
     d, m, c, s = cfg.deployment, cfg.model, cfg.costs, cfg.straggler
     kc = kernel_costs(cfg)
+    shape = program_shape(cfg)
     n = d.dp * d.tp
     group = np.arange(n) // d.tp
     slow = np.ones(n)
@@ -133,143 +90,127 @@ def simulate_coupled(
         k: [] for k in ("step", "layer", "micro_batch", "op", "rank", "arrival_ns", "release_ns")
     }
     steps_truth = []
-    loads_truth: dict[str, list] = {"step": [], "layer": [], "micro_batch": [], "rank": [], "assignments": []}
+    loads_truth: dict[str, list] = {"step": [], "layer": [], "micro_batch": [], "assignments": []}
     new_tok = reqs.seq_len - reqs.cached_len
     # Σ c(2P + c) = Σ s² − P²: the causal quadratic term of the new tokens over their cached prefix
     quad = reqs.seq_len.astype(np.float64) ** 2 - reqs.cached_len.astype(np.float64) ** 2
     prev_end = None
-    mbs = range(d.micro_batches)
-
-    def noisy(base_ns: np.ndarray) -> np.ndarray:
-        return np.rint(base_ns * jitter(rng, c.jitter, n) * slow).astype(np.int64)
-
-    def noisy_transfer(base_ns: np.ndarray) -> int:
-        return int(np.rint(float(base_ns) * float(jitter(rng, c.jitter, 1)[0])))
-
+    noise = _Noise(rng, c.jitter, slow)
     for plan in plans:
         t_start = plan.ready_ns if prev_end is None else max(prev_end + int(ms(c.step_gap_ms)), plan.ready_ns)
         t0 = t_start + rng.integers(
             0, 50_000, n
         )  # the step's broadcast reaches hosts at slightly different times
-        prog = _Program(cfg, rng, builder, plan.step, t0, waits)
         tokens = np.zeros((d.dp, d.micro_batches))
         sq = np.zeros((d.dp, d.micro_batches))
         nreq = np.zeros((d.dp, d.micro_batches))
         for (g, mb), idx in plan.slots.items():
             tokens[g, mb], sq[g, mb], nreq[g, mb] = new_tok[idx].sum(), quad[idx].sum(), len(idx)
         attn_ns = kc.attention_ns(tokens, sq, nreq)
-        share = tokens / d.tp  # tokens each TP member sends into the MoE layer
-        ready = prog.op("allgather", DISPATCH_STREAM, t0, transfer_ns=ms(c.allgather), instance="allgather")
-        ready_mb = {mb: ready for mb in mbs}
-        for layer in range(m.layers):
-            if layer < m.dense_layers:
-                for mb in mbs:
-                    a = prog.op(
-                        "attention",
-                        COMPUTE_STREAM,
-                        ready_mb[mb],
-                        dur_ns=noisy(attn_ns[group, mb]),
-                        layer=layer,
-                        mb=mb,
-                    )
-                    ready_mb[mb] = prog.op(
-                        "dense_mlp",
-                        COMPUTE_STREAM,
-                        a,
-                        layer=layer,
-                        mb=mb,
-                        dur_ns=noisy(kc.linear_ns(c.dense_c0, c.dense_c1, share[group, mb])),
-                    )
-                continue
-            disp = {}
-            for mb in mbs:
-                sh = share[group, mb]
-                a = prog.op(
-                    "attention",
-                    COMPUTE_STREAM,
-                    ready_mb[mb],
-                    dur_ns=noisy(attn_ns[group, mb]),
-                    layer=layer,
-                    mb=mb,
-                )
-                gt = prog.op(
-                    "gate",
-                    COMPUTE_STREAM,
-                    a,
-                    dur_ns=noisy(kc.linear_ns(c.gate_c0, c.gate_c1, sh)),
-                    layer=layer,
-                    mb=mb,
-                )
-                lay = prog.op(
-                    "layout", COMPUTE_STREAM, gt, dur_ns=noisy(np.full(n, ms(c.layout))), layer=layer, mb=mb
-                )
-                # notify_dispatch exchanges the per-expert counts with every rank: the barrier of the
-                # dispatch instance; the host then reads the counts and launches the payload kernel
-                nt = prog.op(
-                    "notify",
-                    DISPATCH_STREAM,
-                    lay,
-                    transfer_ns=ms(c.notify),
-                    layer=layer,
-                    mb=mb,
-                    sync=True,
-                    instance="dispatch",
-                )
-                t_tok = float(share[:, mb].max())
-                disp[mb] = prog.op(
-                    "dispatch",
-                    DISPATCH_STREAM,
-                    nt,
-                    layer=layer,
-                    mb=mb,
-                    transfer_ns=noisy_transfer(kc.transfer_ns(t_tok)),
-                )
-                prog.op(
-                    "shared_expert",
-                    COMPUTE_STREAM,
-                    gt,
-                    dur_ns=noisy(kc.linear_ns(c.shared_c0, c.shared_c1, sh)),
-                    layer=layer,
-                    mb=mb,
-                )
-            for mb in mbs:
-                loads = device_loads(rng, pop[layer], int(tokens[:, mb].sum()) * m.top_k, n)
-                loads_truth["step"].append(plan.step)
-                loads_truth["layer"].append(layer)
-                loads_truth["micro_batch"].append(mb)
-                loads_truth["assignments"].append(loads.tolist())
-                moe = prog.op(
-                    "moe",
-                    COMPUTE_STREAM,
-                    disp[mb],
-                    layer=layer,
-                    mb=mb,
-                    dur_ns=noisy(kc.moe_ns(loads)),
-                )
-                t_tok = float(share[:, mb].max())
-                ready_mb[mb] = prog.op(
-                    "combine",
-                    COMBINE_STREAM,
-                    moe,
-                    layer=layer,
-                    mb=mb,
-                    instance="combine",
-                    transfer_ns=noisy_transfer(kc.combine_ns(t_tok)),
-                )
-        dev_end = prog.last_dev
-        host_end = np.maximum(prog.host, dev_end)  # the host synchronises at the end of the step
-        prev_end = int(dev_end.max())
-        _annotate(builder, plan, reqs, prog, group, t0, host_end)
+        cost = partial(_kernel_cost, cfg, kc, noise, pop, loads_truth, plan.step, group, tokens, attn_ns)
+        ct = run_chain(coupled_program(shape, cost, ranks=n, step=plan.step, start_ns=t0))
+        spans = _emit(builder, ct, shape, waits)
+        host_end = np.maximum(ct.host_end, ct.step_end)  # the host synchronises at the end of the step
+        prev_end = int(ct.step_end.max())
+        _annotate(builder, plan, reqs, ct, spans, group, t0, host_end)
         steps_truth.append(_step_truth(plan, tokens, sq, attn_ns, t_start, prev_end))
-    loads_truth.pop("rank")
     return {"waits": waits, "steps": steps_truth, "expert_loads": loads_truth}
+
+
+@dataclass(frozen=True)
+class _Noise:
+    """Multiplicative kernel noise (and the slow device's factor), drawn when a kernel is costed."""
+
+    rng: np.random.Generator
+    sigma: float
+    slow: np.ndarray  # (R,) compute slow-down per rank
+
+    def compute(self, base_ns: np.ndarray) -> np.ndarray:
+        return np.rint(base_ns * jitter(self.rng, self.sigma, len(self.slow)) * self.slow).astype(np.int64)
+
+    def transfer(self, base_ns: np.ndarray) -> int:
+        return int(np.rint(float(base_ns) * float(jitter(self.rng, self.sigma, 1)[0])))
+
+
+def _kernel_cost(
+    cfg: SynthConfig,
+    kc: KernelCosts,
+    noise: _Noise,
+    pop: np.ndarray,
+    loads_truth: dict[str, list],
+    step: int,
+    group: np.ndarray,
+    tokens: np.ndarray,
+    attn_ns: np.ndarray,
+    op: str,
+    layer: int,
+    mb: int,
+) -> np.ndarray | int:
+    """One kernel's noisy duration (or a collective's transfer), as the program asks in launch order.
+
+    ``tokens`` (G, M): each group's new tokens per micro-batch; each TP member sends 1/tp of them."""
+    c, n = cfg.costs, len(group)
+    share = tokens / cfg.deployment.tp
+    sh = share[group, mb]
+    if op == "attention":
+        return noise.compute(attn_ns[group, mb])
+    if op in ("dense_mlp", "gate", "shared_expert"):
+        c0, c1 = {"dense_mlp": (c.dense_c0, c.dense_c1), "gate": (c.gate_c0, c.gate_c1)}.get(
+            op, (c.shared_c0, c.shared_c1)
+        )
+        return noise.compute(kc.linear_ns(c0, c1, sh))
+    if op == "layout":
+        return noise.compute(np.full(n, ms(c.layout)))
+    if op == "moe":
+        loads = device_loads(noise.rng, pop[layer], int(tokens[:, mb].sum()) * cfg.model.top_k, n)
+        for key, v in (("step", step), ("layer", layer), ("micro_batch", mb)):
+            loads_truth[key].append(v)
+        loads_truth["assignments"].append(loads.tolist())
+        return noise.compute(kc.moe_ns(loads))
+    if op == "dispatch":
+        return noise.transfer(kc.transfer_ns(float(share[:, mb].max())))
+    if op == "combine":
+        return noise.transfer(kc.combine_ns(float(share[:, mb].max())))
+    return int(ms({"allgather": c.allgather, "notify": c.notify}[op]))  # fixed, no noise
+
+
+def _emit(
+    builder: TimelineBuilder, ct: ChainTimes, shape: ProgramShape, waits: dict[str, list]
+) -> SpanRecorder:
+    """The timed program as kernel rows (launch order), its barrier instances into ``waits``."""
+    ch, kn = ct.chain, ct.chain.kernels
+    if kn is None or ct.launch is None:
+        raise TypeError("not a kernel program: the chain has no kernels")
+    spans = SpanRecorder()
+    n = len(ch.ranks)
+    for k, op in enumerate(kn.op):
+        start, end, launch = ct.arrival[k], ct.end[k], ct.launch[k]
+        layer, mb = int(ch.layer[k]), int(ch.micro_batch[k])
+        builder.kernels(
+            ch.ranks, op, int(kn.stream[k]), start, end, launch, shape.launch_ns, ch.step, layer, mb
+        )
+        if layer >= 0:
+            spans.add(op, layer, mb, start, end, launch, launch + shape.launch_ns)
+        if ch.kind[k]:
+            for key, v in (
+                ("step", np.full(n, ch.step)),
+                ("layer", np.full(n, layer)),
+                ("micro_batch", np.full(n, mb)),
+                ("op", [_INSTANCE[ch.kind[k]]] * n),
+                ("rank", ch.ranks),
+                ("arrival_ns", start),
+                ("release_ns", np.full(n, ct.release[k])),
+            ):
+                waits[key].append(v)
+    return spans
 
 
 def _annotate(
     builder: TimelineBuilder,
     plan: StepPlan,
     reqs: Requests,
-    prog: _Program,
+    ct: ChainTimes,
+    spans: SpanRecorder,
     group: np.ndarray,
     t0: np.ndarray,
     host_end: np.ndarray,
@@ -277,7 +218,9 @@ def _annotate(
     members = {}
     for (g, _mb), idx in plan.slots.items():
         members.setdefault(g, []).extend(idx.tolist())
-    for r in range(prog.n):
+    first_dev = ct.arrival.min(axis=0)
+    ranks = ct.chain.ranks
+    for r in range(len(ranks)):
         idx = sorted(members.get(int(group[r]), []))
         args = {
             "step": plan.step,
@@ -288,14 +231,14 @@ def _annotate(
             Annotation(
                 r,
                 f"prefill_step#{plan.step}",
-                int(prog.first_dev[r]),
-                int(prog.last_dev[r]),
+                int(first_dev[r]),
+                int(ct.step_end[r]),
                 int(t0[r]),
                 int(host_end[r]),
                 args,
             )
         )
-    prog.spans.emit(builder, prog.ranks, plan.step)
+    spans.emit(builder, ranks, plan.step)
 
 
 def _step_truth(

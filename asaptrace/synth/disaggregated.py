@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 
 from asaptrace.replay.engine import Engine, Event
+from asaptrace.replay.program import COMPUTE_STREAM
 from asaptrace.synth.config import SynthConfig
 from asaptrace.synth.costs import kernel_costs
 from asaptrace.synth.schedule import StepPlan
 from asaptrace.synth.timeline import (
-    COMPUTE_STREAM,
     Annotation,
     RankMeta,
     SpanRecorder,

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from asaptrace.replay.program import COMBINE_STREAM, DISPATCH_STREAM
+
 #: Operation codes of kernels (the writers map them to format-specific names).
 OPS: tuple[str, ...] = (
     "attention",
@@ -46,8 +48,7 @@ COMM_OPS = frozenset(
     }
 )
 
-COMPUTE_STREAM = 7
-COMM_STREAMS = (20, 21)
+COMM_STREAMS = (DISPATCH_STREAM, COMBINE_STREAM)
 
 
 @dataclass(frozen=True)
