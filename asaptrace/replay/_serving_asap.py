@@ -31,7 +31,7 @@ from functools import partial
 
 import numpy as np
 
-from asaptrace.replay.pipelined import Batch, PipelineConfig, batch_costs, run_pipeline
+from asaptrace.replay.pipelined import Batch, PipelineConfig, batch_costs, run_recorded
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving_types import ServingRequests, ServingResult
 
@@ -138,8 +138,7 @@ def simulate_asap(
         comm_share=sc.asap_tp / sc.asap_experts,
         launch_ns=0 if mech.super_kernel else sc.costs.launch_ns,
     )
-    pipeline_batches: dict[int, Batch] = {}
-    trace = run_pipeline(cfg, _Recording(former, pipeline_batches))
+    trace, pipeline_batches = run_recorded(cfg, former, spans=False)
     _own_shares(former, pipeline_batches, cfg, sc)
     end = np.full(len(req), -1, np.int64)
     for bid, reqs in enumerate(former.members):
@@ -156,23 +155,6 @@ def simulate_asap(
         layer_items=nb * sc.layers,
         events=trace.events,
     )
-
-
-@dataclass
-class _Recording:
-    """The former, remembering every batch it hands out (for the own-time shares)."""
-
-    former: ServingFormer
-    batches: dict[int, Batch]
-
-    def wakeups(self) -> Iterable[int]:
-        return self.former.wakeups()
-
-    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
-        b = self.former.next_batch(now_ns, group, group_idle)
-        if b is not None:
-            self.batches[b.batch_id] = b
-        return b
 
 
 VARIANTS = {
