@@ -593,10 +593,9 @@ def batch_costs(
     tokens = float(c.sum())
     xfer = int(costs.transfer_ns(tokens / tp))
     moe = int(costs.moe_ns(tokens, experts))
-    is_moe = np.arange(layers) >= dense_layers
-    return (
-        np.full(layers, attn, np.int64),
-        np.where(is_moe, xfer, 0).astype(np.int64),
-        np.where(is_moe, moe, 0).astype(np.int64),
-        np.where(is_moe, xfer, 0).astype(np.int64),
-    )
+    dense = min(max(dense_layers, 0), layers)
+    disp = np.zeros(layers, np.int64)
+    disp[dense:] = xfer
+    pool = np.zeros(layers, np.int64)
+    pool[dense:] = moe
+    return np.full(layers, attn, np.int64), disp, pool, disp.copy()
