@@ -327,3 +327,50 @@ def test_a_batch_id_handed_out_twice_is_an_error_in_the_kernel():
     b = [_batch(0, [1], [1], [0]), _batch(0, [1], [1], [0])]
     with pytest.raises(ValueError, match="handed out batch id 0 twice"):
         run_pipeline(PipelineConfig(groups=2, slots=1), FifoBatches(b, groups=2), engine="c")
+
+
+@pytest.mark.parametrize(
+    ("costs", "overlap", "launch"),
+    [({}, True, 0), ({}, False, 220_000), ({"attn_c1_ms": 0.0, "attn_c2_ms": 0.0}, True, 5)],
+)
+def test_own_shares_at_once_equal_the_per_batch_loop_to_the_bit(costs, overlap, launch):
+    # the per-batch loop the vectorised shares replaced, written out here as the reference:
+    # share = A·w/Σw + R·c/Σc per batch (w ≡ 1 when the attention has no variable cost)
+    from types import SimpleNamespace
+
+    from asaptrace.replay._serving_asap import _own_shares
+    from asaptrace.replay.pipelined import batch_costs
+
+    model = CostModel(**costs)
+    rng = np.random.default_rng(7)
+    new = rng.integers(31, 32768, 300).tolist()
+    cached = np.where(rng.random(300) < 0.3, rng.integers(0, 9000, 300), 0).tolist()
+    order = rng.permutation(300).tolist()
+    members, at = [], 0
+    while at < 300:  # batches of 1–40 requests, some past 128 (numpy's pairwise block) when joined
+        k = int(rng.integers(1, 41))
+        members.append(order[at : at + k])
+        at += k
+    batches = {}
+    for bid, reqs in enumerate(members):
+        c = np.array([new[i] for i in reqs], np.float64)
+        p = np.array([cached[i] for i in reqs], np.float64)
+        arrays = batch_costs(model, c, p, layers=5, dense_layers=1, tp=4, experts=16)
+        batches[bid] = Batch(bid, 0, *arrays)
+    cfg = PipelineConfig(groups=1, overlap=overlap, comm_share=0.25, launch_ns=launch)
+    former = SimpleNamespace(members=members, new=new, cached=cached, costs=model, own=np.zeros(300))
+    _own_shares(former, batches, cfg, None)
+    expected = np.zeros(300)
+    for bid, reqs in enumerate(members):
+        b = batches[bid]
+        c = np.array([new[i] for i in reqs], np.float64)
+        w = model.attention_weight(c, np.array([cached[i] for i in reqs], np.float64))
+        if w.sum() <= 0:
+            w = np.ones_like(c)
+        pool = b.moe_ns.astype(np.float64) + launch * (b.moe_ns > 0)
+        if not overlap:
+            pool += np.rint(0.25 * (b.dispatch_ns + b.combine_ns))
+        rest = float((b.dispatch_ns + b.combine_ns).sum() + pool.sum())
+        expected[reqs] += float(b.attention_ns.sum()) * w / w.sum() + rest * c / c.sum()
+    assert np.array_equal(former.own, expected)
+    assert (former.own > 0).all()
