@@ -36,22 +36,27 @@ static const char *const KIND_NAME[] = {"BatchDone", "AttentionDone", "PoolDone"
 
 /* ------------------------------------------------------------------------------------ vectors */
 
+/* make room for one more element in a doubling array (*p of *cap elements of `size` bytes, n used) */
+static int grow(void **p, size_t *cap, size_t n, size_t size, size_t first) {
+    if (n < *cap) return 0;
+    size_t want = *cap ? *cap * 2 : first;
+    void *q = want > SIZE_MAX / size ? NULL : realloc(*p, want * size);
+    if (!q) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *p = q;
+    *cap = want;
+    return 0;
+}
+
 typedef struct {
     int64_t *p;
     size_t n, cap;
 } Vec;
 
 static int vec_push(Vec *v, int64_t x) {
-    if (v->n == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 64;
-        int64_t *p = realloc(v->p, cap * sizeof *p);
-        if (!p) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        v->p = p;
-        v->cap = cap;
-    }
+    if (grow((void **)&v->p, &v->cap, v->n, sizeof *v->p, 64) < 0) return -1;
     v->p[v->n++] = x;
     return 0;
 }
@@ -106,16 +111,7 @@ typedef struct {
 static inline int ev_less(const Ev *a, const Ev *b) { return a->t < b->t || (a->t == b->t && a->key < b->key); }
 
 static int heap_push(Heap *h, Ev e) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 256;
-        Ev *p = realloc(h->p, cap * sizeof *p);
-        if (!p) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        h->p = p;
-        h->cap = cap;
-    }
+    if (grow((void **)&h->p, &h->cap, h->n, sizeof *h->p, 256) < 0) return -1;
     size_t i = h->n++;
     while (i > 0) {
         size_t up = (i - 1) / 2;
@@ -325,16 +321,7 @@ static int64_t add_batch(Sim *s, PyObject *obj, int64_t group) {
                      (long long)id);
         goto done;
     }
-    if (s->nb == s->capb) {
-        size_t cap = s->capb ? s->capb * 2 : 256;
-        Batch *p = realloc(s->bs, cap * sizeof *p);
-        if (!p) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        s->bs = p;
-        s->capb = cap;
-    }
+    if (grow((void **)&s->bs, &s->capb, s->nb, sizeof *s->bs, 256) < 0) goto done;
     size_t bytes = 4 * (size_t)L * sizeof(int64_t) + (s->ordered ? 2 * (size_t)L : 0);
     char *block = calloc(1, bytes);
     if (!block) {
