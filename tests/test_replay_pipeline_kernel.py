@@ -374,3 +374,26 @@ def test_own_shares_at_once_equal_the_per_batch_loop_to_the_bit(costs, overlap, 
         expected[reqs] += float(b.attention_ns.sum()) * w / w.sum() + rest * c / c.sum()
     assert np.array_equal(former.own, expected)
     assert (former.own > 0).all()
+
+
+def test_a_negative_cost_is_an_event_in_the_past_on_both_engines():
+    # attention −5 at t = 0: its AttentionDone would be at −5 ns, before the engine's clock
+    b = [_batch(0, [-5], [1], [0])]
+    messages = set()
+    for engine in ("python", "c"):
+        with pytest.raises(ValueError, match="in the past") as err:
+            run_pipeline(PipelineConfig(groups=1), StaticBatches(b, 1, {0: 0}), engine=engine)
+        messages.add(str(err.value))
+    assert messages == {"event AttentionDone at -5 ns is in the past (0)"}
+
+
+def test_wakeups_must_be_integer_ns_for_the_kernel():
+    class Halves:
+        def wakeups(self):
+            return [0.5]
+
+        def next_batch(self, now_ns, group, group_idle):
+            return None
+
+    with pytest.raises(UsageError, match="wakeup times must be integer ns, not float64"):
+        run_pipeline(PipelineConfig(groups=1), Halves(), engine="c")

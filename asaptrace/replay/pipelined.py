@@ -496,9 +496,15 @@ def _pick_engine(engine: str | None, config: PipelineConfig) -> str:
         raise UsageError(
             f"pipeline engine must be one of {', '.join(ENGINES)}, not {choice!r} ({ENGINE_ENV})"
         )
+    # the kernel's arithmetic is Python's for int ns and a double comm_share (not, say, float32)
     integral = all(isinstance(v, int | np.integer) for v in (config.launch_ns, config.buffer_slots))
+    integral = integral and isinstance(config.comm_share, int | float)
     if choice == "c" and (_pkernel is None or not integral):
-        why = "was not built" if _pkernel is None else "needs integer launch_ns and buffer_slots"
+        why = (
+            "was not built"
+            if _pkernel is None
+            else "needs integer launch_ns, buffer_slots and a float comm_share"
+        )
         raise UsageError(f"the compiled pipeline engine {why}; use engine 'python' or 'auto'")
     if choice == "auto":
         return "c" if _pkernel is not None and integral else "python"
@@ -506,7 +512,9 @@ def _pick_engine(engine: str | None, config: PipelineConfig) -> str:
 
 
 def _as_ns(values: object) -> np.ndarray:
-    """A batch's per-layer costs as the kernel reads them (int64; non-integers truncate as int() does)."""
+    """A batch's per-layer costs as the kernel reads them: int64 (non-integers truncate as int() does;
+    a fractional MoE cost below 1 ns then counts as no pool item, where the reference would test
+    the float — costs are int64 ns by contract, :class:`Batch`)."""
     return np.ascontiguousarray(values, dtype=np.int64)
 
 
@@ -527,7 +535,10 @@ def _run_kernel(
     """The same run on the compiled kernel; its int64 buffers become the reference's trace."""
     if _pkernel is None:  # (_pick_engine chose "c" only when it was built)
         raise UsageError("the compiled pipeline engine was not built")
-    wake = np.asarray(list(former.wakeups()), dtype=np.int64)
+    wake = np.asarray(list(former.wakeups()))
+    if wake.size and wake.dtype.kind not in "iu":
+        raise UsageError(f"the batch former's wakeup times must be integer ns, not {wake.dtype}")
+    wake = wake.astype(np.int64)
     seq = np.argsort(wake, kind="stable")  # the engine pushes them in this order: seq = position
     orders = None
     if order is not None:
