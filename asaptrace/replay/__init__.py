@@ -12,7 +12,8 @@ Modules, in the order data flows through them:
 * :mod:`~asaptrace.replay.program` — the coupled step as a kernel program (``coupled_program``),
   the chain synth's coupled traces are timed on;
 * :mod:`~asaptrace.replay.pipelined` — disaggregated mechanics on the engine (``run_pipeline``,
-  ``PipelineConfig``, the ``BatchFormer`` hook, ``StaticBatches``, ``batch_costs``);
+  ``PipelineConfig``, the ``BatchFormer`` hook, ``StaticBatches``, ``batch_costs``); its item loop
+  also compiled (``_pkernel.c``), the Python engine kept as the reference;
 * :mod:`~asaptrace.replay.planner` — the batch planner (FIFO admission, longest-first balancing);
 * :mod:`~asaptrace.replay.offline` — a measured batch's costs on another deployment;
 * :mod:`~asaptrace.replay.policies` — ``POLICIES`` registry: coupled, asap, balanced,

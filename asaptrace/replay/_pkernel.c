@@ -1,0 +1,786 @@
+/*
+ * _pkernel: the pipelined (ASAP / AFD) event loop of asaptrace.replay.pipelined, compiled.
+ *
+ * Why this exists: a serving sweep (3 policies x 10 rates x 300 simulated s) spends ~95 % of its
+ * time in the Python pipeline's item loop (one heap event per attention, dispatch, MoE and combine
+ * of every (batch, layer) item).  This is the same loop over plain C structs: the same events, the
+ * same heap key (t_ns, priority, seq) with seq stamped in the order the Python handlers yield their
+ * follow-ups, the same handlers in the same statement order, int64 ns arithmetic and the one float
+ * operation (no overlap: round(comm_share * (dispatch + combine)), a double product rounded half to
+ * even, as Python's round does).  The Python engine (Pipeline) stays the reference; the tests run
+ * both on the same cases and compare every span.
+ *
+ * What stays in Python: batch formation.  The kernel calls former.next_batch(t, group, idle)
+ * exactly where and as often as Pipeline._assign does, and copies the batch's four per-layer int64
+ * arrays (anything else is converted by the `conv` callable first).  Results go back as int64
+ * byte buffers that the Python wrapper turns into a PipelineTrace.
+ *
+ * Deliberate differences from the reference, only for inputs the reference mishandles anyway: a
+ * batch id handed out twice, a batch with no layer or with per-layer arrays shorter than its
+ * attention array, and times beyond int64 raise ValueError / OverflowError here.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* event kinds and their priorities (lower first at equal time), as the Python event classes say */
+enum { K_BATCH_DONE, K_ATTN_DONE, K_POOL_DONE, K_ATTN_READY, K_POOL_ARRIVE, K_WAKEUP };
+static const uint64_t PRIO[] = {5, 10, 10, 20, 20, 40};
+static const char *const KIND_NAME[] = {"BatchDone", "AttentionDone", "PoolDone",
+                                        "AttentionReady", "PoolArrive", "Wakeup"};
+#define SEQ_BITS 56
+
+/* ------------------------------------------------------------------------------------ vectors */
+
+/* make room for one more element in a doubling array (*p of *cap elements of `size` bytes, n used) */
+static int grow(void **p, size_t *cap, size_t n, size_t size, size_t first) {
+    if (n < *cap) return 0;
+    size_t want = *cap ? *cap * 2 : first;
+    void *q = want > SIZE_MAX / size ? NULL : realloc(*p, want * size);
+    if (!q) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *p = q;
+    *cap = want;
+    return 0;
+}
+
+typedef struct {
+    int64_t *p;
+    size_t n, cap;
+} Vec;
+
+static int vec_push(Vec *v, int64_t x) {
+    if (grow((void **)&v->p, &v->cap, v->n, sizeof *v->p, 64) < 0) return -1;
+    v->p[v->n++] = x;
+    return 0;
+}
+
+/* FIFO of fixed-width records (int64 fields), a ring buffer */
+typedef struct {
+    int64_t *p;
+    size_t head, n, cap, w;
+} Ring;
+
+static int ring_put(Ring *r, const int64_t *rec) {
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 16;
+        int64_t *p = malloc(cap * r->w * sizeof *p);
+        if (!p) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t i = 0; i < r->n; i++)
+            memcpy(p + i * r->w, r->p + ((r->head + i) % r->cap) * r->w, r->w * sizeof *p);
+        free(r->p);
+        r->p = p;
+        r->head = 0;
+        r->cap = cap;
+    }
+    memcpy(r->p + ((r->head + r->n) % r->cap) * r->w, rec, r->w * sizeof *rec);
+    r->n++;
+    return 0;
+}
+
+static void ring_take(Ring *r, int64_t *rec) {
+    memcpy(rec, r->p + r->head * r->w, r->w * sizeof *rec);
+    r->head = (r->head + 1) % r->cap;
+    r->n--;
+}
+
+/* --------------------------------------------------------------------------------------- heap */
+
+typedef struct {
+    int64_t t;
+    uint64_t key; /* priority << SEQ_BITS | seq */
+    int64_t b;    /* internal batch index */
+    int64_t layer;
+    int kind;
+} Ev;
+
+typedef struct {
+    Ev *p;
+    size_t n, cap;
+} Heap;
+
+static inline int ev_less(const Ev *a, const Ev *b) { return a->t < b->t || (a->t == b->t && a->key < b->key); }
+
+static int heap_push(Heap *h, Ev e) {
+    if (grow((void **)&h->p, &h->cap, h->n, sizeof *h->p, 256) < 0) return -1;
+    size_t i = h->n++;
+    while (i > 0) {
+        size_t up = (i - 1) / 2;
+        if (!ev_less(&e, &h->p[up])) break;
+        h->p[i] = h->p[up];
+        i = up;
+    }
+    h->p[i] = e;
+    return 0;
+}
+
+static Ev heap_pop(Heap *h) {
+    Ev top = h->p[0];
+    Ev last = h->p[--h->n];
+    size_t i = 0, n = h->n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && ev_less(&h->p[c + 1], &h->p[c])) c++;
+        if (!ev_less(&h->p[c], &last)) break;
+        h->p[i] = h->p[c];
+        i = c;
+    }
+    if (n) h->p[i] = last;
+    return top;
+}
+
+/* ------------------------------------------------------------------------ batch id -> index map */
+
+typedef struct {
+    int64_t *keys;
+    int64_t *vals; /* -1: empty */
+    size_t cap, n;
+} Map;
+
+static inline size_t mix(int64_t k) {
+    uint64_t x = (uint64_t)k + 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return (size_t)(x ^ (x >> 31));
+}
+
+static int64_t map_get(const Map *m, int64_t k) {
+    if (!m->cap) return -1;
+    for (size_t i = mix(k) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (m->vals[i] < 0) return -1;
+        if (m->keys[i] == k) return m->vals[i];
+    }
+}
+
+static int map_put(Map *m, int64_t k, int64_t v) {
+    if (2 * (m->n + 1) > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 64;
+        int64_t *keys = malloc(cap * sizeof *keys), *vals = malloc(cap * sizeof *vals);
+        if (!keys || !vals) {
+            free(keys);
+            free(vals);
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t i = 0; i < cap; i++) vals[i] = -1;
+        for (size_t j = 0; j < m->cap; j++) {
+            if (m->vals[j] < 0) continue;
+            size_t i = mix(m->keys[j]) & (cap - 1);
+            while (vals[i] >= 0) i = (i + 1) & (cap - 1);
+            keys[i] = m->keys[j];
+            vals[i] = m->vals[j];
+        }
+        free(m->keys);
+        free(m->vals);
+        m->keys = keys;
+        m->vals = vals;
+        m->cap = cap;
+    }
+    size_t i = mix(k) & (m->cap - 1);
+    while (m->vals[i] >= 0) i = (i + 1) & (m->cap - 1);
+    m->keys[i] = k;
+    m->vals[i] = v;
+    m->n++;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------ the state */
+
+typedef struct {
+    int64_t id, layers, group, slot, done;
+    int alone;
+    int64_t *attn, *disp, *moe, *comb; /* one block of 4 * layers */
+    uint8_t *cready, *pready;          /* fixed order only: item put in its compute / pool queue */
+} Batch;
+
+typedef struct {
+    int64_t *b, *layer; /* batch ids and layers, in service order */
+    size_t n, next;
+} Order;
+
+typedef struct {
+    /* config */
+    int64_t groups, slots, buffer_slots, launch_ns;
+    int overlap, ordered, record;
+    double comm_share;
+    PyObject *next_batch, *conv, *batch_objs;
+    /* batches */
+    Batch *bs;
+    size_t nb, capb;
+    Map ids;
+    /* per group */
+    int64_t *used, *cand;
+    int *compute_busy;
+    Vec *free_slots;
+    Ring *cq;
+    Order *corder;
+    /* pool */
+    int pool_busy;
+    int64_t pool_held;
+    Ring pq, blocked;
+    Order porder;
+    /* engine */
+    Heap heap;
+    const int64_t *wk_t, *wk_seq;
+    size_t nwk, wi;
+    uint64_t seq;
+    int64_t now, handled;
+    /* results */
+    Vec done_idx, done_t, sp_attn, sp_disp, sp_moe, sp_comb;
+} Sim;
+
+static PyObject *S_batch_id, *S_alone, *S_attention_ns, *S_dispatch_ns, *S_moe_ns, *S_combine_ns;
+
+static int push(Sim *s, int kind, int64_t t, int64_t b, int64_t layer) {
+    if (t < s->now) {
+        PyErr_Format(PyExc_ValueError, "event %s at %lld ns is in the past (%lld)", KIND_NAME[kind],
+                     (long long)t, (long long)s->now);
+        return -1;
+    }
+    Ev e = {t, PRIO[kind] << SEQ_BITS | s->seq++, b, layer, kind};
+    return heap_push(&s->heap, e);
+}
+
+static int add_ns(int64_t a, int64_t b, int64_t *out) {
+    if (__builtin_add_overflow(a, b, out)) {
+        PyErr_SetString(PyExc_OverflowError, "pipeline time beyond int64 ns");
+        return -1;
+    }
+    return 0;
+}
+
+static int rec(Vec *v, const int64_t *xs, int n) {
+    for (int i = 0; i < n; i++)
+        if (vec_push(v, xs[i]) < 0) return -1;
+    return 0;
+}
+
+/* an int64 C-contiguous 1-d view of obj (converted by s->conv when it is not one already) */
+static int int64_view(Sim *s, PyObject *obj, Py_buffer *view) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_ND | PyBUF_FORMAT) == 0) {
+        const char *f = view->format ? view->format : "B";
+        if (f[0] == '@' || f[0] == '=' || f[0] == '<') f++;
+        if (view->ndim == 1 && view->itemsize == 8 && (f[0] == 'l' || f[0] == 'q') && f[1] == 0) return 0;
+        PyBuffer_Release(view);
+    } else {
+        PyErr_Clear();
+    }
+    PyObject *arr = PyObject_CallOneArg(s->conv, obj);
+    if (!arr) return -1;
+    int rc = PyObject_GetBuffer(arr, view, PyBUF_ND | PyBUF_FORMAT);
+    Py_DECREF(arr); /* the view holds its own reference */
+    if (rc < 0) return -1;
+    if (view->ndim != 1 || view->itemsize != 8) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "a batch's per-layer costs must be 1-d int64 arrays");
+        return -1;
+    }
+    return 0;
+}
+
+/* copy a handed-out Batch object into the state; returns its index or -1 */
+static int64_t add_batch(Sim *s, PyObject *obj, int64_t group) {
+    PyObject *fields[4] = {S_attention_ns, S_dispatch_ns, S_moe_ns, S_combine_ns};
+    Py_buffer views[4];
+    int nviews = 0;
+    int64_t idx = -1, id;
+    PyObject *pid = PyObject_GetAttr(obj, S_batch_id);
+    if (!pid) return -1;
+    id = PyLong_AsLongLong(pid);
+    Py_DECREF(pid);
+    if (id == -1 && PyErr_Occurred()) return -1;
+    if (map_get(&s->ids, id) >= 0) {
+        PyErr_Format(PyExc_ValueError, "the batch former handed out batch id %lld twice", (long long)id);
+        return -1;
+    }
+    PyObject *palone = PyObject_GetAttr(obj, S_alone);
+    if (!palone) return -1;
+    int alone = PyObject_IsTrue(palone);
+    Py_DECREF(palone);
+    if (alone < 0) return -1;
+    for (; nviews < 4; nviews++) {
+        PyObject *arr = PyObject_GetAttr(obj, fields[nviews]);
+        if (!arr) goto done;
+        int rc = int64_view(s, arr, &views[nviews]);
+        Py_DECREF(arr);
+        if (rc < 0) goto done;
+    }
+    int64_t L = views[0].shape[0];
+    if (L < 1 || views[1].shape[0] < L || views[2].shape[0] < L || views[3].shape[0] < L) {
+        PyErr_Format(PyExc_ValueError, "batch %lld: no layer, or per-layer cost arrays shorter than its attention",
+                     (long long)id);
+        goto done;
+    }
+    if (grow((void **)&s->bs, &s->capb, s->nb, sizeof *s->bs, 256) < 0) goto done;
+    size_t bytes = 4 * (size_t)L * sizeof(int64_t) + (s->ordered ? 2 * (size_t)L : 0);
+    char *block = calloc(1, bytes);
+    if (!block) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Batch *b = &s->bs[s->nb];
+    b->id = id;
+    b->layers = L;
+    b->group = group;
+    b->slot = 0;
+    b->done = -1;
+    b->alone = alone;
+    b->attn = (int64_t *)block;
+    b->disp = b->attn + L;
+    b->moe = b->disp + L;
+    b->comb = b->moe + L;
+    for (int i = 0; i < 4; i++) memcpy((int64_t *)block + i * L, views[i].buf, (size_t)L * sizeof(int64_t));
+    b->cready = s->ordered ? (uint8_t *)(b->comb + L) : NULL;
+    b->pready = s->ordered ? b->cready + L : NULL;
+    if (map_put(&s->ids, id, (int64_t)s->nb) < 0 || PyList_Append(s->batch_objs, obj) < 0) {
+        free(block);
+        goto done;
+    }
+    idx = (int64_t)s->nb++;
+done:
+    for (int i = 0; i < nviews; i++) PyBuffer_Release(&views[i]);
+    return idx;
+}
+
+/* ----------------------------------------------------------------------------------- the queues */
+
+/* take the next item of a queue (compute of group g, or the pool when g < 0); 0 when none */
+static int take(Sim *s, int64_t g, int64_t *bi, int64_t *layer) {
+    if (!s->ordered) {
+        Ring *r = g < 0 ? &s->pq : &s->cq[g];
+        if (!r->n) return 0;
+        int64_t it[2];
+        ring_take(r, it);
+        *bi = it[0];
+        *layer = it[1];
+        return 1;
+    }
+    Order *o = g < 0 ? &s->porder : &s->corder[g];
+    if (o->next >= o->n) return 0;
+    int64_t i = map_get(&s->ids, o->b[o->next]), l = o->layer[o->next];
+    if (i < 0 || l < 0 || l >= s->bs[i].layers) return 0;
+    Batch *b = &s->bs[i];
+    uint8_t *flag = g < 0 ? &b->pready[l] : &b->cready[l];
+    if (!*flag || (g >= 0 && b->group != g)) return 0;
+    *flag = 0;
+    o->next++;
+    *bi = i;
+    *layer = l;
+    return 1;
+}
+
+static int put(Sim *s, int64_t g, int64_t bi, int64_t layer) {
+    if (s->ordered) {
+        if (g < 0)
+            s->bs[bi].pready[layer] = 1;
+        else
+            s->bs[bi].cready[layer] = 1;
+        return 0;
+    }
+    int64_t it[2] = {bi, layer};
+    return ring_put(g < 0 ? &s->pq : &s->cq[g], it);
+}
+
+/* --------------------------------------------------------------------------------- the handlers */
+
+static int start_compute(Sim *s, int64_t g, int64_t t) {
+    int64_t bi, layer, end;
+    if (s->compute_busy[g] || !take(s, g, &bi, &layer)) return 0;
+    s->compute_busy[g] = 1;
+    Batch *b = &s->bs[bi];
+    if (add_ns(t, b->attn[layer], &end) < 0) return -1;
+    if (s->record) {
+        int64_t r[5] = {b->id, g, layer, t, end};
+        if (rec(&s->sp_attn, r, 5) < 0) return -1;
+    }
+    return push(s, K_ATTN_DONE, end, bi, layer);
+}
+
+static int start_pool(Sim *s, int64_t t) {
+    int64_t bi, layer, dur, end;
+    if (s->pool_busy || !take(s, -1, &bi, &layer)) return 0;
+    Batch *b = &s->bs[bi];
+    if (add_ns(b->moe[layer], s->launch_ns, &dur) < 0) return -1;
+    if (!s->overlap) {
+        int64_t comm;
+        if (add_ns(b->disp[layer], b->comb[layer], &comm) < 0) return -1;
+        double x = nearbyint(s->comm_share * (double)comm); /* Python's round(): half to even */
+        if (!(fabs(x) < 9.2e18) || add_ns(dur, (int64_t)x, &dur) < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_OverflowError, "pipeline time beyond int64 ns");
+            return -1;
+        }
+    }
+    s->pool_busy = 1;
+    if (add_ns(t, dur, &end) < 0) return -1;
+    if (s->record) {
+        int64_t r[4] = {b->id, layer, t, end};
+        if (rec(&s->sp_moe, r, 4) < 0) return -1;
+    }
+    return push(s, K_POOL_DONE, end, bi, layer);
+}
+
+static int next_layer(Sim *s, int64_t bi, int64_t layer, int64_t t) {
+    if (layer + 1 < s->bs[bi].layers) return push(s, K_ATTN_READY, t, bi, layer + 1);
+    return push(s, K_BATCH_DONE, t, bi, 0);
+}
+
+static int int64_cmp(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* fill free slots, least occupied group first, with batches from the former (Pipeline._assign) */
+static int assign(Sim *s, int64_t t) {
+    PyObject *pt = PyLong_FromLongLong(t);
+    if (!pt) return -1;
+    int rc = -1;
+    for (;;) {
+        size_t n = 0;
+        for (int64_t g = 0; g < s->groups; g++) {
+            if (s->used[g] >= s->slots) continue;
+            size_t i = n++; /* insertion by (used, group) */
+            while (i > 0 && s->used[s->cand[i - 1]] > s->used[g]) {
+                s->cand[i] = s->cand[i - 1];
+                i--;
+            }
+            s->cand[i] = g;
+        }
+        int placed = 0;
+        for (size_t i = 0; i < n && !placed; i++) {
+            int64_t g = s->cand[i];
+            PyObject *pg = PyLong_FromLongLong(g);
+            if (!pg) goto out;
+            PyObject *args[3] = {pt, pg, s->used[g] == 0 ? Py_True : Py_False};
+            PyObject *obj = PyObject_Vectorcall(s->next_batch, args, 3, NULL);
+            Py_DECREF(pg);
+            if (!obj) goto out;
+            if (obj == Py_None) {
+                Py_DECREF(obj);
+                continue;
+            }
+            int64_t bi = add_batch(s, obj, g);
+            Py_DECREF(obj);
+            if (bi < 0) goto out;
+            Batch *b = &s->bs[bi];
+            Vec *fs = &s->free_slots[g];
+            if (b->alone) {
+                s->used[g] = s->slots;
+                b->slot = 0;
+                fs->n = 0;
+            } else {
+                s->used[g] += 1;
+                if (!fs->n) {
+                    PyErr_SetString(PyExc_IndexError, "pop from empty list");
+                    goto out;
+                }
+                qsort(fs->p, fs->n, sizeof *fs->p, int64_cmp);
+                b->slot = fs->p[0];
+                memmove(fs->p, fs->p + 1, (fs->n - 1) * sizeof *fs->p);
+                fs->n--;
+            }
+            if (push(s, K_ATTN_READY, t, bi, 0) < 0) goto out;
+            placed = 1;
+        }
+        if (!placed) break;
+    }
+    rc = 0;
+out:
+    Py_DECREF(pt);
+    return rc;
+}
+
+static int handle(Sim *s, const Ev *e) {
+    int64_t t = e->t, bi = e->b, layer = e->layer;
+    Batch *b = bi >= 0 ? &s->bs[bi] : NULL;
+    switch (e->kind) {
+    case K_WAKEUP:
+        return assign(s, t);
+    case K_ATTN_READY:
+        if (put(s, b->group, bi, layer) < 0) return -1;
+        return start_compute(s, b->group, t);
+    case K_POOL_ARRIVE:
+        if (put(s, -1, bi, layer) < 0) return -1;
+        return start_pool(s, t);
+    case K_ATTN_DONE: {
+        s->compute_busy[b->group] = 0;
+        if (start_compute(s, b->group, t) < 0) return -1;
+        b = &s->bs[bi]; /* (the former is not called above, so bs did not move; cheap to be safe) */
+        if (b->moe[layer] > 0) {
+            int64_t arrive;
+            if (add_ns(t, b->disp[layer], &arrive) < 0) return -1;
+            if (s->record) {
+                int64_t r[4] = {b->id, layer, t, arrive};
+                if (rec(&s->sp_disp, r, 4) < 0) return -1;
+            }
+            if (s->pool_held >= s->buffer_slots) {
+                int64_t it[3] = {bi, layer, arrive}; /* back-pressure: the slot is still full */
+                return ring_put(&s->blocked, it);
+            }
+            s->pool_held += 1;
+            return push(s, K_POOL_ARRIVE, arrive, bi, layer);
+        }
+        return next_layer(s, bi, layer, t);
+    }
+    case K_POOL_DONE: {
+        s->pool_busy = 0;
+        s->pool_held -= 1;
+        if (s->blocked.n) {
+            int64_t it[3];
+            ring_take(&s->blocked, it);
+            s->pool_held += 1;
+            if (push(s, K_POOL_ARRIVE, it[2] > t ? it[2] : t, it[0], it[1]) < 0) return -1;
+        }
+        if (start_pool(s, t) < 0) return -1;
+        b = &s->bs[bi];
+        int64_t back;
+        if (add_ns(t, b->comb[layer], &back) < 0) return -1;
+        if (s->record) {
+            int64_t r[4] = {b->id, layer, t, back};
+            if (rec(&s->sp_comb, r, 4) < 0) return -1;
+        }
+        return next_layer(s, bi, layer, back);
+    }
+    case K_BATCH_DONE: {
+        int64_t g = b->group;
+        b->done = t;
+        if (vec_push(&s->done_idx, bi) < 0 || vec_push(&s->done_t, t) < 0) return -1;
+        s->used[g] -= b->alone ? s->slots : 1;
+        if (b->alone) {
+            for (int64_t k = 0; k < s->slots; k++)
+                if (vec_push(&s->free_slots[g], k) < 0) return -1;
+        } else if (vec_push(&s->free_slots[g], b->slot) < 0) {
+            return -1;
+        }
+        return assign(s, t);
+    }
+    }
+    PyErr_SetString(PyExc_SystemError, "pipeline kernel: unknown event kind");
+    return -1;
+}
+
+static int run_loop(Sim *s) {
+    for (;;) {
+        Ev e;
+        int from_wk = 0;
+        if (s->wi < s->nwk) {
+            Ev w = {s->wk_t[s->wi], PRIO[K_WAKEUP] << SEQ_BITS | (uint64_t)s->wk_seq[s->wi], -1, 0, K_WAKEUP};
+            if (!s->heap.n || ev_less(&w, &s->heap.p[0])) {
+                e = w;
+                from_wk = 1;
+            }
+        }
+        if (!from_wk) {
+            if (!s->heap.n) return 0;
+            e = heap_pop(&s->heap);
+        } else {
+            s->wi++;
+        }
+        s->now = e.t;
+        s->handled++;
+        if (handle(s, &e) < 0) return -1;
+    }
+}
+
+/* ------------------------------------------------------------------------------------- the API */
+
+static int read_order(PyObject *buf, Order *o) {
+    Py_buffer v;
+    if (PyObject_GetBuffer(buf, &v, PyBUF_SIMPLE) < 0) return -1;
+    size_t n = (size_t)v.len / (2 * sizeof(int64_t));
+    o->b = malloc((n ? n : 1) * sizeof(int64_t));
+    o->layer = malloc((n ? n : 1) * sizeof(int64_t));
+    if (!o->b || !o->layer) {
+        PyBuffer_Release(&v);
+        PyErr_NoMemory();
+        return -1;
+    }
+    const int64_t *p = v.buf;
+    for (size_t i = 0; i < n; i++) {
+        o->b[i] = p[2 * i];
+        o->layer[i] = p[2 * i + 1];
+    }
+    o->n = n;
+    o->next = 0;
+    PyBuffer_Release(&v);
+    return 0;
+}
+
+static PyObject *vec_bytes(const Vec *v) {
+    return PyBytes_FromStringAndSize((const char *)v->p, (Py_ssize_t)(v->n * sizeof(int64_t)));
+}
+
+static void sim_free(Sim *s) {
+    for (size_t i = 0; i < s->nb; i++) free(s->bs[i].attn);
+    free(s->bs);
+    free(s->ids.keys);
+    free(s->ids.vals);
+    for (int64_t g = 0; s->free_slots && g < s->groups; g++) free(s->free_slots[g].p);
+    for (int64_t g = 0; s->cq && g < s->groups; g++) free(s->cq[g].p);
+    for (int64_t g = 0; s->corder && g < s->groups; g++) {
+        free(s->corder[g].b);
+        free(s->corder[g].layer);
+    }
+    free(s->free_slots);
+    free(s->cq);
+    free(s->corder);
+    free(s->used);
+    free(s->cand);
+    free(s->compute_busy);
+    free(s->pq.p);
+    free(s->blocked.p);
+    free(s->porder.b);
+    free(s->porder.layer);
+    free(s->heap.p);
+    Vec *vs[] = {&s->done_idx, &s->done_t, &s->sp_attn, &s->sp_disp, &s->sp_moe, &s->sp_comb};
+    for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) free(vs[i]->p);
+    Py_XDECREF(s->next_batch);
+    Py_XDECREF(s->batch_objs);
+}
+
+PyDoc_STRVAR(run_doc,
+             "run(groups, slots, buffer_slots, overlap, comm_share, launch_ns, wakeup_t, wakeup_seq, former,\n"
+             "    conv, order, record) -> (ids, groups, slots, done_idx, done_t, handled, batches,\n"
+             "    attention, dispatch, moe, combine)\n\n"
+             "Run the pipelined deployment (asaptrace.replay.pipelined.Pipeline's semantics) to the end.\n"
+             "wakeup_t / wakeup_seq: int64 bytes, the wakeups sorted by (time, push order) and their push\n"
+             "order; order: None (first come, first served) or (list of int64 (batch id, layer) bytes per\n"
+             "group, the pool's bytes). Results are int64 bytes (spans only with record), handled the\n"
+             "number of events, batches the handed-out Batch objects in hand-out order.");
+
+static PyObject *pk_run(PyObject *self, PyObject *args) {
+    (void)self;
+    Sim s;
+    memset(&s, 0, sizeof s);
+    long long groups, slots, buffer_slots, launch_ns;
+    int overlap, record;
+    double comm_share;
+    Py_buffer wt, ws;
+    PyObject *former, *conv, *order;
+    if (!PyArg_ParseTuple(args, "LLLpdLy*y*OOOp", &groups, &slots, &buffer_slots, &overlap, &comm_share,
+                          &launch_ns, &wt, &ws, &former, &conv, &order, &record))
+        return NULL;
+    PyObject *result = NULL;
+    if (groups < 1 || slots < 0 || wt.len != ws.len) {
+        PyErr_SetString(PyExc_ValueError, "pipeline kernel: bad configuration");
+        goto out;
+    }
+    s.groups = groups;
+    s.slots = slots;
+    s.buffer_slots = buffer_slots;
+    s.launch_ns = launch_ns;
+    s.overlap = overlap;
+    s.comm_share = comm_share;
+    s.record = record;
+    s.conv = conv;
+    s.ordered = order != Py_None;
+    s.wk_t = wt.buf;
+    s.wk_seq = ws.buf;
+    s.nwk = (size_t)wt.len / sizeof(int64_t);
+    s.seq = s.nwk;
+    s.pq.w = 2;
+    s.blocked.w = 3;
+    if (s.nwk && s.wk_t[0] < 0) {
+        PyErr_Format(PyExc_ValueError, "event Wakeup at %lld ns is in the past (0)", (long long)s.wk_t[0]);
+        goto out;
+    }
+    s.next_batch = PyObject_GetAttrString(former, "next_batch");
+    s.batch_objs = PyList_New(0);
+    s.used = calloc((size_t)groups, sizeof *s.used);
+    s.cand = calloc((size_t)groups, sizeof *s.cand);
+    s.compute_busy = calloc((size_t)groups, sizeof *s.compute_busy);
+    s.free_slots = calloc((size_t)groups, sizeof *s.free_slots);
+    s.cq = calloc((size_t)groups, sizeof *s.cq);
+    s.corder = calloc((size_t)groups, sizeof *s.corder);
+    if (!s.next_batch || !s.batch_objs) goto out;
+    if (!s.used || !s.cand || !s.compute_busy || !s.free_slots || !s.cq || !s.corder) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (int64_t g = 0; g < groups; g++) {
+        s.cq[g].w = 2;
+        for (int64_t k = 0; k < slots; k++)
+            if (vec_push(&s.free_slots[g], k) < 0) goto out;
+    }
+    if (s.ordered) {
+        PyObject *per_group, *pool;
+        if (!PyArg_ParseTuple(order, "OO", &per_group, &pool)) goto out;
+        if (!PyList_Check(per_group) || PyList_GET_SIZE(per_group) != groups) {
+            PyErr_SetString(PyExc_ValueError, "pipeline kernel: order needs one list entry per group");
+            goto out;
+        }
+        for (int64_t g = 0; g < groups; g++)
+            if (read_order(PyList_GET_ITEM(per_group, g), &s.corder[g]) < 0) goto out;
+        if (read_order(pool, &s.porder) < 0) goto out;
+    }
+    if (run_loop(&s) < 0) goto out;
+    Vec ids = {0}, grp = {0}, slt = {0};
+    int ok = 1;
+    for (size_t i = 0; i < s.nb && ok; i++)
+        ok = vec_push(&ids, s.bs[i].id) == 0 && vec_push(&grp, s.bs[i].group) == 0 &&
+             vec_push(&slt, s.bs[i].slot) == 0;
+    if (ok) {
+        if (record)
+            result = Py_BuildValue("(NNNNNLONNNN)", vec_bytes(&ids), vec_bytes(&grp), vec_bytes(&slt),
+                                   vec_bytes(&s.done_idx), vec_bytes(&s.done_t), (long long)s.handled,
+                                   s.batch_objs, vec_bytes(&s.sp_attn), vec_bytes(&s.sp_disp),
+                                   vec_bytes(&s.sp_moe), vec_bytes(&s.sp_comb));
+        else
+            result = Py_BuildValue("(NNNNNLOOOOO)", vec_bytes(&ids), vec_bytes(&grp), vec_bytes(&slt),
+                                   vec_bytes(&s.done_idx), vec_bytes(&s.done_t), (long long)s.handled,
+                                   s.batch_objs, Py_None, Py_None, Py_None, Py_None);
+    }
+    free(ids.p);
+    free(grp.p);
+    free(slt.p);
+out:
+    sim_free(&s);
+    PyBuffer_Release(&wt);
+    PyBuffer_Release(&ws);
+    return result;
+}
+
+static PyMethodDef pk_methods[] = {
+    {"run", pk_run, METH_VARARGS, run_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static int pk_exec(PyObject *m) {
+    (void)m;
+    S_batch_id = PyUnicode_InternFromString("batch_id");
+    S_alone = PyUnicode_InternFromString("alone");
+    S_attention_ns = PyUnicode_InternFromString("attention_ns");
+    S_dispatch_ns = PyUnicode_InternFromString("dispatch_ns");
+    S_moe_ns = PyUnicode_InternFromString("moe_ns");
+    S_combine_ns = PyUnicode_InternFromString("combine_ns");
+    if (!S_batch_id || !S_alone || !S_attention_ns || !S_dispatch_ns || !S_moe_ns || !S_combine_ns) return -1;
+    return 0;
+}
+
+static PyModuleDef_Slot pk_slots[] = {
+    {Py_mod_exec, pk_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef pk_module = {
+    PyModuleDef_HEAD_INIT,
+    "_pkernel",
+    "The pipelined (ASAP / AFD) event loop of asaptrace.replay.pipelined, compiled.",
+    0,
+    pk_methods,
+    pk_slots,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC PyInit__pkernel(void) { return PyModuleDef_Init(&pk_module); }
