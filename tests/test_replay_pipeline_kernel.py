@@ -397,3 +397,13 @@ def test_wakeups_must_be_integer_ns_for_the_kernel():
 
     with pytest.raises(UsageError, match="wakeup times must be integer ns, not float64"):
         run_pipeline(PipelineConfig(groups=1), Halves(), engine="c")
+
+
+def test_a_store_clock_before_zero_runs_on_both_engines():
+    # a batch ready at −8 µs (a store's own clock may start before 0): both engines start there
+    b = [_batch(0, [3], [1], [0], ready=-8000)]
+    done = set()
+    for engine in ("python", "c"):
+        trace = run_pipeline(PipelineConfig(groups=1), StaticBatches(b, 1, {0: 0}), engine=engine)
+        done.add(tuple(sorted(trace.done.items())))
+    assert len(done) == 1 and min(t for _, t in next(iter(done))) > -8000

@@ -689,10 +689,8 @@ static PyObject *pk_run(PyObject *self, PyObject *args) {
     s.seq = s.nwk;
     s.pq.w = 2;
     s.blocked.w = 3;
-    if (s.nwk && s.wk_t[0] < 0) {
-        PyErr_Format(PyExc_ValueError, "event Wakeup at %lld ns is in the past (0)", (long long)s.wk_t[0]);
-        goto out;
-    }
+    if (s.nwk && s.wk_t[0] < 0) /* a store's clock may start before 0: as Engine(start_ns=min(0, …)) */
+        s.now = s.wk_t[0];
     s.next_batch = PyObject_GetAttrString(former, "next_batch");
     s.batch_objs = PyList_New(0);
     s.used = calloc((size_t)groups, sizeof *s.used);
