@@ -11,6 +11,7 @@ The public calls (documented in docs/reference/python-api.md) are re-exported he
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -22,6 +23,8 @@ _EXPORTS = {
     "diagnose_store": "asaptrace.pipeline",
     "read_tables": "asaptrace.pipeline",
     "replay_store": "asaptrace.pipeline",
+    "advise_store": "asaptrace.pipeline",
+    "sweep": "asaptrace.pipeline",
     "store_info": "asaptrace.info",
     "open_store": "asaptrace.store",
     "TraceStore": "asaptrace.store",
@@ -40,6 +43,8 @@ __all__ = [  # noqa: RUF022  (grouped as _EXPORTS)
     "diagnose_store",
     "read_tables",
     "replay_store",
+    "advise_store",
+    "sweep",
     "store_info",
     "open_store",
     "TraceStore",
@@ -56,9 +61,21 @@ if TYPE_CHECKING:
     from asaptrace.enrich.frames import enrich_frames
     from asaptrace.info import store_info
     from asaptrace.ingest.base import IngestOptions
-    from asaptrace.pipeline import build_store, diagnose_store, enrich_store, read_tables, replay_store
+    from asaptrace.pipeline import (
+        advise_store,
+        build_store,
+        diagnose_store,
+        enrich_store,
+        read_tables,
+        replay_store,
+        sweep,
+    )
     from asaptrace.store import TraceStore, open_store
     from asaptrace.synth import load_config, synthesize
+
+
+if "IPython" in sys.modules:  # in a notebook every result shows the faces' tables (asaptrace.display)
+    importlib.import_module("asaptrace.notebook")
 
 
 def __getattr__(name: str) -> Any:

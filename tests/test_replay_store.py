@@ -104,11 +104,14 @@ def test_cli_replay_prints_the_consistency_check_and_recovered_time(scenario, tm
 
 def test_cli_writes_a_store_and_refuses_to_overwrite_it(scenario, tmp_path):
     out = tmp_path / "r.store"
-    assert run_cli("replay", scenario.path, "--policy", "balanced", "-o", out).code == 0
-    assert TraceStore.open(out).meta["replay"]["policy"] == "balanced"
-    again = run_cli("replay", scenario.path, "--policy", "balanced", "-o", out)
+    assert run_cli("replay", scenario.path, "--policy", "coupled", "-o", out).code == 0
+    assert TraceStore.open(out).meta["replay"]["policy"] == "coupled"
+    again = run_cli("replay", scenario.path, "--policy", "coupled", "-o", out)
     assert again.code == 2 and "--force" in again.stderr
-    assert run_cli("replay", scenario.path, "--policy", "balanced", "-o", out, "--force").code == 0
+    assert run_cli("replay", scenario.path, "--policy", "coupled", "-o", out, "--force").code == 0
+    # balanced re-places requests: without their lengths it does not apply, in one line
+    bal = run_cli("replay", scenario.path, "--policy", "balanced")
+    assert bal.code == 2 and "balanced does not apply: the store has no batch composition" in bal.stderr
 
 
 @pytest.mark.parametrize(

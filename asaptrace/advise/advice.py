@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from asaptrace.display import HtmlRepr
 from asaptrace.errors import UsageError
 from asaptrace.units import text_ns
 
@@ -49,8 +50,8 @@ class WhatIf:
         return self.applies and (self.recovered_ns or 0) < 0
 
 
-@dataclass(frozen=True)
-class Advice:
+@dataclass(frozen=True, repr=False)
+class Advice(HtmlRepr):
     """A store's advice: the measured run, its ranked what-ifs, those that do not apply."""
 
     store: str

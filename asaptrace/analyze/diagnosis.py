@@ -28,6 +28,7 @@ from asaptrace.analyze.imbalance import fit_attention, imbalance_by_group, imbal
 from asaptrace.analyze.overlap import overlap_by_rank, overlap_by_role
 from asaptrace.analyze.straggler import straggler_groups, stragglers
 from asaptrace.analyze.ttft import ttft_by_bucket, ttft_requests
+from asaptrace.display import HtmlRepr
 from asaptrace.enrich.instances import match_instances
 
 SCHEMA_VERSION = 1
@@ -57,14 +58,19 @@ TABLE_NAMES = (
 )
 
 
-@dataclass
-class Diagnosis:
+@dataclass(repr=False)
+class Diagnosis(HtmlRepr):
     """The tables of every analysis, the ranked findings, notes on what enrichment could not do."""
 
     tables: dict[str, pl.DataFrame]
     findings: list[Finding]
     notes: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        top = self.findings[0].text if self.findings else "no findings"
+        top = top if len(top) <= 90 else top[:89] + "…"
+        return f"<Diagnosis {self.meta.get('store', '')}: {len(self.findings)} findings; top: {top}>"
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -150,6 +150,33 @@ StoreArg = Annotated[Path, typer.Argument(help="A store directory written by `as
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print a machine-readable JSON object instead of tables.")
 ]
+# results as tables (replay, sweep, compare, advise; docs/reference/tables.md)
+CsvOpt = Annotated[
+    Path | None, typer.Option("--csv", help="Also write the results as CSV tables in this folder.")
+]
+ParquetOpt = Annotated[
+    Path | None, typer.Option("--parquet", help="Also write the results as Parquet tables in this folder.")
+]
+
+
+def check_tables(csv: Path | None, parquet: Path | None) -> None:
+    """Refuse a bad --csv / --parquet folder before the work, not after it."""
+    from asaptrace.tables import check_tables_target
+
+    check_tables_target(csv, "csv")
+    check_tables_target(parquet, "parquet")
+
+
+def write_tables(tables: Any, csv: Path | None, parquet: Path | None) -> None:
+    """Write ``tables`` (a name → frame dict) as CSV and/or Parquet, saying where."""
+    from asaptrace.tables import write_tables as write
+
+    for folder, fmt in ((csv, "csv"), (parquet, "parquet")):
+        if folder is not None:
+            paths = write(tables, folder, fmt)
+            err.print(f"wrote {len(paths)} {fmt} tables to [bold]{folder}[/]", highlight=False)
+
+
 # options of the enrichment step, shared by `ingest` and `analyze`
 ParallelOpt = Annotated[
     str | None,

@@ -8,7 +8,19 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from asaptrace.cli._common import JsonOpt, StoreArg, err, out, print_json, print_table, user_errors
+from asaptrace.cli._common import (
+    CsvOpt,
+    JsonOpt,
+    ParquetOpt,
+    StoreArg,
+    check_tables,
+    err,
+    out,
+    print_json,
+    print_table,
+    user_errors,
+    write_tables,
+)
 
 
 @user_errors
@@ -24,6 +36,8 @@ def advise(
     costs: Annotated[
         Path | None, typer.Option("--costs", help="Cost model TOML (default: fitted to the store).")
     ] = None,
+    csv: CsvOpt = None,
+    parquet: ParquetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """What should I change, and what would it buy me? The what-ifs that apply to the store, ranked by recovered time, each with its range, its cost-fit quality and the findings it answers.
@@ -31,7 +45,10 @@ def advise(
     Example: asaptrace advise run.store --online
     """
     from asaptrace.pipeline import advise_store
+    from asaptrace.tables import advice_tables
     from asaptrace.views import advice_lines, advice_view, human_ns
+
+    check_tables(csv, parquet)
 
     def progress(message: str) -> None:
         if not as_json and err.is_terminal:
@@ -39,6 +56,7 @@ def advise(
 
     advice = advise_store(store, costs=costs, online=online, progress=progress)
     j = advice.to_json()
+    write_tables(advice_tables(j), csv, parquet)
     if as_json:
         print_json(j)
         return

@@ -8,7 +8,19 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from asaptrace.cli._common import JsonOpt, StoreArg, err, out, print_json, print_table, user_errors
+from asaptrace.cli._common import (
+    CsvOpt,
+    JsonOpt,
+    ParquetOpt,
+    StoreArg,
+    check_tables,
+    err,
+    out,
+    print_json,
+    print_table,
+    user_errors,
+    write_tables,
+)
 from asaptrace.views import band_text, consistency_text, deployment_text, replay_views
 
 
@@ -58,6 +70,8 @@ def replay(
         Path | None, typer.Option("-o", "--output", help="Write the replay as a store here.")
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing store at OUTPUT.")] = False,
+    csv: CsvOpt = None,
+    parquet: ParquetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Replay a store's measured work under another runtime: makespan and batch latency, recovered time by cause, the fit and the range.
@@ -66,7 +80,9 @@ def replay(
     """
     from asaptrace.pipeline import replay_store
     from asaptrace.replay.run import save_result_costs
+    from asaptrace.tables import replay_tables
 
+    check_tables(csv, parquet)
     params = _replay_params(
         attention=attention,
         experts=experts,
@@ -84,6 +100,7 @@ def replay(
     if save_costs is not None:
         save_result_costs(result, save_costs)
     print_json(result.to_json()) if as_json else _print_replay(result.to_json())
+    write_tables(replay_tables(result.to_json()), csv, parquet)
     for line in result.warnings:
         err.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
 

@@ -11,7 +11,18 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from asaptrace.cli._common import JsonOpt, err, out, print_json, print_table, user_errors
+from asaptrace.cli._common import (
+    CsvOpt,
+    JsonOpt,
+    ParquetOpt,
+    check_tables,
+    err,
+    out,
+    print_json,
+    print_table,
+    user_errors,
+    write_tables,
+)
 from asaptrace.errors import UsageError
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
@@ -71,6 +82,8 @@ def sweep(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write the results as JSON (docs/sweep.md).")
     ] = None,
+    csv: CsvOpt = None,
+    parquet: ParquetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Online serving: rate → TTFT curves and SLO-compliant throughput per policy, with sensitivity.
@@ -78,7 +91,9 @@ def sweep(
     Example: asaptrace sweep --scenario asap-paper --rates 1,2,4,6,8 --vary k_s=1,2,4 -o sweep.json
     """
     from asaptrace.pipeline import sweep as run_sweep
+    from asaptrace.tables import sweep_tables
 
+    check_tables(csv, parquet)
     with _progress_line(enabled=not as_json) as progress:
         res = run_sweep(
             scenario,
@@ -98,6 +113,7 @@ def sweep(
     for line in res.get("cost_warnings", []):
         err.print(f"[bold yellow]warning:[/] {escape(line)}", soft_wrap=True)
     print_json(res.to_json()) if as_json else _print_sweep(res)
+    write_tables(sweep_tables(res), csv, parquet)
     if output is not None and not as_json:
         out.print(f"wrote [bold]{output}[/]")
 

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from asaptrace.display import HtmlRepr
 from asaptrace.errors import AccountingError, UsageError
 from asaptrace.replay.costs import CostFit, CostModel, fit_costs, fit_warnings, read_costs, save_costs
 from asaptrace.replay.policies import Asap, Coupled, Deployment, LockstepPolicy, Policy, PolicyRun, policy_of
@@ -42,8 +43,8 @@ from asaptrace.replay.workload import Workload
 SCHEMA_VERSION = 2
 
 
-@dataclass(frozen=True)
-class ReplayResult:
+@dataclass(frozen=True, repr=False)
+class ReplayResult(HtmlRepr):
     """Makespans (measured, reference, replayed), batch latencies, recovered time by cause, the band."""
 
     store: str
@@ -74,6 +75,12 @@ class ReplayResult:
     tornado: list[dict[str, Any]] | None = None
     out: str | None = None
     run: PolicyRun | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        return (
+            f"<ReplayResult {self.policy} of {self.store}: makespan {self.makespan_ns / 1e9:.3f} s against the "
+            f"reference {self.reference_makespan_ns / 1e9:.3f} s (recovered {self.recovered_total_ns / 1e9:+.3f} s)>"
+        )
 
     # the names of schema 1, kept: totals are makespans now (never sums of overlapping steps)
     @property

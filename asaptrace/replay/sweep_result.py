@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from asaptrace.display import HtmlRepr
 from asaptrace.errors import UsageError
 from asaptrace.userfiles import write_atomic
 
@@ -24,8 +25,8 @@ REQUIRED = ("schema_version", "policies", "curves", "slo_rps", "slo_ttft_ns")
 _SHAPES = {"policies": list, "curves": dict, "slo_rps": dict, "slo_ttft_ns": (int, float)}
 
 
-@dataclass(frozen=True)
-class SweepResult(Mapping[str, Any]):
+@dataclass(frozen=True, repr=False)
+class SweepResult(HtmlRepr, Mapping[str, Any]):
     """One sweep: per policy its rate → TTFT curve, its SLO-compliant throughput and the ratio to the
     first policy; the TTFT decomposition at one rate; the knobs and costs it assumed; and, when
     asked, the calibration and the one-knob-at-a-time sensitivity (``vary``, ``tornado``).

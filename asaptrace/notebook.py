@@ -1,0 +1,69 @@
+"""Results in Jupyter: each shows the tables every face shows (:mod:`asaptrace.views`), escaped.
+
+Imported by ``import asaptrace`` when IPython is running (see :mod:`asaptrace.display`). Figures
+are plain plotly figures (``asaptrace.viz``), which a notebook draws inline by itself.
+docs/notebooks/diagnose-a-run.py walks a run from traces to advice.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from asaptrace import views
+from asaptrace.display import register_html
+from asaptrace.units import text_ns
+
+
+def table_html(view: views.TableView) -> str:
+    """A :class:`~asaptrace.views.TableView` as an HTML table (cells by the one rule, escaped)."""
+    headers, rows = view.cells()
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    caption = f"<p><i>{escape(view.caption)}</i></p>" if view.caption else ""
+    more = f"<p>… and {view.more:,} more rows</p>" if view.more else ""
+    return f"<h4>{escape(view.title)}</h4><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{caption}{more}"
+
+
+def _page(title: str, parts: list[str]) -> str:
+    return f"<div class='asaptrace'><h3>{escape(title)}</h3>{''.join(parts)}</div>"
+
+
+def _lines(lines: list[str]) -> str:
+    return "<ol>" + "".join(f"<li>{escape(line)}</li>" for line in lines) + "</ol>"
+
+
+def diagnosis_html(diag: Any) -> str:
+    parts = [table_html(views.findings_view(diag))]
+    parts += [table_html(v) for v in views.diagnosis_tables(diag)]
+    return _page(f"Diagnosis of {diag.meta.get('store', 'a store')}", parts)
+
+
+def replay_html(result: Any) -> str:
+    j = result.to_json()
+    parts = [f"<p>{escape(views.band_text(j))}. {escape(views.consistency_text(j))}.</p>"]
+    parts += [table_html(v) for v in views.replay_views(j)]
+    return _page(f"Replay: {j['policy']} on {views.deployment_text(j['deployment'])}", parts)
+
+
+def sweep_html(res: Any) -> str:
+    parts = [f"<p>{escape(line)}</p>" for line in views.sweep_header(res)]
+    parts += [table_html(v) for v in views.sweep_views(res)]
+    parts.append(f"<p>{escape(res['reading'])}</p>")
+    return _page("Sweep: SLO-compliant throughput", parts)
+
+
+def advice_html(advice: Any) -> str:
+    j = advice.to_json()
+    parts = []
+    if advice.ranked:
+        parts.append(table_html(views.advice_view(j)))
+    parts.append(_lines(views.advice_lines(j)))
+    head = f"Advice for {j['store']}: measured makespan {text_ns(j['measured_makespan_ns'])}"
+    return _page(head, parts)
+
+
+register_html("Diagnosis", diagnosis_html)
+register_html("ReplayResult", replay_html)
+register_html("SweepResult", sweep_html)
+register_html("Advice", advice_html)
