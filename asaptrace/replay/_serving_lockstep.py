@@ -38,6 +38,7 @@ import numpy as np
 
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import chain_from_costs, chain_from_costs_two_mb, run_chain
+from asaptrace.replay.planner import place_longest_first
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving_types import ServingRequests, ServingResult
 
@@ -299,14 +300,11 @@ def _layer_ns(attn: np.ndarray, moe: int, xfer: int, tp: int) -> int:
 
 
 def _split_micro_batches(pieces: list[Piece]) -> tuple[list[Piece], list[Piece]]:
-    """Longest-first onto the lighter of two micro-batches (by tokens)."""
-    mb: tuple[list[Piece], list[Piece]] = ([], [])
-    load = [0, 0]
-    for piece in sorted(pieces, key=lambda p: -p[1]):
-        k = 0 if load[0] <= load[1] else 1
-        mb[k].append(piece)
-        load[k] += piece[1]
-    return mb
+    """Longest-first onto the lighter of two micro-batches (by tokens), each in placement order."""
+    tokens = [p[1] for p in pieces]
+    where = place_longest_first(tokens, 2)
+    order = sorted(range(len(pieces)), key=lambda i: -tokens[i])  # stable: the order they were placed
+    return [pieces[i] for i in order if where[i] == 0], [pieces[i] for i in order if where[i] == 1]
 
 
 def _step_cost_overlapped(

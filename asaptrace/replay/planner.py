@@ -76,14 +76,9 @@ def place_longest_first(weights: Any, bins: int, *, load: np.ndarray | None = No
 
 def balance(idx: np.ndarray, tokens: np.ndarray, bins: int) -> list[np.ndarray]:
     """Longest-processing-time assignment of requests to ``bins`` by token count."""
-    order = sorted(idx.tolist(), key=lambda i: (-int(tokens[i]), i))
-    load = [0] * bins
-    members: list[list[int]] = [[] for _ in range(bins)]
-    for i in order:
-        b = min(range(bins), key=lambda k: (load[k], k))
-        load[b] += int(tokens[i])
-        members[b].append(i)
-    return [np.array(sorted(m), dtype=np.int64) for m in members]
+    idx = np.asarray(idx, np.int64)
+    where = place_longest_first(np.asarray(tokens)[idx], bins)
+    return [np.sort(idx[where == b]) for b in range(bins)]
 
 
 def plan_coupled(reqs: Requests, steps: int, step_tokens: int, dp: int, micro_batches: int) -> list[StepPlan]:

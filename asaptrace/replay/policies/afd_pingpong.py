@@ -25,6 +25,7 @@ import polars as pl
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.pipelined import Batch, BatchFormer, StaticBatches
+from asaptrace.replay.planner import place_longest_first
 from asaptrace.replay.policies._base import Deployment, PipelinedPolicy
 from asaptrace.replay.workload import Workload
 
@@ -78,13 +79,9 @@ class AfdPingpong(PipelinedPolicy):
             per = it.group_by("dp_group", "layer").agg(pl.col("attn_ns").sum(), pl.col("tokens").sum())
             layers = wl.layers
             # deal measured groups longest-first onto the D attention groups (attention summed over layers)
-            tot = per.group_by("dp_group").agg(pl.col("attn_ns").sum()).sort("attn_ns", descending=True)
-            load = np.zeros(inner.groups)
-            where = {}
-            for g, a in tot.iter_rows():
-                d = int(np.argmin(load))
-                where[g] = d
-                load[d] += a
+            tot = per.group_by("dp_group").agg(pl.col("attn_ns").sum()).sort("dp_group")
+            placed = place_longest_first(tot["attn_ns"].to_numpy(), inner.groups)
+            where = dict(zip(tot["dp_group"].to_list(), placed.tolist(), strict=True))
             stage = np.zeros((inner.groups, layers))
             for g, layer, a, _ in per.iter_rows():
                 stage[where[g], layer] += a

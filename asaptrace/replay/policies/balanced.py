@@ -20,6 +20,7 @@ import polars as pl
 from asaptrace.replay._serving_lockstep import simulate_balanced
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import scale_transfers
+from asaptrace.replay.planner import place_longest_first
 from asaptrace.replay.policies._base import NO_COMPOSITION, LockstepPolicy
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving_types import ServingRequests, ServingResult
@@ -79,11 +80,8 @@ def oracle_shares(wl: Workload, step: int, costs: CostModel) -> np.ndarray:
     c = (b["seq_len"] - b["cached_len"].fill_null(0)).to_numpy().astype(np.float64)
     p = b["cached_len"].fill_null(0).to_numpy().astype(np.float64)
     single = np.array([costs.attention_ns(ci, pi) for ci, pi in zip(c, p, strict=True)], np.float64)
-    load = np.zeros(g_n)
-    members: list[list[int]] = [[] for _ in range(g_n)]
-    for i in np.argsort(-single, kind="stable"):
-        g = int(np.argmin(load))
-        members[g].append(int(i))
-        load[g] += single[i]
+    where = place_longest_first(single, g_n)
+    order = np.argsort(-single, kind="stable")  # each group's members in the order they were placed
+    members = [[int(i) for i in order if where[i] == g] for g in range(g_n)]
     model = np.array([costs.attention_ns(c[m], p[m]) if m else 0 for m in members], np.float64)
     return model / model.mean() if model.mean() > 0 else np.ones(g_n)
