@@ -169,10 +169,11 @@ def test_the_policy_registry_is_one_list_for_replay_and_sweep():
     assert r.code == 0, r.stderr
     by = {p["name"]: p for p in json.loads(r.stdout)["policies"]}
     assert {"coupled", "asap", "balanced", "chunked", "afd-pingpong"} <= set(by)
-    assert by["afd-pingpong"]["online"] is False and by["asap"]["online"] is True
+    assert all(by[p]["online"] for p in ("coupled", "asap", "balanced", "chunked", "afd-pingpong"))
     assert by["asap"]["variants"]["asap-no-dual-batch"] == {"dual_batch": False}
+    assert by["afd-pingpong"]["variants"]["afd-pingpong-m4"] == {"m": 4}
     assert by["chunked"]["params"]["chunk_tokens"] == 8192
-    # a replay-only policy asked of the sweep: one line naming what the sweep serves, exit 2
-    bad = run_cli("sweep", *QUICK, "--policies", "coupled,afd-pingpong")
+    # a name the registry does not know: one line naming what the sweep serves, exit 2
+    bad = run_cli("sweep", *QUICK, "--policies", "coupled,afd")
     assert bad.code == 2 and len(bad.stderr.strip().splitlines()) == 1
-    assert "'afd-pingpong' replays stores only" in bad.stderr and "chunked" in bad.stderr
+    assert "unknown policy 'afd'" in bad.stderr and "afd-pingpong-m4" in bad.stderr

@@ -293,7 +293,7 @@ def test_sweep_form_becomes_the_pipeline_call(monkeypatch, coupled_store):
     assert _find(page, "sw-unavailable") is None and _find(page, "sw-run") is not None
     # the choices are the registry's online policies, and the chosen ones the sweep's defaults
     assert {"coupled", "chunked", "asap", "balanced", "asap-no-dual-batch"} <= set(sweep.POLICIES)
-    assert "afd-pingpong" not in sweep.POLICIES  # replay-only: no online former
+    assert "afd-pingpong-m4" in sweep.POLICIES  # its named settings of m too
     assert _find(page, "sw-policies").value == ["coupled", "asap", "chunked"]
     args = sweep.sweep_args(["asap", "coupled"], "1, 2,4", 30, "k_s=1,2")
     assert args == {

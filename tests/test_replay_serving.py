@@ -267,3 +267,20 @@ def test_asap_ties_go_to_the_lowest_group_not_the_lightest():
     sc = scenario(layers=1, asap_dp=2, attn_c1_ms=1.0, asap_min_batch_tokens=1)
     res = simulate("asap", requests([0, 0, 0], [8192, 1024, 1024]), sc)
     assert res.end_ns.tolist() == [8 * MS, 1 * MS, 9 * MS]
+
+
+def test_afd_pingpong_micro_batches_ping_pong_by_hand():
+    # One attention group of one die, one FFN die, one layer; attention 1 ms per 1K new tokens,
+    # MoE 1 ms per 1K (no plateau, E_ref 0), no transfer cost. Two 4K prompts at t = 0, m = 2:
+    # micro-batch A (one prompt): attention 0–4, FFN 4–8 → 8 ms; B: attention 4–8 (while A is on
+    # the FFN), FFN 8–12 → 12 ms. The coupled step holds both: attention 8 + MoE 8 → 16 ms each.
+    sc = scenario(
+        layers=1, asap_dp=1, asap_tp=1, asap_experts=1, attn_tp_ref=1, attn_c1_ms=1.0, moe_b_ms=1.0,
+        default_dp=1, default_tp=1,
+    )  # fmt: skip
+    req = requests([0, 0], [4096, 4096])
+    afd = simulate("afd-pingpong-m2", req, sc)
+    assert sorted(afd.ttft_ns.tolist()) == [8 * MS, 12 * MS] and afd.policy == "afd-pingpong-m2"
+    assert simulate("coupled", req, sc).ttft_ns.tolist() == [16 * MS, 16 * MS]
+    # one 8K prompt: one micro-batch, attention 8 then FFN 8 → 16 ms, no ping-pong to gain
+    assert simulate("afd-pingpong-m2", requests([0], [8192]), sc).ttft_ns.tolist() == [16 * MS]

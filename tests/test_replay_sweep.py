@@ -10,7 +10,7 @@ import pytest
 
 from asaptrace.errors import UsageError
 from asaptrace.replay.lengths_fit import LengthTargets, fit_log_logistic
-from asaptrace.replay.policies import POLICIES, Policy, register_policy
+from asaptrace.replay.policies import POLICIES, LockstepPolicy, Policy, register_policy
 from asaptrace.replay.scenario import knob_names, load_scenario
 from asaptrace.replay.sensitivity import calibrate, tornado, vary
 from asaptrace.replay.serving import ServingResult, policy_names, simulate
@@ -81,6 +81,13 @@ class _CountPolicy(Policy):
             0,
             0,
         )
+
+
+@dataclass(frozen=True)
+class _ReplayOnly(LockstepPolicy):
+    """A policy with the offline hook only: the sweep must refuse it by name."""
+
+    name: ClassVar[str] = "test-replay-only"
 
 
 if "test-count" not in POLICIES:
@@ -216,9 +223,12 @@ def test_unknown_policy_is_a_usage_error():
     } <= set(policy_names())
     with pytest.raises(UsageError, match="unknown policy 'fast'"):
         SweepOptions(policies=("fast",))
-    # one registry: a replay-only policy is named as such, and the old name of coupled still works
-    with pytest.raises(UsageError, match="'afd-pingpong' replays stores only"):
-        SweepOptions(policies=("afd-pingpong",))
+    # one registry: a replay-only policy (no online former) is named as such, and the old name of
+    # coupled still works
+    if "test-replay-only" not in POLICIES:
+        register_policy(_ReplayOnly)
+    with pytest.raises(UsageError, match="'test-replay-only' replays stores only"):
+        SweepOptions(policies=("test-replay-only",))
     assert SweepOptions(policies=("default",)).policies == ("default",)
 
 

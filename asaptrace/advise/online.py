@@ -6,8 +6,8 @@ formers) with the store's own cost fit (:func:`asaptrace.replay.run.resolve_cost
 its coupled DP × TP, and each what-if's chosen setting (asap's split, the chunk size); requests
 are the store's own (their arrival times rescaled to each rate, their lengths kept) when its
 batches say when they arrived, else Poisson arrivals with the scenario's fitted lengths. The
-measured policy (``coupled``) is swept beside them; a what-if with no online batch former
-(afd-pingpong) says so. Only a coupled store is swept: a disaggregated one's measured policy would
+measured policy (``coupled``) is swept beside them; afd-pingpong at its chosen m, on asap's split;
+a what-if with no online batch former (a user's replay-only policy) says so. Only a coupled store is swept: a disaggregated one's measured policy would
 need its own split beside the what-if's.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from asaptrace.advise.advice import Advice, whatif_line
+from asaptrace.advise.advice import Advice, WhatIf, whatif_line
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostFit, CostModel
 from asaptrace.replay.run import resolve_costs
@@ -57,8 +57,12 @@ def advise_online(
         knobs |= {"asap_dp": dep["groups"], "asap_tp": dep["tp"], "asap_experts": dep["experts"]}
     if "chunked" in by:
         knobs["chunk_tokens"] = by["chunked"].params["chunk_tokens"]
+    afd = by.get("afd-pingpong")
+    if afd is not None and "asap" not in by:  # afd-pingpong at its own split when asap has none
+        d, t = (int(x) for x in str(afd.params["attention"]).split("x"))
+        knobs |= {"asap_dp": d, "asap_tp": t, "asap_experts": int(afd.params["experts"])}
     sc = load_scenario(scenario).with_costs(fit.model, fit.quality, origin=wl.source).with_knobs(knobs)
-    spec = {w.name: w.name for w in advice.ranked if w.name in policy_names()}
+    spec = {w.name: _spec(w) for w in advice.ranked if _spec(w) in policy_names()}
     policies = (MEASURED, *(s for s in spec.values() if s != MEASURED))
     workload, source = _requests(advice.store)
     opt = SweepOptions(policies=policies, workload=workload)
@@ -82,10 +86,11 @@ def advise_online(
                 "measured_censored": base_c,
             }
             if w.name in spec:
+                s = spec[w.name]
                 online |= {
-                    "slo_rps": res["slo_rps"][w.name],
-                    "censored": res["slo_censored"][w.name],
-                    "ratio": res["ratios"][w.name],
+                    "slo_rps": res["slo_rps"][s],
+                    "censored": res["slo_censored"][s],
+                    "ratio": res["ratios"][s],
                 }
             else:
                 online |= {"slo_rps": None, "reason": f"{w.policy} has no online batch former"}
@@ -105,6 +110,11 @@ def advise_online(
         "reading": res["reading"],
     }
     return replace(advice, whatifs=whatifs, online=block)
+
+
+def _spec(w: WhatIf) -> str:
+    """The sweep's name of a what-if at its chosen setting (afd-pingpong at its m)."""
+    return f"afd-pingpong-m{w.params['m']}" if w.name == "afd-pingpong" else w.name
 
 
 def _requests(store: str) -> tuple[str | None, str]:

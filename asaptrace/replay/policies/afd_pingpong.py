@@ -23,10 +23,13 @@ import numpy as np
 import polars as pl
 
 from asaptrace.errors import UsageError
+from asaptrace.replay._serving_afd import simulate_afd
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.pipelined import Batch, BatchFormer, StaticBatches
 from asaptrace.replay.planner import place_longest_first
 from asaptrace.replay.policies._base import Deployment, PipelinedPolicy
+from asaptrace.replay.scenario import Scenario
+from asaptrace.replay.serving_types import ServingRequests, ServingResult
 from asaptrace.replay.workload import Workload
 
 
@@ -59,7 +62,20 @@ def pingpong_batches(
 class AfdPingpong(PipelinedPolicy):
     name: ClassVar[str] = "afd-pingpong"
     interleave_choice: ClassVar[bool] = False
+    #: named settings of m (the sweep takes policies by name: ``afd-pingpong-m4``)
+    variants: ClassVar[dict[str, dict]] = {f"m{m}": {"m": m} for m in (2, 3, 4, 6)}
     m: int = 2
+
+    def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
+        """Online: steps cut FIFO when the attention stage is idle, split into m micro-batches that
+        ping-pong with the FFN pool on the scenario's D×T + E (:mod:`asaptrace.replay._serving_afd`)."""
+        if self.m < 1:
+            raise UsageError(f"--m must be at least 1, not {self.m}")
+        if self.expert_failure:
+            if scenario.asap_experts < 2:
+                raise UsageError("expert_failure needs at least two expert dies (asap_experts)")
+            scenario = scenario.with_knobs({"asap_experts": scenario.asap_experts - 1})
+        return simulate_afd(requests, scenario, m=self.m, name=self.name)
 
     def slots(self) -> int:
         return self.m

@@ -1,0 +1,130 @@
+"""afd-pingpong serving: an online former for the attention–FFN ping-pong (MegaScale-Infer, Step-3).
+
+The deployment is the scenario's disaggregated one (D = ``asap_dp`` groups × T = ``asap_tp``
+attention dies, E = ``asap_experts`` FFN dies), but the D groups act as one barriered attention
+stage: a micro-batch's attention at a layer takes its slowest group's time. On the pipelined
+mechanics (:mod:`asaptrace.replay.pipelined`) that is one attention "group" with ``m`` slots:
+
+* when the stage is idle (every micro-batch of the previous step done) and requests are queued, a
+  step is cut FIFO up to ``default_step_tokens`` new tokens (at least one request: as the coupled
+  former), and its requests are dealt longest-first onto ``m`` micro-batches by tokens
+  (:func:`~asaptrace.replay.planner.place_longest_first`; a step of fewer than m requests has fewer);
+* within a micro-batch its requests are dealt longest-first by attention weight onto the D groups;
+  its attention at a layer is the slowest group's (``CostModel.attention_ns`` on T dies), its MoE
+  item M(its tokens, E), its dispatch and combine X(its tokens / (D·T)) each;
+* the micro-batches ping-pong: while one is on the FFN pool the next runs attention; a request's
+  TTFT ends when its micro-batch's last layer is done.
+
+A request's own time is its share of its micro-batch's items (as ASAP's, :func:`_own_shares`), so
+``sync ≥ 0`` holds: a micro-batch's own items never overlap one another.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+import numpy as np
+
+from asaptrace.replay._serving_asap import _UNBOUNDED, _own_shares
+from asaptrace.replay.pipelined import Batch, PipelineConfig, run_recorded
+from asaptrace.replay.planner import place_longest_first
+from asaptrace.replay.scenario import Scenario
+from asaptrace.replay.serving_types import ServingRequests, ServingResult
+
+
+class PingpongFormer:
+    """Cuts a step when the stage is idle, hands out its micro-batches one per free slot."""
+
+    def __init__(self, req: ServingRequests, sc: Scenario, m: int) -> None:
+        self.sc, self.costs, self.m = sc, sc.costs, m
+        self.arrival = req.arrival_ns.tolist()
+        self.new = req.new_tokens.tolist()
+        self.cached = req.cached_len.tolist()
+        n = len(req)
+        self.start = np.full(n, -1, np.int64)
+        self.own = np.zeros(n, np.float64)
+        self.members: list[list[int]] = []  # micro-batch id → its requests
+        self.queue: deque[int] = deque()
+        self.next_arrival = 0
+        self.pending: deque[Batch] = deque()  # the current step's micro-batches not handed out yet
+
+    def wakeups(self) -> Iterable[int]:
+        return sorted(set(self.arrival))
+
+    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
+        while self.next_arrival < len(self.arrival) and self.arrival[self.next_arrival] <= now_ns:
+            self.queue.append(self.next_arrival)
+            self.next_arrival += 1
+        if not self.pending:
+            if not group_idle or not self.queue:
+                return None
+            self._cut_step(now_ns)
+        b = self.pending.popleft()
+        for i in self.members[b.batch_id]:
+            self.start[i] = now_ns
+        return b
+
+    def _cut_step(self, now_ns: int) -> None:
+        sc, q = self.sc, self.queue
+        reqs: list[int] = []
+        tokens = 0
+        while q and (not reqs or tokens + self.new[q[0]] <= sc.default_step_tokens):
+            i = q.popleft()
+            reqs.append(i)
+            tokens += self.new[i]
+        parts = min(self.m, len(reqs))
+        where = place_longest_first([self.new[i] for i in reqs], parts)
+        for j in range(parts):
+            mine = [i for i, w in zip(reqs, where.tolist(), strict=True) if w == j]
+            self.pending.append(self._micro_batch(mine, now_ns))
+
+    def _micro_batch(self, reqs: list[int], now_ns: int) -> Batch:
+        sc, costs = self.sc, self.costs
+        c = np.array([self.new[i] for i in reqs], np.float64)
+        p = np.array([self.cached[i] for i in reqs], np.float64)
+        groups = place_longest_first(costs.attention_weight(c, p), sc.asap_dp)
+        attn = max(
+            int(costs.attention_ns(c[groups == g], p[groups == g], tp=sc.asap_tp))
+            if (groups == g).any()
+            else 0
+            for g in range(sc.asap_dp)
+        )
+        tokens = float(c.sum())
+        xfer = int(costs.transfer_ns(tokens / (sc.asap_dp * sc.asap_tp)))
+        moe = int(costs.moe_ns(tokens, sc.asap_experts))
+        layers = sc.layers
+        bid = len(self.members)
+        self.members.append(reqs)
+        return Batch(
+            bid,
+            now_ns,
+            np.full(layers, attn, np.int64),
+            np.full(layers, xfer, np.int64),
+            np.full(layers, moe, np.int64),
+            np.full(layers, xfer, np.int64),
+        )
+
+
+def simulate_afd(req: ServingRequests, sc: Scenario, *, m: int, name: str = "afd-pingpong") -> ServingResult:
+    former = PingpongFormer(req, sc, m)
+    cfg = PipelineConfig(
+        groups=1, slots=m, buffer_slots=_UNBOUNDED, overlap=True, comm_share=sc.asap_tp / sc.asap_experts
+    )
+    trace, batches = run_recorded(cfg, former, spans=False)
+    _own_shares(former, batches, cfg, sc)  # type: ignore[arg-type]  (the same attributes as ASAP's former)
+    end = np.full(len(req), -1, np.int64)
+    for bid, reqs in enumerate(former.members):
+        end[reqs] = trace.done[bid]
+    nb = len(former.members)
+    return ServingResult(
+        policy=name,
+        arrival_ns=req.arrival_ns,
+        start_ns=former.start,
+        end_ns=end,
+        own_ns=np.rint(former.own).astype(np.int64),
+        new_tokens=req.new_tokens,
+        steps=nb,
+        layer_items=nb * sc.layers,
+        events=trace.events,
+    )
