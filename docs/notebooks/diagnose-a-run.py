@@ -25,7 +25,7 @@ import asaptrace
 from asaptrace import pipeline
 
 ROOT = Path.cwd()
-while not (ROOT / "sample_traces").is_dir() and ROOT != ROOT.parent:  # run from the repo or docs/
+while not (ROOT / "sample_traces").is_dir() and ROOT.parent != ROOT:  # run from the repo or docs/
     ROOT = ROOT.parent
 TRACES = ROOT / "sample_traces" / "coupled" / "kineto"
 work = Path(tempfile.mkdtemp(prefix="asaptrace-notebook-"))
@@ -54,7 +54,7 @@ diag
 # ran and the wait in front of each dispatch/combine.
 
 # %%
-from asaptrace.viz.timeline import timeline_figure, worst_window  # noqa: E402
+from asaptrace.viz.timeline import timeline_figure, worst_window
 
 step, layers = worst_window(diag.tables["barrier_by_rank_layer"], diag.tables["step_breakdown"])
 spans = pipeline.timeline_of(store, diag, step=step, layers=layers)
