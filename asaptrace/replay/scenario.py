@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
@@ -24,20 +24,10 @@ from asaptrace.replay.costs import CostModel, read_costs
 from asaptrace.replay.lengths_fit import LengthTargets, LogLogistic, fit_log_logistic
 
 #: cost knobs: the CostModel fields a scenario sets (all in ms except phi, tp_ref, e_ref, k_s)
-COST_KNOBS = (
-    "attn_c0_ms",
-    "attn_c1_ms",
-    "attn_c2_ms",
-    "attn_phi",
-    "attn_tp_ref",
-    "moe_plateau_ms",
-    "moe_a_ms",
-    "moe_b_ms",
-    "moe_e_ref",
-    "xfer_latency_ms",
-    "xfer_per_k_ms",
-    "coupled_k_s",
-    "launch_ms",
+COST_KNOBS = tuple(
+    f.name
+    for f in fields(CostModel)
+    if f.name not in ("attn_per_request_ms", "source") and not f.name.startswith("whatif_")
 )
 _SCALED = ("attn_c0_ms", "attn_c1_ms", "attn_c2_ms", "moe_plateau_ms", "moe_a_ms", "moe_b_ms")
 _SCALED += ("xfer_latency_ms", "xfer_per_k_ms", "launch_ms")
@@ -67,19 +57,8 @@ class Scenario:
 
     name: str
     layers: int
-    attn_c0_ms: float
-    attn_c1_ms: float
-    attn_c2_ms: float
-    attn_phi: float
-    attn_tp_ref: float
-    moe_plateau_ms: float
-    moe_a_ms: float
-    moe_b_ms: float
-    moe_e_ref: float
-    xfer_latency_ms: float
-    xfer_per_k_ms: float
-    coupled_k_s: float
-    launch_ms: float
+    #: the cost knobs (COST_KNOBS), held as the cost model itself: ``sc.attn_c1_ms`` reads it
+    cost_model: CostModel
     cost_scale: float
     default_dp: int
     default_tp: int
@@ -114,6 +93,25 @@ class Scenario:
     #: cost knobs set by with_knobs (--set, --vary) after the scenario file and any --costs file
     cost_set: tuple[tuple[str, Any], ...] = ()
 
+    def __getattr__(self, name: str) -> Any:
+        """A cost knob by its CostModel name (``sc.moe_b_ms``); only asked when no field has it."""
+        if name in COST_KNOBS and "cost_model" in self.__dict__:
+            return getattr(self.__dict__["cost_model"], name)
+        raise AttributeError(f"{type(self).__name__!s} has no attribute {name!r}")
+
+    @classmethod
+    def of(cls, **values: Any) -> Scenario:
+        """A scenario from flat knobs (the TOML's ``[knobs]``): cost knobs go into its cost model."""
+        costs = {k: values.pop(k) for k in COST_KNOBS if k in values}
+        return cls(**values, cost_model=CostModel(**costs))
+
+    def _replaced(self, **changes: Any) -> Scenario:
+        """A copy with knobs changed, cost knobs into the cost model."""
+        costs = {k: changes.pop(k) for k in COST_KNOBS if k in changes}
+        if costs:
+            changes["cost_model"] = replace(self.cost_model, **costs)
+        return replace(self, **changes)
+
     def __post_init__(self) -> None:
         if self.default_routing not in ROUTINGS:
             raise UsageError(
@@ -144,10 +142,8 @@ class Scenario:
     @cached_property
     def costs(self) -> CostModel:
         """The cost model at ``cost_scale`` (every time constant multiplied by it)."""
-        values = {k: getattr(self, k) for k in COST_KNOBS}
-        for k in _SCALED:
-            values[k] *= self.cost_scale
-        return CostModel(**values, source=f"{self.cost_source} × {self.cost_scale:g}")
+        scaled = {k: getattr(self.cost_model, k) * self.cost_scale for k in _SCALED}
+        return replace(self.cost_model, **scaled, source=f"{self.cost_source} × {self.cost_scale:g}")
 
     @cached_property
     def lengths(self) -> LogLogistic:
@@ -159,10 +155,8 @@ class Scenario:
 
     def knobs(self) -> dict[str, Any]:
         """Every knob's value (what a result states it assumed)."""
-        d = asdict(self)
-        for k in _NOT_KNOBS:
-            d.pop(k, None)
-        return d
+        names = [n for f in fields(self) for n in (COST_KNOBS if f.name == "cost_model" else (f.name,))]
+        return {k: getattr(self, k) for k in names if k not in _NOT_KNOBS}
 
     def paper_numbers(self) -> dict[str, Any]:
         """The paper's figures, keyed by our policy names (a scenario file may say ``default``)."""
@@ -179,20 +173,18 @@ class Scenario:
             name = knob_name(key)
             changes[name] = _parse(name, raw)
         cost_set = dict(self.cost_set) | {k: v for k, v in changes.items() if k in COST_KNOBS}
-        return replace(self, **changes, cost_set=tuple(cost_set.items()))
+        return self._replaced(**changes, cost_set=tuple(cost_set.items()))
 
     def with_costs_file(self, path: str | Path) -> Scenario:
         """A copy whose cost constants come from a cost TOML (``replay``'s format)."""
-        base = CostModel(**{k: getattr(self, k) for k in COST_KNOBS})
-        model, quality = read_costs(path, base=base)
+        model, quality = read_costs(path, base=self.cost_model)
         if model.attn_per_request_ms:  # not a knob of the serving model: refuse rather than drop it
             raise UsageError("attention.per_request_ms is not used by the sweep (set it to 0)", path=path)
         return self.with_costs(model, quality, origin=_cost_file_origin(Path(path)))
 
     def with_costs(self, model: CostModel, quality: dict[str, Any] | None, *, origin: str | None) -> Scenario:
         """A copy whose cost constants are ``model``'s (e.g. fitted to a store), its fit quality kept."""
-        return replace(
-            self,
+        return self._replaced(
             **{k: getattr(model, k) for k in COST_KNOBS},
             cost_source=model.source,
             cost_origin=origin,
@@ -215,7 +207,14 @@ def _cost_file_origin(path: Path) -> str:
 
 
 def knob_names() -> list[str]:
-    return [f.name for f in fields(Scenario) if f.name not in ("name", "cost_source", *_NOT_KNOBS)]
+    """Every knob, in the scenario file's order (the cost model's where it sits)."""
+    out: list[str] = []
+    for f in fields(Scenario):
+        if f.name == "cost_model":
+            out += COST_KNOBS
+        elif f.name not in ("name", "cost_source", *_NOT_KNOBS):
+            out.append(f.name)
+    return out
 
 
 def knob_name(key: str) -> str:
@@ -228,7 +227,7 @@ def knob_name(key: str) -> str:
     return name
 
 
-_TYPES = {f.name: f.type for f in fields(Scenario)}
+_TYPES = {f.name: f.type for f in fields(Scenario)} | {f.name: f.type for f in fields(CostModel)}
 
 
 def _parse(name: str, raw: Any) -> Any:
@@ -298,4 +297,4 @@ def load_scenario(name_or_path: str | Path = "asap-paper") -> Scenario:
     values = {k: _parse(k, v) for k, v in knobs.items()}
     name = str(doc.get("scenario", {}).get("name", text_path.stem))
     paper = tuple(sorted(doc.get("paper", {}).items()))
-    return Scenario(name=name, **values, paper=paper)
+    return Scenario.of(name=name, **values, paper=paper)
