@@ -35,7 +35,7 @@ from __future__ import annotations
 import polars as pl
 
 from asaptrace.analyze._common import device_activity, rank_groups
-from asaptrace.analyze._sweep import coverage
+from asaptrace.analyze._coverage import coverage
 from asaptrace.errors import AccountingError
 
 _COMPUTE, _WAIT, _COMM = 0, 1, 2

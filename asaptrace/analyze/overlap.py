@@ -37,7 +37,7 @@ from __future__ import annotations
 import polars as pl
 
 from asaptrace.analyze._common import device_activity, rank_groups, share
-from asaptrace.analyze._sweep import coverage, idle_gaps
+from asaptrace.analyze._coverage import coverage, idle_gaps
 from asaptrace.errors import AccountingError
 
 _COMPUTE, _COMM = 0, 1

@@ -1,4 +1,4 @@
-"""A vectorised sweep over intervals: how long each combination of categories covers a timeline.
+"""Interval coverage: how long each combination of categories covers a timeline (a vectorised line sweep).
 
 Given intervals (group keys, start, end, category bit ``cat`` in 0..k-1), the timeline of each
 group is cut at every boundary into elementary segments; a segment's ``mask`` has bit c set when
