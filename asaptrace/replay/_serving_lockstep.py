@@ -36,7 +36,7 @@ from collections import deque
 
 import numpy as np
 
-from asaptrace.replay.costs import CostModel
+from asaptrace.replay.costs import CostModel, causal_pairs
 from asaptrace.replay.lockstep import chain_from_costs, chain_from_costs_two_mb, run_chain
 from asaptrace.replay.planner import place_longest_first
 from asaptrace.replay.scenario import Scenario
@@ -253,7 +253,7 @@ def _fill_own_queues(
 # ----------------------------------------------------------------------------------- step cost
 def _group_sums(groups: list[list[Piece]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     tok = np.array([sum(c for _, c, _ in p) for p in groups], np.float64)
-    quad = np.array([sum(c * (2 * pp + c) for _, c, pp in p) for p in groups], np.float64)
+    quad = np.array([sum(causal_pairs(c, pp) for _, c, pp in p) for p in groups], np.float64)
     cnt = np.array([len(p) for p in groups], np.float64)
     return tok, quad, cnt
 

@@ -71,6 +71,13 @@ _LAYOUT: dict[str, dict[str, str]] = {
 }
 
 
+def causal_pairs(c: Any, p: Any) -> Any:
+    """The attention term of ``c`` new tokens after a prefix of ``p``: c·(2p + c) (causal: each new
+    token attends to the prefix and to the new tokens before it, ×2 for the c² half). Works on
+    numbers, numpy arrays and polars expressions alike: the one place the formula is written."""
+    return c * (2 * p + c)
+
+
 @dataclass(frozen=True)
 class CostModel:
     """Constants of the cost model (ms, per 1K tokens); methods return int64 ns."""
@@ -107,7 +114,7 @@ class CostModel:
         n = max(len(c), 1)
         sc = c.sum() / K
         linear = self.attn_c1_ms * ((1 - self.attn_phi) * sc + self.attn_phi * sc / n)
-        quad = self.attn_c2_ms * float((c * (2 * p + c)).sum()) / K2
+        quad = self.attn_c2_ms * float(causal_pairs(c, p).sum()) / K2
         ms = self.attn_c0_ms + linear + quad + self.attn_per_request_ms * len(c)
         return _ns(ms * self.tp_factor(tp))
 
@@ -125,7 +132,7 @@ class CostModel:
         balances (longest attention cost first). Vectorised; no per-batch constant or TP factor."""
         c = np.asarray(new_tokens, np.float64)
         p = np.asarray(prefix, np.float64)
-        return self.attn_c1_ms * c / K + self.attn_c2_ms * c * (2 * p + c) / K2
+        return self.attn_c1_ms * c / K + self.attn_c2_ms * causal_pairs(c, p) / K2
 
     def moe_ns(self, tokens: Any, experts: float, skew: Any = 1.0) -> np.ndarray:
         """One MoE layer item of ``tokens`` on an ``experts``-die pool (vectorised)."""

@@ -45,6 +45,7 @@ import polars as pl
 from asaptrace.analyze.barrier import barrier_wait
 from asaptrace.enrich.instances import match_instances
 from asaptrace.errors import UsageError
+from asaptrace.replay.costs import causal_pairs
 from asaptrace.schema import COMM_KINDS, Kind, Role
 from asaptrace.store import TraceStore
 
@@ -439,7 +440,7 @@ def _with_composition(items: pl.DataFrame, batches: pl.DataFrame) -> pl.DataFram
     b = batches.with_columns(
         c=(pl.col("seq_len") - pl.col("cached_len").fill_null(0)).cast(pl.Float64),
         p=pl.col("cached_len").fill_null(0).cast(pl.Float64),
-    ).with_columns(q=pl.col("c") * (2 * pl.col("p") + pl.col("c")))
+    ).with_columns(q=causal_pairs(pl.col("c"), pl.col("p")))
     sums = [
         pl.col("c").sum().alias("tokens"),
         pl.col("q").sum().alias("quad"),
