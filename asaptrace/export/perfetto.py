@@ -8,7 +8,9 @@ ui.perfetto.dev and chrome://tracing open:
   one thread per device stream (``tid`` = stream), plus a **barrier wait** thread (:data:`WAIT_TID`);
 * the device spans (``X`` events; annotations included), with kind, step, layer and micro-batch in
   ``args``; category ``kernel`` / ``gpu_memcpy`` / ``gpu_user_annotation`` by kind, so the Kineto
-  reader reads them back as device events;
+  reader reads them back as device events; kernels and copies carry Kineto's ``args.device``,
+  ``args.stream`` and ``args.correlation``, which other Kineto readers (HTA) need to see a kernel;
+* the host launches of those kernels (same correlation) with Kineto's ``ac2g`` arrows to them;
 * every barrier wait (``wait_ns > 0``) as its own slice ``[arrival, release]`` on the wait thread
   (category ``barrier_wait``, which no reader takes for device work);
 * flow arrows (``s``/``f``, one id per arrow) from the last-arriving rank's collective kernel at the
@@ -22,8 +24,8 @@ add that base back, so ``asaptrace ingest`` returns the same ns; viewers, which 
 show small times at full precision (a double holds epoch-µs to only ~0.25 µs).
 
 :func:`split_by_rank` cuts a document into one per rank (with ``distributedInfo.rank``), the form
-``asaptrace ingest`` reads back rank by rank; :func:`write_trace` writes ``.json`` or ``.json.gz``
-atomically.
+``asaptrace ingest`` and HTA read back rank by rank; :func:`encode_trace` lays a document out as Kineto
+does; :func:`write_trace` writes ``.json`` or ``.json.gz`` atomically.
 """
 
 from __future__ import annotations
