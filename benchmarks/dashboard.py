@@ -12,8 +12,13 @@ figure serialised to JSON out):
 
 Prints each figure and its ratio to the first load.
 
+With ``--clients N`` it load-tests the real server instead (benchmarks/_dashboard_load.py): the
+dashboard started as a user starts it (waitress), every page's callbacks posted over HTTP by N
+concurrent browser-like clients, p50/p99 and errors against one client alone in the same run.
+
     python benchmarks/dashboard.py
     python benchmarks/dashboard.py --repeat 10
+    python benchmarks/dashboard.py --clients 16 [--rounds 3] [--threads T] [--think 1]
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -62,9 +68,16 @@ def inp(id_: str, prop: str, value) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--clients", type=int, default=0, help="load-test the real server with N clients")
+    ap.add_argument("--rounds", type=int, default=3, help="sessions per client (with --clients)")
+    ap.add_argument("--threads", type=int, default=None, help="server threads (default: the CLI's)")
+    ap.add_argument("--think", type=float, default=0.0, help="seconds between a client's pages (0: stress)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = enrich_store(ingest_paths([SAMPLE], Path(tmp) / "coupled.store", jobs=2))
+        if args.clients:
+            load(store, Path(tmp), args)
+            return
         app = create_app([store.path])
         client = app.server.test_client()
         first = call(client, "overview-body.children", [inp("store", "value", "0")])
@@ -132,6 +145,31 @@ def main() -> None:
         print(
             f"{'background replay asap (submit → result)':46s} {dt * 1000:8.1f} ms  ({dt / first:.2f}× the first load)"
         )
+
+
+def load(store, tmp: Path, args) -> None:
+    """The --clients mode: the coupled store and its asap replay (for Compare) behind the real server."""
+    from asaptrace.pipeline import diagnose_store, replay_store
+    from asaptrace.viz.timeline import worst_window
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _dashboard_load import load_test
+
+    replay_store(store.path, "asap", out=tmp / "asap.store")
+    d = diagnose_store(store)
+    step, window = worst_window(d.tables["barrier_by_rank_layer"], d.tables["step_breakdown"])
+    layers = int(d.tables["barrier_by_rank_layer"].get_column("layer").max()) + 1
+    steps = sorted(d.tables["step_breakdown"].get_column("step").drop_nulls().unique().to_list())
+    load_test(
+        [store.path, tmp / "asap.store"],
+        clients=args.clients,
+        rounds=args.rounds,
+        threads=args.threads,
+        think=args.think,
+        worst=(step, list(window)),
+        layers=layers,
+        steps=steps,
+    )
 
 
 if __name__ == "__main__":

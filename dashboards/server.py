@@ -14,6 +14,7 @@ cached page is never stuck behind a long callback; :func:`default_threads` is th
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from typing import Any
@@ -48,6 +49,10 @@ def serve(
         app.run(host=host, port=port, debug=True, dev_tools_disable_version_check=True)  # no call home
         return
     from waitress import create_server
+
+    # waitress warns "Task queue depth is N" each time a request waits for a worker: under load that
+    # is every other request, and queueing is the design (a bounded pool), not a fault
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
 
     try:
         server = create_server(
