@@ -12,7 +12,9 @@ replay and the sweep run in their worker processes; their results are cached by 
 later sessions get them at once). Then one client alone runs N × ``rounds`` sessions, one after
 the other (the baseline: the same requests as the load, so its p99 is not the maximum of a few;
 no think time, a lone client's requests never wait for another's), then N clients run ``rounds``
-sessions each at once (``think`` seconds before each next page); every request is timed from send to the last
+sessions each at once (before each next page a user reads it: ``think`` seconds on average,
+uniform in 0.5–1.5× so that independent users drift apart, seeded per client; 0: a stress test, in
+lockstep); every request is timed from send to the last
 byte. An error is a status other than 200/204, a failed connection, or a reply carrying an error
 message box (``message-error``).
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 import http.client
 import itertools
 import json
+import random
 import subprocess
 import sys
 import threading
@@ -56,10 +59,17 @@ def inp(id_: str, prop: str, value: Any) -> dict:
     return {"id": id_, "property": prop, "value": value}
 
 
-def _outputs(output: str) -> Any:
+def callback_body(output: str, inputs: list[dict], state: list[dict] | None = None) -> dict:
+    """The JSON body Dash's renderer posts for one callback (``output`` as in ``app.callback_map``)."""
     parts = output.strip(".").split("...")
     outs = [{"id": p.rsplit(".", 1)[0], "property": p.rsplit(".", 1)[1]} for p in parts]
-    return outs if output.startswith("..") else outs[0]
+    return {
+        "output": output,
+        "outputs": outs if output.startswith("..") else outs[0],
+        "inputs": inputs,
+        "state": state or [],
+        "changedPropIds": [],
+    }
 
 
 class Client:
@@ -72,15 +82,7 @@ class Client:
         self.errors: list[str] = []
 
     def post(self, name: str, output: str, inputs: list[dict], state: list[dict] | None = None) -> Any:
-        body = json.dumps(
-            {
-                "output": output,
-                "outputs": _outputs(output),
-                "inputs": inputs,
-                "state": state or [],
-                "changedPropIds": [],
-            }
-        )
+        body = json.dumps(callback_body(output, inputs, state))
         t0 = time.perf_counter()
         try:
             self.conn.request("POST", "/_dash-update-component", body, {"Content-Type": "application/json"})
@@ -106,6 +108,7 @@ def session(
     *,
     wait: bool = False,
     think: float = 0.0,
+    rng: random.Random | None = None,
 ) -> None:
     """Every page's callbacks once, as the browser fires them on visiting it; ``think`` seconds
     before each next page (a user reading one before clicking the next; 0: a stress test)."""
@@ -113,7 +116,7 @@ def session(
 
     def visit(*args: Any) -> None:
         if think:
-            time.sleep(think)
+            time.sleep(think * (rng or random).uniform(0.5, 1.5))
         c.post(*args)
 
     c.post("route", "page.children", [inp("url", "pathname", "/")])
@@ -205,12 +208,15 @@ def run_clients(
     plans = [[next(windows) for _ in range(rounds)] for _ in clients]
     gate = threading.Barrier(n)
 
-    def work(c: Client, plan: list) -> None:
+    def work(c: Client, plan: list, rng: random.Random) -> None:
         gate.wait()
         for fresh in plan:
-            session(c, worst, fresh, think=think)
+            session(c, worst, fresh, think=think, rng=rng)
 
-    threads = [threading.Thread(target=work, args=(c, p)) for c, p in zip(clients, plans, strict=True)]
+    threads = [
+        threading.Thread(target=work, args=(c, p, random.Random(i)))
+        for i, (c, p) in enumerate(zip(clients, plans, strict=True))
+    ]
     t0 = time.perf_counter()
     for t in threads:
         t.start()
@@ -253,7 +259,7 @@ def load_test(
             f"warm-up session (both stores opened and diagnosed, the replay and the sweep run once): {time.perf_counter() - t0:.1f} s"
         )
         print(
-            f"think time between pages: {think:g} s"
+            f"think time between pages: {think:g} s on average (uniform 0.5–1.5×)"
             + (" (a stress test: every client sends as fast as it is answered)" if not think else "")
         )
         one, wall1 = run_clients(

@@ -35,34 +35,21 @@ from asaptrace.ingest.driver import ingest_paths
 from asaptrace.pipeline import enrich_store
 from dashboards import create_app
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _dashboard_load import callback_body, inp, load_test
+
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "coupled" / "kineto"
 
 
 def call(client, output: str, inputs: list[dict], state: list[dict] | None = None) -> float:
     """One callback request as the browser sends it; returns seconds."""
-    body = {
-        "output": output,
-        "outputs": _outputs(output),
-        "inputs": inputs,
-        "state": state or [],
-        "changedPropIds": [],
-    }
+    body = callback_body(output, inputs, state)
     t0 = time.perf_counter()
     r = client.post("/_dash-update-component", data=json.dumps(body), content_type="application/json")
     dt = time.perf_counter() - t0
     if r.status_code not in (200, 204):
         raise SystemExit(f"callback {output} failed: {r.status_code} {r.data[:300]!r}")
     return dt
-
-
-def _outputs(output: str):
-    parts = output.strip(".").split("...")
-    outs = [{"id": p.rsplit(".", 1)[0], "property": p.rsplit(".", 1)[1]} for p in parts]
-    return outs if output.startswith("..") else outs[0]
-
-
-def inp(id_: str, prop: str, value) -> dict:
-    return {"id": id_, "property": prop, "value": value}
 
 
 def main() -> None:
@@ -151,9 +138,6 @@ def load(store, tmp: Path, args) -> None:
     """The --clients mode: the coupled store and its asap replay (for Compare) behind the real server."""
     from asaptrace.pipeline import diagnose_store, replay_store
     from asaptrace.viz.timeline import worst_window
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _dashboard_load import load_test
 
     replay_store(store.path, "asap", out=tmp / "asap.store")
     d = diagnose_store(store)

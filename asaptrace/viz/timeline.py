@@ -257,8 +257,4 @@ def _segments_trace(
         text=text,
         hovertemplate="%{text}<br>%{x} " + unit + "<extra>" + label + "</extra>",
         connectgaps=False,
-        # lists of floats, ints, None and strings built just above: plotly's per-element check of
-        # them was two thirds of a timeline's build time (the dashboard's costliest callback) and
-        # changes nothing in the figure (tests/test_viz_timeline_unvalidated.py)
-        _validate=False,
     )
