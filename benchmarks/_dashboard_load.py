@@ -80,6 +80,8 @@ class Client:
         self.conn = http.client.HTTPConnection(u.hostname, u.port, timeout=300)
         self.times: dict[str, list[float]] = defaultdict(list)
         self.errors: list[str] = []
+        self.conn.request("GET", "/_dash-dependencies")  # as the page does on load: what it may call
+        self.callbacks = {d["output"] for d in json.loads(self.conn.getresponse().read())}
 
     def post(self, name: str, output: str, inputs: list[dict], state: list[dict] | None = None) -> Any:
         body = json.dumps(callback_body(output, inputs, state))
@@ -121,6 +123,8 @@ def session(
 
     c.post("route", "page.children", [inp("url", "pathname", "/")])
     c.post("overview", "overview-body.children", [s0])
+    if "overview-advice.children" in c.callbacks:  # builds whose Overview shows the advice
+        c.post("overview advice", "overview-advice.children", [s0])
     visit("route", "page.children", [inp("url", "pathname", "/timeline")])
     c.post("timeline controls", TL_CONTROLS, [s0])
     for name, (step, layers) in (("timeline worst window", worst), ("timeline new window", fresh)):

@@ -79,6 +79,12 @@ class Memo(Generic[V]):
             _, (_, old) = self._values.popitem(last=False)
             self._bytes -= old
 
+    def clear(self) -> None:
+        """Forget every kept value (computations under way finish and are kept)."""
+        with self._lock:
+            self._values.clear()
+            self._bytes = 0
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._values)

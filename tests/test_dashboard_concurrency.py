@@ -63,6 +63,8 @@ def test_memo_evicts_least_recently_used_by_count_and_by_bytes():
     sized.get(2, lambda: b"12345")  # 6 + 5 > 10: 1 goes
     sized.get(3, lambda: b"x" * 11)  # bigger than the whole cache: returned, not kept
     assert len(sized) == 1 and sized.get(2, lambda: b"") == b"12345"
+    sized.clear()
+    assert len(sized) == 0 and sized.get(2, lambda: b"again") == b"again"
 
 
 def test_memo_does_not_keep_a_failure_or_an_unkept_value():
