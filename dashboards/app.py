@@ -5,7 +5,8 @@ store picker sends a key, never a path (``dashboards.state``); per-tab state (th
 follows) lives in the tab's ``dcc.Store``; long work runs in worker processes
 (``dashboards.jobs``). Everything is served from this process: Dash's own bundles
 (``serve_locally``), the CSS in ``dashboards/assets``; no CDN, no external stylesheet, and no
-trace-derived string is ever set as HTML.
+trace-derived string is ever set as HTML. Replies of the pages that only show stores are kept
+and served again (``dashboards.replies``; the stores do not change while served).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dash import Input, Output, dcc, html
 from dashboards.components import message
 from dashboards.jobs import Jobs
 from dashboards.pages import PAGES
+from dashboards.replies import keep_replies, output_ids
 from dashboards.state import Stores
 
 ASSETS = Path(__file__).parent / "assets"
@@ -74,8 +76,13 @@ def create_app(stores: Sequence[str | Path], *, jobs: Jobs | None = None) -> das
     def _route(pathname: str | None) -> Any:
         return route(registry, pathname, by_path)
 
+    volatile: set[str] = set()  # component ids the job pages' callbacks write
     for page in PAGES:
+        before = set(app.callback_map)
         page.register(app, registry, jobs)
+        if getattr(page, "RUNS_JOBS", False):
+            volatile |= {i for out in set(app.callback_map) - before for i in output_ids(out)}
+    app.asaptrace_replies = keep_replies(app.server, volatile)  # type: ignore[attr-defined]
     app.asaptrace_stores = registry  # type: ignore[attr-defined]  # for the CLI and tests
     app.asaptrace_jobs = jobs  # type: ignore[attr-defined]
     return app

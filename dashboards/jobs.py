@@ -8,7 +8,8 @@ using the CPU at once (a thread could only be asked to stop). Children are *spaw
 forked): the server's threads and polars' thread pool are never copied into them.
 
 Results are cached by the job's key (store and parameters): asking again for a replay already
-run returns a finished job at once.
+run returns a finished job at once, and asking for one that is running follows that job (many
+tabs clicking Run on the same replay start one worker, not one each; a Cancel stops it for all).
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class Job:
         """What a poll sees (JSON-able)."""
         return {
             "id": self.id,
+            "key": self.key,
             "kind": self.kind,
             "state": self.state,
             "messages": list(self.messages),
@@ -91,7 +93,8 @@ class Jobs:
         self._lock = threading.Lock()
 
     def submit(self, kind: str, key: str, kwargs: dict[str, Any]) -> str:
-        """Start a job (or return a finished one for a key already run); returns its id.
+        """Start a job (or return a finished one for a key already run, or the running one for a key
+        being run); returns its id.
         :class:`JobsBusy` when :data:`MAX_RUNNING` jobs are running."""
         job = Job(id=uuid.uuid4().hex, kind=kind, key=key)
         with self._lock:
@@ -101,6 +104,9 @@ class Jobs:
                 job.state, job.result, job.ended = "done", self._done[key], job.started
                 job.messages.append("cached: this run was done before with the same parameters")
                 return job.id
+            same = next((j for j in self._jobs.values() if j.state == "running" and j.key == key), None)
+            if same is not None:  # the same run asked for again (another tab, a second click): follow it
+                return same.id
             running = sum(j.state == "running" for j in self._jobs.values())
             if running >= MAX_RUNNING:
                 raise JobsBusy(f"{running} jobs are running already: wait for one to end, or cancel it")

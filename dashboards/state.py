@@ -4,19 +4,20 @@ The browser only ever names a store by its key ("0", "1", … in the order given
 line); a key that is not one of them is refused, so no path ever comes from the browser. A store
 is opened and diagnosed the first time a page asks for it (under a per-store lock, so two tabs
 asking at once diagnose it once); after that every page reads the cached Diagnosis, and timeline
-windows and comparisons are cached per their parameters.
+windows and comparisons are cached per their parameters (:class:`~dashboards._memo.Memo`: the server
+runs callbacks on many threads, and two tabs asking for the same window compute it once).
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from asaptrace import pipeline
 from asaptrace.errors import AsaptraceError
+from dashboards._memo import Memo
 
 if TYPE_CHECKING:
     import polars as pl
@@ -41,8 +42,7 @@ class Loaded:
     store: TraceStore
     diag: Diagnosis
     info: dict[str, Any]
-    timelines: OrderedDict[tuple, pl.DataFrame] = field(default_factory=OrderedDict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    timelines: Memo[pl.DataFrame] = field(default_factory=lambda: Memo(max_items=TIMELINE_CACHE))
     _advice: dict[str, Any] | None = None
     _advice_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -57,18 +57,12 @@ class Loaded:
     def timeline(
         self, step: int | None, layers: tuple[int, int] | None, ranks: tuple[int, ...] | None
     ) -> pl.DataFrame:
-        """The timeline spans of one window (cached, least recently used dropped first)."""
-        key = (step, layers, ranks)
-        with self.lock:
-            if key in self.timelines:
-                self.timelines.move_to_end(key)
-                return self.timelines[key]
-        spans = pipeline.timeline_of(self.store, self.diag, step=step, layers=layers, rank_subset=ranks)
-        with self.lock:
-            self.timelines[key] = spans
-            while len(self.timelines) > TIMELINE_CACHE:
-                self.timelines.popitem(last=False)
-        return spans
+        """The timeline spans of one window (cached, least recently used dropped first; many tabs
+        asking for the same window at once compute it once)."""
+        return self.timelines.get(
+            (step, layers, ranks),
+            lambda: pipeline.timeline_of(self.store, self.diag, step=step, layers=layers, rank_subset=ranks),
+        )
 
 
 class Stores:
@@ -84,7 +78,7 @@ class Stores:
         self._loaded: dict[str, Loaded] = {}
         self._failed: dict[str, str] = {}
         self._locks = {str(i): threading.Lock() for i in range(len(self.paths))}
-        self._compare: dict[tuple[str, str], dict[str, pl.DataFrame]] = {}
+        self._compare: Memo[dict[str, pl.DataFrame]] = Memo()
 
     @property
     def keys(self) -> list[str]:
@@ -130,6 +124,4 @@ class Stores:
     def compare(self, a: str, b: str) -> dict[str, pl.DataFrame]:
         """compare_overall and compare_by_group of stores a and b (cached per pair)."""
         la, lb = self.get(a), self.get(b)
-        if (a, b) not in self._compare:
-            self._compare[(a, b)] = pipeline.compare_diagnoses(la.diag, lb.diag)
-        return self._compare[(a, b)]
+        return self._compare.get((a, b), lambda: pipeline.compare_diagnoses(la.diag, lb.diag))

@@ -357,13 +357,34 @@ def test_callbacks_answer_well_under_a_second_after_the_first_load(stores):
 # ---------------------------------------------------------------------------------------------- CLI
 def test_cli_binds_localhost_without_debug_unless_asked(monkeypatch, coupled_store):
     import dash
+    import waitress
 
-    seen = {}
-    monkeypatch.setattr(dash.Dash, "run", lambda self, **kw: seen.update(kw))
+    from dashboards.server import default_threads
+
+    seen: dict = {}
+
+    class Server:  # what waitress.create_server returns, minus the socket
+        effective_port = 8050
+
+        def run(self):
+            seen["ran"] = True
+
+    def create_server(app, **kw):
+        seen.update(kw, app=app)
+        return Server()
+
+    monkeypatch.setattr(waitress, "create_server", create_server)
+    monkeypatch.setattr(dash.Dash, "run", lambda self, **kw: seen.update(kw, dash_run=True))
     r = run_cli("dashboard", coupled_store.path)
-    assert r.code == 0 and seen["host"] == "127.0.0.1" and seen["debug"] is False and seen["port"] == 8050
-    assert "warning" not in r.stderr
+    assert r.code == 0 and seen["ran"] and "dash_run" not in seen  # waitress, not Dash's own server
+    assert seen["host"] == "127.0.0.1" and seen["port"] == 8050 and seen["threads"] == default_threads()
+    assert "serving 1 store(s) at http://127.0.0.1:8050/" in r.stdout and "warning" not in r.stderr
+    seen.clear()
+    r = run_cli("dashboard", coupled_store.path, "--threads", "3")
+    assert seen["threads"] == 3
+    seen.clear()
     r = run_cli("dashboard", coupled_store.path, "--host", "0.0.0.0", "--port", "9000", "--debug")
+    assert seen["dash_run"] and "ran" not in seen  # --debug: Dash's own server
     assert seen["host"] == "0.0.0.0" and seen["debug"] is True and seen["port"] == 9000
     assert "warning: serving on 0.0.0.0" in r.stderr
     help_text = run_cli("dashboard", "--help").stdout

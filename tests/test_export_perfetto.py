@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from asaptrace.export.perfetto import (
+    FLOW_CAT,
     WAIT_CAT,
     WAIT_TID,
     encode_trace,
@@ -68,8 +69,8 @@ def test_wait_slices_and_arrows_of_the_hand_worked_scenario(scenario):
     assert (first["ts"] + Decimal(trace["baseTimeNanoseconds"]) / 1000, first["dur"]) == (100, 200)
     assert first["args"]["last_rank"] == 2
     # arrows: rank 2 is last at both dispatches (waiters 0, 1, 3), rank 3 at both combines (0, 1, 2)
-    starts = {e["id"]: e for e in evs if e["ph"] == "s"}
-    ends = {e["id"]: e for e in evs if e["ph"] == "f"}
+    starts = {e["id"]: e for e in evs if e["ph"] == "s" and e["cat"] == FLOW_CAT}
+    ends = {e["id"]: e for e in evs if e["ph"] == "f" and e["cat"] == FLOW_CAT}
     assert len(starts) == len(ends) == 12
     pairs = sorted((starts[i]["pid"], ends[i]["pid"]) for i in starts)
     assert pairs == sorted([(2, 0), (2, 1), (2, 3)] * 2 + [(3, 0), (3, 1), (3, 2)] * 2)
@@ -98,7 +99,10 @@ def test_times_are_exact_decimals_relative_to_the_base(scenario):
     trace = _export(store, diag)
     base = trace["baseTimeNanoseconds"]
     dev = _device(store)
-    assert base == dev.get_column("ts_ns").min()
+    # the first exported time: a kernel's, or the launch (host, with a correlation) before it
+    launches = store.events().filter(~pl.col("is_device") & pl.col("corr").is_not_null()).collect()
+    assert launches.height == dev.height  # every kernel of the scenario has its launch
+    assert base == min(dev.get_column("ts_ns").min(), launches.get_column("ts_ns").min())
     # a time 1 ns after the base is written as 0.001 µs, not a float approximation
     probe = export_perfetto(
         pl.DataFrame(
@@ -126,7 +130,7 @@ def test_times_are_exact_decimals_relative_to_the_base(scenario):
         ),
     )
     text = encode_trace(probe)
-    assert b'"ts":0.001,"dur":0.001' in text and b'"baseTimeNanoseconds":1750000000000000000' in text
+    assert b'"ts":0.001,"dur":0.001' in text and b'"baseTimeNanoseconds": 1750000000000000000' in text
     (counter,) = [e for e in probe["traceEvents"] if e["ph"] == "C"]
     assert counter["ts"] == 0 and counter["args"] == {"in_flight": 3}
 

@@ -32,23 +32,38 @@ def dashboard(
         bool,
         typer.Option(
             "--debug",
-            help="Dash's debug mode (reloader, tracebacks and the dev tools in the browser). Off by "
-            "default; never turn it on with a --host others can reach.",
+            help="Dash's debug mode on Dash's own (development) server: reloader, tracebacks and the dev "
+            "tools in the browser. Off by default (waitress serves); never turn it on with a --host "
+            "others can reach.",
         ),
     ] = False,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="waitress worker threads (default: 4 per core, 4 to 32). Ignored with --debug."
+        ),
+    ] = None,
 ) -> None:
     """Open the interactive dashboard on one or more stores: findings, timeline, barriers, imbalance, overlap, replay, sweep, compare.
 
-    Binds to 127.0.0.1 with debug off unless --host / --debug say otherwise.
+    Served by waitress, a production WSGI server; binds to 127.0.0.1 with debug off unless --host /
+    --debug say otherwise (--port 0 picks a free port).
 
     Example: asaptrace dashboard coupled.store asap.store --port 8050
     """
     from dashboards import create_app
+    from dashboards.server import serve
 
     if host not in LOCAL_HOSTS:
         err.print(
             f"[bold yellow]warning:[/] serving on {host}: anyone who can reach port {port} sees these stores"
         )
     app = create_app(stores)
-    out.print(f"serving {len(stores)} store(s) at http://{host}:{port}/ (Ctrl-C to stop)")
-    app.run(host=host, port=port, debug=debug, dev_tools_disable_version_check=True)  # no call home
+    serve(
+        app,
+        host=host,
+        port=port,
+        debug=debug,
+        threads=threads,
+        ready=lambda url: out.print(f"serving {len(stores)} store(s) at {url} (Ctrl-C to stop)"),
+    )

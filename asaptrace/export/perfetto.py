@@ -8,7 +8,9 @@ ui.perfetto.dev and chrome://tracing open:
   one thread per device stream (``tid`` = stream), plus a **barrier wait** thread (:data:`WAIT_TID`);
 * the device spans (``X`` events; annotations included), with kind, step, layer and micro-batch in
   ``args``; category ``kernel`` / ``gpu_memcpy`` / ``gpu_user_annotation`` by kind, so the Kineto
-  reader reads them back as device events;
+  reader reads them back as device events; kernels and copies carry Kineto's ``args.device``,
+  ``args.stream`` and ``args.correlation``, which other Kineto readers (HTA) need to see a kernel;
+* the host launches of those kernels (same correlation) with Kineto's ``ac2g`` arrows to them;
 * every barrier wait (``wait_ns > 0``) as its own slice ``[arrival, release]`` on the wait thread
   (category ``barrier_wait``, which no reader takes for device work);
 * flow arrows (``s``/``f``, one id per arrow) from the last-arriving rank's collective kernel at the
@@ -22,13 +24,14 @@ add that base back, so ``asaptrace ingest`` returns the same ns; viewers, which 
 show small times at full precision (a double holds epoch-µs to only ~0.25 µs).
 
 :func:`split_by_rank` cuts a document into one per rank (with ``distributedInfo.rank``), the form
-``asaptrace ingest`` reads back rank by rank; :func:`write_trace` writes ``.json`` or ``.json.gz``
-atomically.
+``asaptrace ingest`` and HTA read back rank by rank; :func:`encode_trace` lays a document out as Kineto
+does; :func:`write_trace` writes ``.json`` or ``.json.gz`` atomically.
 """
 
 from __future__ import annotations
 
 import gzip
+import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -43,6 +46,8 @@ from asaptrace.userfiles import write_atomic
 WAIT_TID = 999_999_000
 #: Category of the wait slices and of the flow arrows.
 WAIT_CAT, FLOW_CAT = "barrier_wait", "barrier"
+#: Category (and name) of Kineto's launch → kernel arrows.
+LAUNCH_CAT = "ac2g"
 #: Category written for a device span, by kind (what the Kineto reader takes for device work).
 _DEVICE_CAT = {Kind.MEMCPY: "gpu_memcpy", Kind.ANNOTATION: "gpu_user_annotation"}
 _ENCODER = msgspec.json.Encoder(decimal_format="number")
@@ -68,27 +73,16 @@ def export_perfetto(
     include_host: bool = False,
     metadata: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The Chrome trace document of a store (see the module docstring for what it holds)."""
-    ev = events.lazy()
+    """The Chrome trace document of a store (see the module docstring for what it holds).
+
+    ``include_host`` adds every host span; without it the host side holds only the launches of the
+    exported kernels (what links them to the CPU in Kineto's model)."""
+    frame = _spans(events)
+    spans = _with_correlation(frame.filter(pl.col("is_device")))
+    host = frame.filter(~pl.col("is_device"))
     if not include_host:
-        ev = ev.filter(pl.col("is_device"))
-    spans = (
-        ev.select(
-            pl.col("rank").cast(pl.Int64),
-            pl.col("stream").cast(pl.Int64),
-            pl.col("is_device"),
-            pl.col("kind").cast(pl.String),
-            pl.col("name").cast(pl.String),
-            pl.col("cat").cast(pl.String).alias("source_cat"),
-            "ts_ns",
-            "dur_ns",
-            "step",
-            "layer",
-            "micro_batch",
-        )
-        .sort("rank", "ts_ns", "stream")
-        .collect()
-    )
+        host = host.join(spans.select("rank", "corr").drop_nulls(), on=["rank", "corr"], how="semi")
+    spans = pl.concat([spans, host]).sort("rank", "ts_ns", "stream")
     rk = ranks.lazy().collect().sort("rank")
     waits = barrier_instances.filter(pl.col("wait_ns") > 0).sort("instance", "rank", nulls_last=True)
     times = [spans.get_column("ts_ns").min(), waits.get_column("arrival_ns").min() if waits.height else None]
@@ -98,8 +92,14 @@ def export_perfetto(
 
     out: list[dict[str, Any]] = _process_metadata(rk, spans, streams)
     for r in spans.iter_rows(named=True):
-        kind = r["kind"]
-        cat = _DEVICE_CAT.get(kind, "kernel") if r["is_device"] else (r["source_cat"] or "cpu_op")
+        dev = r["is_device"]
+        kernel = dev and r["kind"] != Kind.ANNOTATION
+        cat = _DEVICE_CAT.get(r["kind"], "kernel") if dev else (r["source_cat"] or "cpu_op")
+        args = _args(r, ("kind", "step", "layer", "micro_batch", "source_cat"))
+        if kernel:  # Kineto's kernel / memcpy args: where it ran and what launched it
+            args.update(device=r["device"], stream=r["stream"], correlation=r["corr"])
+        elif r["corr"] is not None:
+            args["correlation"] = r["corr"]
         out.append(
             {
                 "ph": "X",
@@ -109,9 +109,10 @@ def export_perfetto(
                 "tid": r["stream"],
                 "ts": _us(r["ts_ns"] - base),
                 "dur": _us(r["dur_ns"]),
-                "args": _args(r, ("kind", "step", "layer", "micro_batch", "source_cat")),
+                "args": args,
             }
         )
+    out += _launch_flows(spans, base)
     out += _wait_slices(waits, base)
     out += _flows(waits, barrier_instances, spans, base)
     if counters is not None:
@@ -134,12 +135,68 @@ def export_perfetto(
     }
 
 
+def _spans(events: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
+    """The exported columns of every span; ``device`` is the device index (the store's device ``pid``,
+    else the rank), ``corr`` null where the store has none (frames without the column included)."""
+    ev = events.lazy()
+    have = ev.collect_schema().names()
+
+    def opt(name: str, dtype: pl.DataType) -> pl.Expr:
+        return pl.col(name).cast(dtype) if name in have else pl.lit(None, dtype)
+
+    return ev.select(
+        pl.col("rank").cast(pl.Int64),
+        pl.col("stream").cast(pl.Int64),
+        pl.col("is_device"),
+        pl.col("kind").cast(pl.String),
+        pl.col("name").cast(pl.String),
+        opt("cat", pl.String()).alias("source_cat"),
+        "ts_ns",
+        "dur_ns",
+        "step",
+        "layer",
+        "micro_batch",
+        pl.coalesce(opt("pid", pl.Int64()), pl.col("rank").cast(pl.Int64)).alias("device"),
+        opt("corr", pl.Int64()).alias("corr"),
+    ).collect()
+
+
+def _with_correlation(device: pl.DataFrame) -> pl.DataFrame:
+    """Every kernel gets a correlation id, as Kineto's do (readers such as HTA take a kernel without one
+    for something else): the store's, or — a replayed store, a format without launches — a fresh one
+    per rank above the rank's largest, so it links to nothing."""
+    kernel = pl.col("kind") != str(Kind.ANNOTATION)
+    missing = kernel & pl.col("corr").is_null()
+    fresh = pl.col("corr").max().over("rank").fill_null(-1) + missing.cum_sum().over("rank")
+    return device.with_columns(corr=pl.when(missing).then(fresh).otherwise(pl.col("corr")))
+
+
+def _launch_flows(spans: pl.DataFrame, base: int) -> list[dict[str, Any]]:
+    """Kineto's ``ac2g`` arrows, launch → kernel (same correlation on one rank). The id is
+    ``rank × stride + correlation`` so a multi-rank document keeps one arrow per pair."""
+    launch = spans.filter(~pl.col("is_device") & pl.col("corr").is_not_null())
+    if launch.height == 0:
+        return []
+    stride = 10 ** len(str(int(spans.get_column("corr").max()) + 1))
+    kernel = spans.filter(pl.col("is_device") & (pl.col("kind") != str(Kind.ANNOTATION)))
+    pairs = launch.select("rank", "corr", host_tid="stream", host_ts="ts_ns").join(
+        kernel.select("rank", "corr", "stream", "ts_ns"), on=["rank", "corr"], how="inner"
+    )
+    out: list[dict[str, Any]] = []
+    for p in pairs.sort("rank", "host_ts", "corr").iter_rows(named=True):
+        fid = p["rank"] * stride + p["corr"]
+        common = {"cat": LAUNCH_CAT, "name": LAUNCH_CAT, "id": fid, "pid": p["rank"]}
+        out.append({"ph": "s", **common, "tid": p["host_tid"], "ts": _us(p["host_ts"] - base)})
+        out.append({"ph": "f", **common, "bp": "e", "tid": p["stream"], "ts": _us(p["ts_ns"] - base)})
+    return out
+
+
 def _process_metadata(rk: pl.DataFrame, spans: pl.DataFrame, streams: pl.DataFrame | None) -> list[dict]:
     """Process (rank) and thread (stream, wait track) names and sort orders."""
     out: list[dict[str, Any]] = []
     names: dict[tuple[int, int], str] = {}
     if streams is not None:
-        for s in streams.filter(pl.col("is_device")).iter_rows(named=True):
+        for s in streams.iter_rows(named=True):
             if s.get("thread_name"):
                 names[(int(s["rank"]), int(s["stream"]))] = s["thread_name"]
     order = rk.with_row_index("_i").sort("dp_group", "rank", nulls_last=True).with_row_index("_sort")
@@ -241,21 +298,33 @@ def _flows(waits: pl.DataFrame, instances: pl.DataFrame, spans: pl.DataFrame, ba
 
 
 def split_by_rank(trace: dict[str, Any]) -> dict[int, dict[str, Any]]:
-    """One document per rank (its events, ``distributedInfo.rank``), for ``asaptrace ingest`` to read back."""
+    """One document per rank (its events, ``distributedInfo.rank``), for ``asaptrace ingest`` and other
+    Kineto readers to read back rank by rank."""
     by_rank: dict[int, list[dict[str, Any]]] = {}
     for e in trace["traceEvents"]:
         by_rank.setdefault(int(e["pid"]), []).append(e)
     world = len(by_rank)
     head = {k: v for k, v in trace.items() if k != "traceEvents"}
     return {
-        r: {**head, "distributedInfo": {"rank": r, "world_size": world}, "traceEvents": evs}
+        r: {
+            "schemaVersion": 1,
+            "distributedInfo": {"rank": r, "world_size": world},
+            **head,
+            "traceEvents": evs,
+        }
         for r, evs in sorted(by_rank.items())
     }
 
 
 def encode_trace(trace: dict[str, Any]) -> bytes:
-    """JSON bytes of a trace document (times written as exact decimals)."""
-    return _ENCODER.encode(trace)
+    """JSON bytes of a trace document, laid out as Kineto writes it (times as exact decimals).
+
+    The header keys come first, one per line and spaced like ``json.dumps`` (``"rank": 3``), then
+    ``traceEvents`` with one event per line: HTA finds a file's rank by a regular expression over its
+    lines (``"rank":\\s+N``) and reads the header only up to ``traceEvents``."""
+    head = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in trace.items() if k != "traceEvents"]
+    events = _ENCODER.encode_lines(trace.get("traceEvents", [])).rstrip(b"\n").replace(b"\n", b",\n  ")
+    return ("{\n" + ",\n".join([*head, '  "traceEvents": [\n  '])).encode() + events + b"\n  ]\n}\n"
 
 
 def write_trace(path: str | Path, trace: dict[str, Any]) -> Path:

@@ -7,11 +7,14 @@ from typing import Any
 
 from dash import Input, Output, State, html, no_update
 
+from dashboards._memo import Memo
 from dashboards.components import message
 from dashboards.jobs import Jobs
 
 #: How often a page asks for its job's progress (ms).
 POLL_MS = 400
+#: Finished jobs whose drawn result a page keeps (a result is immutable once the job is done).
+RENDERED_JOBS = 16
 
 
 def buttons(prefix: str, run_label: str) -> html.Div:
@@ -24,8 +27,12 @@ def buttons(prefix: str, run_label: str) -> html.Div:
     )
 
 
-def poll(jobs: Jobs, job: Any, render: Callable[[Any], list]) -> tuple[Any, Any, bool]:
-    """(progress children, result children, poll disabled) for the tab's job."""
+def poll(
+    jobs: Jobs, job: Any, render: Callable[[Any], list], rendered: Memo | None = None
+) -> tuple[Any, Any, bool]:
+    """(progress children, result children, poll disabled) for the tab's job; a finished run's result
+    is drawn once (``rendered``, by the job's key: every tab and every poll showing that run's
+    result get the same drawing; a run's result does not change)."""
     job_id = (job or {}).get("id")
     st = jobs.status(job_id)
     if st is None:
@@ -43,7 +50,9 @@ def poll(jobs: Jobs, job: Any, render: Callable[[Any], list]) -> tuple[Any, Any,
     if st["state"] == "done":
         return (
             html.Div(f"done in {st['elapsed_s']:.1f} s ({last})", id="job-progress"),
-            render(st["result"]),
+            render(st["result"])
+            if rendered is None
+            else rendered.get(st["key"], lambda: render(st["result"])),
             True,
         )
     if st["state"] == "cancelled":
@@ -69,10 +78,11 @@ def register_job_controls(
             return no_update
         return None if jobs.cancel((job or {}).get("id")) else html.P("nothing running", className="note")
 
+    rendered: Memo = Memo(max_items=RENDERED_JOBS)
     app.callback(
         Output(f"{prefix}-progress", "children"),
         Output(f"{prefix}-result", "children"),
         Output(f"{prefix}-poll", "disabled"),
         Input(f"{prefix}-poll", "n_intervals"),
         Input(job_store, "data"),
-    )(lambda _n, job: poll(jobs, job, render))
+    )(lambda _n, job: poll(jobs, job, render, rendered))

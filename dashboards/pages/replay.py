@@ -18,6 +18,8 @@ from dashboards.pages._jobs_ui import POLL_MS, buttons, register_job_controls
 from dashboards.state import Stores, StoreUnavailable
 
 PATH, TITLE = "/replay", "Replay"
+#: Its callbacks follow a background job: their replies are never kept (dashboards/replies.py).
+RUNS_JOBS = True
 #: on/off mechanisms of the pipelined policies (a knob a policy lacks is greyed out)
 MECHANISMS = (
     ("dual_batch", "dual-batch interleaving"),

@@ -19,6 +19,8 @@ from dashboards.jobs import Jobs, JobsBusy
 from dashboards.pages._jobs_ui import POLL_MS, buttons, register_job_controls
 
 PATH, TITLE = "/sweep", "Sweep"
+#: Its callbacks follow a background job: their replies are never kept (dashboards/replies.py).
+RUNS_JOBS = True
 UNAVAILABLE = "The SLO sweep is not available in this build (asaptrace.pipeline has no sweep)."
 #: the sweep's choices, from the one policy registry (online policies and their ablations)
 CATALOGUE = pipeline.policy_catalogue()
