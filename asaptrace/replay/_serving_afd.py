@@ -26,8 +26,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from asaptrace.replay._serving_asap import _UNBOUNDED, _own_shares
-from asaptrace.replay.pipelined import Batch, PipelineConfig, run_recorded
+from asaptrace.replay._serving_asap import _UNBOUNDED, serve_on_pipeline
+from asaptrace.replay.pipelined import Batch, PipelineConfig
 from asaptrace.replay.planner import place_longest_first
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving_types import ServingRequests, ServingResult
@@ -111,20 +111,4 @@ def simulate_afd(req: ServingRequests, sc: Scenario, *, m: int, name: str = "afd
     cfg = PipelineConfig(
         groups=1, slots=m, buffer_slots=_UNBOUNDED, overlap=True, comm_share=sc.asap_tp / sc.asap_experts
     )
-    trace, batches = run_recorded(cfg, former, spans=False)
-    _own_shares(former, batches, cfg, sc)  # type: ignore[arg-type]  (the same attributes as ASAP's former)
-    end = np.full(len(req), -1, np.int64)
-    for bid, reqs in enumerate(former.members):
-        end[reqs] = trace.done[bid]
-    nb = len(former.members)
-    return ServingResult(
-        policy=name,
-        arrival_ns=req.arrival_ns,
-        start_ns=former.start,
-        end_ns=end,
-        own_ns=np.rint(former.own).astype(np.int64),
-        new_tokens=req.new_tokens,
-        steps=nb,
-        layer_items=nb * sc.layers,
-        events=trace.events,
-    )
+    return serve_on_pipeline(req, sc, cfg, former, name)  # type: ignore[arg-type]  (ASAP's former's attributes)

@@ -165,6 +165,15 @@ def simulate_asap(
         comm_share=sc.asap_tp / sc.asap_experts,
         launch_ns=0 if mech.super_kernel else sc.costs.launch_ns,
     )
+    return serve_on_pipeline(req, sc, cfg, former, name)
+
+
+def serve_on_pipeline(
+    req: ServingRequests, sc: Scenario, cfg: PipelineConfig, former: ServingFormer, name: str
+) -> ServingResult:
+    """Run an online former on the pipelined mechanics: each request ends with its batch, its own
+    time its share of its batch's items (:func:`_own_shares`). A former needs ``members`` (batch id
+    → requests), ``start``, ``own``, ``new``, ``cached`` and ``costs`` (ASAP's, afd-pingpong's)."""
     trace, pipeline_batches = run_recorded(cfg, former, spans=False)
     _own_shares(former, pipeline_batches, cfg, sc)
     end = np.full(len(req), -1, np.int64)
