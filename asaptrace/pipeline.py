@@ -28,7 +28,7 @@ from asaptrace.errors import OutputError, UsageError
 from asaptrace.info import store_info
 from asaptrace.ingest.driver import ingest_paths
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, open_store
-from asaptrace.userfiles import check_output_dir, check_output_file, write_atomic
+from asaptrace.userfiles import check_output_dir, check_output_file, write_atomic, write_folder_files
 
 if TYPE_CHECKING:  # the diagnosis and the replay are imported by the calls that need them (a fast `ingest`)
     from asaptrace.analyze.diagnosis import Diagnosis
@@ -83,7 +83,7 @@ def build_store(
     """Ingest ``paths`` and enrich them into the store ``out`` — all or nothing, written once.
 
     ``ingest_options`` go to :func:`asaptrace.ingest.driver.ingest_paths` (``jobs``, ``executor``, ``options``,
-    ``rank_from``, ``rank_map``, ``format``, ``progress``). The enrichment options are read and
+    ``rank_from``, ``rank_map``, ``format``, ``progress``, ``on_stale``). The enrichment options are read and
     validated before any trace is, so a bad option, a bad trace or a failure while enriching
     leaves nothing at ``out`` (and an existing store there untouched). ``enrich_progress(phase,
     done, total)`` is called as the enrichment goes (see :data:`EnrichProgress`).
@@ -180,13 +180,14 @@ def analyze_store(
 
 
 def write_tables_csv(tables: dict[str, pl.DataFrame], folder: str | Path) -> list[Path]:
-    """Write every table as ``folder/<table>.csv`` (each file atomically; the folder is created)."""
+    """Write every table as ``folder/<table>.csv``, all or nothing (a full disk halfway leaves no
+    file and no new folder: :func:`~asaptrace.userfiles.write_folder_files`)."""
     folder = check_output_dir(folder, what="folder of CSV tables")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise OutputError(f"cannot create the folder ({err.strerror or err})", path=folder) from None
-    return [write_atomic(folder / f"{name}.csv", t.write_csv().encode()) for name, t in tables.items()]
+    return write_folder_files(folder, {f"{name}.csv": _csv_bytes(t) for name, t in tables.items()})
+
+
+def _csv_bytes(table: pl.DataFrame) -> Callable[[], bytes]:
+    return lambda: table.write_csv().encode()
 
 
 # --------------------------------------------------------------------------------------------- replay

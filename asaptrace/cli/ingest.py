@@ -25,6 +25,7 @@ from asaptrace.units import human_bytes
 
 if TYPE_CHECKING:
     from asaptrace.ingest.driver import Progress as IngestProgress
+    from asaptrace.userfiles import StaleFolder
 
 
 @user_errors
@@ -110,6 +111,7 @@ def ingest(
             progress=bar.update,
             enrich_progress=bar.enrich,
             executor=runner,
+            on_stale=_said_stale,
         )
     info = store_info(store)
     if as_json:
@@ -119,6 +121,14 @@ def ingest(
         err.print(line, soft_wrap=True, markup=False)
     out.print(
         f"wrote [bold]{store.path}[/]: {ingest_summary(info, time.perf_counter() - t0)}", soft_wrap=True
+    )
+
+
+def _said_stale(folder: StaleFolder) -> None:
+    err.print(
+        f"removed {folder.path} ({human_bytes(folder.size)}), left by an ingest (pid {folder.pid}) that no longer runs",
+        soft_wrap=True,
+        markup=False,
     )
 
 

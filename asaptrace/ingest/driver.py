@@ -33,7 +33,7 @@ from asaptrace.ingest.executors import Executor, default_jobs, make_executor
 from asaptrace.ingest.naming import NameHint
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, write_part
-from asaptrace.userfiles import read_text
+from asaptrace.userfiles import StaleFolder, read_text
 
 RankFrom = Literal["auto", "content", "name", "order"]
 
@@ -234,6 +234,7 @@ def ingest_paths(
     progress: Callable[[Progress], None] | None = None,
     finish: Callable[[StoreWriter, dict[str, Any]], dict[str, Any]] | None = None,
     executor: str | Executor | None = None,
+    on_stale: Callable[[StaleFolder], None] | None = None,
 ) -> TraceStore:
     """Ingest trace files (or folders of them) into a new store at ``out``; returns the opened store.
 
@@ -248,6 +249,9 @@ def ingest_paths(
     ``finish(writer, meta) -> meta``, when given, runs on the complete raw store in the writer's
     temporary directory just before the commit (the pipeline enriches there, so the store is
     committed once); an error in it leaves nothing behind, like any other.
+
+    ``on_stale`` is told of each temporary folder a killed earlier ingest to ``out`` left behind,
+    removed before this one starts (see :class:`~asaptrace.store.StoreWriter`).
     """
     options = options or IngestOptions()
     check_store_target(out, overwrite=overwrite)  # a bad output fails before any file is opened
@@ -268,7 +272,7 @@ def ingest_paths(
         runner = make_executor("serial" if jobs == 1 else "process", jobs=jobs)
     else:
         runner = executor
-    with StoreWriter(out, overwrite=overwrite) as writer:
+    with StoreWriter(out, overwrite=overwrite, on_stale=on_stale) as writer:
         tasks = [
             FileTask(
                 i,
