@@ -1,6 +1,13 @@
 """Ingest speed: asaptrace vs. a plain json.load loop vs. Holistic Trace Analysis, on the same file.
 
 Usage:  python benchmarks/ingest.py [--size-mb 400] [--workdir DIR] [--no-hta] [--no-cli]
+        python benchmarks/ingest.py --profile [--size-mb 400 | --folder DIR]
+
+``--profile`` prints where an ingest's time goes, phase by phase, in this process (each phase
+timed on its own, one file after the other: read bytes, C scan, tables, sha256, raw Parquet
+parts; then the whole ``build_store`` with the enrichment's own phases timed through its progress
+callback), against the whole run's wall time measured in the same run; the start-up and imports
+are timed in a fresh process.
 
 The "whole CLI" rows run the ``asaptrace`` console script the way a user does (a fresh process:
 interpreter start-up, imports, parse, hash, enrichment, Parquet writes, exit), timed from outside,
@@ -156,9 +163,81 @@ def hta_python(no_hta: bool) -> str | None:
     return str(py)
 
 
+def profile(files: list[Path], work: Path) -> None:
+    """Print the time of each ingest phase (see the module docstring) for ``files``."""
+    t = time.perf_counter()
+    code = "import asaptrace.cli.app, asaptrace.pipeline"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    startup = time.perf_counter() - t
+    import hashlib
+    import shutil
+
+    from asaptrace.enrich.streaming import enrich_streaming
+    from asaptrace.ingest.kineto.reader import _tables, decode_columns
+    from asaptrace.ingest.source import read_source_bytes
+    from asaptrace.pipeline import build_store
+    from asaptrace.store import write_part
+
+    phases: dict[str, float] = {}
+
+    def timed(name: str, fn: Callable, *a):
+        t = time.perf_counter()
+        r = fn(*a)
+        phases[name] = phases.get(name, 0.0) + time.perf_counter() - t
+        return r
+
+    parts = work / "profile-parts"
+    for i, f in enumerate(files):
+        data = timed("file: read bytes", read_source_bytes, f)
+        cols = timed("file: C scan + columns", decode_columns, data, f)
+        del data
+        res = timed("file: canonical tables", _tables, cols, f)
+        timed("file: sha256", lambda p: hashlib.sha256(p.read_bytes()).hexdigest(), f)
+        for name in ("events", "args", "flows"):
+            timed("file: raw Parquet parts", write_part, parts, name, f"{i:05d}", getattr(res, name))
+        del cols, res
+    shutil.rmtree(parts, ignore_errors=True)
+    serial_files = sum(phases.values())
+    enrich_phase = {"name": "", "t": 0.0}
+
+    def tick(phase: str, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if enrich_phase["name"]:
+            key = f"enrich: {enrich_phase['name']}"
+            phases[key] = phases.get(key, 0.0) + now - enrich_phase["t"]
+        enrich_phase.update(name=phase, t=now)
+
+    import asaptrace.pipeline as pipeline
+
+    real = pipeline.enrich_streaming
+
+    def timed_enrich(*a, **k):
+        t = time.perf_counter()
+        out = real(*a, **k)
+        tick("", 0, 0)
+        phases["enrich (total)"] = time.perf_counter() - t
+        return out
+
+    pipeline.enrich_streaming = timed_enrich
+    t = time.perf_counter()
+    build_store(files, work / "profile.store", overwrite=True, enrich_progress=tick)
+    whole = time.perf_counter() - t
+    pipeline.enrich_streaming = enrich_streaming
+    mb = sum(f.stat().st_size for f in files) / 1e6
+    print(f"\nprofile of {len(files)} file(s), {mb:.0f} MB (phases timed one at a time, in this process)")
+    print(f"  {'start-up + imports (fresh process)':42s} {startup:7.2f} s")
+    for name, s in phases.items():
+        print(f"  {name:42s} {s:7.2f} s")
+    print(f"  {'file phases, one after the other':42s} {serial_files:7.2f} s")
+    print(f"  {'build_store as run (files + enrichment)':42s} {whole:7.2f} s  ({mb / whole:.0f} MB/s)")
+    print(f"  {'  of which reading the files':42s} {whole - phases['enrich (total)']:7.2f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mb", type=int, default=400)
+    ap.add_argument("--profile", action="store_true", help="print where the time goes, phase by phase")
+    ap.add_argument("--folder", type=Path, default=None, help="with --profile: profile this folder's files")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--no-hta", action="store_true", help="skip the HTA comparison")
     ap.add_argument("--no-formats", action="store_true", help="skip the Ascend / nsys ingest figures")
@@ -167,11 +246,19 @@ def main() -> None:
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="asaptrace-bench-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.profile and args.folder:
+        from asaptrace.ingest.driver import discover
+
+        profile(discover([args.folder]), work)
+        return
     trace = work / f"kineto-{args.size_mb}mb.json"
     if not trace.exists():
         t = time.perf_counter()
         n = generate_kineto(trace, args.size_mb)
         print(f"generated {trace} ({n:,} events) in {time.perf_counter() - t:.1f}s")
+    if args.profile:
+        profile([trace], work)
+        return
     size_mb = trace.stat().st_size / 1e6
     print(f"file: {trace.name}, {size_mb:.0f} MB\n")
     hta = hta_python(args.no_hta)

@@ -29,8 +29,9 @@ from asaptrace.ingest.base import (
     source_name,
 )
 from asaptrace.ingest.discovery import SourceFacts, find_sources, run_warnings
-from asaptrace.ingest.executors import Executor, default_jobs, make_executor
+from asaptrace.ingest.executors import MEMORY_PER_BYTE, Executor, default_threads, make_executor
 from asaptrace.ingest.naming import NameHint
+from asaptrace.ingest.source import is_gzip
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, write_part
 from asaptrace.userfiles import StaleFolder, read_text
@@ -48,6 +49,7 @@ class FileTask:
     rank_from: RankFrom
     explicit_rank: int | None
     single_file: bool = False  # the only source: no rank anywhere means rank 0 ("single-file")
+    memory_bytes: int = 0  # what reading it holds at its peak (the thread executor's memory bound)
 
 
 @dataclass
@@ -239,12 +241,12 @@ def ingest_paths(
     """Ingest trace files (or folders of them) into a new store at ``out``; returns the opened store.
 
     ``executor`` maps the per-file task over the files: a name registered in
-    :data:`~asaptrace.ingest.executors.EXECUTORS` (``serial``, ``process``, ``ray``) or an
-    executor object; ``None`` reads in this process when ``jobs`` is 1 and in ``jobs`` spawned
-    worker processes otherwise (``jobs=None``: :func:`~asaptrace.ingest.executors.default_jobs`,
-    which stays serial on a machine too small for a pool to pay off). Spawned workers need the
-    calling script to run under ``if __name__ == "__main__":`` (the usual multiprocessing rule);
-    the default ``jobs=1`` stays serial so a plain script or notebook just works.
+    :data:`~asaptrace.ingest.executors.EXECUTORS` (``serial``, ``thread``, ``process``, ``ray``)
+    or an executor object; ``None`` reads one file after the other when ``jobs`` is 1 and on
+    ``jobs`` threads of this process otherwise, bounded by memory (``jobs=None``:
+    :func:`~asaptrace.ingest.executors.default_threads`, one per CPU and at most one per file).
+    Every executor builds the same store, byte for byte in its tables. The ``process`` executor
+    spawns workers, which needs the calling script to run under ``if __name__ == "__main__":``.
 
     ``finish(writer, meta) -> meta``, when given, runs on the complete raw store in the writer's
     temporary directory just before the commit (the pipeline enriches there, so the store is
@@ -264,12 +266,8 @@ def ingest_paths(
     if isinstance(executor, str):
         runner: Executor = make_executor(executor, jobs=jobs)  # each applies its own default for None
     elif executor is None:
-        jobs = (
-            default_jobs(len(files), total_bytes=sum(sizes))
-            if jobs is None
-            else max(1, min(jobs, len(files)))
-        )
-        runner = make_executor("serial" if jobs == 1 else "process", jobs=jobs)
+        jobs = default_threads(len(files)) if jobs is None else max(1, min(jobs, len(files)))
+        runner = make_executor("serial" if jobs == 1 else "thread", jobs=jobs)
     else:
         runner = executor
     with StoreWriter(out, overwrite=overwrite, on_stale=on_stale) as writer:
@@ -283,6 +281,7 @@ def ingest_paths(
                 rank_from,
                 explicit[i],
                 single_file=len(files) == 1,
+                memory_bytes=_memory_bytes(f, sizes[i], options),
             )
             for i, f in enumerate(files)
         ]
@@ -317,6 +316,16 @@ def ingest_paths(
         if finish is not None:
             meta = finish(writer, meta)
         return writer.commit(meta)
+
+
+#: A gzip trace inflates about this much (Kineto JSON: 8–12×); the cap bounds the guess.
+GZIP_RATIO = 10
+
+
+def _memory_bytes(path: Path, size: int, options: IngestOptions) -> int:
+    """What reading ``path`` holds at its peak, for the thread executor's memory bound."""
+    raw = min(size * GZIP_RATIO, options.max_decompressed_bytes) if is_gzip(path) else size
+    return int(raw * MEMORY_PER_BYTE)
 
 
 def _run(
