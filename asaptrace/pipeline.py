@@ -26,7 +26,7 @@ from asaptrace.enrich.taxonomy import Profile, Taxonomy, load_profile
 from asaptrace.enrich.topology import ParallelConfig, parse_parallel
 from asaptrace.errors import OutputError, UsageError
 from asaptrace.info import store_info
-from asaptrace.ingest.driver import ingest_paths
+from asaptrace.ingest.driver import hold_budget, ingest_paths
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, open_store
 from asaptrace.userfiles import check_output_dir, check_output_file, write_atomic, write_folder_files
 
@@ -98,7 +98,14 @@ def build_store(
     def finish(writer: StoreWriter, meta: dict[str, Any]) -> dict[str, Any]:
         raw = TraceStore(path=writer.tmp, meta=meta)
         enriched = enrich_streaming(
-            raw, writer, parallel=par, taxonomy=profile, batches=sidecar, progress=enrich_progress
+            raw,
+            writer,
+            parallel=par,
+            taxonomy=profile,
+            batches=sidecar,
+            progress=enrich_progress,
+            held=writer.held,
+            cache_bytes=hold_budget(),
         )
         return {**meta, **enriched}
 

@@ -103,6 +103,7 @@ class StoreWriter:
             raise OutputError(f"cannot create the store ({write_error(err)})", path=self.path) from None
         self._overwrite = overwrite
         self._done = False
+        self.held: dict[str, dict[str, pa.Table]] = {}  # table → part id → raw part kept in memory
 
     def __enter__(self) -> StoreWriter:
         return self
@@ -124,6 +125,12 @@ class StoreWriter:
     def write_part(self, name: str, part_id: str, table: pa.Table) -> Path:
         return write_part(self.tmp, name, part_id, table)
 
+    def hold_part(self, name: str, part_id: str, table: pa.Table) -> None:
+        """Keep a raw part of parted table ``name`` in memory instead of writing it (the ingest's
+        enrichment reads it from :attr:`held`, then writes the enriched parts): a raw part that
+        is rewritten anyway costs an encode, a write and a read for nothing."""
+        self.held.setdefault(name, {})[part_id] = table
+
     def write_staged_part(self, name: str, part_id: str, table: pa.Table) -> Path:
         """Write a part of the *replacement* of parted table ``name``: staged out of sight of scans
         of the parts already written (an enrichment reads the raw parts while it writes the
@@ -131,7 +138,9 @@ class StoreWriter:
         return write_part(self.tmp / _STAGE, name, part_id, table)
 
     def promote_staged(self) -> None:
-        """Replace every parted table by its staged parts (a table with none staged is emptied)."""
+        """Replace every parted table by its staged parts (a table with none staged is emptied);
+        held raw parts are dropped with the written ones."""
+        self.held.clear()
         stage = self.tmp / _STAGE
         for name in PARTED_TABLES:
             shutil.rmtree(self.tmp / name, ignore_errors=True)
@@ -140,7 +149,12 @@ class StoreWriter:
         shutil.rmtree(stage, ignore_errors=True)
 
     def commit(self, meta: dict[str, Any]) -> TraceStore:
-        """Write meta.json and move the finished store into place."""
+        """Write meta.json and move the finished store into place (held parts not replaced by
+        :meth:`promote_staged` are written first)."""
+        for name, parts in self.held.items():
+            for part_id, table in parts.items():
+                write_part(self.tmp, name, part_id, table)
+        self.held.clear()
         for name in SINGLE_TABLES:
             target = self.tmp / f"{name}.parquet"
             if not target.exists():

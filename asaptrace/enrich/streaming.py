@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from asaptrace.enrich.frames import (
     RankFacts,
@@ -57,37 +59,65 @@ EnrichProgress = Callable[[str, int, int], None]
 GROUP_EVENTS = 50_000
 
 
+#: A part of a parted table: a Parquet file, or a raw part held in memory (``StoreWriter.held``).
+Part = Path | pa.Table
+
+
 @dataclass(frozen=True)
 class _Index:
     """Where each rank's rows are: per parted table, rank → the parts holding them (scan order)."""
 
-    parts: dict[str, dict[int, list[Path]]]
-    position: dict[Path, int]  # a part's place in its table's scan order
+    parts: dict[str, dict[int, list[Part]]]
+    position: dict[int, int]  # id() of a part → its place in its table's scan order
     events: dict[int, int]  # rank → event rows
 
     @classmethod
-    def of(cls, src: TraceStore) -> _Index:
-        parts: dict[str, dict[int, list[Path]]] = {}
-        position: dict[Path, int] = {}
+    def of(cls, src: TraceStore, held: dict[str, dict[str, pa.Table]] | None = None) -> _Index:
+        parts: dict[str, dict[int, list[Part]]] = {}
+        position: dict[int, int] = {}
         events: dict[int, int] = {}
         for name in PARTED_TABLES:
             files = src.parts(name)
+            kept = (held or {}).get(name, {})
+            # file parts and held parts in one scan order: by part id (the source file's index)
+            named = [(f.stem, f) for f in files] + [(f"part-{k}", t) for k, t in kept.items()]
+            order: list[Part] = [p for _, p in sorted(named, key=lambda e: e[0])]
             parts[name] = {}
-            if not files:
-                continue
-            where = (
-                pl.scan_parquet(files, include_file_paths="_file")
-                .group_by("_file", "rank")
-                .agg(pl.len().alias("n"))
-                .collect()
-            )
-            position.update({f: i for i, f in enumerate(files)})
-            path_of = {str(f): f for f in files}
-            for file, rank, n in where.iter_rows():
-                parts[name].setdefault(rank, []).append(path_of[file])
+            position.update({id(p): i for i, p in enumerate(order)})
+            rows: list[tuple[Part, int, int]] = []
+            if files:
+                where = (
+                    pl.scan_parquet(files, include_file_paths="_file")
+                    .group_by("_file", "rank")
+                    .agg(pl.len().alias("n"))
+                    .collect()
+                )
+                path_of = {str(f): f for f in files}
+                rows += [(path_of[file], rank, n) for file, rank, n in where.iter_rows()]
+            for table in kept.values():
+                counts = pc.value_counts(table.column("rank")).to_pylist()
+                rows += [(table, c["values"], c["counts"]) for c in counts]
+            for part, rank, n in sorted(rows, key=lambda r: position[id(r[0])]):
+                parts[name].setdefault(rank, []).append(part)
                 if name == "events":
                     events[rank] = events.get(rank, 0) + n
         return cls(parts, position, events)
+
+    def names(self) -> list[str]:
+        """The distinct event names of every rank (the taxonomy is chosen from them)."""
+        seen: set[str] = set()
+        files = [p for ps in self.parts["events"].values() for p in ps if isinstance(p, Path)]
+        if files:
+            names = (
+                pl.scan_parquet(sorted(set(files))).select(pl.col("name").cast(pl.String).unique()).collect()
+            )
+            seen.update(names.get_column("name").drop_nulls().to_list())
+        for p in {
+            id(p): p for ps in self.parts["events"].values() for p in ps if not isinstance(p, Path)
+        }.values():
+            name = p.column("name").combine_chunks()  # a dictionary column: the codes used, not all entries
+            seen.update(name.dictionary.take(pc.unique(name.indices).drop_null()).to_pylist())
+        return sorted(seen)
 
     def groups(self, ranks: list[int], budget: int) -> list[list[int]]:
         """``ranks`` cut, in their order, into groups of at most ``budget`` events (at least one rank)."""
@@ -103,12 +133,23 @@ class _Index:
         return groups
 
     def read(self, name: str, ranks: list[int]) -> pl.DataFrame:
-        """Table ``name``'s rows of ``ranks`` (one query over the parts that hold them)."""
+        """Table ``name``'s rows of ``ranks``, in scan order (one query over the file parts that hold
+        them; held parts are taken as they are)."""
         by_rank = self.parts[name]
-        files = sorted({f for r in ranks for f in by_rank.get(r, ())}, key=self.position.__getitem__)
-        if not files:
+        found = {id(p): p for r in ranks for p in by_rank.get(r, ())}
+        order = sorted(found.values(), key=lambda p: self.position[id(p)])
+        if not order:
             return pl.from_arrow(TABLE_SCHEMAS[name].empty_table())  # type: ignore[return-value]
-        return pl.scan_parquet(files).filter(pl.col("rank").is_in(ranks)).collect()
+        keep = pl.col("rank").is_in(ranks)
+        if all(isinstance(p, Path) for p in order):
+            return pl.scan_parquet(order).filter(keep).collect()
+        frames = [pl.scan_parquet(p) if isinstance(p, Path) else _frame(p).lazy() for p in order]
+        return pl.concat(frames).filter(keep).collect()
+
+
+def _frame(table: pa.Table) -> pl.DataFrame:
+    """A held part as the frame polars reads from its Parquet file (same dtypes)."""
+    return pl.from_arrow(table)  # type: ignore[return-value]
 
 
 def enrich_streaming(
@@ -120,58 +161,78 @@ def enrich_streaming(
     batches: pl.DataFrame | str | Path | None,
     progress: EnrichProgress | None = None,
     group_events: int | None = None,
+    held: dict[str, dict[str, pa.Table]] | None = None,
+    cache_bytes: int = 0,
 ) -> dict[str, Any]:
     """Enrich ``src``'s parts group of ranks by group into ``writer`` (ranks, batches and parted
     tables; see the module docstring); returns the enrichment's meta. ``src`` may be the writer's
-    own temporary directory; ``group_events`` defaults to :data:`GROUP_EVENTS`."""
+    own temporary directory, whose raw parts may partly be ``held`` in memory (the writer's
+    :attr:`~asaptrace.store.StoreWriter.held`); ``group_events`` defaults to :data:`GROUP_EVENTS`;
+    up to ``cache_bytes`` of segmented frames are kept between rounds instead of segmenting the
+    same ranks again (0: only the last group's, memory bounded by one group)."""
     group_events = group_events or GROUP_EVENTS
     ranks = src.read("ranks")
     rank_ids = ranks.get_column("rank").to_list()
     tell = progress or (lambda phase, done, total: None)
     tell("names", 0, len(rank_ids))
-    names = (
-        src.events().select(pl.col("name").cast(pl.String).unique()).collect().get_column("name").drop_nulls()
-    )
-    tax = taxonomy_for(names.to_list(), taxonomy)
-    index = _Index.of(src)
+    index = _Index.of(src, held)
+    tax = taxonomy_for(index.names(), taxonomy)
 
     def segmented(group: list[int]) -> tuple[RankSegments, pl.DataFrame]:
         args = index.read("args", group)
         return segment_ranks(index.read("events", group), args, ranks, tax), args
 
     # pass 1: the cross-rank facts; ranks without step annotations wait for the run-wide step plan
-    # (a second round). The group enriched last is kept (never two groups' frames) and written first.
+    # (a second round). Frames are cached for the next round while they fit in ``cache_bytes``;
+    # beyond it, the last group enriched is kept all the same (a run that fits in one group is
+    # segmented once) and the others are read and segmented again when their turn comes.
     facts: list[RankFacts] = []
     gaps: list[pl.DataFrame] = []
-    stepless: list[int] = []
-    kept: tuple[list[int], pl.DataFrame, pl.DataFrame] | None = None
+    cache = _Cache(cache_bytes)
+    stepless: list[tuple[list[int], RankSegments | None, pl.DataFrame | None]] = []  # round 2's groups
 
-    def facts_round(phase: str, todo: list[int], plan: StepPlan | None) -> None:
-        nonlocal kept
-        done = 0
-        for group in index.groups(todo, group_events):
-            tell(phase, done, len(todo))
-            done += len(group)
-            kept = None
-            seg, args = segmented(group)
-            g = stepless_gaps(seg) if plan is None else None
-            if g is not None:
-                gaps.append(g)
-                without = set(g.get_column("rank").unique().to_list())
-                stepless.extend(r for r in group if r in without)
-                group = [r for r in group if r not in without]
-                seg = seg.only(group)
-            if group:
-                filled, notes = fill_ranks(seg, plan)
-                facts.append(facts_of(seg, filled, notes, args))
-                kept = (group, filled, args) if g is None else None
-                del filled
-            del seg, args
+    def facts_of_group(
+        group: list[int], seg: RankSegments, args: pl.DataFrame, plan: StepPlan | None
+    ) -> None:
+        filled, notes = fill_ranks(seg, plan)
+        facts.append(facts_of(seg, filled, notes, args))
+        cache.final(group, filled, args)
 
-    facts_round("segment", rank_ids, None)
+    done = 0
+    for group in index.groups(rank_ids, group_events):
+        tell("segment", done, len(rank_ids))
+        done += len(group)
+        seg, args = segmented(group)
+        g = stepless_gaps(seg)
+        if g is not None:
+            gaps.append(g)
+            without = set(g.get_column("rank").unique().to_list())
+            mine = [r for r in group if r in without]
+            group = [r for r in group if r not in without]
+            keep = seg.only(mine), args.filter(pl.col("rank").is_in(mine))
+            stepless.append((mine, *keep) if cache.fits(keep[0].events, keep[1]) else (mine, None, None))
+            seg, args = seg.only(group), args.filter(pl.col("rank").is_in(group))
+        if group:
+            facts_of_group(group, seg, args, None)
+        del seg, args
     plan = plan_of(gaps)
     gaps.clear()
-    facts_round("segment ranks without steps", stepless, plan)
+    todo = [r for mine, seg, _ in stepless if seg is None for r in mine]
+    total, done = sum(len(mine) for mine, _, _ in stepless), 0
+    while stepless:  # the cached ones (let go of one by one), then the others read again
+        mine, seg, args = stepless.pop(0)
+        if seg is not None and args is not None:
+            tell("segment ranks without steps", done, total)
+            done += len(mine)
+            cache.release(seg.events, args)
+            facts_of_group(mine, seg, args, plan)
+        del seg, args
+    for group in index.groups(todo, group_events):
+        tell("segment ranks without steps", done, total)
+        done += len(group)
+        seg, args = segmented(group)
+        facts_of_group(group, seg, args, plan)
+        del seg, args
     tell("align clocks, roles, batches", 0, 1)
     decision = decide(
         facts,
@@ -183,16 +244,16 @@ def enrich_streaming(
         batches=batches,
     )
     facts.clear()
-    # pass 2: each group's final parts, written once
-    first = kept[0] if kept is not None else []
-    rest = [r for r in rank_ids if r not in set(first)]
-    order = ([first] if first else []) + index.groups(rest, group_events)
+    # pass 2: each group's final parts, written once (the cached groups first)
+    order: list[tuple[list[int], pl.DataFrame | None, pl.DataFrame | None]] = [*cache.take()]
+    seen = {r for group, _, _ in order for r in group}
+    order += [
+        (group, None, None) for group in index.groups([r for r in rank_ids if r not in seen], group_events)
+    ]
     done = 0
-    for group in order:
-        if kept is not None:
-            _, filled, args = kept
-            kept = None
-        else:
+    for i, (group, filled, args) in enumerate(order):
+        order[i] = (group, None, None)  # the cache lets go of it as it is written
+        if filled is None or args is None:
             seg, args = segmented(group)
             filled = fill_ranks(seg, plan)[0]
             del seg
@@ -211,6 +272,41 @@ def enrich_streaming(
     writer.write_table("batches", decision.batches.to_arrow())
     tell("write", len(rank_ids), len(rank_ids))
     return decision.meta
+
+
+class _Cache:
+    """Frames kept between the enrichment's rounds while they fit in ``budget`` bytes, and the
+    last group's final frames in any case (what the enrichment kept before there was a budget)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.used = 0
+        self.groups: list[tuple[list[int], pl.DataFrame, pl.DataFrame]] = []
+        self.last: tuple[list[int], pl.DataFrame, pl.DataFrame] | None = None
+
+    def fits(self, *frames: pl.DataFrame) -> bool:
+        """Whether ``frames`` fit beside what is kept; if so they count as kept from now on."""
+        size = sum(f.estimated_size() for f in frames)
+        if self.used + size > self.budget:
+            return False
+        self.used += size
+        return True
+
+    def release(self, *frames: pl.DataFrame) -> None:
+        self.used -= sum(f.estimated_size() for f in frames)
+
+    def final(self, group: list[int], filled: pl.DataFrame, args: pl.DataFrame) -> None:
+        """Keep a group's final frames for the writing pass (within the budget, or as the last)."""
+        if self.fits(filled, args):
+            self.groups.append((group, filled, args))
+        else:
+            self.last = (group, filled, args)
+
+    def take(self) -> list[tuple[list[int], pl.DataFrame, pl.DataFrame]]:
+        """Everything kept, the last group first; the cache is empty after."""
+        out = ([self.last] if self.last is not None else []) + self.groups
+        self.groups, self.last, self.used = [], None, 0
+        return out
 
 
 def _rank_parts(group: list[int], tables: dict[str, pl.DataFrame]) -> Iterator[tuple[int, dict]]:

@@ -29,10 +29,16 @@ from asaptrace.ingest.base import (
     source_name,
 )
 from asaptrace.ingest.discovery import SourceFacts, find_sources, run_warnings
-from asaptrace.ingest.executors import MEMORY_PER_BYTE, Executor, default_threads, make_executor
+from asaptrace.ingest.executors import (
+    MEMORY_PER_BYTE,
+    Executor,
+    available_memory,
+    default_threads,
+    make_executor,
+)
 from asaptrace.ingest.naming import NameHint
 from asaptrace.ingest.source import is_gzip
-from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role
+from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role, conform
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, write_part
 from asaptrace.userfiles import StaleFolder, read_text
 
@@ -50,6 +56,7 @@ class FileTask:
     explicit_rank: int | None
     single_file: bool = False  # the only source: no rank anywhere means rank 0 ("single-file")
     memory_bytes: int = 0  # what reading it holds at its peak (the thread executor's memory bound)
+    hold: bool = False  # hand the tables back (kept in memory for the enrichment) instead of writing them
 
 
 @dataclass
@@ -68,6 +75,7 @@ class FileSummary:
     notes: dict[str, Any] = field(default_factory=dict)
     start_ns: int | None = None  # the file's time range (before clock alignment)
     end_ns: int | None = None
+    tables: dict[str, pa.Table] | None = None  # the parts, when the task held them (``FileTask.hold``)
 
 
 @dataclass(frozen=True)
@@ -161,10 +169,14 @@ def ingest_file(task: FileTask) -> FileSummary:
     result = result.with_rank(info.rank)
     part = f"{task.index:05d}"
     root = Path(task.root)
+    held: dict[str, pa.Table] = {}
     for name in ("events", "args", "flows"):
         table = getattr(result, name)
         if table.num_rows:
-            write_part(root, name, part, table)
+            if task.hold:
+                held[name] = conform(table, name)  # as it would be written
+            else:
+                write_part(root, name, part, table)
     hasher.join()
     return FileSummary(
         index=task.index,
@@ -178,6 +190,7 @@ def ingest_file(task: FileTask) -> FileSummary:
         streams=result.streams,
         notes=result.notes,
         **_time_range(result.events),
+        tables=held if task.hold else None,
     )
 
 
@@ -250,7 +263,10 @@ def ingest_paths(
 
     ``finish(writer, meta) -> meta``, when given, runs on the complete raw store in the writer's
     temporary directory just before the commit (the pipeline enriches there, so the store is
-    committed once); an error in it leaves nothing behind, like any other.
+    committed once); an error in it leaves nothing behind, like any other. Its raw parts are
+    then not all written: read in this process (serial or threads), the files' tables are held
+    in memory (:meth:`~asaptrace.store.StoreWriter.hold_part`), in file order while they fit in
+    :func:`hold_budget`, and only the rest is written — ``finish`` reads both.
 
     ``on_stale`` is told of each temporary folder a killed earlier ingest to ``out`` left behind,
     removed before this one starts (see :class:`~asaptrace.store.StoreWriter`).
@@ -270,6 +286,7 @@ def ingest_paths(
         runner = make_executor("serial" if jobs == 1 else "thread", jobs=jobs)
     else:
         runner = executor
+    hold = _held(sizes, files, options) if finish is not None and getattr(runner, "in_process", False) else []
     with StoreWriter(out, overwrite=overwrite, on_stale=on_stale) as writer:
         tasks = [
             FileTask(
@@ -282,11 +299,16 @@ def ingest_paths(
                 explicit[i],
                 single_file=len(files) == 1,
                 memory_bytes=_memory_bytes(f, sizes[i], options),
+                hold=i < len(hold) and hold[i],
             )
             for i, f in enumerate(files)
         ]
         summaries = _run(tasks, runner, sizes, progress)
         summaries.sort(key=lambda s: s.index)
+        for s in summaries:
+            for name, table in (s.tables or {}).items():
+                writer.hold_part(name, f"{s.index:05d}", table)
+            s.tables = None
         _check_unique_ranks(summaries)
         writer.write_table("ranks", _ranks_table(summaries))
         writer.write_table("streams", pa.concat_tables([s.streams.cast(STREAMS_SCHEMA) for s in summaries]))
@@ -326,6 +348,27 @@ def _memory_bytes(path: Path, size: int, options: IngestOptions) -> int:
     """What reading ``path`` holds at its peak, for the thread executor's memory bound."""
     raw = min(size * GZIP_RATIO, options.max_decompressed_bytes) if is_gzip(path) else size
     return int(raw * MEMORY_PER_BYTE)
+
+
+#: A file's canonical tables take about this share of its decompressed size (Kineto: 0.3–0.4).
+TABLES_PER_BYTE = 0.5
+
+
+def hold_budget() -> int:
+    """Bytes of raw tables an ingest holds in memory for its enrichment instead of writing them:
+    a quarter of the memory available when it starts (at most 16 GiB)."""
+    return min((available_memory() or 0) // 4, 16 * 1024**3)
+
+
+def _held(sizes: list[int], files: list[Path], options: IngestOptions) -> list[bool]:
+    """Which files' tables are held (the first ones, while their estimated size fits the budget)."""
+    left = hold_budget()
+    out: list[bool] = []
+    for f, size in zip(files, sizes, strict=True):
+        need = _memory_bytes(f, size, options) / MEMORY_PER_BYTE * TABLES_PER_BYTE
+        out.append(need <= left)
+        left = left - need if need <= left else 0
+    return out
 
 
 def _run(

@@ -52,7 +52,11 @@ MIN_BYTES_PER_WORKER = 256 * 1024**2
 
 
 class Executor(Protocol):
-    """Runs ``fn`` over ``items``, yielding each result as it finishes (any order)."""
+    """Runs ``fn`` over ``items``, yielding each result as it finishes (any order).
+
+    An executor whose tasks run in the calling process says so with ``in_process = True``; the
+    driver then lets tasks hand their tables back instead of writing them (none is pickled).
+    """
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]: ...
 
@@ -99,6 +103,8 @@ def default_jobs(n_files: int, cpus: int | None = None, total_bytes: int | None 
 class SerialExecutor:
     """One file after the other in this process."""
 
+    in_process = True  # results need not be pickled: the driver may have tasks hand back tables
+
     def __init__(self, *, jobs: int | None = None, address: str | None = None) -> None:
         del jobs, address  # nothing to configure
 
@@ -141,6 +147,8 @@ class ThreadExecutor:
     ones' under ``memory`` (default: half of :func:`available_memory`); the first error stops the
     run (items not started are never started, running ones are let finish, the error is raised).
     """
+
+    in_process = True
 
     def __init__(
         self, *, jobs: int | None = None, address: str | None = None, memory: int | None = None
