@@ -22,7 +22,9 @@ Peak memory is about one group plus the cross-rank data, not the whole run.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -251,27 +253,72 @@ def enrich_streaming(
         (group, None, None) for group in index.groups([r for r in rank_ids if r not in seen], group_events)
     ]
     done = 0
-    for i, (group, filled, args) in enumerate(order):
-        order[i] = (group, None, None)  # the cache lets go of it as it is written
-        if filled is None or args is None:
-            seg, args = segmented(group)
-            filled = fill_ranks(seg, plan)[0]
-            del seg
-        events, flows = finish_ranks(filled, index.read("flows", group), ranks, decision.offsets)
-        del filled
-        tables = {"events": events, "args": args, "flows": flows}
-        del events, args, flows
-        for rank, parts in _rank_parts(group, tables):
-            tell("write", done, len(rank_ids))
-            done += 1
-            for name, part in parts.items():
-                writer.write_staged_part(name, f"{int(rank):05d}", part.to_arrow())  # type: ignore[arg-type]
-        del tables
+    with _BackgroundWrites(writer) as parts_out:
+        for i, (group, filled, args) in enumerate(order):
+            order[i] = (group, None, None)  # the cache lets go of it as it is written
+            if filled is None or args is None:
+                seg, args = segmented(group)
+                filled = fill_ranks(seg, plan)[0]
+                del seg
+            events, flows = finish_ranks(filled, index.read("flows", group), ranks, decision.offsets)
+            del filled
+            tables = {"events": events, "args": args, "flows": flows}
+            del events, args, flows
+            for rank, parts in _rank_parts(group, tables):
+                tell("write", done, len(rank_ids))
+                done += 1
+                for name, part in parts.items():
+                    parts_out.put(name, f"{int(rank):05d}", part.to_arrow())  # type: ignore[arg-type]
+            del tables
     writer.promote_staged()
     writer.write_table("ranks", decision.ranks.to_arrow())
     writer.write_table("batches", decision.batches.to_arrow())
     tell("write", len(rank_ids), len(rank_ids))
     return decision.meta
+
+
+class _BackgroundWrites:
+    """The writing pass's Parquet parts, encoded and written on one background thread (pyarrow
+    releases the GIL) while the next group is enriched; at most ``pending`` parts wait, so memory
+    stays about one group. The first write error is raised by the next :meth:`put` or on leaving
+    the ``with`` block, which waits for every write."""
+
+    def __init__(self, writer: StoreWriter, pending: int = 6) -> None:
+        self.writer = writer
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="asaptrace-write")
+        self.futures: deque[Future[None]] = deque()
+        self.pending = pending
+        self.failed: BaseException | None = None
+
+    def put(self, name: str, part_id: str, table: pa.Table) -> None:
+        while len(self.futures) >= self.pending:
+            self.futures.popleft().result()
+        self.futures.append(self.pool.submit(self._write, name, part_id, table))
+
+    def _write(self, name: str, part_id: str, table: pa.Table) -> None:
+        if self.failed is not None:  # after a failed write (a full disk) nothing more is tried
+            raise self.failed
+        try:
+            self.writer.write_staged_part(name, part_id, table)
+        except BaseException as err:
+            self.failed = err
+            raise
+
+    def __enter__(self) -> _BackgroundWrites:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        """Wait for every write (none may land after the store is removed); raise the first
+        write error unless the block is already leaving by an error."""
+        try:
+            while self.futures:
+                err = self.futures.popleft().exception()
+                if err is not None and exc is None:
+                    raise err
+        finally:
+            for f in self.futures:
+                f.cancel()
+            self.pool.shutdown(wait=True)
 
 
 class _Cache:
