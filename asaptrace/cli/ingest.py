@@ -38,15 +38,14 @@ def ingest(
             "--jobs",
             "-j",
             min=1,
-            help="Files read in parallel (default: 1 below 4 CPUs; else one per 2 CPUs, at most one per file "
-            "and per 256 MiB of input).",
+            help="Files read at once (default: one per CPU, at most one per file, within half the free memory).",
         ),
     ] = None,
     executor: Annotated[
         str | None,
         typer.Option(
-            help="Where files are read: serial, process (a local pool) or ray (`pip install 'asaptrace[ray]'`); "
-            "default: serial or process by --jobs."
+            help="Where files are read: serial, thread, process (a local pool) or ray "
+            "(`pip install 'asaptrace[ray]'`); default: threads (serial for --jobs 1 or one file)."
         ),
     ] = None,
     ray_address: Annotated[
