@@ -21,7 +21,7 @@ import polars as pl
 
 from asaptrace.enrich.batches import read_batches_sidecar
 from asaptrace.enrich.frames import enrich_frames
-from asaptrace.enrich.streaming import EnrichProgress, enrich_streaming
+from asaptrace.enrich.streaming import EarlyPass, EnrichProgress, enrich_streaming
 from asaptrace.enrich.taxonomy import Profile, Taxonomy, load_profile
 from asaptrace.enrich.topology import ParallelConfig, parse_parallel
 from asaptrace.errors import OutputError, UsageError
@@ -95,6 +95,9 @@ def build_store(
     profile = load_profile(taxonomy) if isinstance(taxonomy, (str, Path)) else taxonomy
     sidecar = read_batches_sidecar(batches) if isinstance(batches, (str, Path)) else batches
 
+    budget = hold_budget()
+    early = EarlyPass(profile, budget)  # a rank's first enrichment pass, as its file is read
+
     def finish(writer: StoreWriter, meta: dict[str, Any]) -> dict[str, Any]:
         raw = TraceStore(path=writer.tmp, meta=meta)
         enriched = enrich_streaming(
@@ -105,11 +108,14 @@ def build_store(
             batches=sidecar,
             progress=enrich_progress,
             held=writer.held,
-            cache_bytes=hold_budget(),
+            cache_bytes=budget,
+            early=early,
         )
         return {**meta, **enriched}
 
-    return ingest_paths(paths, out, overwrite=overwrite, finish=finish, **ingest_options)
+    return ingest_paths(
+        paths, out, overwrite=overwrite, finish=finish, after_read=early.add, **ingest_options
+    )
 
 
 def enrich_store(

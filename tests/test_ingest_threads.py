@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
@@ -147,3 +148,69 @@ def test_raw_parts_held_in_memory_or_written_build_the_same_store(held, tmp_path
     other = build_store([src], tmp_path / held, jobs=2)
     assert (len(seen) > 0) == (held == "half") and len(seen) < 3 * len(files)
     _same_store(everything, other)
+
+
+def _spy_early(monkeypatch) -> list[int]:
+    """How many ranks' early first pass each enrichment used."""
+    from asaptrace.enrich.streaming import EarlyPass
+
+    used: list[int] = []
+    real = EarlyPass.take
+
+    def take(self, tax):
+        out = real(self, tax)
+        used.append(len(out))
+        return out
+
+    monkeypatch.setattr(EarlyPass, "take", take)
+    return used
+
+
+def test_the_early_first_pass_builds_the_same_store(tmp_path, monkeypatch):
+    # ranks are segmented on the reader threads as their files are read (only ranks that are a
+    # group of their own: every rank, with a group budget of one event); the store must be the
+    # one the usual first pass builds
+    from asaptrace.enrich import streaming
+
+    monkeypatch.setattr(streaming, "GROUP_EVENTS", 1)
+    src = SAMPLES / "coupled" / "kineto"
+    used = _spy_early(monkeypatch)
+    early = build_store([src], tmp_path / "early", jobs=2)
+    assert used == [32]
+    monkeypatch.setattr(streaming.EarlyPass, "add", lambda self, *a: None)
+    usual = build_store([src], tmp_path / "usual", jobs=2)
+    assert used == [32, 0]
+    _same_store(early, usual)
+
+
+def test_an_early_pass_made_with_the_wrong_taxonomy_is_dropped(tmp_path, monkeypatch):
+    # rank 0 runs no DeepEP kernel, rank 1 does: the taxonomy guessed from the first file read
+    # (rank 0, files read one after the other) lacks the DeepEP rules the whole run selects, so
+    # the early results are dropped and rank 1's dispatch kernel still gets its DeepEP kind
+    from asaptrace.enrich import streaming
+    from tests._kineto_helpers import gpu_process, kernel, write_trace
+
+    monkeypatch.setattr(streaming, "GROUP_EVENTS", 1)
+    plain = [
+        kernel("ncclDevKernel_AllReduce_RING_LL", 10, 5, corr=1),
+        kernel("flash_fwd_kernel", 20, 30, corr=2),
+    ]
+    deep = [
+        kernel("void deep_ep::internode::dispatch<8>(int*)", 10, 5, corr=1),
+        kernel("flash_fwd_kernel", 20, 30, corr=2),
+    ]
+    src = tmp_path / "in"
+    write_trace(src / "rank0.json", gpu_process() + plain, rank=0)
+    write_trace(src / "rank1.json", gpu_process() + deep, rank=1)
+    used = _spy_early(monkeypatch)
+    store = build_store([src], tmp_path / "s", jobs=1)
+    assert used == [0]
+    kinds = dict(
+        store.read("events")
+        .filter(pl.col("rank") == 1)
+        .select(pl.col("name").cast(pl.String), pl.col("kind").cast(pl.String))
+        .iter_rows()
+    )
+    assert kinds["void deep_ep::internode::dispatch<8>(int*)"] == "dispatch"
+    monkeypatch.setattr(streaming.EarlyPass, "add", lambda self, *a: None)
+    _same_store(store, build_store([src], tmp_path / "usual", jobs=1))

@@ -22,6 +22,7 @@ Peak memory is about one group plus the cross-rank data, not the whole run.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -117,8 +118,7 @@ class _Index:
         for p in {
             id(p): p for ps in self.parts["events"].values() for p in ps if not isinstance(p, Path)
         }.values():
-            name = p.column("name").combine_chunks()  # a dictionary column: the codes used, not all entries
-            seen.update(name.dictionary.take(pc.unique(name.indices).drop_null()).to_pylist())
+            seen.update(_names(p))
         return sorted(seen)
 
     def groups(self, ranks: list[int], budget: int) -> list[list[int]]:
@@ -154,6 +154,81 @@ def _frame(table: pa.Table) -> pl.DataFrame:
     return pl.from_arrow(table)  # type: ignore[return-value]
 
 
+@dataclass
+class _Early:
+    """A rank's first pass, done as its file was read: its facts (or its step gaps, for a rank
+    without step annotations) and, within the memory budget, the frames the next round needs."""
+
+    facts: RankFacts | None  # None: the rank has no step annotations (it waits for the step plan)
+    gaps: pl.DataFrame | None
+    frames: tuple[Any, pl.DataFrame] | None  # (filled frame or RankSegments, args); None: read again
+
+
+class EarlyPass:
+    """The enrichment's first pass, rank by rank, on the reader threads as each file is read.
+
+    :meth:`add` segments a rank's raw tables the moment they exist, so that work overlaps the
+    reading of the next files instead of waiting for the last one. It needs the taxonomy, which
+    is chosen from the event names of *every* rank: it is guessed from the first file read, and
+    :func:`enrich_streaming` uses the early results only if the taxonomy chosen from all names
+    is that guess (runs whose ranks share their kernel names, the usual case); otherwise they are
+    dropped and the pass runs as usual. Either way the store is the same. Frames are kept for the
+    next round within ``cache_bytes`` (beyond it, only the small facts). Only ranks that would be
+    a group of their own are taken (see :meth:`add`).
+    """
+
+    def __init__(self, taxonomy: Taxonomy | Profile | str | Path | None, cache_bytes: int) -> None:
+        self.user = taxonomy
+        self.lock = threading.Lock()
+        self.taxonomy: Taxonomy | None = None
+        self.cache = _Cache(cache_bytes)
+        self.ranks: dict[int, _Early] = {}
+
+    def add(self, rank: int, events: pa.Table, args: pa.Table) -> None:
+        """Segment one rank's raw tables (a file's, with its rank filled in); thread-safe. A rank
+        of fewer than :data:`GROUP_EVENTS` events is left to the usual pass, which enriches it
+        in a group with its neighbours (its polars queries paid per group, not per rank)."""
+        if events.num_rows < GROUP_EVENTS:
+            return
+        with self.lock:
+            if self.taxonomy is None:
+                self.taxonomy = taxonomy_for(_names(events), self.user)
+            tax = self.taxonomy
+        ev, ar = _frame(events), _frame(args)
+        recorded = pl.DataFrame(
+            {"rank": [rank], "clock_offset_ns": [0]}, schema={"rank": pl.Int32, "clock_offset_ns": pl.Int64}
+        )
+        seg = segment_ranks(ev, ar, recorded, tax)
+        del ev
+        gaps = stepless_gaps(seg)
+        if gaps is not None:
+            early = _Early(None, gaps, (seg, ar))
+            size = (seg.events, ar)
+        else:
+            filled, notes = fill_ranks(seg, None)
+            early = _Early(facts_of(seg, filled, notes, ar), None, (filled, ar))
+            size = (filled, ar)
+        with self.lock:
+            if not self.cache.fits(*size):
+                early.frames = None
+            self.ranks[rank] = early
+
+    def take(self, tax: Taxonomy) -> dict[int, _Early]:
+        """The early results, if they were made with ``tax`` (else none); the pass lets go of them."""
+        with self.lock:
+            out = self.ranks if self.taxonomy == tax else {}
+            self.ranks, self.cache = {}, _Cache(self.cache.budget)
+        return out
+
+
+def _names(table: pa.Table) -> list[str]:
+    """The distinct names a raw events part uses (its dictionary's codes in use, not all entries)."""
+    name = table.column("name").combine_chunks()
+    if not isinstance(name, pa.DictionaryArray):
+        return pc.unique(name).drop_null().to_pylist()
+    return name.dictionary.take(pc.unique(name.indices).drop_null()).to_pylist()
+
+
 def enrich_streaming(
     src: TraceStore,
     writer: StoreWriter,
@@ -165,13 +240,15 @@ def enrich_streaming(
     group_events: int | None = None,
     held: dict[str, dict[str, pa.Table]] | None = None,
     cache_bytes: int = 0,
+    early: EarlyPass | None = None,
 ) -> dict[str, Any]:
     """Enrich ``src``'s parts group of ranks by group into ``writer`` (ranks, batches and parted
     tables; see the module docstring); returns the enrichment's meta. ``src`` may be the writer's
     own temporary directory, whose raw parts may partly be ``held`` in memory (the writer's
     :attr:`~asaptrace.store.StoreWriter.held`); ``group_events`` defaults to :data:`GROUP_EVENTS`;
     up to ``cache_bytes`` of segmented frames are kept between rounds instead of segmenting the
-    same ranks again (0: only the last group's, memory bounded by one group)."""
+    same ranks again (0: only the last group's, memory bounded by one group). ``early`` holds
+    the first pass of ranks already segmented as their files were read (:class:`EarlyPass`)."""
     group_events = group_events or GROUP_EVENTS
     ranks = src.read("ranks")
     rank_ids = ranks.get_column("rank").to_list()
@@ -201,9 +278,24 @@ def enrich_streaming(
         cache.final(group, filled, args)
 
     done = 0
-    for group in index.groups(rank_ids, group_events):
+    ready = early.take(tax) if early is not None else {}
+    for group in _pass_one_groups(index, rank_ids, ready, group_events):
         tell("segment", done, len(rank_ids))
         done += len(group)
+        if group[0] in ready:  # segmented as its file was read
+            e = ready.pop(group[0])
+            if e.gaps is not None:
+                gaps.append(e.gaps)
+                seg, args = e.frames if e.frames is not None else (None, None)
+                kept = seg is not None and args is not None and cache.fits(seg.events, args)
+                stepless.append((group, seg, args) if kept else (group, None, None))
+            else:
+                assert e.facts is not None
+                facts.append(e.facts)
+                if e.frames is not None:
+                    cache.final(group, *e.frames)
+            del e
+            continue
         seg, args = segmented(group)
         g = stepless_gaps(seg)
         if g is not None:
@@ -275,6 +367,21 @@ def enrich_streaming(
     writer.write_table("batches", decision.batches.to_arrow())
     tell("write", len(rank_ids), len(rank_ids))
     return decision.meta
+
+
+def _pass_one_groups(
+    index: _Index, rank_ids: list[int], ready: dict[int, _Early], budget: int
+) -> list[list[int]]:
+    """The first pass's groups, in rank order: each rank done early alone, the others grouped as usual."""
+    out: list[list[int]] = []
+    run: list[int] = []
+    for rank in rank_ids:
+        if rank in ready:
+            out += [*index.groups(run, budget), [rank]]
+            run = []
+        else:
+            run.append(rank)
+    return out + index.groups(run, budget)
 
 
 class _BackgroundWrites:

@@ -45,6 +45,11 @@ from asaptrace.userfiles import StaleFolder, read_text
 RankFrom = Literal["auto", "content", "name", "order"]
 
 
+#: ``after_read(rank, events, args)``: told each file's raw tables (rank filled in, as they are
+#: stored) on the thread that read it, before the next file is taken.
+AfterRead = Callable[[int, pa.Table, pa.Table], None]
+
+
 @dataclass(frozen=True)
 class FileTask:
     index: int
@@ -57,6 +62,7 @@ class FileTask:
     single_file: bool = False  # the only source: no rank anywhere means rank 0 ("single-file")
     memory_bytes: int = 0  # what reading it holds at its peak (the thread executor's memory bound)
     hold: bool = False  # hand the tables back (kept in memory for the enrichment) instead of writing them
+    after_read: AfterRead | None = None  # in-process executors only (a callable is not sent to workers)
 
 
 @dataclass
@@ -170,11 +176,13 @@ def ingest_file(task: FileTask) -> FileSummary:
     part = f"{task.index:05d}"
     root = Path(task.root)
     held: dict[str, pa.Table] = {}
-    for name in ("events", "args", "flows"):
-        table = getattr(result, name)
+    stored = {name: conform(getattr(result, name), name) for name in ("events", "args", "flows")}
+    if task.after_read is not None:
+        task.after_read(info.rank, stored["events"], stored["args"])
+    for name, table in stored.items():
         if table.num_rows:
             if task.hold:
-                held[name] = conform(table, name)  # as it would be written
+                held[name] = table
             else:
                 write_part(root, name, part, table)
     hasher.join()
@@ -250,6 +258,7 @@ def ingest_paths(
     finish: Callable[[StoreWriter, dict[str, Any]], dict[str, Any]] | None = None,
     executor: str | Executor | None = None,
     on_stale: Callable[[StaleFolder], None] | None = None,
+    after_read: AfterRead | None = None,
 ) -> TraceStore:
     """Ingest trace files (or folders of them) into a new store at ``out``; returns the opened store.
 
@@ -267,6 +276,10 @@ def ingest_paths(
     then not all written: read in this process (serial or threads), the files' tables are held
     in memory (:meth:`~asaptrace.store.StoreWriter.hold_part`), in file order while they fit in
     :func:`hold_budget`, and only the rest is written — ``finish`` reads both.
+
+    ``after_read`` (:data:`AfterRead`), when the files are read in this process, is told each
+    file's raw tables as soon as they exist (the pipeline starts enriching a rank there, beside
+    the reading of the next files); with another executor it is not called.
 
     ``on_stale`` is told of each temporary folder a killed earlier ingest to ``out`` left behind,
     removed before this one starts (see :class:`~asaptrace.store.StoreWriter`).
@@ -286,7 +299,8 @@ def ingest_paths(
         runner = make_executor("serial" if jobs == 1 else "thread", jobs=jobs)
     else:
         runner = executor
-    hold = _held(sizes, files, options) if finish is not None and getattr(runner, "in_process", False) else []
+    in_process = getattr(runner, "in_process", False)
+    hold = _held(sizes, files, options) if finish is not None and in_process else []
     with StoreWriter(out, overwrite=overwrite, on_stale=on_stale) as writer:
         tasks = [
             FileTask(
@@ -300,6 +314,7 @@ def ingest_paths(
                 single_file=len(files) == 1,
                 memory_bytes=_memory_bytes(f, sizes[i], options),
                 hold=i < len(hold) and hold[i],
+                after_read=after_read if in_process else None,
             )
             for i, f in enumerate(files)
         ]
