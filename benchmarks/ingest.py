@@ -145,6 +145,18 @@ def print_cli_summary(results: dict[str, dict], hta_r: dict | None) -> None:
         print(f"whole-CLI ingest vs HTA's loader in this run: {hta_r['seconds'] / t:.1f}x (goal: >= 20x)")
 
 
+def round_robin(plan: dict[str, Callable[[], dict | None]], repeat: int) -> dict[str, list[dict]]:
+    """Every measurement of ``plan`` ``repeat`` times, round-robin (drift on a shared machine hits
+    every row alike); the results of each, failed runs left out."""
+    runs: dict[str, list[dict]] = {name: [] for name in plan}
+    for rep in range(max(1, repeat)):
+        for name, run in plan.items():
+            print(f"{name} ({rep + 1}/{repeat}) …", flush=True)
+            if r := run():
+                runs[name].append(r)
+    return runs
+
+
 def hta_python(no_hta: bool) -> str | None:
     if no_hta:
         return None
@@ -289,12 +301,7 @@ def main() -> None:
         plan.update(
             {n: functools.partial(measure_cli, a, trace, work / "cli.store") for n, a in CLI_RUNS.items()}
         )
-    runs: dict[str, list[dict]] = {name: [] for name in plan}
-    for rep in range(max(1, args.repeat)):
-        for name, run in plan.items():
-            print(f"{name} ({rep + 1}/{args.repeat}) …", flush=True)
-            if r := run():
-                runs[name].append(r)
+    runs = round_robin(plan, args.repeat)
     results = {name: min(rs, key=lambda r: r["seconds"]) for name, rs in runs.items() if rs}
     base = results.get("baseline: json.load + per-event loop")
     hta_r = next((v for k, v in results.items() if k.startswith("HTA")), None)

@@ -32,17 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _kineto_gen import generate_kineto
-from ingest import hta_python
-
-_CLI = r"""
-import json, resource, subprocess, sys, time
-t0 = time.perf_counter()
-proc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-dt = time.perf_counter() - t0
-if proc.returncode:
-    sys.exit(proc.stderr.strip() or proc.returncode)
-print(json.dumps({"seconds": dt, "rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
-"""
+from ingest import hta_python, measure_cli, round_robin
 
 _HTA = r"""
 import json, logging, resource, sys, time
@@ -78,15 +68,9 @@ def make_folder(work: Path, ranks: int, mb: int) -> Path:
     return folder
 
 
-def run_cli(args: list[str], out: Path) -> dict | None:
-    script = Path(sys.executable).with_name("asaptrace")
-    proc = subprocess.run([sys.executable, "-c", _CLI, str(script), *args], capture_output=True, text=True)
-    if proc.returncode:
-        print(f"    failed: {(proc.stderr.strip().splitlines() or [proc.returncode])[-1]}")
-        return None
-    r = json.loads(proc.stdout.strip().splitlines()[-1])
-    r["events"] = json.loads((out / "meta.json").read_text())["accounting"]["kept"]
-    return r
+def run_cli(args: list[str], target: Path, out: Path) -> dict | None:
+    """``asaptrace ingest TARGET -o OUT --force ARGS`` in a fresh process (:func:`ingest.measure_cli`)."""
+    return measure_cli(["ingest", "{path}", "-o", "{out}", "--force", *args], target, out)
 
 
 def run_hta(python: str, body: str, path: Path) -> dict | None:
@@ -118,26 +102,15 @@ def main() -> None:
     hta = hta_python(args.no_hta)
     out, out1 = work / "folder.store", work / "file.store"
     plan = {
-        "asaptrace ingest DIR (whole CLI)": lambda: run_cli(
-            ["ingest", str(folder), "-o", str(out), "--force"], out
-        ),
-        "asaptrace ingest DIR --jobs 1 (files one by one)": lambda: run_cli(
-            ["ingest", str(folder), "-o", str(out), "--force", "--jobs", "1"], out
-        ),
+        "asaptrace ingest DIR (whole CLI)": lambda: run_cli([], folder, out),
+        "asaptrace ingest DIR --jobs 1 (files one by one)": lambda: run_cli(["--jobs", "1"], folder, out),
     }
     if hta:
         plan["HTA TraceAnalysis(trace_dir=DIR)"] = lambda: run_hta(hta, HTA_FOLDER, folder)
-    plan["single file: asaptrace ingest FILE (whole CLI)"] = lambda: run_cli(
-        ["ingest", str(first), "-o", str(out1), "--force"], out1
-    )
+    plan["single file: asaptrace ingest FILE (whole CLI)"] = lambda: run_cli([], first, out1)
     if hta:
         plan["single file: HTA parse_trace_file"] = lambda: run_hta(hta, HTA_FILE, first)
-    runs: dict[str, list[dict]] = {name: [] for name in plan}
-    for rep in range(max(1, args.repeat)):
-        for name, run in plan.items():
-            print(f"{name} ({rep + 1}/{args.repeat}) …", flush=True)
-            if r := run():
-                runs[name].append(r)
+    runs = round_robin(plan, args.repeat)
     best = {name: min(rs, key=lambda r: r["seconds"]) for name, rs in runs.items() if rs}
     print(
         f"\n{'measurement':48s} {'best s':>7s} {'spread s':>13s} {'MB/s':>6s} {'peak RSS':>9s} {'RSS/file':>8s} {'vs HTA':>7s}"
