@@ -10,6 +10,7 @@ on any error the temporary directory is removed and no store is left behind.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -369,10 +370,20 @@ def _memory_bytes(path: Path, size: int, options: IngestOptions) -> int:
 TABLES_PER_BYTE = 0.5
 
 
+#: Bytes an ingest keeps in memory to save work (see :func:`hold_budget`).
+HOLD_BYTES = int(os.environ.get("ASAPTRACE_HOLD_MB", "64")) * 1024**2
+
+
 def hold_budget() -> int:
-    """Bytes of raw tables an ingest holds in memory for its enrichment instead of writing them:
-    a quarter of the memory available when it starts (at most 16 GiB)."""
-    return min((available_memory() or 0) // 4, 16 * 1024**3)
+    """Bytes of raw tables an ingest holds in memory for its enrichment instead of writing them
+    (and, again, of segmented frames its enrichment keeps between rounds): :data:`HOLD_BYTES`
+    (64 MiB; ``ASAPTRACE_HOLD_MB`` sets it), at most a quarter of the memory available.
+
+    Small on purpose: the streaming enrichment's peak is about one group of ranks, and a budget
+    that grew with the run would bring back the whole-run-in-memory peak it exists to avoid. On
+    8 files of 40 MB, 64 MiB already saves 0.97 s of the 1.37 s of CPU an unbounded budget
+    saves (4.11 s with none; benchmarks in docs/executors.md)."""
+    return min((available_memory() or 0) // 4, HOLD_BYTES)
 
 
 def _held(sizes: list[int], files: list[Path], options: IngestOptions) -> list[bool]:
