@@ -344,24 +344,33 @@ def enrich_streaming(
     order += [
         (group, None, None) for group in index.groups([r for r in rank_ids if r not in seen], group_events)
     ]
+
+    def final_parts(i: int) -> list[tuple[int, dict[str, pa.Table]]]:
+        """Group ``i``'s final parts, rank by rank (run on a helper thread, a few groups ahead)."""
+        group, filled, args = order[i]
+        order[i] = (group, None, None)  # the cache lets go of it
+        if filled is None or args is None:
+            seg, args = segmented(group)
+            filled = fill_ranks(seg, plan)[0]
+            del seg
+        events, flows = finish_ranks(filled, index.read("flows", group), ranks, decision.offsets)
+        del filled
+        tables = {"events": events, "args": args, "flows": flows}
+        del events, args, flows
+        return [
+            (rank, {name: part.to_arrow() for name, part in parts.items()})  # type: ignore[misc]
+            for rank, parts in _rank_parts(group, tables)
+        ]
+
     done = 0
     with _BackgroundWrites(writer) as parts_out:
-        for i, (group, filled, args) in enumerate(order):
-            order[i] = (group, None, None)  # the cache lets go of it as it is written
-            if filled is None or args is None:
-                seg, args = segmented(group)
-                filled = fill_ranks(seg, plan)[0]
-                del seg
-            events, flows = finish_ranks(filled, index.read("flows", group), ranks, decision.offsets)
-            del filled
-            tables = {"events": events, "args": args, "flows": flows}
-            del events, args, flows
-            for rank, parts in _rank_parts(group, tables):
+        for parts_of_group in _ahead(final_parts, len(order), workers=2):
+            for rank, parts in parts_of_group:
                 tell("write", done, len(rank_ids))
                 done += 1
-                for name, part in parts.items():
-                    parts_out.put(name, f"{int(rank):05d}", part.to_arrow())  # type: ignore[arg-type]
-            del tables
+                for name, table in parts.items():
+                    parts_out.put(name, f"{int(rank):05d}", table)
+            del parts_of_group
     writer.promote_staged()
     writer.write_table("ranks", decision.ranks.to_arrow())
     writer.write_table("batches", decision.batches.to_arrow())
@@ -382,6 +391,24 @@ def _pass_one_groups(
         else:
             run.append(rank)
     return out + index.groups(run, budget)
+
+
+def _ahead(fn: Callable[[int], Any], n: int, *, workers: int) -> Iterator[Any]:
+    """``fn(0) … fn(n - 1)`` in order, computed on ``workers`` threads at most ``workers`` ahead
+    of the consumer (polars and Arrow release the GIL, so groups are enriched side by side while
+    memory stays a few groups). The first error is raised in order; nothing is started after it."""
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="asaptrace-enrich") as pool:
+        pending: deque[Future[Any]] = deque()
+        try:
+            for i in range(n):
+                pending.append(pool.submit(fn, i))
+                if len(pending) > workers:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()
 
 
 class _BackgroundWrites:
