@@ -214,3 +214,25 @@ def test_an_early_pass_made_with_the_wrong_taxonomy_is_dropped(tmp_path, monkeyp
     assert kinds["void deep_ep::internode::dispatch<8>(int*)"] == "dispatch"
     monkeypatch.setattr(streaming.EarlyPass, "add", lambda self, *a: None)
     _same_store(store, build_store([src], tmp_path / "usual", jobs=1))
+
+
+def test_an_error_in_the_early_pass_leaves_the_rank_to_the_usual_pass(tmp_path, monkeypatch):
+    # the early pass is an optimisation made with a guessed taxonomy: whatever fails in it, the
+    # rank is enriched by the usual pass, and the store is the one built without it
+    from asaptrace.enrich import streaming
+
+    monkeypatch.setattr(streaming, "GROUP_EVENTS", 1)
+    src = SAMPLES / "coupled" / "kineto"
+    monkeypatch.setattr(streaming.EarlyPass, "add", lambda self, *a: None)
+    usual = build_store([src], tmp_path / "usual", jobs=2)
+    monkeypatch.undo()
+    monkeypatch.setattr(streaming, "GROUP_EVENTS", 1)
+
+    def broken(*a):
+        raise RuntimeError("a bug in the early pass")
+
+    monkeypatch.setattr(streaming.EarlyPass, "_first_pass", staticmethod(broken))
+    used = _spy_early(monkeypatch)
+    other = build_store([src], tmp_path / "other", jobs=2)
+    assert used == [0]
+    _same_store(usual, other)

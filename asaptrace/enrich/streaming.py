@@ -194,6 +194,19 @@ class EarlyPass:
             if self.taxonomy is None:
                 self.taxonomy = taxonomy_for(_names(events), self.user)
             tax = self.taxonomy
+        try:
+            early, size = self._first_pass(rank, events, args, tax)
+        except Exception:  # left to the usual pass, which raises it if it is real: made with a
+            return  # taxonomy that may be a wrong guess, an error here must not fail the run
+        with self.lock:
+            if not self.cache.fits(*size):
+                early.frames = None
+            self.ranks[rank] = early
+
+    @staticmethod
+    def _first_pass(
+        rank: int, events: pa.Table, args: pa.Table, tax: Taxonomy
+    ) -> tuple[_Early, tuple[pl.DataFrame, pl.DataFrame]]:
         ev, ar = _frame(events), _frame(args)
         recorded = pl.DataFrame(
             {"rank": [rank], "clock_offset_ns": [0]}, schema={"rank": pl.Int32, "clock_offset_ns": pl.Int64}
@@ -202,16 +215,9 @@ class EarlyPass:
         del ev
         gaps = stepless_gaps(seg)
         if gaps is not None:
-            early = _Early(None, gaps, (seg, ar))
-            size = (seg.events, ar)
-        else:
-            filled, notes = fill_ranks(seg, None)
-            early = _Early(facts_of(seg, filled, notes, ar), None, (filled, ar))
-            size = (filled, ar)
-        with self.lock:
-            if not self.cache.fits(*size):
-                early.frames = None
-            self.ranks[rank] = early
+            return _Early(None, gaps, (seg, ar)), (seg.events, ar)
+        filled, notes = fill_ranks(seg, None)
+        return _Early(facts_of(seg, filled, notes, ar), None, (filled, ar)), (filled, ar)
 
     def take(self, tax: Taxonomy) -> dict[int, _Early]:
         """The early results, if they were made with ``tax`` (else none); the pass lets go of them."""
