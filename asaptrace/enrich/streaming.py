@@ -318,21 +318,31 @@ def enrich_streaming(
     plan = plan_of(gaps)
     gaps.clear()
     todo = [r for mine, seg, _ in stepless if seg is None for r in mine]
-    total, done = sum(len(mine) for mine, _, _ in stepless), 0
-    while stepless:  # the cached ones (let go of one by one), then the others read again
-        mine, seg, args = stepless.pop(0)
-        if seg is not None and args is not None:
-            tell("segment ranks without steps", done, total)
-            done += len(mine)
-            cache.release(seg.events, args)
-            facts_of_group(mine, seg, args, plan)
-        del seg, args
-    for group in index.groups(todo, group_events):
+    # round 2: the cached ones, then the others read again, two groups side by side
+    jobs = [(mine, seg, args) for mine, seg, args in stepless if seg is not None]
+    jobs += [(group, None, None) for group in index.groups(todo, group_events)]
+    stepless.clear()
+    total = sum(len(group) for group, _, _ in jobs)
+
+    def filled_with_plan(i: int) -> tuple[list[int], RankFacts, pl.DataFrame, pl.DataFrame, int]:
+        group, seg, args = jobs[i]
+        jobs[i] = (group, None, None)  # let go of it once done
+        cached = seg is not None and args is not None
+        if cached:
+            size = seg.events.estimated_size() + args.estimated_size()
+        else:
+            seg, args = segmented(group)
+        filled, notes = fill_ranks(seg, plan)
+        return group, facts_of(seg, filled, notes, args), filled, args, size if cached else 0
+
+    done = 0
+    for group, group_facts, filled, args, released in _ahead(filled_with_plan, len(jobs), workers=2):
         tell("segment ranks without steps", done, total)
         done += len(group)
-        seg, args = segmented(group)
-        facts_of_group(group, seg, args, plan)
-        del seg, args
+        cache.release(released)
+        facts.append(group_facts)
+        cache.final(group, filled, args)
+        del filled, args
     tell("align clocks, roles, batches", 0, 1)
     decision = decide(
         facts,
@@ -479,8 +489,9 @@ class _Cache:
         self.used += size
         return True
 
-    def release(self, *frames: pl.DataFrame) -> None:
-        self.used -= sum(f.estimated_size() for f in frames)
+    def release(self, size: int) -> None:
+        """Bytes kept so far that are let go of (see :meth:`fits`)."""
+        self.used -= size
 
     def final(self, group: list[int], filled: pl.DataFrame, args: pl.DataFrame) -> None:
         """Keep a group's final frames for the writing pass (within the budget, or as the last)."""
