@@ -22,14 +22,14 @@ import polars as pl
 
 from asaptrace.enrich.batches import read_batches_sidecar
 from asaptrace.enrich.frames import enrich_frames
-from asaptrace.enrich.streaming import EnrichProgress, enrich_streaming
+from asaptrace.enrich.streaming import EarlyPass, EnrichProgress, enrich_streaming
 from asaptrace.enrich.taxonomy import Profile, Taxonomy, load_profile
 from asaptrace.enrich.topology import ParallelConfig, parse_parallel
 from asaptrace.errors import OutputError, UsageError
 from asaptrace.info import store_info
-from asaptrace.ingest.driver import ingest_paths
+from asaptrace.ingest.driver import hold_budget, ingest_paths
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, open_store
-from asaptrace.userfiles import check_output_dir, check_output_file, write_atomic
+from asaptrace.userfiles import check_output_dir, check_output_file, write_atomic, write_folder_files
 
 if TYPE_CHECKING:  # the diagnosis and the replay are imported by the calls that need them (a fast `ingest`)
     from asaptrace.advise import Advice
@@ -88,7 +88,7 @@ def build_store(
     """Ingest ``paths`` and enrich them into the store ``out`` — all or nothing, written once.
 
     ``ingest_options`` go to :func:`asaptrace.ingest.driver.ingest_paths` (``jobs``, ``executor``, ``options``,
-    ``rank_from``, ``rank_map``, ``format``, ``progress``). The enrichment options are read and
+    ``rank_from``, ``rank_map``, ``format``, ``progress``, ``on_stale``). The enrichment options are read and
     validated before any trace is, so a bad option, a bad trace or a failure while enriching
     leaves nothing at ``out`` (and an existing store there untouched). ``enrich_progress(phase,
     done, total)`` is called as the enrichment goes (see :data:`EnrichProgress`).
@@ -100,14 +100,27 @@ def build_store(
     profile = load_profile(taxonomy) if isinstance(taxonomy, (str, Path)) else taxonomy
     sidecar = read_batches_sidecar(batches) if isinstance(batches, (str, Path)) else batches
 
+    budget = hold_budget()
+    early = EarlyPass(profile, budget)  # a rank's first enrichment pass, as its file is read
+
     def finish(writer: StoreWriter, meta: dict[str, Any]) -> dict[str, Any]:
         raw = TraceStore(path=writer.tmp, meta=meta)
         enriched = enrich_streaming(
-            raw, writer, parallel=par, taxonomy=profile, batches=sidecar, progress=enrich_progress
+            raw,
+            writer,
+            parallel=par,
+            taxonomy=profile,
+            batches=sidecar,
+            progress=enrich_progress,
+            held=writer.held,
+            cache_bytes=budget,
+            early=early,
         )
         return {**meta, **enriched}
 
-    return ingest_paths(paths, out, overwrite=overwrite, finish=finish, **ingest_options)
+    return ingest_paths(
+        paths, out, overwrite=overwrite, finish=finish, after_read=early.add, **ingest_options
+    )
 
 
 def enrich_store(
@@ -185,13 +198,14 @@ def analyze_store(
 
 
 def write_tables_csv(tables: dict[str, pl.DataFrame], folder: str | Path) -> list[Path]:
-    """Write every table as ``folder/<table>.csv`` (each file atomically; the folder is created)."""
+    """Write every table as ``folder/<table>.csv``, all or nothing (a full disk halfway leaves no
+    file and no new folder: :func:`~asaptrace.userfiles.write_folder_files`)."""
     folder = check_output_dir(folder, what="folder of CSV tables")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise OutputError(f"cannot create the folder ({err.strerror or err})", path=folder) from None
-    return [write_atomic(folder / f"{name}.csv", t.write_csv().encode()) for name, t in tables.items()]
+    return write_folder_files(folder, {f"{name}.csv": _csv_bytes(t) for name, t in tables.items()})
+
+
+def _csv_bytes(table: pl.DataFrame) -> Callable[[], bytes]:
+    return lambda: table.write_csv().encode()
 
 
 # --------------------------------------------------------------------------------------------- replay

@@ -11,7 +11,10 @@ Layout of a store directory::
     flows/part-*.parquet   flow events (parted like events)
 
 A store is written into a hidden temporary sibling directory and renamed into place only when
-complete, so a crash or a bad input file never leaves a half-written store behind.
+complete, so a crash or a bad input file never leaves a half-written store behind. A write that
+fails (a full disk) is one :class:`OutputError` naming the store; the temporary directory is
+removed. One that a ``kill -9`` left is removed by the next writer to the same store (its name
+records the host and pid: :func:`asaptrace.userfiles.remove_stale_siblings`).
 
 meta.json lists every Parquet file of the store with its row count (``files``). Opening a store
 reads each file's footer and checks it against that list, so a deleted, truncated, replaced or
@@ -24,6 +27,7 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +40,13 @@ from polars.exceptions import PolarsError
 from asaptrace import __version__
 from asaptrace.errors import OutputError, StoreError, StoreVersionError
 from asaptrace.schema import STORE_FORMAT_VERSION, TABLE_SCHEMAS, conform
-from asaptrace.userfiles import check_output_dir
+from asaptrace.userfiles import (
+    StaleFolder,
+    check_output_dir,
+    make_tmp_sibling,
+    remove_stale_siblings,
+    write_error,
+)
 
 #: Tables stored as a directory of parts (one per source file); the others are single files.
 PARTED_TABLES = ("events", "args", "flows")
@@ -68,19 +78,32 @@ def check_store_target(path: str | Path, *, overwrite: bool = False) -> Path:
 class StoreWriter:
     """Builds a store in a temporary directory; :meth:`commit` renames it into place.
 
-    Use as a context manager: leaving the block by an exception removes the temporary directory.
+    Use as a context manager: leaving the block by an exception removes the temporary directory,
+    and an ``OSError`` (a full disk, from Python or pyarrow, in this thread or a worker's) leaves
+    it as one :class:`OutputError` naming the store. Temporary directories of earlier writers to
+    the same store whose process is gone are removed first (``stale``; ``on_stale`` is told each).
     """
 
-    def __init__(self, path: str | Path, *, overwrite: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        overwrite: bool = False,
+        on_stale: Callable[[StaleFolder], None] | None = None,
+    ) -> None:
         self.path = check_store_target(path, overwrite=overwrite)
+        self.stale = remove_stale_siblings(self.path)
+        for folder in self.stale:
+            if on_stale is not None:
+                on_stale(folder)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.tmp = self.path.parent / f".{self.path.name}.tmp-{uuid.uuid4().hex[:8]}"
-            self.tmp.mkdir()
+            self.tmp = make_tmp_sibling(self.path)
         except OSError as err:
-            raise OutputError(f"cannot create the store ({err.strerror or err})", path=self.path) from None
+            raise OutputError(f"cannot create the store ({write_error(err)})", path=self.path) from None
         self._overwrite = overwrite
         self._done = False
+        self.held: dict[str, dict[str, pa.Table]] = {}  # table → part id → raw part kept in memory
 
     def __enter__(self) -> StoreWriter:
         return self
@@ -88,6 +111,10 @@ class StoreWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if not self._done:
             self.abort()
+        if isinstance(exc, OSError):
+            raise OutputError(
+                f"cannot write the store ({write_error(exc)}); nothing was written", path=self.path
+            ) from None
 
     def write_table(self, name: str, table: pa.Table) -> None:
         """Write a single-file table (ranks, streams, batches)."""
@@ -98,6 +125,12 @@ class StoreWriter:
     def write_part(self, name: str, part_id: str, table: pa.Table) -> Path:
         return write_part(self.tmp, name, part_id, table)
 
+    def hold_part(self, name: str, part_id: str, table: pa.Table) -> None:
+        """Keep a raw part of parted table ``name`` in memory instead of writing it (the ingest's
+        enrichment reads it from :attr:`held`, then writes the enriched parts): a raw part that
+        is rewritten anyway costs an encode, a write and a read for nothing."""
+        self.held.setdefault(name, {})[part_id] = table
+
     def write_staged_part(self, name: str, part_id: str, table: pa.Table) -> Path:
         """Write a part of the *replacement* of parted table ``name``: staged out of sight of scans
         of the parts already written (an enrichment reads the raw parts while it writes the
@@ -105,7 +138,9 @@ class StoreWriter:
         return write_part(self.tmp / _STAGE, name, part_id, table)
 
     def promote_staged(self) -> None:
-        """Replace every parted table by its staged parts (a table with none staged is emptied)."""
+        """Replace every parted table by its staged parts (a table with none staged is emptied);
+        held raw parts are dropped with the written ones."""
+        self.held.clear()
         stage = self.tmp / _STAGE
         for name in PARTED_TABLES:
             shutil.rmtree(self.tmp / name, ignore_errors=True)
@@ -114,7 +149,12 @@ class StoreWriter:
         shutil.rmtree(stage, ignore_errors=True)
 
     def commit(self, meta: dict[str, Any]) -> TraceStore:
-        """Write meta.json and move the finished store into place."""
+        """Write meta.json and move the finished store into place (held parts not replaced by
+        :meth:`promote_staged` are written first)."""
+        for name, parts in self.held.items():
+            for part_id, table in parts.items():
+                write_part(self.tmp, name, part_id, table)
+        self.held.clear()
         for name in SINGLE_TABLES:
             target = self.tmp / f"{name}.parquet"
             if not target.exists():

@@ -31,8 +31,8 @@ KERNELS = [
 OPS = ["aten::mm", "aten::linear", "aten::addmm", "aten::softmax", "aten::topk", "aten::index_select"]
 
 
-def generate_kineto(path: Path, target_mb: int, *, seed: int = 0) -> int:
-    """Write ``path`` (≥ target_mb MB); returns the number of events."""
+def generate_kineto(path: Path, target_mb: int, *, seed: int = 0, rank: int = 0, world_size: int = 32) -> int:
+    """Write ``path`` (≥ target_mb MB) as rank ``rank`` of ``world_size``; returns the number of events."""
     rng = random.Random(seed)
     ts = 1_694_128_201_435_418
     n = 0
@@ -41,7 +41,7 @@ def generate_kineto(path: Path, target_mb: int, *, seed: int = 0) -> int:
     with open(path, "w") as out:
         header = {
             "schemaVersion": 1,
-            "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 32},
+            "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world_size},
             "deviceProperties": [{"id": 0, "name": "NVIDIA H800", "numSms": 132}],
         }
         out.write(json.dumps(header)[:-1] + ', "traceEvents": [\n')

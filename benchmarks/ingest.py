@@ -1,6 +1,13 @@
 """Ingest speed: asaptrace vs. a plain json.load loop vs. Holistic Trace Analysis, on the same file.
 
 Usage:  python benchmarks/ingest.py [--size-mb 400] [--workdir DIR] [--no-hta] [--no-cli]
+        python benchmarks/ingest.py --profile [--size-mb 400 | --folder DIR]
+
+``--profile`` prints where an ingest's time goes, phase by phase, in this process (each phase
+timed on its own, one file after the other: read bytes, C scan, tables, sha256, raw Parquet
+parts; then the whole ``build_store`` with the enrichment's own phases timed through its progress
+callback), against the whole run's wall time measured in the same run; the start-up and imports
+are timed in a fresh process.
 
 The "whole CLI" rows run the ``asaptrace`` console script the way a user does (a fresh process:
 interpreter start-up, imports, parse, hash, enrichment, Parquet writes, exit), timed from outside,
@@ -138,6 +145,18 @@ def print_cli_summary(results: dict[str, dict], hta_r: dict | None) -> None:
         print(f"whole-CLI ingest vs HTA's loader in this run: {hta_r['seconds'] / t:.1f}x (goal: >= 20x)")
 
 
+def round_robin(plan: dict[str, Callable[[], dict | None]], repeat: int) -> dict[str, list[dict]]:
+    """Every measurement of ``plan`` ``repeat`` times, round-robin (drift on a shared machine hits
+    every row alike); the results of each, failed runs left out."""
+    runs: dict[str, list[dict]] = {name: [] for name in plan}
+    for rep in range(max(1, repeat)):
+        for name, run in plan.items():
+            print(f"{name} ({rep + 1}/{repeat}) …", flush=True)
+            if r := run():
+                runs[name].append(r)
+    return runs
+
+
 def hta_python(no_hta: bool) -> str | None:
     if no_hta:
         return None
@@ -156,9 +175,95 @@ def hta_python(no_hta: bool) -> str | None:
     return str(py)
 
 
+def profile(files: list[Path], work: Path) -> None:
+    """Print the time of each ingest phase (see the module docstring) for ``files``."""
+    t = time.perf_counter()
+    code = "import asaptrace.cli.app, asaptrace.pipeline"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    startup = time.perf_counter() - t
+    import hashlib
+    import shutil
+
+    from asaptrace.enrich.streaming import enrich_streaming
+    from asaptrace.ingest.kineto.reader import _tables, decode_columns
+    from asaptrace.ingest.source import read_source_bytes
+    from asaptrace.pipeline import build_store
+    from asaptrace.store import write_part
+
+    phases: dict[str, float] = {}
+    cpu: dict[
+        str, float
+    ] = {}  # CPU seconds of every thread of this process (a loaded machine inflates wall time only)
+
+    def timed(name: str, fn: Callable, *a):
+        t, c = time.perf_counter(), time.process_time()
+        r = fn(*a)
+        phases[name] = phases.get(name, 0.0) + time.perf_counter() - t
+        cpu[name] = cpu.get(name, 0.0) + time.process_time() - c
+        return r
+
+    parts = work / "profile-parts"
+    for i, f in enumerate(files):
+        data = timed("file: read bytes", read_source_bytes, f)
+        cols = timed("file: C scan + columns", decode_columns, data, f)
+        del data
+        res = timed("file: canonical tables", _tables, cols, f)
+        timed("file: sha256", lambda p: hashlib.sha256(p.read_bytes()).hexdigest(), f)
+        for name in ("events", "args", "flows"):
+            timed("file: raw Parquet parts", write_part, parts, name, f"{i:05d}", getattr(res, name))
+        del cols, res
+    shutil.rmtree(parts, ignore_errors=True)
+    serial_files = sum(phases.values())
+    enrich_phase = {"name": "", "t": 0.0, "c": 0.0}
+
+    def tick(phase: str, done: int, total: int) -> None:
+        now, c = time.perf_counter(), time.process_time()
+        if enrich_phase["name"] and enrich_phase["name"] != phase:
+            key = f"enrich: {enrich_phase['name']}"
+            phases[key] = phases.get(key, 0.0) + now - enrich_phase["t"]
+            cpu[key] = cpu.get(key, 0.0) + c - enrich_phase["c"]
+        if enrich_phase["name"] != phase:
+            enrich_phase.update(name=phase, t=now, c=c)
+
+    import asaptrace.pipeline as pipeline
+
+    real = pipeline.enrich_streaming
+
+    def timed_enrich(*a, **k):
+        t, c = time.perf_counter(), time.process_time()
+        out = real(*a, **k)
+        tick("", 0, 0)
+        phases["enrich (total)"] = time.perf_counter() - t
+        cpu["enrich (total)"] = time.process_time() - c
+        return out
+
+    pipeline.enrich_streaming = timed_enrich
+    t, c = time.perf_counter(), time.process_time()
+    build_store(files, work / "profile.store", overwrite=True, enrich_progress=tick)
+    whole, whole_cpu = time.perf_counter() - t, time.process_time() - c
+    pipeline.enrich_streaming = enrich_streaming
+    mb = sum(f.stat().st_size for f in files) / 1e6
+    print(f"\nprofile of {len(files)} file(s), {mb:.0f} MB (phases timed one at a time, in this process)")
+    print(f"  {'phase':42s} {'wall s':>7s} {'CPU s':>7s}")
+    print(f"  {'start-up + imports (fresh process)':42s} {startup:7.2f}")
+    for name, s in phases.items():
+        print(f"  {name:42s} {s:7.2f} {cpu[name]:7.2f}")
+    print(
+        f"  {'file phases, one after the other':42s} {serial_files:7.2f} {sum(v for k, v in cpu.items() if k.startswith('file')):7.2f}"
+    )
+    print(
+        f"  {'build_store as run (files + enrichment)':42s} {whole:7.2f} {whole_cpu:7.2f}  ({mb / whole:.0f} MB/s)"
+    )
+    print(
+        f"  {'  of which reading the files':42s} {whole - phases['enrich (total)']:7.2f} {whole_cpu - cpu['enrich (total)']:7.2f}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mb", type=int, default=400)
+    ap.add_argument("--profile", action="store_true", help="print where the time goes, phase by phase")
+    ap.add_argument("--folder", type=Path, default=None, help="with --profile: profile this folder's files")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--no-hta", action="store_true", help="skip the HTA comparison")
     ap.add_argument("--no-formats", action="store_true", help="skip the Ascend / nsys ingest figures")
@@ -167,11 +272,19 @@ def main() -> None:
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="asaptrace-bench-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.profile and args.folder:
+        from asaptrace.ingest.driver import discover
+
+        profile(discover([args.folder]), work)
+        return
     trace = work / f"kineto-{args.size_mb}mb.json"
     if not trace.exists():
         t = time.perf_counter()
         n = generate_kineto(trace, args.size_mb)
         print(f"generated {trace} ({n:,} events) in {time.perf_counter() - t:.1f}s")
+    if args.profile:
+        profile([trace], work)
+        return
     size_mb = trace.stat().st_size / 1e6
     print(f"file: {trace.name}, {size_mb:.0f} MB\n")
     hta = hta_python(args.no_hta)
@@ -188,12 +301,7 @@ def main() -> None:
         plan.update(
             {n: functools.partial(measure_cli, a, trace, work / "cli.store") for n, a in CLI_RUNS.items()}
         )
-    runs: dict[str, list[dict]] = {name: [] for name in plan}
-    for rep in range(max(1, args.repeat)):
-        for name, run in plan.items():
-            print(f"{name} ({rep + 1}/{args.repeat}) …", flush=True)
-            if r := run():
-                runs[name].append(r)
+    runs = round_robin(plan, args.repeat)
     results = {name: min(rs, key=lambda r: r["seconds"]) for name, rs in runs.items() if rs}
     base = results.get("baseline: json.load + per-event loop")
     hta_r = next((v for k, v in results.items() if k.startswith("HTA")), None)

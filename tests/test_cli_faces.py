@@ -55,7 +55,7 @@ def test_csv_says_where_it_wrote(tmp_path):
 def test_dash_h_is_help_and_jobs_says_its_default_and_refuses_zero_and_negatives():
     assert run_cli("-h").stdout == run_cli("--help").stdout
     help_text = run_cli("ingest", "-h").stdout
-    assert "Files read in parallel (default: 1 below 4 CPUs" in " ".join(help_text.replace("│", " ").split())
+    assert "Files read at once (default: one per CPU" in " ".join(help_text.replace("│", " ").split())
     for bad in ("0", "-1"):
         run = run_cli("ingest", ".", "-o", "x.store", "--jobs", bad)
         text = " ".join(run.stderr.replace("│", " ").split())  # click's error box, unwrapped

@@ -7,7 +7,8 @@ Scenarios where the cross-rank decision is what matters: steps from gaps on ever
 median gap threshold), ranks that disagree on the number of steps (everything goes to step 0 with
 one note), clock offsets that need the collective instances of all ranks, and a run where some
 ranks have step annotations and others not (a group is split between the two rounds). Each runs
-with one rank per group, two, and every rank in one group.
+with one rank per group, two, and every rank in one group, and with no frames, some or all kept
+between the rounds.
 
 The streaming enrichment's polars queries are paid per group, not per rank: counted (not timed)
 on synthetic runs of 4 and 16 ranks.
@@ -46,10 +47,13 @@ def _scenario(name: str):
     return traces
 
 
+@pytest.mark.parametrize("cache", [0, 1_500, 10**12], ids=["no-cache", "some-cached", "all-cached"])
 @pytest.mark.parametrize("group_events", [1, 38, 10**9], ids=["rank-by-rank", "two-ranks", "one-group"])
 @pytest.mark.parametrize("name", ["annotated", "gaps", "disagreeing", "mixed"])
-def test_streaming_enrichment_equals_whole_table_enrichment(tmp_path, monkeypatch, name, group_events):
+def test_streaming_enrichment_equals_whole_table_enrichment(tmp_path, monkeypatch, name, group_events, cache):
+    # ``cache``: bytes of segmented frames kept between rounds instead of segmenting ranks again
     monkeypatch.setattr(streaming, "GROUP_EVENTS", group_events)
+    monkeypatch.setitem(streaming.enrich_streaming.__kwdefaults__, "cache_bytes", cache)
     raw = ingest(write_traces(tmp_path / "t", _scenario(name)), tmp_path / "raw")
     whole = enrich_frames(read_tables(raw))
     streamed = enrich_store(raw, tmp_path / "streamed")

@@ -80,13 +80,13 @@ def test_unknown_executor_and_stray_ray_address_are_user_errors(tmp_path):
     folder.mkdir()
     (folder / "rank0.json").write_text('{"traceEvents": []}')
     run = run_cli("ingest", folder, "-o", tmp_path / "s", "--executor", "dask")
-    assert run.code == 2 and "unknown executor 'dask' (known: process, ray, serial)" in run.stderr
+    assert run.code == 2 and "unknown executor 'dask' (known: process, ray, serial, thread)" in run.stderr
     run = run_cli("ingest", folder, "-o", tmp_path / "s", "--ray-address", "auto")
     assert run.code == 2 and "needs --executor ray" in run.stderr
 
 
 def test_built_in_executors_are_registered_and_names_are_unique():
-    assert {"serial", "process", "ray"} <= set(EXECUTORS.names())
+    assert {"serial", "thread", "process", "ray"} <= set(EXECUTORS.names())
     with pytest.raises(RegistryError, match="already registered"):
         register_executor("serial", EXECUTORS.get("serial"))
 

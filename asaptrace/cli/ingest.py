@@ -25,6 +25,7 @@ from asaptrace.units import human_bytes
 
 if TYPE_CHECKING:
     from asaptrace.ingest.driver import Progress as IngestProgress
+    from asaptrace.userfiles import StaleFolder
 
 
 @user_errors
@@ -37,15 +38,14 @@ def ingest(
             "--jobs",
             "-j",
             min=1,
-            help="Files read in parallel (default: 1 below 4 CPUs; else one per 2 CPUs, at most one per file "
-            "and per 256 MiB of input).",
+            help="Files read at once (default: one per CPU, at most one per file, within half the free memory).",
         ),
     ] = None,
     executor: Annotated[
         str | None,
         typer.Option(
-            help="Where files are read: serial, process (a local pool) or ray (`pip install 'asaptrace[ray]'`); "
-            "default: serial or process by --jobs."
+            help="Where files are read: serial, thread, process (a local pool) or ray "
+            "(`pip install 'asaptrace[ray]'`); default: threads (serial for --jobs 1 or one file)."
         ),
     ] = None,
     ray_address: Annotated[
@@ -110,6 +110,7 @@ def ingest(
             progress=bar.update,
             enrich_progress=bar.enrich,
             executor=runner,
+            on_stale=_said_stale,
         )
     info = store_info(store)
     if as_json:
@@ -119,6 +120,14 @@ def ingest(
         err.print(line, soft_wrap=True, markup=False)
     out.print(
         f"wrote [bold]{store.path}[/]: {ingest_summary(info, time.perf_counter() - t0)}", soft_wrap=True
+    )
+
+
+def _said_stale(folder: StaleFolder) -> None:
+    err.print(
+        f"removed {folder.path} ({human_bytes(folder.size)}), left by an ingest (pid {folder.pid}) that no longer runs",
+        soft_wrap=True,
+        markup=False,
     )
 
 

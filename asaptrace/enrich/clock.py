@@ -88,9 +88,11 @@ def estimate_offsets(
     off = np.zeros(len(rank_codes))
     t = np.zeros(len(inst_codes))
     mask = in_ref
+    by_inst = _Groups(inst_idx[mask], len(inst_codes))  # the groupings are the same every iteration
+    by_rank = _Groups(rank_idx[mask], len(rank_codes))
     for _ in range(_MAX_ITER):
-        t_new = _group_median(inst_idx[mask], rel[mask] - off[rank_idx[mask]], len(inst_codes))
-        off_new = _group_median(rank_idx[mask], rel[mask] - t_new[inst_idx[mask]], len(rank_codes))
+        t_new = by_inst.median(rel[mask] - off[rank_idx[mask]])
+        off_new = by_rank.median(rel[mask] - t_new[inst_idx[mask]])
         off_new = np.nan_to_num(off_new - off_new[0])
         converged = np.allclose(off_new, off, atol=0.5) and np.allclose(
             np.nan_to_num(t_new), np.nan_to_num(t), atol=0.5
@@ -99,7 +101,7 @@ def estimate_offsets(
         if converged:
             break
     resid = np.abs(rel - off[rank_idx] - t[inst_idx])
-    med_resid = _group_median(rank_idx[mask], resid[mask], len(rank_codes))
+    med_resid = by_rank.median(resid[mask])
     counts = np.bincount(rank_idx[mask], minlength=len(rank_codes))
     aligned_ranks = {int(rank_codes[k]) for k in range(len(rank_codes)) if component[k] == ref_comp}
     offsets = {
@@ -146,19 +148,34 @@ def _result(ranks: list[int], offsets: dict, residuals: dict, n_used: dict) -> p
     )
 
 
-def _group_median(groups: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """Median of ``values`` per group id in [0, n); NaN for empty groups."""
-    out = np.full(n, np.nan)
-    if len(values) == 0:
+class _Groups:
+    """A fixed grouping of values (group ids in [0, n)) whose per-group median is taken many times.
+
+    The order by group is found once; each :meth:`median` then sorts only within groups, the
+    groups of one size together as the rows of one matrix (collective instances have at most as
+    many members as ranks, so a handful of sizes). Exactly the median of each group: the mean
+    ``(a + b) / 2`` of its two middle values (its middle value twice for an odd size).
+    """
+
+    def __init__(self, groups: np.ndarray, n: int) -> None:
+        self.n = n
+        self.order = np.argsort(groups, kind="stable")
+        g = groups[self.order]
+        starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.zeros(0, np.int64)
+        sizes = np.diff(np.r_[starts, len(g)])
+        self.blocks = []
+        for k in np.unique(sizes).tolist():
+            which = np.flatnonzero(sizes == k)
+            self.blocks.append((k, g[starts[which]], starts[which][:, None] + np.arange(k)))
+
+    def median(self, values: np.ndarray) -> np.ndarray:
+        """Median of ``values`` (in the grouping's row order) per group; NaN for empty groups."""
+        out = np.full(self.n, np.nan)
+        v = values[self.order]
+        for k, ids, positions in self.blocks:
+            block = np.sort(v[positions], axis=1)
+            out[ids] = (block[:, (k - 1) // 2] + block[:, k // 2]) / 2
         return out
-    order = np.lexsort((values, groups))
-    g, v = groups[order], values[order]
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    ends = np.r_[starts[1:], len(g)]
-    lo = starts + (ends - starts - 1) // 2
-    hi = starts + (ends - starts) // 2
-    out[g[starts]] = (v[lo] + v[hi]) / 2
-    return out
 
 
 def _components(inst_idx: np.ndarray, rank_idx: np.ndarray, n_ranks: int) -> np.ndarray:

@@ -188,7 +188,11 @@ def taxonomy_for(names: list[str], taxonomy: Taxonomy | Profile | str | Path | N
 
 
 def _recorded(frame: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
+    """``frame``'s times as recorded: a previous alignment undone (nothing to undo in a new ingest,
+    whose offsets are all 0: the frame is returned as it is, without a join per group)."""
     old = ranks.select("rank", "clock_offset_ns").rename({"clock_offset_ns": "offset_ns"})
+    if not (old.get_column("offset_ns").fill_null(0) != 0).any():
+        return frame
     return apply_offsets(frame, old, sign=+1)
 
 

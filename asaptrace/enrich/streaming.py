@@ -22,13 +22,18 @@ Peak memory is about one group plus the cross-rank data, not the whole run.
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from asaptrace.enrich.frames import (
     RankFacts,
@@ -57,37 +62,64 @@ EnrichProgress = Callable[[str, int, int], None]
 GROUP_EVENTS = 50_000
 
 
+#: A part of a parted table: a Parquet file, or a raw part held in memory (``StoreWriter.held``).
+Part = Path | pa.Table
+
+
 @dataclass(frozen=True)
 class _Index:
     """Where each rank's rows are: per parted table, rank → the parts holding them (scan order)."""
 
-    parts: dict[str, dict[int, list[Path]]]
-    position: dict[Path, int]  # a part's place in its table's scan order
+    parts: dict[str, dict[int, list[Part]]]
+    position: dict[int, int]  # id() of a part → its place in its table's scan order
     events: dict[int, int]  # rank → event rows
 
     @classmethod
-    def of(cls, src: TraceStore) -> _Index:
-        parts: dict[str, dict[int, list[Path]]] = {}
-        position: dict[Path, int] = {}
+    def of(cls, src: TraceStore, held: dict[str, dict[str, pa.Table]] | None = None) -> _Index:
+        parts: dict[str, dict[int, list[Part]]] = {}
+        position: dict[int, int] = {}
         events: dict[int, int] = {}
         for name in PARTED_TABLES:
             files = src.parts(name)
+            kept = (held or {}).get(name, {})
+            # file parts and held parts in one scan order: by part id (the source file's index)
+            named = [(f.stem, f) for f in files] + [(f"part-{k}", t) for k, t in kept.items()]
+            order: list[Part] = [p for _, p in sorted(named, key=lambda e: e[0])]
             parts[name] = {}
-            if not files:
-                continue
-            where = (
-                pl.scan_parquet(files, include_file_paths="_file")
-                .group_by("_file", "rank")
-                .agg(pl.len().alias("n"))
-                .collect()
-            )
-            position.update({f: i for i, f in enumerate(files)})
-            path_of = {str(f): f for f in files}
-            for file, rank, n in where.iter_rows():
-                parts[name].setdefault(rank, []).append(path_of[file])
+            position.update({id(p): i for i, p in enumerate(order)})
+            rows: list[tuple[Part, int, int]] = []
+            if files:
+                where = (
+                    pl.scan_parquet(files, include_file_paths="_file")
+                    .group_by("_file", "rank")
+                    .agg(pl.len().alias("n"))
+                    .collect()
+                )
+                path_of = {str(f): f for f in files}
+                rows += [(path_of[file], rank, n) for file, rank, n in where.iter_rows()]
+            for table in kept.values():
+                counts = pc.value_counts(table.column("rank")).to_pylist()
+                rows += [(table, c["values"], c["counts"]) for c in counts]
+            for part, rank, n in sorted(rows, key=lambda r: position[id(r[0])]):
+                parts[name].setdefault(rank, []).append(part)
                 if name == "events":
                     events[rank] = events.get(rank, 0) + n
         return cls(parts, position, events)
+
+    def names(self) -> list[str]:
+        """The distinct event names of every rank (the taxonomy is chosen from them)."""
+        seen: set[str] = set()
+        files = [p for ps in self.parts["events"].values() for p in ps if isinstance(p, Path)]
+        if files:
+            names = (
+                pl.scan_parquet(sorted(set(files))).select(pl.col("name").cast(pl.String).unique()).collect()
+            )
+            seen.update(names.get_column("name").drop_nulls().to_list())
+        for p in {
+            id(p): p for ps in self.parts["events"].values() for p in ps if not isinstance(p, Path)
+        }.values():
+            seen.update(_names(p))
+        return sorted(seen)
 
     def groups(self, ranks: list[int], budget: int) -> list[list[int]]:
         """``ranks`` cut, in their order, into groups of at most ``budget`` events (at least one rank)."""
@@ -103,12 +135,104 @@ class _Index:
         return groups
 
     def read(self, name: str, ranks: list[int]) -> pl.DataFrame:
-        """Table ``name``'s rows of ``ranks`` (one query over the parts that hold them)."""
+        """Table ``name``'s rows of ``ranks``, in scan order (one query over the file parts that hold
+        them; held parts are taken as they are)."""
         by_rank = self.parts[name]
-        files = sorted({f for r in ranks for f in by_rank.get(r, ())}, key=self.position.__getitem__)
-        if not files:
+        found = {id(p): p for r in ranks for p in by_rank.get(r, ())}
+        order = sorted(found.values(), key=lambda p: self.position[id(p)])
+        if not order:
             return pl.from_arrow(TABLE_SCHEMAS[name].empty_table())  # type: ignore[return-value]
-        return pl.scan_parquet(files).filter(pl.col("rank").is_in(ranks)).collect()
+        keep = pl.col("rank").is_in(ranks)
+        if all(isinstance(p, Path) for p in order):
+            return pl.scan_parquet(order).filter(keep).collect()
+        frames = [pl.scan_parquet(p) if isinstance(p, Path) else _frame(p).lazy() for p in order]
+        return pl.concat(frames).filter(keep).collect()
+
+
+def _frame(table: pa.Table) -> pl.DataFrame:
+    """A held part as the frame polars reads from its Parquet file (same dtypes)."""
+    return pl.from_arrow(table)  # type: ignore[return-value]
+
+
+@dataclass
+class _Early:
+    """A rank's first pass, done as its file was read: its facts (or its step gaps, for a rank
+    without step annotations) and, within the memory budget, the frames the next round needs."""
+
+    facts: RankFacts | None  # None: the rank has no step annotations (it waits for the step plan)
+    gaps: pl.DataFrame | None
+    frames: tuple[Any, pl.DataFrame] | None  # (filled frame or RankSegments, args); None: read again
+
+
+class EarlyPass:
+    """The enrichment's first pass, rank by rank, on the reader threads as each file is read.
+
+    :meth:`add` segments a rank's raw tables the moment they exist, so that work overlaps the
+    reading of the next files instead of waiting for the last one. It needs the taxonomy, which
+    is chosen from the event names of *every* rank: it is guessed from the first file read, and
+    :func:`enrich_streaming` uses the early results only if the taxonomy chosen from all names
+    is that guess (runs whose ranks share their kernel names, the usual case); otherwise they are
+    dropped and the pass runs as usual. Either way the store is the same. Frames are kept for the
+    next round within ``cache_bytes`` (beyond it, only the small facts). Only ranks that would be
+    a group of their own are taken (see :meth:`add`).
+    """
+
+    def __init__(self, taxonomy: Taxonomy | Profile | str | Path | None, cache_bytes: int) -> None:
+        self.user = taxonomy
+        self.lock = threading.Lock()
+        self.taxonomy: Taxonomy | None = None
+        self.cache = _Cache(cache_bytes)
+        self.ranks: dict[int, _Early] = {}
+
+    def add(self, rank: int, events: pa.Table, args: pa.Table) -> None:
+        """Segment one rank's raw tables (a file's, with its rank filled in); thread-safe. A rank
+        of fewer than :data:`GROUP_EVENTS` events is left to the usual pass, which enriches it
+        in a group with its neighbours (its polars queries paid per group, not per rank)."""
+        if events.num_rows < GROUP_EVENTS:
+            return
+        with self.lock:
+            if self.taxonomy is None:
+                self.taxonomy = taxonomy_for(_names(events), self.user)
+            tax = self.taxonomy
+        try:
+            early, size = self._first_pass(rank, events, args, tax)
+        except Exception:  # left to the usual pass, which raises it if it is real: made with a
+            return  # taxonomy that may be a wrong guess, an error here must not fail the run
+        with self.lock:
+            if not self.cache.fits(*size):
+                early.frames = None
+            self.ranks[rank] = early
+
+    @staticmethod
+    def _first_pass(
+        rank: int, events: pa.Table, args: pa.Table, tax: Taxonomy
+    ) -> tuple[_Early, tuple[pl.DataFrame, pl.DataFrame]]:
+        ev, ar = _frame(events), _frame(args)
+        recorded = pl.DataFrame(
+            {"rank": [rank], "clock_offset_ns": [0]}, schema={"rank": pl.Int32, "clock_offset_ns": pl.Int64}
+        )
+        seg = segment_ranks(ev, ar, recorded, tax)
+        del ev
+        gaps = stepless_gaps(seg)
+        if gaps is not None:
+            return _Early(None, gaps, (seg, ar)), (seg.events, ar)
+        filled, notes = fill_ranks(seg, None)
+        return _Early(facts_of(seg, filled, notes, ar), None, (filled, ar)), (filled, ar)
+
+    def take(self, tax: Taxonomy) -> dict[int, _Early]:
+        """The early results, if they were made with ``tax`` (else none); the pass lets go of them."""
+        with self.lock:
+            out = self.ranks if self.taxonomy == tax else {}
+            self.ranks, self.cache = {}, _Cache(self.cache.budget)
+        return out
+
+
+def _names(table: pa.Table) -> list[str]:
+    """The distinct names a raw events part uses (its dictionary's codes in use, not all entries)."""
+    name = table.column("name").combine_chunks()
+    if not isinstance(name, pa.DictionaryArray):
+        return pc.unique(name).drop_null().to_pylist()
+    return name.dictionary.take(pc.unique(name.indices).drop_null()).to_pylist()
 
 
 def enrich_streaming(
@@ -120,58 +244,105 @@ def enrich_streaming(
     batches: pl.DataFrame | str | Path | None,
     progress: EnrichProgress | None = None,
     group_events: int | None = None,
+    held: dict[str, dict[str, pa.Table]] | None = None,
+    cache_bytes: int = 0,
+    early: EarlyPass | None = None,
 ) -> dict[str, Any]:
     """Enrich ``src``'s parts group of ranks by group into ``writer`` (ranks, batches and parted
     tables; see the module docstring); returns the enrichment's meta. ``src`` may be the writer's
-    own temporary directory; ``group_events`` defaults to :data:`GROUP_EVENTS`."""
+    own temporary directory, whose raw parts may partly be ``held`` in memory (the writer's
+    :attr:`~asaptrace.store.StoreWriter.held`); ``group_events`` defaults to :data:`GROUP_EVENTS`;
+    up to ``cache_bytes`` of segmented frames are kept between rounds instead of segmenting the
+    same ranks again (0: only the last group's, memory bounded by one group). ``early`` holds
+    the first pass of ranks already segmented as their files were read (:class:`EarlyPass`)."""
     group_events = group_events or GROUP_EVENTS
     ranks = src.read("ranks")
     rank_ids = ranks.get_column("rank").to_list()
     tell = progress or (lambda phase, done, total: None)
     tell("names", 0, len(rank_ids))
-    names = (
-        src.events().select(pl.col("name").cast(pl.String).unique()).collect().get_column("name").drop_nulls()
-    )
-    tax = taxonomy_for(names.to_list(), taxonomy)
-    index = _Index.of(src)
+    index = _Index.of(src, held)
+    tax = taxonomy_for(index.names(), taxonomy)
 
     def segmented(group: list[int]) -> tuple[RankSegments, pl.DataFrame]:
         args = index.read("args", group)
         return segment_ranks(index.read("events", group), args, ranks, tax), args
 
     # pass 1: the cross-rank facts; ranks without step annotations wait for the run-wide step plan
-    # (a second round). The group enriched last is kept (never two groups' frames) and written first.
+    # (a second round). Frames are cached for the next round while they fit in ``cache_bytes``;
+    # beyond it, the last group enriched is kept all the same (a run that fits in one group is
+    # segmented once) and the others are read and segmented again when their turn comes.
     facts: list[RankFacts] = []
     gaps: list[pl.DataFrame] = []
-    stepless: list[int] = []
-    kept: tuple[list[int], pl.DataFrame, pl.DataFrame] | None = None
+    cache = _Cache(cache_bytes)
+    stepless: list[tuple[list[int], RankSegments | None, pl.DataFrame | None]] = []  # round 2's groups
 
-    def facts_round(phase: str, todo: list[int], plan: StepPlan | None) -> None:
-        nonlocal kept
-        done = 0
-        for group in index.groups(todo, group_events):
-            tell(phase, done, len(todo))
-            done += len(group)
-            kept = None
-            seg, args = segmented(group)
-            g = stepless_gaps(seg) if plan is None else None
-            if g is not None:
-                gaps.append(g)
-                without = set(g.get_column("rank").unique().to_list())
-                stepless.extend(r for r in group if r in without)
-                group = [r for r in group if r not in without]
-                seg = seg.only(group)
-            if group:
-                filled, notes = fill_ranks(seg, plan)
-                facts.append(facts_of(seg, filled, notes, args))
-                kept = (group, filled, args) if g is None else None
-                del filled
-            del seg, args
+    def facts_of_group(
+        group: list[int], seg: RankSegments, args: pl.DataFrame, plan: StepPlan | None
+    ) -> None:
+        filled, notes = fill_ranks(seg, plan)
+        facts.append(facts_of(seg, filled, notes, args))
+        cache.final(group, filled, args)
 
-    facts_round("segment", rank_ids, None)
+    done = 0
+    ready = early.take(tax) if early is not None else {}
+    for group in _pass_one_groups(index, rank_ids, ready, group_events):
+        tell("segment", done, len(rank_ids))
+        done += len(group)
+        if group[0] in ready:  # segmented as its file was read
+            e = ready.pop(group[0])
+            if e.gaps is not None:
+                gaps.append(e.gaps)
+                seg, args = e.frames if e.frames is not None else (None, None)
+                kept = seg is not None and args is not None and cache.fits(seg.events, args)
+                stepless.append((group, seg, args) if kept else (group, None, None))
+            else:
+                assert e.facts is not None
+                facts.append(e.facts)
+                if e.frames is not None:
+                    cache.final(group, *e.frames)
+            del e
+            continue
+        seg, args = segmented(group)
+        g = stepless_gaps(seg)
+        if g is not None:
+            gaps.append(g)
+            without = set(g.get_column("rank").unique().to_list())
+            mine = [r for r in group if r in without]
+            group = [r for r in group if r not in without]
+            keep = seg.only(mine), args.filter(pl.col("rank").is_in(mine))
+            stepless.append((mine, *keep) if cache.fits(keep[0].events, keep[1]) else (mine, None, None))
+            seg, args = seg.only(group), args.filter(pl.col("rank").is_in(group))
+        if group:
+            facts_of_group(group, seg, args, None)
+        del seg, args
     plan = plan_of(gaps)
     gaps.clear()
-    facts_round("segment ranks without steps", stepless, plan)
+    todo = [r for mine, seg, _ in stepless if seg is None for r in mine]
+    # round 2: the cached ones, then the others read again, two groups side by side
+    jobs = [(mine, seg, args) for mine, seg, args in stepless if seg is not None]
+    jobs += [(group, None, None) for group in index.groups(todo, group_events)]
+    stepless.clear()
+    total = sum(len(group) for group, _, _ in jobs)
+
+    def filled_with_plan(i: int) -> tuple[list[int], RankFacts, pl.DataFrame, pl.DataFrame, int]:
+        group, seg, args = jobs[i]
+        jobs[i] = (group, None, None)  # let go of it once done
+        cached = seg is not None and args is not None
+        if cached:
+            size = seg.events.estimated_size() + args.estimated_size()
+        else:
+            seg, args = segmented(group)
+        filled, notes = fill_ranks(seg, plan)
+        return group, facts_of(seg, filled, notes, args), filled, args, size if cached else 0
+
+    done = 0
+    for group, group_facts, filled, args, released in _ahead(filled_with_plan, len(jobs), workers=2):
+        tell("segment ranks without steps", done, total)
+        done += len(group)
+        cache.release(released)
+        facts.append(group_facts)
+        cache.final(group, filled, args)
+        del filled, args
     tell("align clocks, roles, batches", 0, 1)
     decision = decide(
         facts,
@@ -183,16 +354,18 @@ def enrich_streaming(
         batches=batches,
     )
     facts.clear()
-    # pass 2: each group's final parts, written once
-    first = kept[0] if kept is not None else []
-    rest = [r for r in rank_ids if r not in set(first)]
-    order = ([first] if first else []) + index.groups(rest, group_events)
-    done = 0
-    for group in order:
-        if kept is not None:
-            _, filled, args = kept
-            kept = None
-        else:
+    # pass 2: each group's final parts, written once (the cached groups first)
+    order: list[tuple[list[int], pl.DataFrame | None, pl.DataFrame | None]] = [*cache.take()]
+    seen = {r for group, _, _ in order for r in group}
+    order += [
+        (group, None, None) for group in index.groups([r for r in rank_ids if r not in seen], group_events)
+    ]
+
+    def final_parts(i: int) -> list[tuple[int, dict[str, pa.Table]]]:
+        """Group ``i``'s final parts, rank by rank (run on a helper thread, a few groups ahead)."""
+        group, filled, args = order[i]
+        order[i] = (group, None, None)  # the cache lets go of it
+        if filled is None or args is None:
             seg, args = segmented(group)
             filled = fill_ranks(seg, plan)[0]
             del seg
@@ -200,17 +373,138 @@ def enrich_streaming(
         del filled
         tables = {"events": events, "args": args, "flows": flows}
         del events, args, flows
-        for rank, parts in _rank_parts(group, tables):
-            tell("write", done, len(rank_ids))
-            done += 1
-            for name, part in parts.items():
-                writer.write_staged_part(name, f"{int(rank):05d}", part.to_arrow())  # type: ignore[arg-type]
-        del tables
+        return [
+            (rank, {name: part.to_arrow() for name, part in parts.items()})  # type: ignore[misc]
+            for rank, parts in _rank_parts(group, tables)
+        ]
+
+    done = 0
+    with _BackgroundWrites(writer) as parts_out:
+        for parts_of_group in _ahead(final_parts, len(order), workers=2):
+            for rank, parts in parts_of_group:
+                tell("write", done, len(rank_ids))
+                done += 1
+                for name, table in parts.items():
+                    parts_out.put(name, f"{int(rank):05d}", table)
+            del parts_of_group
     writer.promote_staged()
     writer.write_table("ranks", decision.ranks.to_arrow())
     writer.write_table("batches", decision.batches.to_arrow())
     tell("write", len(rank_ids), len(rank_ids))
     return decision.meta
+
+
+def _pass_one_groups(
+    index: _Index, rank_ids: list[int], ready: dict[int, _Early], budget: int
+) -> list[list[int]]:
+    """The first pass's groups, in rank order: each rank done early alone, the others grouped as usual."""
+    out: list[list[int]] = []
+    run: list[int] = []
+    for rank in rank_ids:
+        if rank in ready:
+            out += [*index.groups(run, budget), [rank]]
+            run = []
+        else:
+            run.append(rank)
+    return out + index.groups(run, budget)
+
+
+def _ahead(fn: Callable[[int], Any], n: int, *, workers: int) -> Iterator[Any]:
+    """``fn(0) … fn(n - 1)`` in order, computed on ``workers`` threads at most ``workers`` ahead
+    of the consumer (polars and Arrow release the GIL, so groups are enriched side by side while
+    memory stays a few groups). The first error is raised in order; nothing is started after it."""
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="asaptrace-enrich") as pool:
+        pending: deque[Future[Any]] = deque()
+        try:
+            for i in range(n):
+                pending.append(pool.submit(fn, i))
+                if len(pending) > workers:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()
+
+
+class _BackgroundWrites:
+    """The writing pass's Parquet parts, encoded and written on one background thread (pyarrow
+    releases the GIL) while the next group is enriched; at most ``pending`` parts wait, so memory
+    stays about one group. The first write error is raised by the next :meth:`put` or on leaving
+    the ``with`` block, which waits for every write."""
+
+    def __init__(self, writer: StoreWriter, pending: int = 6) -> None:
+        self.writer = writer
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="asaptrace-write")
+        self.futures: deque[Future[None]] = deque()
+        self.pending = pending
+        self.failed: BaseException | None = None
+
+    def put(self, name: str, part_id: str, table: pa.Table) -> None:
+        while len(self.futures) >= self.pending:
+            self.futures.popleft().result()
+        self.futures.append(self.pool.submit(self._write, name, part_id, table))
+
+    def _write(self, name: str, part_id: str, table: pa.Table) -> None:
+        if self.failed is not None:  # after a failed write (a full disk) nothing more is tried
+            raise self.failed
+        try:
+            self.writer.write_staged_part(name, part_id, table)
+        except BaseException as err:
+            self.failed = err
+            raise
+
+    def __enter__(self) -> _BackgroundWrites:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        """Wait for every write (none may land after the store is removed); raise the first
+        write error unless the block is already leaving by an error."""
+        try:
+            while self.futures:
+                err = self.futures.popleft().exception()
+                if err is not None and exc is None:
+                    raise err
+        finally:
+            for f in self.futures:
+                f.cancel()
+            self.pool.shutdown(wait=True)
+
+
+class _Cache:
+    """Frames kept between the enrichment's rounds while they fit in ``budget`` bytes, and the
+    last group's final frames in any case (what the enrichment kept before there was a budget)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.used = 0
+        self.groups: list[tuple[list[int], pl.DataFrame, pl.DataFrame]] = []
+        self.last: tuple[list[int], pl.DataFrame, pl.DataFrame] | None = None
+
+    def fits(self, *frames: pl.DataFrame) -> bool:
+        """Whether ``frames`` fit beside what is kept; if so they count as kept from now on."""
+        size = sum(f.estimated_size() for f in frames)
+        if self.used + size > self.budget:
+            return False
+        self.used += size
+        return True
+
+    def release(self, size: int) -> None:
+        """Bytes kept so far that are let go of (see :meth:`fits`)."""
+        self.used -= size
+
+    def final(self, group: list[int], filled: pl.DataFrame, args: pl.DataFrame) -> None:
+        """Keep a group's final frames for the writing pass (within the budget, or as the last)."""
+        if self.fits(filled, args):
+            self.groups.append((group, filled, args))
+        else:
+            self.last = (group, filled, args)
+
+    def take(self) -> list[tuple[list[int], pl.DataFrame, pl.DataFrame]]:
+        """Everything kept, the last group first; the cache is empty after."""
+        out = ([self.last] if self.last is not None else []) + self.groups
+        self.groups, self.last, self.used = [], None, 0
+        return out
 
 
 def _rank_parts(group: list[int], tables: dict[str, pl.DataFrame]) -> Iterator[tuple[int, dict]]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -63,7 +64,7 @@ class IngestResult:
 
         def fill(t: pa.Table) -> pa.Table:
             i = t.schema.get_field_index("rank")
-            return t.set_column(i, "rank", pa.array([rank] * t.num_rows, pa.int32()))
+            return t.set_column(i, "rank", pa.array(np.full(t.num_rows, rank, np.int32)))
 
         return replace(
             self,

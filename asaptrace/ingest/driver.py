@@ -10,6 +10,7 @@ on any error the temporary directory is removed and no store is left behind.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -29,13 +30,25 @@ from asaptrace.ingest.base import (
     source_name,
 )
 from asaptrace.ingest.discovery import SourceFacts, find_sources, run_warnings
-from asaptrace.ingest.executors import Executor, default_jobs, make_executor
+from asaptrace.ingest.executors import (
+    MEMORY_PER_BYTE,
+    Executor,
+    available_memory,
+    default_threads,
+    make_executor,
+)
 from asaptrace.ingest.naming import NameHint
-from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role
+from asaptrace.ingest.source import is_gzip
+from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role, conform
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, write_part
-from asaptrace.userfiles import read_text
+from asaptrace.userfiles import StaleFolder, read_text
 
 RankFrom = Literal["auto", "content", "name", "order"]
+
+
+#: ``after_read(rank, events, args)``: told each file's raw tables (rank filled in, as they are
+#: stored) on the thread that read it, before the next file is taken.
+AfterRead = Callable[[int, pa.Table, pa.Table], None]
 
 
 @dataclass(frozen=True)
@@ -48,6 +61,9 @@ class FileTask:
     rank_from: RankFrom
     explicit_rank: int | None
     single_file: bool = False  # the only source: no rank anywhere means rank 0 ("single-file")
+    memory_bytes: int = 0  # what reading it holds at its peak (the thread executor's memory bound)
+    hold: bool = False  # hand the tables back (kept in memory for the enrichment) instead of writing them
+    after_read: AfterRead | None = None  # in-process executors only (a callable is not sent to workers)
 
 
 @dataclass
@@ -66,6 +82,7 @@ class FileSummary:
     notes: dict[str, Any] = field(default_factory=dict)
     start_ns: int | None = None  # the file's time range (before clock alignment)
     end_ns: int | None = None
+    tables: dict[str, pa.Table] | None = None  # the parts, when the task held them (``FileTask.hold``)
 
 
 @dataclass(frozen=True)
@@ -159,10 +176,16 @@ def ingest_file(task: FileTask) -> FileSummary:
     result = result.with_rank(info.rank)
     part = f"{task.index:05d}"
     root = Path(task.root)
-    for name in ("events", "args", "flows"):
-        table = getattr(result, name)
+    held: dict[str, pa.Table] = {}
+    stored = {name: conform(getattr(result, name), name) for name in ("events", "args", "flows")}
+    if task.after_read is not None:
+        task.after_read(info.rank, stored["events"], stored["args"])
+    for name, table in stored.items():
         if table.num_rows:
-            write_part(root, name, part, table)
+            if task.hold:
+                held[name] = table
+            else:
+                write_part(root, name, part, table)
     hasher.join()
     return FileSummary(
         index=task.index,
@@ -176,6 +199,7 @@ def ingest_file(task: FileTask) -> FileSummary:
         streams=result.streams,
         notes=result.notes,
         **_time_range(result.events),
+        tables=held if task.hold else None,
     )
 
 
@@ -234,20 +258,32 @@ def ingest_paths(
     progress: Callable[[Progress], None] | None = None,
     finish: Callable[[StoreWriter, dict[str, Any]], dict[str, Any]] | None = None,
     executor: str | Executor | None = None,
+    on_stale: Callable[[StaleFolder], None] | None = None,
+    after_read: AfterRead | None = None,
 ) -> TraceStore:
     """Ingest trace files (or folders of them) into a new store at ``out``; returns the opened store.
 
     ``executor`` maps the per-file task over the files: a name registered in
-    :data:`~asaptrace.ingest.executors.EXECUTORS` (``serial``, ``process``, ``ray``) or an
-    executor object; ``None`` reads in this process when ``jobs`` is 1 and in ``jobs`` spawned
-    worker processes otherwise (``jobs=None``: :func:`~asaptrace.ingest.executors.default_jobs`,
-    which stays serial on a machine too small for a pool to pay off). Spawned workers need the
-    calling script to run under ``if __name__ == "__main__":`` (the usual multiprocessing rule);
-    the default ``jobs=1`` stays serial so a plain script or notebook just works.
+    :data:`~asaptrace.ingest.executors.EXECUTORS` (``serial``, ``thread``, ``process``, ``ray``)
+    or an executor object; ``None`` reads one file after the other when ``jobs`` is 1 and on
+    ``jobs`` threads of this process otherwise, bounded by memory (``jobs=None``:
+    :func:`~asaptrace.ingest.executors.default_threads`, one per CPU and at most one per file).
+    Every executor builds the same store, byte for byte in its tables. The ``process`` executor
+    spawns workers, which needs the calling script to run under ``if __name__ == "__main__":``.
 
     ``finish(writer, meta) -> meta``, when given, runs on the complete raw store in the writer's
     temporary directory just before the commit (the pipeline enriches there, so the store is
-    committed once); an error in it leaves nothing behind, like any other.
+    committed once); an error in it leaves nothing behind, like any other. Its raw parts are
+    then not all written: read in this process (serial or threads), the files' tables are held
+    in memory (:meth:`~asaptrace.store.StoreWriter.hold_part`), in file order while they fit in
+    :func:`hold_budget`, and only the rest is written — ``finish`` reads both.
+
+    ``after_read`` (:data:`AfterRead`), when the files are read in this process, is told each
+    file's raw tables as soon as they exist (the pipeline starts enriching a rank there, beside
+    the reading of the next files); with another executor it is not called.
+
+    ``on_stale`` is told of each temporary folder a killed earlier ingest to ``out`` left behind,
+    removed before this one starts (see :class:`~asaptrace.store.StoreWriter`).
     """
     options = options or IngestOptions()
     check_store_target(out, overwrite=overwrite)  # a bad output fails before any file is opened
@@ -260,15 +296,13 @@ def ingest_paths(
     if isinstance(executor, str):
         runner: Executor = make_executor(executor, jobs=jobs)  # each applies its own default for None
     elif executor is None:
-        jobs = (
-            default_jobs(len(files), total_bytes=sum(sizes))
-            if jobs is None
-            else max(1, min(jobs, len(files)))
-        )
-        runner = make_executor("serial" if jobs == 1 else "process", jobs=jobs)
+        jobs = default_threads(len(files)) if jobs is None else max(1, min(jobs, len(files)))
+        runner = make_executor("serial" if jobs == 1 else "thread", jobs=jobs)
     else:
         runner = executor
-    with StoreWriter(out, overwrite=overwrite) as writer:
+    in_process = getattr(runner, "in_process", False)
+    hold = _held(sizes, files, options) if finish is not None and in_process else []
+    with StoreWriter(out, overwrite=overwrite, on_stale=on_stale) as writer:
         tasks = [
             FileTask(
                 i,
@@ -279,11 +313,18 @@ def ingest_paths(
                 rank_from,
                 explicit[i],
                 single_file=len(files) == 1,
+                memory_bytes=_memory_bytes(f, sizes[i], options),
+                hold=i < len(hold) and hold[i],
+                after_read=after_read if in_process else None,
             )
             for i, f in enumerate(files)
         ]
         summaries = _run(tasks, runner, sizes, progress)
         summaries.sort(key=lambda s: s.index)
+        for s in summaries:
+            for name, table in (s.tables or {}).items():
+                writer.hold_part(name, f"{s.index:05d}", table)
+            s.tables = None
         _check_unique_ranks(summaries)
         writer.write_table("ranks", _ranks_table(summaries))
         writer.write_table("streams", pa.concat_tables([s.streams.cast(STREAMS_SCHEMA) for s in summaries]))
@@ -313,6 +354,47 @@ def ingest_paths(
         if finish is not None:
             meta = finish(writer, meta)
         return writer.commit(meta)
+
+
+#: A gzip trace inflates about this much (Kineto JSON: 8–12×); the cap bounds the guess.
+GZIP_RATIO = 10
+
+
+def _memory_bytes(path: Path, size: int, options: IngestOptions) -> int:
+    """What reading ``path`` holds at its peak, for the thread executor's memory bound."""
+    raw = min(size * GZIP_RATIO, options.max_decompressed_bytes) if is_gzip(path) else size
+    return int(raw * MEMORY_PER_BYTE)
+
+
+#: A file's canonical tables take about this share of its decompressed size (Kineto: 0.3–0.4).
+TABLES_PER_BYTE = 0.5
+
+
+#: Bytes an ingest keeps in memory to save work (see :func:`hold_budget`).
+HOLD_BYTES = int(os.environ.get("ASAPTRACE_HOLD_MB", "64")) * 1024**2
+
+
+def hold_budget() -> int:
+    """Bytes of raw tables an ingest holds in memory for its enrichment instead of writing them
+    (and, again, of segmented frames its enrichment keeps between rounds): :data:`HOLD_BYTES`
+    (64 MiB; ``ASAPTRACE_HOLD_MB`` sets it), at most a quarter of the memory available.
+
+    Small on purpose: the streaming enrichment's peak is about one group of ranks, and a budget
+    that grew with the run would bring back the whole-run-in-memory peak it exists to avoid. On
+    8 files of 40 MB, 64 MiB already saves 0.97 s of the 1.37 s of CPU an unbounded budget
+    saves (4.11 s with none; benchmarks in docs/executors.md)."""
+    return min((available_memory() or 0) // 4, HOLD_BYTES)
+
+
+def _held(sizes: list[int], files: list[Path], options: IngestOptions) -> list[bool]:
+    """Which files' tables are held (the first ones, while their estimated size fits the budget)."""
+    left = hold_budget()
+    out: list[bool] = []
+    for f, size in zip(files, sizes, strict=True):
+        need = _memory_bytes(f, size, options) / MEMORY_PER_BYTE * TABLES_PER_BYTE
+        out.append(need <= left)
+        left = left - need if need <= left else 0
+    return out
 
 
 def _run(

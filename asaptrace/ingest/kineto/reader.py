@@ -564,11 +564,13 @@ def _device_model(header: dict[str, Any], device: int | None) -> str | None:
 
 def _main_device(events: pa.Table) -> int | None:
     """The device id (GPU pid) that ran most device events."""
-    dev = events.filter(pc.and_(events["is_device"], pc.greater_equal(events["pid"], 0)))
-    if dev.num_rows == 0:
+    pid = events.column("pid").to_numpy()
+    dev = pid[events.column("is_device").to_numpy() & (pid >= 0)]
+    if len(dev) == 0:
         return None
-    counts = pc.value_counts(dev["pid"]).to_pylist()
-    return int(max(counts, key=lambda c: c["counts"])["values"])
+    values, first, counts = np.unique(dev, return_index=True, return_counts=True)
+    # the most events; among equals, the one seen first (what value_counts' order gave)
+    return int(values[np.lexsort((first, -counts))[0]])
 
 
 KINETO = register_format(

@@ -1,0 +1,140 @@
+"""A folder of rank files through the whole CLI, against HTA's ``TraceAnalysis`` on the same folder.
+
+Usage:  python benchmarks/ingest_folder.py [--ranks 8] [--mb-per-rank 40] [--repeat 3] [--workdir DIR] [--no-hta]
+
+The folder is ``--ranks`` Kineto files of ``--mb-per-rank`` MB each, made by the bundled generator
+(:mod:`_kineto_gen`, in the style of a real GPU trace: cpu ops with shapes, launches, kernels with
+full args, NCCL metadata, flows), one ``distributedInfo.rank`` per file. Rows, each a fresh
+process timed from outside (interpreter start-up, imports, reading, enrichment, writes, exit):
+
+- ``asaptrace ingest DIR`` as a user runs it (threads by default), and ``--jobs 1`` (one file
+  after the other) as the in-run baseline of the threading;
+- HTA 0.5 ``TraceAnalysis(trace_dir=DIR)`` (its own process pool), in benchmarks/.venv-hta
+  (created on first use with ``pip install holistictraceanalysis``);
+- the single-file figure: ``asaptrace ingest`` of the first file against HTA's
+  ``parse_trace_file`` of it.
+
+Every row runs ``--repeat`` times round-robin (drift on a shared machine hits each row alike) and
+the best is kept; the spread (best–worst) is printed beside it. Peak RSS is the process's own (for
+HTA: the larger of its main process and its largest pool worker). Goals (issue 19): ≥ 20× HTA,
+≥ 150 MB/s, peak RSS ≤ 1.5× the largest file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _kineto_gen import generate_kineto
+from ingest import hta_python, measure_cli, round_robin
+
+_HTA = r"""
+import json, logging, resource, sys, time
+logging.disable(logging.WARNING)
+t0 = time.perf_counter()
+{body}
+dt = time.perf_counter() - t0
+own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+pool = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(json.dumps({{"seconds": dt, "rss_mb": max(own, pool), "events": n}}))
+"""
+
+HTA_FOLDER = """
+from hta.trace_analysis import TraceAnalysis
+a = TraceAnalysis(trace_dir=sys.argv[1])
+n = sum(len(a.t.get_trace(r)) for r in a.t.get_all_traces())
+"""
+
+HTA_FILE = """
+from hta.common.trace import parse_trace_file
+meta, df, symbols = parse_trace_file(sys.argv[1])
+n = len(df)
+"""
+
+
+def make_folder(work: Path, ranks: int, mb: int) -> Path:
+    folder = work / f"kineto-{ranks}x{mb}mb"
+    folder.mkdir(parents=True, exist_ok=True)
+    for r in range(ranks):
+        path = folder / f"rank{r}.json"
+        if not path.exists():
+            generate_kineto(path, mb, seed=r, rank=r, world_size=ranks)
+    return folder
+
+
+def run_cli(args: list[str], target: Path, out: Path) -> dict | None:
+    """``asaptrace ingest TARGET -o OUT --force ARGS`` in a fresh process (:func:`ingest.measure_cli`)."""
+    return measure_cli(["ingest", "{path}", "-o", "{out}", "--force", *args], target, out)
+
+
+def run_hta(python: str, body: str, path: Path) -> dict | None:
+    proc = subprocess.run([python, "-c", _HTA.format(body=body), str(path)], capture_output=True, text=True)
+    if proc.returncode:
+        print(f"    failed: {(proc.stderr.strip().splitlines() or [proc.returncode])[-1]}")
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--mb-per-rank", type=int, default=40)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--no-hta", action="store_true")
+    args = ap.parse_args()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="asaptrace-folder-"))
+    t = time.perf_counter()
+    folder = make_folder(work, args.ranks, args.mb_per_rank)
+    files = sorted(folder.glob("*.json"))
+    first = files[0]
+    total_mb = sum(f.stat().st_size for f in files) / 1e6
+    largest_mb = max(f.stat().st_size for f in files) / 1e6
+    print(
+        f"folder: {folder} ({len(files)} files, {total_mb:.0f} MB; made in {time.perf_counter() - t:.0f} s)"
+    )
+    hta = hta_python(args.no_hta)
+    out, out1 = work / "folder.store", work / "file.store"
+    plan = {
+        "asaptrace ingest DIR (whole CLI)": lambda: run_cli([], folder, out),
+        "asaptrace ingest DIR --jobs 1 (files one by one)": lambda: run_cli(["--jobs", "1"], folder, out),
+    }
+    if hta:
+        plan["HTA TraceAnalysis(trace_dir=DIR)"] = lambda: run_hta(hta, HTA_FOLDER, folder)
+    plan["single file: asaptrace ingest FILE (whole CLI)"] = lambda: run_cli([], first, out1)
+    if hta:
+        plan["single file: HTA parse_trace_file"] = lambda: run_hta(hta, HTA_FILE, first)
+    runs = round_robin(plan, args.repeat)
+    best = {name: min(rs, key=lambda r: r["seconds"]) for name, rs in runs.items() if rs}
+    print(
+        f"\n{'measurement':48s} {'best s':>7s} {'spread s':>13s} {'MB/s':>6s} {'peak RSS':>9s} {'RSS/file':>8s} {'vs HTA':>7s}"
+    )
+    for name, r in best.items():
+        single = name.startswith("single")
+        mb = first.stat().st_size / 1e6 if single else total_mb
+        ref = best.get("single file: HTA parse_trace_file" if single else "HTA TraceAnalysis(trace_dir=DIR)")
+        times = sorted(x["seconds"] for x in runs[name])
+        vs = f"{ref['seconds'] / r['seconds']:6.1f}x" if ref else "      -"
+        print(
+            f"{name:48s} {r['seconds']:7.2f} {times[0]:6.2f}–{times[-1]:<6.2f} {mb / r['seconds']:6.0f} "
+            f"{r['rss_mb']:7.0f}MB {r['rss_mb'] / largest_mb:8.2f} {vs}"
+        )
+    ours, base, theirs = (best.get(k) for k in [*list(runs)[:2], "HTA TraceAnalysis(trace_dir=DIR)"])
+    if ours and base:
+        print(f"\nthreads vs one file after the other, in this run: {base['seconds'] / ours['seconds']:.2f}x")
+    if ours:
+        goals = [f"{total_mb / ours['seconds']:.0f} MB/s (goal >= 150)"]
+        if theirs:
+            goals.insert(0, f"{theirs['seconds'] / ours['seconds']:.1f}x HTA (goal >= 20x)")
+        goals.append(f"peak RSS {ours['rss_mb'] / largest_mb:.1f}x the largest file (goal <= 1.5x)")
+        print("whole CLI on the folder: " + ", ".join(goals))
+
+
+if __name__ == "__main__":
+    main()
