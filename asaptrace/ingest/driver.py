@@ -371,18 +371,20 @@ TABLES_PER_BYTE = 0.5
 
 
 #: Bytes an ingest keeps in memory to save work (see :func:`hold_budget`).
-HOLD_BYTES = int(os.environ.get("ASAPTRACE_HOLD_MB", "64")) * 1024**2
+HOLD_BYTES = int(os.environ.get("ASAPTRACE_HOLD_MB", "8")) * 1024**2
 
 
 def hold_budget() -> int:
     """Bytes of raw tables an ingest holds in memory for its enrichment instead of writing them
     (and, again, of segmented frames its enrichment keeps between rounds): :data:`HOLD_BYTES`
-    (64 MiB; ``ASAPTRACE_HOLD_MB`` sets it), at most a quarter of the memory available.
+    (8 MiB; ``ASAPTRACE_HOLD_MB`` sets it), at most a quarter of the memory available.
 
     Small on purpose: the streaming enrichment's peak is about one group of ranks, and a budget
-    that grew with the run would bring back the whole-run-in-memory peak it exists to avoid. On
-    8 files of 40 MB, 64 MiB already saves 0.97 s of the 1.37 s of CPU an unbounded budget
-    saves (4.11 s with none; benchmarks in docs/executors.md)."""
+    that grew with the run would bring back the whole-run-in-memory peak it exists to avoid. The
+    default keeps ``benchmarks/ingest_memory.py``'s bar (peak ≤ 0.5× the whole-run path: 0.46× at
+    8 MiB, 0.52× at 16, 0.64× at 64); on 8 files of 40 MB, 64 MiB saves 0.97 s of the 1.37 s of CPU
+    an unbounded budget saves (4.11 s with none; docs/executors.md) — a user with memory to spare
+    sets ``ASAPTRACE_HOLD_MB=64``."""
     return min((available_memory() or 0) // 4, HOLD_BYTES)
 
 
