@@ -18,10 +18,13 @@ imports included, timed from outside; peak RSS read from ``ru_maxrss`` inside):
   its controls callback (open + diagnose + the worst window) and its figure callback, through the
   Flask test client (what a browser asks for; no browser drawing).
 
-Prints one table per N (seconds, peak RSS, events), then the exponent table: k of
-``seconds ∝ ranksᵏ`` fitted on log-log over every N, per phase (k ≈ 1: linear; a quadratic step
-would drive k towards 2 as N grows, so the slope between the last two N is printed too). With
-``--repeat R`` every phase runs R times round-robin and the table shows the best and the spread.
+Prints one table per N (wall seconds, CPU seconds of all the process's threads, peak RSS, wall
+µs per event), then the exponent table: k of ``y ∝ ranksᵏ`` fitted on log-log over every N, per
+phase, for the wall time, the wall time above the start-up (``asaptrace --version``, measured in
+the same run) and the CPU time (k ≈ 1: linear; a quadratic step would drive k towards 2 as N
+grows, so the slope between the last two N is printed too). CPU time is the steadier figure on a
+shared machine: other jobs stretch the wall clock, not the work. With ``--repeat R`` every
+(N, phase) runs R times, round-robin over N, and the tables show the best and the spread.
 ``--profile PHASE`` runs that phase at the largest N under cProfile and prints its top functions.
 The machine is shared: compare exponents and ratios from one run, not absolute times.
 """
@@ -38,8 +41,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.ingest_ranks import exponent  # noqa: E402  (k of y ∝ ranks^k, least squares on log-log)
 
-#: runs one phase in a fresh interpreter; its last stderr line is {"rss_mb": …}
+#: runs one phase in a fresh interpreter; its last stderr line is {"rss_mb": …, "cpu_s": …}
 _WRAP = r"""
 import json, resource, sys
 sys.path.insert(0, {root!r})
@@ -63,7 +68,8 @@ if {profile!r} == phase:
     pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(35)
 else:
     run()
-print(json.dumps({{"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}), file=sys.stderr)
+u = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({{"rss_mb": u.ru_maxrss / 1024, "cpu_s": u.ru_utime + u.ru_stime}}), file=sys.stderr)
 """
 
 _OVERLAY = """[deployment]
@@ -128,8 +134,8 @@ def first_timeline_page(store: str) -> None:
         raise SystemExit("the timeline figure is empty")
 
 
-def run_phase(phase: str, args: list[str], profile: str) -> tuple[float, float]:
-    """(wall seconds, peak RSS MB) of one phase in a fresh process."""
+def run_phase(phase: str, args: list[str], profile: str) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS MB, CPU seconds of all its threads) of one phase in a fresh process."""
     code = _WRAP.format(root=str(ROOT), profile=profile)
     t0 = time.perf_counter()
     proc = subprocess.run(
@@ -140,7 +146,8 @@ def run_phase(phase: str, args: list[str], profile: str) -> tuple[float, float]:
         raise SystemExit(f"{phase} failed:\n{proc.stderr[-3000:]}")
     if profile == phase:
         print(proc.stderr, file=sys.stderr)
-    return seconds, json.loads(proc.stderr.strip().splitlines()[-1])["rss_mb"]
+    got = json.loads(proc.stderr.strip().splitlines()[-1])
+    return seconds, got["rss_mb"], got["cpu_s"]
 
 
 def phase_args(phase: str, work: Path, n: int) -> list[str]:
@@ -163,14 +170,6 @@ def phase_args(phase: str, work: Path, n: int) -> list[str]:
     }[phase]
 
 
-def exponent(points: list[tuple[int, float]]) -> float:
-    """k of ``y ∝ ranks**k``, least squares on log-log."""
-    xs = [math.log(r) for r, _ in points]
-    ys = [math.log(s) for _, s in points]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", default="32,128,384", help="comma-separated rank counts (multiples of 4)")
@@ -187,7 +186,8 @@ def main() -> None:
     counts = [int(n) for n in a.ranks.split(",")]
     times: dict[str, list[tuple[int, float]]] = {p: [] for p in PHASES}
     rss: dict[str, list[tuple[int, float]]] = {p: [] for p in PHASES}
-    print(f"workdir {work}; {a.layers} layers, {a.steps} steps, best of {a.repeat}\n")
+    cpu: dict[str, list[tuple[int, float]]] = {p: [] for p in PHASES}
+    print(f"workdir {work}; {a.layers} layers, {a.steps} steps, best of {a.repeat} (round-robin over N)\n")
     for n in counts:
         dp = n // 4
         (work / f"run-{n}.toml").write_text(
@@ -200,34 +200,59 @@ def main() -> None:
                 steps=a.steps,
             )
         )
-        runs: dict[str, list[tuple[float, float]]] = {p: [] for p in PHASES}
-        for _ in range(a.repeat):
+    # every repetition runs every N and phase once, so a busy minute on a shared machine falls on
+    # all of them alike; ``asaptrace --version`` is the start-up every phase pays (the baseline)
+    runs: dict[tuple[int, str], list[tuple[float, float, float]]] = {
+        (n, p): [] for n in counts for p in PHASES
+    }
+    startup: list[float] = []
+    for _ in range(a.repeat):
+        startup.append(run_phase("start-up", ["--version"], "")[0])
+        for n in counts:
             for phase in PHASES:
                 prof = a.profile if n == counts[-1] else ""
-                runs[phase].append(run_phase(phase, phase_args(phase, work, n), prof))
+                runs[(n, phase)].append(run_phase(phase, phase_args(phase, work, n), prof))
+    base = min(startup)
+    print(f"start-up (asaptrace --version): {base:.2f} s (spread {min(startup):.2f}–{max(startup):.2f} s)\n")
+    for n in counts:
         meta = json.loads((work / f"run-{n}.store" / "meta.json").read_text())
         events = meta["accounting"]["kept_by_table"]["events"]
         size = sum(f.stat().st_size for f in (work / f"run-{n}" / "kineto").iterdir())
-        print(f"{n} ranks: {events:,} events, {size / 1e6:.1f} MB of Kineto (gzip)")
-        print(f"  {'phase':10s} {'time':>8s} {'spread':>14s} {'peak RSS':>9s} {'µs/event':>9s}")
+        print(f"{n} ranks: {events:,} device and host events, {size / 1e6:.1f} MB of Kineto (gzip)")
+        print(f"  {'phase':10s} {'time':>8s} {'spread':>14s} {'CPU':>7s} {'peak RSS':>9s} {'µs/event':>9s}")
         for phase in PHASES:
-            ts = sorted(t for t, _ in runs[phase])
-            best_rss = min(r for _, r in runs[phase])
+            ts = sorted(t for t, _, _ in runs[(n, phase)])
+            best_rss = min(r for _, r, _ in runs[(n, phase)])
+            best_cpu = min(c for _, _, c in runs[(n, phase)])
             spread = f"{ts[0]:.1f}–{ts[-1]:.1f} s" if len(ts) > 1 else ""
             times[phase].append((n, ts[0]))
             rss[phase].append((n, best_rss))
+            cpu[phase].append((n, best_cpu))
             print(
-                f"  {phase:10s} {ts[0]:7.2f}s {spread:>14s} {best_rss:7.0f}MB {ts[0] / events * 1e6:9.2f}",
+                f"  {phase:10s} {ts[0]:7.2f}s {spread:>14s} {best_cpu:6.2f}s {best_rss:7.0f}MB "
+                f"{ts[0] / events * 1e6:9.2f}",
                 flush=True,
             )
         print()
     if len(counts) > 1:
         print(f"exponent k (y ∝ ranks^k) over {', '.join(map(str, counts))} ranks")
-        print(f"  {'phase':10s} {'k time':>7s} {'k last two':>10s} {'k RSS':>6s}")
+        print(
+            f"  {'phase':10s} {'k time':>7s} {'last two':>8s} {'above start-up':>14s} "
+            f"{'k CPU':>6s} {'last two':>8s} {'k RSS':>6s}"
+        )
         for phase in PHASES:
-            t = times[phase]
-            last = math.log(t[-1][1] / t[-2][1]) / math.log(t[-1][0] / t[-2][0])
-            print(f"  {phase:10s} {exponent(t):7.2f} {last:10.2f} {exponent(rss[phase]):6.2f}")
+            t, c = times[phase], cpu[phase]
+            above = exponent([(n, max(s - base, 1e-3)) for n, s in t])
+            print(
+                f"  {phase:10s} {exponent(t):7.2f} {_last_two(t):8.2f} {above:14.2f} "
+                f"{exponent(c):6.2f} {_last_two(c):8.2f} {exponent(rss[phase]):6.2f}"
+            )
+
+
+def _last_two(points: list[tuple[int, float]]) -> float:
+    """k between the two largest rank counts (where a quadratic term would show first)."""
+    (r0, y0), (r1, y1) = points[-2], points[-1]
+    return math.log(y1 / y0) / math.log(r1 / r0)
 
 
 if __name__ == "__main__":

@@ -21,8 +21,8 @@ Four built-ins register in :data:`EXECUTORS` the way a user extension would:
 The replay's independent simulations (the sweep's (policy, rate) points, ``replay --vary`` and
 ``--split auto``) run on the same executors through :func:`resolve_executor`, whose ``local``
 means this machine: this process for one job, a spawned pool otherwise. A run that maps many
-batches opens the executor once as a context manager (``with executor:``): the pool or the Ray
-instance then lives across its ``map`` calls instead of being started for each.
+batches opens the executor once (``with session(executor):``): the pool or the Ray instance then
+lives across its ``map`` calls instead of being started for each.
 
 The first error a task raises stops the run: the tasks not yet started are cancelled and the
 error is raised as the project's own exception (Ray's ``RayTaskError`` wrapper is removed), so a
@@ -329,9 +329,8 @@ class RayExecutor:
         pending: dict[Any, T] = {}
         try:
             remote = ray.remote(num_cpus=1, max_retries=0)(_call)
-            shared = ray.put(
-                fn
-            )  # once into the object store, not once per task (a partial may hold a workload)
+            # into the object store once, not once per task (a partial may hold a whole workload)
+            shared = ray.put(fn)
             pending = {remote.remote(shared, item): item for item in items}
             while pending:
                 (ref,), _ = ray.wait(list(pending), num_returns=1)

@@ -54,10 +54,10 @@ class SweepOptions:
     bisection_steps: int = 4
     decomposition_rate: float = 4.0
     jobs: int = 1  # processes over (policy, rate) points (1: in this process; 0: one per core)
-    executor: str = "local"  # local (this machine, ``jobs``) or ray: one task per point
-    ray_address: str | None = None  # ray: the cluster (default: a local instance of ``jobs`` CPUs)
     workload: str | None = None  # a Mooncake JSONL / Azure CSV trace instead of Poisson
     lengths: str = "fit"  # "fit" (the scenario's log-logistic) or a synth length profile
+    executor: str = "local"  # local (this machine, ``jobs``) or ray: one task per point
+    ray_address: str | None = None  # ray: the cluster (default: a local instance of ``jobs`` CPUs)
 
     def __post_init__(self) -> None:
         for p in self.policies:
