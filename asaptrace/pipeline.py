@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -221,6 +222,9 @@ def replay_store(
     split: str | None = None,
     vary: Sequence[str] = (),
     progress: Callable[[str], None] | None = None,
+    executor: str = "local",
+    jobs: int = 1,
+    ray_address: str | None = None,
 ) -> ReplayResult:
     """Replay a measured store under ``policy``: open → extract the workload → replay → (write).
 
@@ -229,8 +233,12 @@ def replay_store(
     and export works on it as on a measured run. ``split="auto"`` first replays every split of the
     store's device total (:func:`asaptrace.replay.explore.search_splits`) and replays the best;
     each ``vary`` spec (``KNOB=V1,V2``) re-runs the what-if per value (the range, a tornado).
+    The splits and the values are independent replays, one task each on ``executor``
+    (:func:`~asaptrace.ingest.executors.resolve_executor`: ``local`` with ``jobs`` processes, or
+    ``ray`` on ``ray_address`` / a local instance); the result does not depend on it.
     ``progress`` is told each stage as it starts.
     """
+    from asaptrace.ingest.executors import resolve_executor, session
     from asaptrace.replay.explore import best_split, parse_vary, replay_tornado, vary_replay
     from asaptrace.replay.replayed_store import write_replay_store
     from asaptrace.replay.run import replay_workload, resolve_costs
@@ -243,25 +251,29 @@ def replay_store(
         raise UsageError(f"--split takes auto, not {split!r}")
     if out is not None:
         check_store_target(out, overwrite=overwrite)
+    runner = resolve_executor(executor, jobs=jobs, address=ray_address)  # a bad name fails here too
     say("extracting the workload")
     wl = extract_workload(TraceStore.open(store_path))
     params = dict(params or {})
     fit = resolve_costs(wl, costs)  # fitted (or read) once for the splits, the replay and --vary
-    splits = None
-    if split == "auto":
-        say("replaying every attention/expert split of the store's device total")
-        try:
-            splits, params = best_split(wl, policy, params, fit.model)
-        except UsageError as e:
-            raise UsageError(str(e), path=store_path) from None
+    splits, rows = None, None
+    # one session (process pool or Ray instance) for the splits and the --vary values
+    with session(runner) if split == "auto" or specs else nullcontext():
+        if split == "auto":
+            say("replaying every attention/expert split of the store's device total")
+            try:
+                splits, params = best_split(wl, policy, params, fit.model, executor=runner)
+            except UsageError as e:
+                raise UsageError(str(e), path=store_path) from None
+        if specs:
+            say("replaying each --vary value")
+            rows = vary_replay(wl, policy, params, fit.model, specs, executor=runner)
     say(f"replaying {policy} (reference replay, the policy, the counterfactuals of its causes)")
     result = replay_workload(
         wl, policy, params=params, costs=costs, attribute=attribute, source=str(store_path)
     )
     changes: dict[str, Any] = {"splits": splits}
-    if specs:
-        say("replaying each --vary value")
-        rows = vary_replay(wl, policy, params, fit.model, specs)
+    if rows is not None:
         changes |= {"vary": rows, "tornado": replay_tornado(rows)}
     result = replace(result, **changes)
     if out is not None:
@@ -505,13 +517,18 @@ def sweep(
     calibrate: str | None = None,
     progress: Any = None,
     out: str | Path | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> SweepResult:
     """Online serving sweep: scenario (+ cost file, + knob overrides) → curves, SLO throughput,
     sensitivity (``vary``: ``"KNOB=v1,v2"``) and calibration (``calibrate``: ``"asap=350@1"``).
 
     Returns a :class:`~asaptrace.replay.sweep_result.SweepResult` (its JSON: docs/reference/sweep-json.md);
-    with ``out`` it is also written there atomically. ``jobs``: processes over (policy, rate) points (0: one per core).
+    with ``out`` it is also written there atomically. ``jobs``: processes over (policy, rate) points (0: one per core);
+    ``executor="ray"`` runs one Ray task per (policy, rate) point instead, on ``ray_address`` or
+    a local instance of ``jobs`` CPUs (0: all) — the same results either way.
     """
+    from asaptrace.ingest.executors import resolve_executor, session
     from asaptrace.replay.scenario import load_scenario
     from asaptrace.replay.sensitivity import sweep_with_sensitivity
     from asaptrace.replay.sweep import DEFAULT_POLICIES, SweepOptions
@@ -527,10 +544,20 @@ def sweep(
         jobs=jobs,
         workload=str(workload) if workload else None,
         lengths=lengths,
+        executor=executor,
+        ray_address=ray_address,
     )
-    res = sweep_with_sensitivity(
-        sc.with_knobs(knobs or {}), opt, vary_specs=list(vary), calibrate_spec=calibrate, progress=progress
-    )
+    # one Ray instance for every search of the call (each --vary value runs its own); a local
+    # pool is opened by each search, as its workers hold nothing worth keeping between them
+    ray = executor == "ray"
+    with session(resolve_executor(executor, jobs=jobs, address=ray_address)) if ray else nullcontext():
+        res = sweep_with_sensitivity(
+            sc.with_knobs(knobs or {}),
+            opt,
+            vary_specs=list(vary),
+            calibrate_spec=calibrate,
+            progress=progress,
+        )
     if out is not None:
         res.write(out)
     return res

@@ -1,4 +1,6 @@
-"""The analyses recover the generator's truth.json on every sample trace of sample_traces/.
+"""The analyses recover the generator's truth.json on every sample trace of sample_traces/, and on
+the presets without a bundled sample (synthesized here with one step: DeepSeek-V3's DP4×TP8 and
+the 384-rank run).
 
 truth.json is written by `asaptrace synth` (tests only; no analysis reads it). Times there are on
 the run's true clock; offsets are relative to rank 0 (its offset is 0 there as here).
@@ -6,18 +8,39 @@ the run's true clock; offsets are relative to rank 0 (its offset is 0 there as h
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 import pytest
 
+from asaptrace.ingest.driver import ingest_paths
+from asaptrace.pipeline import diagnose_store, enrich_store
+from asaptrace.synth import load_config, synthesize
 from tests.conftest import SAMPLE_RUNS
 
-RUNS = SAMPLE_RUNS
-COUPLED = ["coupled", "coupled-hot-expert", "coupled-ascend"]
+#: presets with no bundled sample: synthesized by the test, one step each
+PRESETS = ("coupled-tp8", "coupled-384")
+RUNS = [*SAMPLE_RUNS, *PRESETS]
+COUPLED = ["coupled", "coupled-hot-expert", "coupled-ascend", *PRESETS]
 
 
 @pytest.fixture(scope="module")
-def run(sample_run):
-    return sample_run
+def run(sample_run, tmp_path_factory):
+    """``get(name) -> (truth, store, diagnosis)``: a bundled sample, or a preset synthesized here."""
+    cache: dict[str, tuple] = {}
+
+    def get(name: str):
+        if name not in PRESETS:
+            return sample_run(name)
+        if name not in cache:
+            root = tmp_path_factory.mktemp(name)
+            synthesize(load_config(name, steps=1), root / "run")
+            store = enrich_store(ingest_paths([root / "run" / "kineto"], root / "s"))
+            truth = json.loads((root / "run" / "truth.json").read_text())
+            cache[name] = (truth, store, diagnose_store(store))
+        return cache[name]
+
+    return get
 
 
 @pytest.mark.parametrize("name", list(RUNS))
@@ -101,7 +124,7 @@ def test_disaggregated_sum_sq_imbalance_is_exact(run):
     assert got == pytest.approx(expected, rel=2e-6)
 
 
-@pytest.mark.parametrize("name", ["coupled", "coupled-ascend"])
+@pytest.mark.parametrize("name", ["coupled", "coupled-ascend", "coupled-tp8"])
 def test_straggler_group_is_the_heaviest_sum_sq(run, name):
     truth, _, diag = run(name)
     heaviest = {

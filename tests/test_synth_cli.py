@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import gzip
 
-from asaptrace.synth.config import config_toml
+from asaptrace.synth import presets
+from asaptrace.synth.config import config_toml, load_config
 from tests._cli import run_cli
 from tests._synth_helpers import tiny
 
@@ -14,6 +15,16 @@ def test_list_presets_names_the_required_ones():
     assert res.code == 0
     for name in ("coupled", "disaggregated", "coupled-ascend", "coupled-hot-expert"):
         assert name in res.stdout
+
+
+def test_list_presets_gives_every_preset_one_line_with_its_description():
+    # DeepSeek-V3's DP4×TP8 / EP32 and the 384-rank run among them, each "name  description"
+    lines = dict(line.split("  ", 1) for line in run_cli("synth", "--list-presets").stdout.splitlines())
+    assert "DP4xTP8 / EP32" in lines["coupled-tp8"]
+    assert "DP96xTP4 / EP384" in lines["coupled-384"]
+    assert set(lines) == set(presets()) and all(text.strip() for text in lines.values())
+    assert load_config("coupled-tp8").deployment.world_size == 32
+    assert load_config("coupled-384").deployment.world_size == 384
 
 
 def test_run_from_a_config_file_then_rerun_from_the_written_config_is_identical(tmp_path):

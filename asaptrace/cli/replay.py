@@ -59,6 +59,28 @@ def replay(
             help="KNOB=V1,V2 (repeatable): k_s, moe_e_ref, phi, scale, costs=fitted,default — the answer's range."
         ),
     ] = None,
+    executor: Annotated[
+        str,
+        typer.Option(
+            help="Where the --split auto / --vary replays run: local (--jobs processes) or ray, one Ray task "
+            "each (`pip install 'asaptrace\\[ray]'`); the same answer either way."
+        ),
+    ] = "local",
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=0,
+            help="local: processes for --split auto / --vary (1: this one; 0: one per core).",
+        ),
+    ] = 1,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Ray cluster to run on (auto, HOST:6379, ray://HOST:10001); default: a local instance."
+        ),
+    ] = None,
     costs: Annotated[
         Path | None, typer.Option("--costs", help="Cost model TOML (default: fitted to the store).")
     ] = None,
@@ -94,8 +116,20 @@ def replay(
         m=m,
         chunk_tokens=chunk_tokens,
     )
+    if ray_address is not None and executor != "ray":
+        raise typer.BadParameter("needs --executor ray", param_hint="--ray-address")
     result = replay_store(
-        store, policy, params=params, costs=costs, out=output, overwrite=force, split=split, vary=vary or ()
+        store,
+        policy,
+        params=params,
+        costs=costs,
+        out=output,
+        overwrite=force,
+        split=split,
+        vary=vary or (),
+        executor=executor,
+        jobs=jobs,
+        ray_address=ray_address,
     )
     if save_costs is not None:
         save_result_costs(result, save_costs)

@@ -79,6 +79,19 @@ def sweep(
             "--jobs", "-j", help="Processes over (policy, rate) points (0: one per core; 1: serial)."
         ),
     ] = 0,
+    executor: Annotated[
+        str,
+        typer.Option(
+            help="local (this machine, --jobs processes) or ray: one Ray task per (policy, rate) point "
+            "(`pip install 'asaptrace\\[ray]'`); the same results either way."
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Ray cluster to run on (auto, HOST:6379, ray://HOST:10001); default: a local instance."
+        ),
+    ] = None,
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write the results as JSON (docs/sweep.md).")
     ] = None,
@@ -94,6 +107,8 @@ def sweep(
     from asaptrace.tables import sweep_tables
 
     check_tables(csv, parquet)
+    if ray_address is not None and executor != "ray":
+        raise typer.BadParameter("needs --executor ray", param_hint="--ray-address")
     with _progress_line(enabled=not as_json) as progress:
         res = run_sweep(
             scenario,
@@ -109,6 +124,8 @@ def sweep(
             calibrate=calibrate_ttft,
             progress=progress,
             out=output,
+            executor=executor,
+            ray_address=ray_address,
         )
     for line in res.get("cost_warnings", []):
         err.print(f"[bold yellow]warning:[/] {escape(line)}", soft_wrap=True)

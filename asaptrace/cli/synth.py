@@ -34,7 +34,7 @@ def synth(
 
     if list_presets:
         for name, text in presets().items():
-            out.print(f"[bold]{name}[/]  {text}")
+            out.print(f"[bold]{name}[/]  {text}", soft_wrap=True)
         return
     if out_dir is None:
         raise typer.BadParameter("is required (unless --list-presets)", param_hint="-o/--out")

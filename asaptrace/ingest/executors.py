@@ -18,6 +18,12 @@ Four built-ins register in :data:`EXECUTORS` the way a user extension would:
 - ``ray`` — Ray tasks, on a local Ray instance or an existing cluster (``address``), for traces
   that outgrow one machine. Ray is an optional dependency: ``pip install 'asaptrace[ray]'``.
 
+The replay's independent simulations (the sweep's (policy, rate) points, ``replay --vary`` and
+``--split auto``) run on the same executors through :func:`resolve_executor`, whose ``local``
+means this machine: this process for one job, a spawned pool otherwise. A run that maps many
+batches opens the executor once (``with session(executor):``): the pool or the Ray instance then
+lives across its ``map`` calls instead of being started for each.
+
 The first error a task raises stops the run: the tasks not yet started are cancelled and the
 error is raised as the project's own exception (Ray's ``RayTaskError`` wrapper is removed), so a
 user sees the same one-line message whichever executor ran the task.
@@ -37,7 +43,9 @@ from concurrent.futures import (
     ThreadPoolExecutor,
     wait,
 )
-from typing import Any, Protocol, TypeVar
+from contextlib import AbstractContextManager, nullcontext
+from functools import partial
+from typing import Any, Protocol, Self, TypeVar
 
 from asaptrace.errors import IngestError, UsageError
 from asaptrace.registry import Registry
@@ -56,6 +64,9 @@ class Executor(Protocol):
 
     An executor whose tasks run in the calling process says so with ``in_process = True``; the
     driver then lets tasks hand their tables back instead of writing them (none is pickled).
+
+    One that is also a context manager holds its workers (pool, Ray instance) open across the
+    ``map`` calls made inside ``with`` (see :func:`session`).
     """
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]: ...
@@ -98,6 +109,43 @@ def default_jobs(n_files: int, cpus: int | None = None, total_bytes: int | None 
     if total_bytes is not None:
         jobs = min(jobs, total_bytes // MIN_BYTES_PER_WORKER)
     return max(1, jobs)
+
+
+def resolve_executor(name: str, *, jobs: int = 0, address: str | None = None) -> Executor:
+    """The executor of a run of independent simulations: ``local`` is this process for ``jobs=1``
+    and a pool of ``jobs`` spawned processes otherwise (0: one per CPU); any other name is a
+    registered executor (``ray``: ``jobs`` CPUs of a local instance, 0 all; ignored on a cluster)."""
+    if jobs < 0:
+        raise UsageError(f"jobs must be 0 (one per CPU) or more, not {jobs}")
+    if name == "local":
+        if address is not None:
+            raise UsageError("a cluster address is only used by the ray executor, not 'local'")
+        n = jobs or os.cpu_count() or 1
+        return make_executor("serial" if n == 1 else "process", jobs=n)
+    if name not in EXECUTORS:
+        raise UsageError(
+            f"unknown executor {name!r} (known: {', '.join(sorted(['local', *EXECUTORS.names()]))})"
+        )
+    return make_executor(name, jobs=jobs or None, address=address)
+
+
+def map_ordered(executor: Executor, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """``fn`` over ``items`` on ``executor``, the results in the items' order (an executor yields
+    them as they finish), so a run's output does not depend on which worker was faster."""
+    out: list[Any] = [None] * len(items)
+    for i, result in executor.map(partial(_indexed, fn), list(enumerate(items))):
+        out[i] = result
+    return out
+
+
+def _indexed(fn: Callable[[T], R], pair: tuple[int, T]) -> tuple[int, R]:
+    return pair[0], fn(pair[1])
+
+
+def session(executor: Executor) -> AbstractContextManager[Any]:
+    """``with session(executor):`` keeps its pool or Ray instance for every ``map`` inside; an
+    executor without one (serial, a user's plain ``map`` object) needs nothing held."""
+    return executor if isinstance(executor, AbstractContextManager) else nullcontext(executor)
 
 
 class SerialExecutor:
@@ -197,22 +245,42 @@ class ProcessExecutor:
     def __init__(self, *, jobs: int | None = None, address: str | None = None) -> None:
         del address
         self.jobs = jobs
+        self._pool: ProcessPoolExecutor | None = None  # held open between __enter__ and __exit__
+
+    def __enter__(self) -> Self:
+        if self._pool is None:
+            self._pool = self._make_pool(self.jobs if self.jobs is not None else (os.cpu_count() or 1))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+    @staticmethod
+    def _make_pool(jobs: int) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("spawn"))
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+        if self._pool is not None:
+            yield from self._map(self._pool, fn, items)
+            return
         jobs = self.jobs if self.jobs is not None else default_jobs(len(items))
-        jobs = max(1, min(jobs, len(items)))
-        ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            pending: set[Future[R]] = {pool.submit(fn, item) for item in items}
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
-                for fut in finished:
-                    err = fut.exception()
-                    if err is not None:
-                        for p in pending:
-                            p.cancel()
-                        raise err
-                    yield fut.result()
+        with self._make_pool(min(jobs, len(items))) as pool:
+            yield from self._map(pool, fn, items)
+
+    @staticmethod
+    def _map(pool: ProcessPoolExecutor, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+        pending: set[Future[R]] = {pool.submit(fn, item) for item in items}
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            for fut in finished:
+                err = fut.exception()
+                if err is not None:
+                    for p in pending:
+                        p.cancel()
+                    raise err
+                yield fut.result()
 
 
 RAY_INSTALL_HINT = "pip install 'asaptrace[ray]'"
@@ -239,6 +307,19 @@ class RayExecutor:
     def __init__(self, *, jobs: int | None = None, address: str | None = None) -> None:
         self.jobs = jobs
         self.address = address
+        self._session = False  # this executor started the Ray instance its session holds
+
+    def __enter__(self) -> Self:
+        ray = _import_ray()
+        if not ray.is_initialized():
+            self._init(ray)
+            self._session = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._session:
+            _import_ray().shutdown()
+            self._session = False
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
         ray = _import_ray()
@@ -247,8 +328,10 @@ class RayExecutor:
             self._init(ray)
         pending: dict[Any, T] = {}
         try:
-            remote = ray.remote(num_cpus=1, max_retries=0)(fn)
-            pending = {remote.remote(item): item for item in items}
+            remote = ray.remote(num_cpus=1, max_retries=0)(_call)
+            # into the object store once, not once per task (a partial may hold a whole workload)
+            shared = ray.put(fn)
+            pending = {remote.remote(shared, item): item for item in items}
             while pending:
                 (ref,), _ = ray.wait(list(pending), num_returns=1)
                 item = pending.pop(ref)
@@ -257,8 +340,10 @@ class RayExecutor:
                 except ray.exceptions.RayTaskError as err:
                     raise _unwrap(err) from None  # the task's own (one-line) error
                 except ray.exceptions.RayError as err:  # the worker died (memory, node lost)
+                    path = _path(item)
+                    doing = "reading it" if path is not None else "running a task"
                     raise IngestError(
-                        f"the Ray worker reading it failed: {_first_line(err)}", path=_path(item)
+                        f"the Ray worker {doing} failed: {_first_line(err)}", path=path
                     ) from None
                 yield result
         finally:
@@ -278,6 +363,11 @@ class RayExecutor:
         except (ConnectionError, ValueError, RuntimeError) as err:
             where = self.address or "a local instance"
             raise UsageError(f"cannot start Ray on {where}: {_first_line(err)}") from None
+
+
+def _call(fn: Callable[[T], R], item: T) -> R:
+    """The Ray task: ``fn(item)`` (Ray remotes only plain functions, so ``fn`` travels as an argument)."""
+    return fn(item)
 
 
 def _first_line(err: BaseException) -> str:

@@ -13,18 +13,27 @@
   (attention's per-request share), ``scale`` (the what-if's modelled pool and transfer costs ×
   the value) and ``costs`` (``fitted`` or ``default``: DOMAIN §3's figures) — and
   :func:`replay_tornado` gives each knob's swing of the recovered time.
+
+Every split and every knob value is an independent replay: both take an ``executor``
+(:func:`asaptrace.ingest.executors.resolve_executor`; default this process) and run one task per
+split or value — on a Ray cluster, one Ray task each, the workload shipped once — with the rows in
+the same order, so the answer is the same whichever executor ran it.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from asaptrace.errors import UsageError
+from asaptrace.ingest.executors import Executor, SerialExecutor, map_ordered
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.policies import PipelinedPolicy
 from asaptrace.replay.policies._base import parse_attention
+from asaptrace.replay.run import replay_workload
 from asaptrace.replay.workload import Workload
 
 #: replay --vary knobs: alias → CostModel field(s) ("costs" switches fitted ↔ default)
@@ -53,34 +62,17 @@ def split_candidates(wl: Workload, policy: PipelinedPolicy, tp: int | None = Non
 
 
 def search_splits(
-    wl: Workload, policy: PipelinedPolicy, costs: CostModel, *, tp: int | None = None
+    wl: Workload,
+    policy: PipelinedPolicy,
+    costs: CostModel,
+    *,
+    tp: int | None = None,
+    executor: Executor | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per split (see the module docstring), best first marked with ``best``."""
-    rows = []
-    for cand in split_candidates(wl, policy, tp):
-        run = cand.run(wl, costs)
-        dep = run.deployment
-        d, t = parse_attention(str(cand.attention))
-        m = getattr(cand, "m", None)
-        pool = int(run.work.get("pool_ns", 0))
-        attn = max(run.work.get("attention_ns", {}).values(), default=0)
-        ms = run.makespan_ns
-        latency = run.latency_ns()
-        row: dict[str, Any] = {
-            "split": f"{d}×{t} + {dep.experts}" + ("" if m is None else f", m {m}"),
-            "attention": f"{d}x{t}",
-            "experts": dep.experts,
-            "deployment": {"groups": d, "tp": t, "experts": dep.experts, "devices": d * t + dep.experts},
-            "makespan_ns": ms,
-            "latency_mean_ns": latency["mean_ns"],
-            "latency_p99_ns": latency["p99_ns"],
-            "pool_utilisation": round(pool / ms, 4) if ms else 0.0,
-            "attention_utilisation": round(attn / ms, 4) if ms else 0.0,
-        }
-        if m is not None:
-            row["m"] = m
-        row["binding"] = "pool" if row["pool_utilisation"] >= row["attention_utilisation"] else "attention"
-        rows.append(row)
+    """One row per split (see the module docstring), best first marked with ``best``; one task
+    per split on ``executor`` (default: this process)."""
+    cands = split_candidates(wl, policy, tp)
+    rows = map_ordered(executor or SerialExecutor(), partial(split_row, wl, costs), cands)
     best = min(range(len(rows)), key=lambda i: (rows[i]["makespan_ns"], i))
     for i, r in enumerate(rows):
         r["best"] = i == best
@@ -89,9 +81,15 @@ def search_splits(
 
 
 def best_split(
-    wl: Workload, policy: str, params: dict[str, Any], costs: CostModel
+    wl: Workload,
+    policy: str,
+    params: dict[str, Any],
+    costs: CostModel,
+    *,
+    executor: Executor | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """``--split auto``: every split's row (:func:`search_splits`) and ``params`` set to the best."""
+    """``--split auto``: every split's row (:func:`search_splits`, one task each on ``executor``)
+    and ``params`` set to the best."""
     from asaptrace.replay.run import make_policy
 
     pol = make_policy(policy, params)
@@ -101,7 +99,7 @@ def best_split(
     if why:
         raise UsageError(f"{pol.name} does not apply: {why}")
     tp = parse_attention(params["attention"])[1] if params.get("attention") else None
-    rows = search_splits(wl, pol, costs, tp=tp)
+    rows = search_splits(wl, pol, costs, tp=tp, executor=executor)
     best = next(r for r in rows if r["best"])
     chosen = params | {"attention": best["attention"], "experts": best["experts"]}
     if "m" in best:
@@ -109,29 +107,31 @@ def best_split(
     return rows, chosen
 
 
-def vary_replay(
-    wl: Workload, policy: str, params: dict[str, Any], fitted: CostModel, specs: list[tuple[str, list[str]]]
-) -> list[dict[str, Any]]:
-    """``--vary``: the what-if and its reference replayed again at each value of each knob (costs
-    from the fitted model with that one knob changed); one row per (knob, value)."""
-    from asaptrace.replay.run import replay_workload
-
-    rows = []
-    for knob, values in specs:
-        for value in values:
-            r = replay_workload(
-                wl, policy, params=params, costs=costs_at(knob, value, fitted), attribute=False, band=False
-            )
-            rows.append(
-                {
-                    "knob": knob,
-                    "value": value,
-                    "makespan_ns": r.makespan_ns,
-                    "reference_ns": r.reference_makespan_ns,
-                    "recovered_ns": r.recovered_total_ns,
-                }
-            )
-    return rows
+def split_row(wl: Workload, costs: CostModel, cand: PipelinedPolicy) -> dict[str, Any]:
+    """One split replayed (no attribution): makespan, batch latency, utilisations, what binds."""
+    run = cand.run(wl, costs)
+    dep = run.deployment
+    d, t = parse_attention(str(cand.attention))
+    m = getattr(cand, "m", None)
+    pool = int(run.work.get("pool_ns", 0))
+    attn = max(run.work.get("attention_ns", {}).values(), default=0)
+    ms = run.makespan_ns
+    latency = run.latency_ns()
+    row: dict[str, Any] = {
+        "split": f"{d}×{t} + {dep.experts}" + ("" if m is None else f", m {m}"),
+        "attention": f"{d}x{t}",
+        "experts": dep.experts,
+        "deployment": {"groups": d, "tp": t, "experts": dep.experts, "devices": d * t + dep.experts},
+        "makespan_ns": ms,
+        "latency_mean_ns": latency["mean_ns"],
+        "latency_p99_ns": latency["p99_ns"],
+        "pool_utilisation": round(pool / ms, 4) if ms else 0.0,
+        "attention_utilisation": round(attn / ms, 4) if ms else 0.0,
+    }
+    if m is not None:
+        row["m"] = m
+    row["binding"] = "pool" if row["pool_utilisation"] >= row["attention_utilisation"] else "attention"
+    return row
 
 
 def _mark_dead_zone(rows: list[dict[str, Any]]) -> None:
@@ -177,6 +177,40 @@ def costs_at(knob: str, value: str, fitted: CostModel) -> CostModel:
     if knob == "costs":
         return fitted if value == "fitted" else CostModel()
     return replace(fitted, **dict.fromkeys(VARY_KNOBS[knob], float(value)))
+
+
+def vary_replay(
+    wl: Workload,
+    policy: str,
+    params: dict[str, Any],
+    fitted: CostModel,
+    specs: Sequence[tuple[str, Sequence[str]]],
+    *,
+    executor: Executor | None = None,
+) -> list[dict[str, Any]]:
+    """The what-if (and its reference) re-run for each value of each knob (``specs`` from
+    :func:`parse_vary`), one task per (knob, value) on ``executor`` (default: this process):
+    makespan, reference and recovered time per value, in the order given."""
+    items = [(knob, value) for knob, values in specs for value in values]
+    task = partial(vary_row, wl, policy, params, fitted)
+    return map_ordered(executor or SerialExecutor(), task, items)
+
+
+def vary_row(
+    wl: Workload, policy: str, params: dict[str, Any], fitted: CostModel, item: tuple[str, str]
+) -> dict[str, Any]:
+    """One --vary value: the what-if at that knob value, without attribution or band."""
+    knob, value = item
+    r = replay_workload(
+        wl, policy, params=params, costs=costs_at(knob, value, fitted), attribute=False, band=False
+    )
+    return {
+        "knob": knob,
+        "value": value,
+        "makespan_ns": r.makespan_ns,
+        "reference_ns": r.reference_makespan_ns,
+        "recovered_ns": r.recovered_total_ns,
+    }
 
 
 def replay_tornado(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

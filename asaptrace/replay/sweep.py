@@ -19,10 +19,7 @@ gives the same file byte for byte. :func:`vary` re-runs the SLO search per value
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from asaptrace.errors import RegistryError, UsageError
+from asaptrace.ingest.executors import map_ordered, resolve_executor, session
 from asaptrace.replay.arrivals import make_stream
 from asaptrace.replay.costs import CostModel, fit_warnings
 from asaptrace.replay.scenario import COST_KNOBS, POLICY_ALIASES, Scenario
@@ -58,6 +56,8 @@ class SweepOptions:
     jobs: int = 1  # processes over (policy, rate) points (1: in this process; 0: one per core)
     workload: str | None = None  # a Mooncake JSONL / Azure CSV trace instead of Poisson
     lengths: str = "fit"  # "fit" (the scenario's log-logistic) or a synth length profile
+    executor: str = "local"  # local (this machine, ``jobs``) or ray: one task per point
+    ray_address: str | None = None  # ray: the cluster (default: a local instance of ``jobs`` CPUs)
 
     def __post_init__(self) -> None:
         for p in self.policies:
@@ -138,28 +138,28 @@ def _evaluate_job(args: tuple[str, float, Scenario, SweepOptions]) -> dict[str, 
 
 
 class _Runner:
-    """Evaluates points in this process or a process pool, remembering every one."""
+    """Evaluates points on the options' executor (this process, a process pool or one Ray task per
+    point), remembering every one.
+
+    The executor is opened once for the whole search, so the pool's spawned workers (≈ 1–2 s each
+    for the imports; spawn, not fork, which can deadlock on polars / pyarrow threads) or the Ray
+    instance serve every batch. Results are taken in the order asked, so the points, and the
+    JSON built from them, are the same whichever executor ran them."""
 
     def __init__(self, sc: Scenario, opt: SweepOptions, progress: Progress | None) -> None:
         self.sc, self.opt, self.progress = sc, opt, progress
         self.points: dict[tuple[str, float], dict[str, Any]] = {}
-        jobs = opt.jobs if opt.jobs > 0 else (os.cpu_count() or 1)
-        # spawn, not fork: a forked child of a process whose polars / pyarrow threads hold locks
-        # can deadlock; spawn pays ≈ 1–2 s per worker for the imports instead
-        self.pool = (
-            ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) if jobs > 1 else None
-        )
+        self.executor = resolve_executor(opt.executor, jobs=opt.jobs, address=opt.ray_address)
+        self._session = session(self.executor)
+        self._session.__enter__()
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown()
-            self.pool = None
+        self._session.__exit__(None, None, None)
 
     def run(self, wanted: Iterable[tuple[str, float]], *, kind: str = "grid") -> None:
         """Evaluate the points not evaluated yet; ``kind`` (grid, bisection, reference) is kept."""
         todo = [w for w in dict.fromkeys(wanted) if w not in self.points]
-        args = [(p, r, self.sc, self.opt) for p, r in todo]
-        results = self.pool.map(_evaluate_job, args) if self.pool is not None else map(_evaluate_job, args)
+        results = map_ordered(self.executor, _evaluate_job, [(p, r, self.sc, self.opt) for p, r in todo])
         for (p, r), row in zip(todo, results, strict=True):
             self.points[(p, r)] = row | {"kind": kind}
             if self.progress is not None:
