@@ -98,7 +98,9 @@ def test_full_disk_by_monkeypatch(tmp_path, monkeypatch):
     out = tmp_path / "out" / "run.store"
     run = run_cli("ingest", COUPLED, "-o", out)
     _one_line_error(run, str(out), "No space left on device")
-    assert calls["n"] == 3
+    assert (
+        calls["n"] >= 3
+    )  # the disk filled mid-ingest (a write already in flight on the writer thread may follow)
     assert list((tmp_path / "out").iterdir()) == []
 
 

@@ -112,7 +112,9 @@ def test_split_auto_and_vary_on_a_local_pool_equal_this_process(store_and_costs)
 def test_executor_mistakes_are_one_line_user_errors(store_and_costs):
     path, _ = store_and_costs
     res = run_cli("sweep", "--executor", "dask", "--rates", "1", "--duration", "5s")
-    assert res.code == 2 and "unknown executor 'dask' (known: local, process, ray, serial, thread)" in res.stderr
+    assert (
+        res.code == 2 and "unknown executor 'dask' (known: local, process, ray, serial, thread)" in res.stderr
+    )
     assert len(res.stderr.strip().splitlines()) == 1
     for cmd in (["sweep", "--rates", "1"], ["replay", path, "--split", "auto"]):
         res = run_cli(*cmd, "--ray-address", "auto")
