@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -23,14 +22,14 @@ import polars as pl
 
 from asaptrace.enrich.batches import read_batches_sidecar
 from asaptrace.enrich.frames import enrich_frames
-from asaptrace.enrich.streaming import EarlyPass, EnrichProgress, enrich_streaming
+from asaptrace.enrich.streaming import EnrichProgress, enrich_streaming, ingest_enrichment
 from asaptrace.enrich.taxonomy import Profile, Taxonomy, load_profile
 from asaptrace.enrich.topology import ParallelConfig, parse_parallel
-from asaptrace.errors import OutputError, UsageError
+from asaptrace.errors import UsageError
 from asaptrace.info import store_info
 from asaptrace.ingest.driver import hold_budget, ingest_paths
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, open_store
-from asaptrace.userfiles import check_output_dir, check_output_file, write_atomic, write_folder_files
+from asaptrace.userfiles import check_output_dir, check_output_file, write_atomic
 
 if TYPE_CHECKING:  # the diagnosis and the replay are imported by the calls that need them (a fast `ingest`)
     from asaptrace.advise import Advice
@@ -38,7 +37,6 @@ if TYPE_CHECKING:  # the diagnosis and the replay are imported by the calls that
     from asaptrace.replay.costs import CostModel
     from asaptrace.replay.run import ReplayResult
     from asaptrace.replay.sweep_result import SweepResult
-    from asaptrace.replay.workload import Workload
     from asaptrace.report.sections import Section
 
 __all__ = [
@@ -52,18 +50,14 @@ __all__ = [
     "export_store",
     "open_store",
     "policy_catalogue",
-    "read_sweep_results",
     "read_tables",
-    "replay_block",
     "replay_policies",
     "replay_store",
     "report_store",
     "store_info",
     "sweep",
     "timeline_of",
-    "write_replay",
     "write_tables_csv",
-    "write_text_atomic",
 ]
 
 TABLES = ("events", "args", "flows", "streams", "ranks", "batches")
@@ -101,26 +95,11 @@ def build_store(
     profile = load_profile(taxonomy) if isinstance(taxonomy, (str, Path)) else taxonomy
     sidecar = read_batches_sidecar(batches) if isinstance(batches, (str, Path)) else batches
 
-    budget = hold_budget()
-    early = EarlyPass(profile, budget)  # a rank's first enrichment pass, as its file is read
-
-    def finish(writer: StoreWriter, meta: dict[str, Any]) -> dict[str, Any]:
-        raw = TraceStore(path=writer.tmp, meta=meta)
-        enriched = enrich_streaming(
-            raw,
-            writer,
-            parallel=par,
-            taxonomy=profile,
-            batches=sidecar,
-            progress=enrich_progress,
-            held=writer.held,
-            cache_bytes=budget,
-            early=early,
-        )
-        return {**meta, **enriched}
-
+    finish, after_read = ingest_enrichment(
+        parallel=par, taxonomy=profile, batches=sidecar, progress=enrich_progress, budget=hold_budget()
+    )
     return ingest_paths(
-        paths, out, overwrite=overwrite, finish=finish, after_read=early.add, **ingest_options
+        paths, out, overwrite=overwrite, finish=finish, after_read=after_read, **ingest_options
     )
 
 
@@ -154,31 +133,16 @@ def diagnose_store(
     """Diagnose a store. It is read lazily; when it was never enriched, or when an option overrides
     the parallel layout, the batches or the taxonomy, it is enriched in memory first (the store on
     disk is not modified)."""
-    from asaptrace.analyze.diagnosis import diagnose
+    from asaptrace.analyze.diagnosis import diagnose, store_context
 
-    meta: dict[str, Any] = {"store": str(store.path)}
-    if store.meta.get("enriched") and parallel is None and batches is None and taxonomy is None:
-        events, ranks, bt = store.events(), store.ranks(), store.scan("batches")
-        m = store.meta
+    in_memory = not (store.meta.get("enriched") and parallel is None and batches is None and taxonomy is None)
+    if not in_memory:
+        events, ranks, bt, m = store.events(), store.ranks(), store.scan("batches"), store.meta
     else:
         result = enrich_frames(read_tables(store), parallel=parallel, taxonomy=taxonomy, batches=batches)
         events, ranks, bt = (result.tables[n].lazy() for n in ("events", "ranks", "batches"))
         m = {**store.meta, **result.meta}
-        meta["enriched_in_memory"] = True
-    meta.update(
-        parallel=m.get("parallel"),
-        taxonomy_profile=m.get("taxonomy_profile"),
-        clock=m.get("clock"),
-        segmentation=m.get("segmentation"),
-        batches_source=m.get("batches_source"),
-    )
-    # ingest's warnings (e.g. several runs mixed) are said beside the findings they may explain
-    notes = [
-        *(m.get("discovery") or {}).get("warnings", []),
-        *(m.get("segmentation") or {}).get("notes", []),
-        *(m.get("clock") or {}).get("notes", []),
-    ]
-    return diagnose(events, ranks, batches=bt, meta={**meta, "notes": notes})
+    return diagnose(events, ranks, batches=bt, meta=store_context(str(store.path), m, in_memory=in_memory))
 
 
 def analyze_store(
@@ -199,14 +163,10 @@ def analyze_store(
 
 
 def write_tables_csv(tables: dict[str, pl.DataFrame], folder: str | Path) -> list[Path]:
-    """Write every table as ``folder/<table>.csv``, all or nothing (a full disk halfway leaves no
-    file and no new folder: :func:`~asaptrace.userfiles.write_folder_files`)."""
-    folder = check_output_dir(folder, what="folder of CSV tables")
-    return write_folder_files(folder, {f"{name}.csv": _csv_bytes(t) for name, t in tables.items()})
+    """Write every table as ``folder/<table>.csv``, all or nothing (:func:`asaptrace.tables.write_tables`)."""
+    from asaptrace.tables import write_tables
 
-
-def _csv_bytes(table: pl.DataFrame) -> Callable[[], bytes]:
-    return lambda: table.write_csv().encode()
+    return write_tables(tables, folder, "csv")
 
 
 # --------------------------------------------------------------------------------------------- replay
@@ -238,13 +198,10 @@ def replay_store(
     ``ray`` on ``ray_address`` / a local instance); the result does not depend on it.
     ``progress`` is told each stage as it starts.
     """
-    from asaptrace.ingest.executors import resolve_executor, session
-    from asaptrace.replay.explore import best_split, parse_vary, replay_tornado, vary_replay
-    from asaptrace.replay.replayed_store import write_replay_store
-    from asaptrace.replay.run import replay_workload, resolve_costs
+    from asaptrace.ingest.executors import resolve_executor
+    from asaptrace.replay.explore import parse_vary, replay_explored
     from asaptrace.replay.workload import extract_workload
 
-    say = progress or (lambda _msg: None)
     t0 = time.perf_counter()
     specs = [parse_vary(v) for v in vary]  # a bad spec fails before any simulation
     if split not in (None, "auto"):
@@ -252,33 +209,22 @@ def replay_store(
     if out is not None:
         check_store_target(out, overwrite=overwrite)
     runner = resolve_executor(executor, jobs=jobs, address=ray_address)  # a bad name fails here too
-    say("extracting the workload")
+    (progress or (lambda _m: None))("extracting the workload")
     wl = extract_workload(TraceStore.open(store_path))
-    params = dict(params or {})
-    fit = resolve_costs(wl, costs)  # fitted (or read) once for the splits, the replay and --vary
-    splits, rows = None, None
-    # one session (process pool or Ray instance) for the splits and the --vary values
-    with session(runner) if split == "auto" or specs else nullcontext():
-        if split == "auto":
-            say("replaying every attention/expert split of the store's device total")
-            try:
-                splits, params = best_split(wl, policy, params, fit.model, executor=runner)
-            except UsageError as e:
-                raise UsageError(str(e), path=store_path) from None
-        if specs:
-            say("replaying each --vary value")
-            rows = vary_replay(wl, policy, params, fit.model, specs, executor=runner)
-    say(f"replaying {policy} (reference replay, the policy, the counterfactuals of its causes)")
-    result = replay_workload(
-        wl, policy, params=params, costs=costs, attribute=attribute, source=str(store_path)
+    result = replay_explored(
+        wl,
+        policy,
+        params=dict(params or {}),
+        costs=costs,
+        attribute=attribute,
+        split=split,
+        specs=specs,
+        executor=runner,
+        source=str(store_path),
+        out=out,
+        overwrite=overwrite,
+        progress=progress,
     )
-    changes: dict[str, Any] = {"splits": splits}
-    if rows is not None:
-        changes |= {"vary": rows, "tornado": replay_tornado(rows)}
-    result = replace(result, **changes)
-    if out is not None:
-        say("writing the replay store")
-        result = replace(result, out=str(write_replay_store(result, wl, out, overwrite=overwrite)))
     return replace(result, seconds=time.perf_counter() - t0)
 
 
@@ -293,27 +239,12 @@ def advise_store(
     """Diagnose a store, run every what-if that applies to it at its best setting, and rank them
     (:func:`asaptrace.advise.advise`); ``online`` adds the SLO sweep of the same candidates on a
     scenario fitted to the store (:func:`asaptrace.advise.online.advise_online`)."""
-    from asaptrace.advise import advise
-    from asaptrace.replay.workload import extract_workload
+    from asaptrace.advise import advise_store_workload
 
     store = store_path if isinstance(store_path, TraceStore) else TraceStore.open(store_path)
-    diag = diagnosis or diagnose_store(store)
     label = store.path.name if isinstance(store_path, TraceStore) else str(store_path)
-    try:
-        wl = extract_workload(store)
-    except UsageError as e:  # nothing to replay: every what-if does not apply, for that reason
-        wl = None
-        reason = str(e)
-    if wl is None:
-        from asaptrace.advise.candidates import nothing_applies
-
-        return nothing_applies(diag, reason, source=label)
-    advice = advise(wl, diag, costs=costs, source=label, progress=progress)
-    if online:
-        from asaptrace.advise.online import advise_online
-
-        advice = advise_online(advice, wl, costs=costs, progress=progress)
-    return advice
+    diag = diagnosis or diagnose_store(store)
+    return advise_store_workload(store, diag, costs=costs, online=online, source=label, progress=progress)
 
 
 def replay_policies() -> dict[str, dict[str, Any]]:
@@ -330,13 +261,6 @@ def policy_catalogue() -> list[dict[str, Any]]:
     from asaptrace.replay.sweep import DEFAULT_POLICIES
 
     return [p | {"sweep_default": p["name"] in DEFAULT_POLICIES} for p in catalogue()]
-
-
-def write_replay(result: ReplayResult, wl: Workload, out: str | Path, *, overwrite: bool = False) -> Path:
-    """Write ``result``'s replay as a store at ``out`` (atomically)."""
-    from asaptrace.replay.replayed_store import write_replay_store
-
-    return write_replay_store(result, wl, out, overwrite=overwrite)
 
 
 # ------------------------------------------------------------------------ report / export / compare
@@ -365,11 +289,6 @@ def timeline_of(
     )
 
 
-def write_text_atomic(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary sibling renamed into place (never half-written)."""
-    return write_atomic(path, text.encode("utf-8"))
-
-
 def report_store(
     store_path: Path,
     output: Path,
@@ -392,6 +311,8 @@ def report_store(
     (asaptrace.report.replay_sweep), ``advice`` the Advice section at the top (:func:`advise_store`).
     Every input is read before anything is written.
     """
+    from asaptrace.replay.replayed_store import read_replay_block
+    from asaptrace.replay.sweep_result import SweepResult
     from asaptrace.report.render import render_report
     from asaptrace.report.replay_sweep import replay_section, sweep_section
     from asaptrace.views import window_text
@@ -400,8 +321,8 @@ def report_store(
     output = check_output_file(output)
     store = TraceStore.open(store_path)
     replayed = [(Path(p), TraceStore.open(p)) for p in replays]
-    blocks = [replay_block(s) for _, s in replayed]
-    results = read_sweep_results(sweep_path) if sweep_path is not None else None
+    blocks = [read_replay_block(s.meta, s.path) for _, s in replayed]
+    results = SweepResult.read(sweep_path) if sweep_path is not None else None
     diag = diagnose_store(store)
     extra = [
         replay_section(i, p.name, block, compare_diagnoses(diag, diagnose_store(s)))
@@ -433,21 +354,7 @@ def report_store(
         path_root=path_root,
         fmt=fmt,
     )
-    return write_text_atomic(output, text)
-
-
-def replay_block(store: TraceStore) -> dict[str, Any]:
-    """The ``replay`` block of a replayed store's meta.json (UsageError naming a store that is none)."""
-    from asaptrace.replay.replayed_store import read_replay_block
-
-    return read_replay_block(store.meta, store.path)
-
-
-def read_sweep_results(path: str | Path) -> SweepResult:
-    """A sweep results JSON (docs/reference/sweep-json.md), checked to be one (UsageError otherwise)."""
-    from asaptrace.replay.sweep_result import SweepResult
-
-    return SweepResult.read(path)
+    return write_atomic(output, text.encode("utf-8"))
 
 
 def export_store(
@@ -459,32 +366,21 @@ def export_store(
     A disaggregated store (attention and expert ranks, e.g. a replayed ASAP run) also gets a counter
     track of the in-flight MoE items on the pool (:mod:`asaptrace.analyze.in_flight`)."""
     from asaptrace.analyze.in_flight import in_flight_moe_items
-    from asaptrace.export import EXPORT_FORMATS
-    from asaptrace.export.perfetto import split_by_rank, write_trace
+    from asaptrace.export import EXPORT_FORMATS, check_export_target, write_export
 
     exporter = EXPORT_FORMATS.get(fmt)
-    output = Path(output)
-    if per_rank:
-        if output.exists() and not output.is_dir():
-            raise OutputError("exists and is not a folder (--per-rank writes one file per rank)", path=output)
-        check_output_dir(output, what="folder of per-rank traces")
-    else:
-        check_output_file(output)
+    check_export_target(output, per_rank=per_rank)
     store = TraceStore.open(store_path)
-    diag = diagnose_store(store)
     in_flight = in_flight_moe_items(store.events(), store.ranks())
     trace = exporter(
         store.events(),
         store.ranks(),
-        _waits(diag),
+        _waits(diagnose_store(store)),
         streams=store.read("streams"),
         counters=in_flight if in_flight.height else None,
         metadata={"store": Path(store_path).name},
     )
-    if not per_rank:
-        return [write_trace(output, trace)]
-    output.mkdir(parents=True, exist_ok=True)
-    return [write_trace(output / f"rank{r:05d}.json.gz", doc) for r, doc in split_by_rank(trace).items()]
+    return write_export(trace, output, per_rank=per_rank)
 
 
 def compare_stores(a_path: Path, b_path: Path) -> tuple[dict[str, pl.DataFrame], Diagnosis, Diagnosis]:
@@ -528,36 +424,26 @@ def sweep(
     ``executor="ray"`` runs one Ray task per (policy, rate) point instead, on ``ray_address`` or
     a local instance of ``jobs`` CPUs (0: all) — the same results either way.
     """
-    from asaptrace.ingest.executors import resolve_executor, session
-    from asaptrace.replay.scenario import load_scenario
-    from asaptrace.replay.sensitivity import sweep_with_sensitivity
-    from asaptrace.replay.sweep import DEFAULT_POLICIES, SweepOptions
+    from asaptrace.replay.sensitivity import sweep_scenario
 
     if out is not None:
         check_output_file(out)  # before the sweep, not after it
-    sc = load_scenario(scenario)
-    sc = sc.with_costs_file(costs) if costs else sc
-    opt = SweepOptions(
-        tuple(policies or DEFAULT_POLICIES),
-        tuple(rates) if rates else None,
+    res = sweep_scenario(
+        scenario,
+        policies=policies,
+        rates=rates,
+        knobs=knobs,
+        costs=costs,
+        workload=workload,
+        lengths=lengths,
         decomposition_rate=decomposition_rate,
         jobs=jobs,
-        workload=str(workload) if workload else None,
-        lengths=lengths,
+        vary=vary,
+        calibrate=calibrate,
+        progress=progress,
         executor=executor,
         ray_address=ray_address,
     )
-    # one Ray instance for every search of the call (each --vary value runs its own); a local
-    # pool is opened by each search, as its workers hold nothing worth keeping between them
-    ray = executor == "ray"
-    with session(resolve_executor(executor, jobs=jobs, address=ray_address)) if ray else nullcontext():
-        res = sweep_with_sensitivity(
-            sc.with_knobs(knobs or {}),
-            opt,
-            vary_specs=list(vary),
-            calibrate_spec=calibrate,
-            progress=progress,
-        )
     if out is not None:
         res.write(out)
     return res

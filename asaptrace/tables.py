@@ -3,22 +3,21 @@
 Each result's JSON (replay, sweep, compare, advise) becomes a few flat tables, one row per thing a
 user would filter or join on; docs/reference/tables.md lists every table and column, and
 tests/test_results_tables.py checks each against the JSON it came from. :func:`write_tables` writes
-them all or nothing: into a hidden sibling folder renamed into place, so a full disk or a bad path
-leaves no half-written folder behind.
+them all or nothing (:func:`~asaptrace.userfiles.write_folder_files`), so a full disk or a bad
+path leaves no half-written folder behind.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
+import io
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from asaptrace.errors import OutputError, UsageError
-from asaptrace.userfiles import check_output_dir
+from asaptrace.errors import UsageError
+from asaptrace.userfiles import check_output_dir, write_folder_files
 
 FORMATS = ("csv", "parquet")
 
@@ -248,29 +247,19 @@ def check_tables_target(folder: str | Path | None, fmt: str) -> Path | None:
 
 
 def write_tables(tables: dict[str, pl.DataFrame], folder: str | Path, fmt: str = "csv") -> list[Path]:
-    """Write ``folder/<name>.<fmt>`` for every table, all or nothing: the files go to a hidden
-    sibling folder first, then move into ``folder`` (created when missing); on any failure (a full
-    disk) nothing new is left behind."""
+    """Write ``folder/<name>.<fmt>`` for every table, all or nothing
+    (:func:`~asaptrace.userfiles.write_folder_files`: a full disk leaves nothing new behind)."""
     target = check_tables_target(folder, fmt)
     assert target is not None
-    created = not target.exists()
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent if created else target))
-    moved: list[Path] = []
-    try:
-        for name, t in tables.items():
-            part = staging / f"{name}.{fmt}"
-            t.write_csv(part) if fmt == "csv" else t.write_parquet(part)
-        target.mkdir(parents=True, exist_ok=True)
-        for name in tables:
-            dest = target / f"{name}.{fmt}"
-            os.replace(staging / dest.name, dest)
-            moved.append(dest)
-    except OSError as err:
-        for path in moved:
-            path.unlink(missing_ok=True)
-        if created and target.exists() and not any(target.iterdir()):
-            target.rmdir()
-        raise OutputError(f"cannot write the {fmt} tables ({err.strerror or err})", path=target) from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return moved
+    return write_folder_files(target, {f"{name}.{fmt}": _encoder(t, fmt) for name, t in tables.items()})
+
+
+def _encoder(table: pl.DataFrame, fmt: str) -> Callable[[], bytes]:
+    def encode() -> bytes:
+        if fmt == "csv":
+            return table.write_csv().encode()
+        buf = io.BytesIO()
+        table.write_parquet(buf)
+        return buf.getvalue()
+
+    return encode

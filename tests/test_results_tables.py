@@ -100,7 +100,9 @@ def test_a_full_disk_leaves_no_folder_and_says_so_in_one_line(monkeypatch, tmp_p
     monkeypatch.setattr(pl.DataFrame, "write_csv", second_write_fails)
     target = tmp_path / "tables"
     tables = {"a": pl.DataFrame({"x": [1]}), "b": pl.DataFrame({"x": [2]})}
-    with pytest.raises(OutputError, match=r"cannot write the csv tables \(No space left on device\)"):
+    with pytest.raises(
+        OutputError, match=r"tables: cannot write \(No space left on device\); nothing was written"
+    ):
         write_tables(tables, target, "csv")
     assert not target.exists()  # nothing half-written
     assert [p.name for p in tmp_path.iterdir()] == []  # and no hidden staging folder either

@@ -8,7 +8,32 @@ rests on, and ranks them; :mod:`asaptrace.advise.advice` holds the typed, versio
 one wording every face shows. docs/analyses/advise.md documents the rules and the JSON.
 """
 
-from asaptrace.advise.advice import Advice, WhatIf
-from asaptrace.advise.candidates import advise
+from __future__ import annotations
 
-__all__ = ["Advice", "WhatIf", "advise"]
+from typing import Any
+
+from asaptrace.advise.advice import Advice, WhatIf
+from asaptrace.advise.candidates import advise, nothing_applies
+from asaptrace.errors import UsageError
+
+__all__ = ["Advice", "WhatIf", "advise", "advise_store_workload"]
+
+
+def advise_store_workload(
+    store: Any, diag: Any, *, costs: Any = None, online: bool = False, source: str = "", progress: Any = None
+) -> Advice:
+    """The advice of an opened, diagnosed store: its workload's what-ifs (and ``online`` their SLO
+    sweep, :func:`asaptrace.advise.online.advise_online`); a store with no work to replay gets
+    every what-if "does not apply", for that reason."""
+    from asaptrace.replay.workload import extract_workload
+
+    try:
+        wl = extract_workload(store)
+    except UsageError as e:
+        return nothing_applies(diag, str(e), source=source)
+    advice = advise(wl, diag, costs=costs, source=source, progress=progress)
+    if online:
+        from asaptrace.advise.online import advise_online
+
+        advice = advise_online(advice, wl, costs=costs, progress=progress)
+    return advice

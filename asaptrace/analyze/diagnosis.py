@@ -84,6 +84,23 @@ class Diagnosis(HtmlRepr):
 
 
 # --------------------------------------------------------------------------------------------- assembly
+def store_context(store: str, m: dict[str, Any], *, in_memory: bool = False) -> dict[str, Any]:
+    """What a Diagnosis says of its store (``meta``): where it came from, its layout, clock and
+    segmentation, and the ingest's warnings (e.g. several runs mixed) as notes beside the findings
+    they may explain; ``m`` is the store's meta.json (with in-memory enrichment's, when that ran)."""
+    meta: dict[str, Any] = {"store": store}
+    if in_memory:
+        meta["enriched_in_memory"] = True
+    keys = ("parallel", "taxonomy_profile", "clock", "segmentation", "batches_source")
+    meta |= {k: m.get(k) for k in keys}
+    meta["notes"] = [
+        *(m.get("discovery") or {}).get("warnings", []),
+        *(m.get("segmentation") or {}).get("notes", []),
+        *(m.get("clock") or {}).get("notes", []),
+    ]
+    return meta
+
+
 def diagnose(
     events: pl.LazyFrame | pl.DataFrame,
     ranks: pl.LazyFrame | pl.DataFrame,

@@ -527,3 +527,35 @@ def _by_rank(table: pl.DataFrame) -> dict[int, pl.DataFrame]:
     starts = np.flatnonzero(np.r_[True, rank[1:] != rank[:-1]])
     ends = np.r_[starts[1:], len(rank)]
     return {int(rank[a]): table.slice(a, b - a) for a, b in zip(starts, ends, strict=True)}
+
+
+def ingest_enrichment(
+    *,
+    parallel: ParallelConfig | None,
+    taxonomy: Profile | None,
+    batches: pl.DataFrame | None,
+    progress: Any = None,
+    budget: int,
+) -> tuple[Callable[[StoreWriter, dict[str, Any]], dict[str, Any]], Callable[..., Any]]:
+    """The two hooks a new store's ingest calls (:func:`asaptrace.ingest.driver.ingest_paths`):
+    ``after_read`` runs a large rank's first enrichment pass as its file is read (:class:`EarlyPass`),
+    ``finish`` enriches the raw parts in the store's staging folder before the one commit, holding
+    up to ``budget`` bytes of raw tables and frames in memory; returns (finish, after_read)."""
+    early = EarlyPass(taxonomy, budget)
+
+    def finish(writer: StoreWriter, meta: dict[str, Any]) -> dict[str, Any]:
+        raw = TraceStore(path=writer.tmp, meta=meta)
+        enriched = enrich_streaming(
+            raw,
+            writer,
+            parallel=parallel,
+            taxonomy=taxonomy,
+            batches=batches,
+            progress=progress,
+            held=writer.held,
+            cache_bytes=budget,
+            early=early,
+        )
+        return {**meta, **enriched}
+
+    return finish, early.add

@@ -232,3 +232,55 @@ def replay_tornado(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if r["recovered_ns"] > e["recovered_max_ns"]:
             e |= {"recovered_max_ns": r["recovered_ns"], "at_max": r["value"]}
     return sorted(out.values(), key=lambda e: e["recovered_min_ns"] - e["recovered_max_ns"])
+
+
+def replay_explored(
+    wl: Workload,
+    policy: str,
+    *,
+    params: dict[str, Any],
+    costs: Any = None,
+    attribute: bool = True,
+    split: str | None = None,
+    specs: list[tuple[str, list[str]]] = (),  # type: ignore[assignment]
+    executor: Any = None,
+    source: str = "",
+    out: Any = None,
+    overwrite: bool = False,
+    progress: Any = None,
+) -> Any:
+    """The what-if a user asks ``replay`` for: with ``split="auto"`` at the best split
+    (:func:`best_split`), replayed with its causes (:func:`~asaptrace.replay.run.replay_workload`),
+    re-run at each ``--vary`` value (:func:`vary_replay`, the tornado), and written as a store at
+    ``out``. The costs are fitted (or read) once for all of it; the splits and the values run on
+    ``executor`` in one session (a process pool or a Ray instance)."""
+    from contextlib import nullcontext
+    from dataclasses import replace as with_
+
+    from asaptrace.ingest.executors import session
+    from asaptrace.replay.replayed_store import write_replay_store
+    from asaptrace.replay.run import replay_workload, resolve_costs
+
+    say = progress or (lambda _msg: None)
+    fit = resolve_costs(wl, costs)
+    splits = rows = None
+    with session(executor) if executor is not None and (split == "auto" or specs) else nullcontext():
+        if split == "auto":
+            say("replaying every attention/expert split of the store's device total")
+            try:
+                splits, params = best_split(wl, policy, params, fit.model, executor=executor)
+            except UsageError as e:
+                raise UsageError(str(e), path=source or None) from None
+        if specs:
+            say("replaying each --vary value")
+            rows = vary_replay(wl, policy, params, fit.model, specs, executor=executor)
+    say(f"replaying {policy} (reference replay, the policy, the counterfactuals of its causes)")
+    result = replay_workload(wl, policy, params=params, costs=costs, attribute=attribute, source=source)
+    changes: dict[str, Any] = {"splits": splits}
+    if rows is not None:
+        changes |= {"vary": rows, "tornado": replay_tornado(rows)}
+    result = with_(result, **changes)
+    if out is not None:
+        say("writing the replay store")
+        result = with_(result, out=str(write_replay_store(result, wl, out, overwrite=overwrite)))
+    return result

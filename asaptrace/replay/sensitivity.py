@@ -135,3 +135,53 @@ def sweep_with_sensitivity(
     result = run_sweep(sc, opt, progress=progress)
     rows = [row for knob, values in specs for row in vary(sc, opt, knob, values, progress=progress)]
     return result.with_(calibration=calibration, vary=rows, tornado=tornado(rows))
+
+
+def sweep_scenario(
+    scenario: Any = "asap-paper",
+    *,
+    policies: Any = None,
+    rates: Any = None,
+    knobs: dict[str, Any] | None = None,
+    costs: Any = None,
+    workload: Any = None,
+    lengths: str = "fit",
+    decomposition_rate: float = 4.0,
+    jobs: int = 1,
+    vary: Any = (),
+    calibrate: str | None = None,
+    progress: Progress | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
+) -> SweepResult:
+    """A named (or file) scenario, with a cost file and knob overrides, swept with its sensitivity
+    (:func:`sweep_with_sensitivity`). ``executor="ray"``: one Ray task per (policy, rate) point, on
+    ``ray_address`` or a local instance of ``jobs`` CPUs — one instance for every search of the call
+    (a local pool is opened by each search: its workers hold nothing worth keeping)."""
+    from contextlib import nullcontext
+
+    from asaptrace.ingest.executors import resolve_executor, session
+    from asaptrace.replay.scenario import load_scenario
+    from asaptrace.replay.sweep import DEFAULT_POLICIES
+
+    sc = load_scenario(scenario)
+    sc = sc.with_costs_file(costs) if costs else sc
+    opt = SweepOptions(
+        tuple(policies or DEFAULT_POLICIES),
+        tuple(rates) if rates else None,
+        decomposition_rate=decomposition_rate,
+        jobs=jobs,
+        workload=str(workload) if workload else None,
+        lengths=lengths,
+        executor=executor,
+        ray_address=ray_address,
+    )
+    ray = executor == "ray"
+    with session(resolve_executor(executor, jobs=jobs, address=ray_address)) if ray else nullcontext():
+        return sweep_with_sensitivity(
+            sc.with_knobs(knobs or {}),
+            opt,
+            vary_specs=list(vary),
+            calibrate_spec=calibrate,
+            progress=progress,
+        )
