@@ -172,3 +172,20 @@ def test_online_names_each_candidates_slo_throughput_beside_the_measured_policy(
         assert o["slo_rps"] == online["slo_rps"][spec]  # afd-pingpong swept at its chosen m
         shown = ("≥ " if o["censored"] else "") + f"{o['slo_rps']:.2f}"
         assert f"online at the SLO: {shown} requests/s against coupled's " in w["line"]
+
+
+@pytest.mark.parametrize(("d_max", "best"), [(95, 37), (95, 1), (95, 95), (23, 12)])
+def test_the_advice_split_search_goes_coarse_to_fine_and_finds_a_unimodal_best(d_max, best):
+    """Known answer: a makespan unimodal in D (|D − best|) is minimised exactly, each D replayed at
+    most once and far fewer than d_max of them (the report's advice stays near-linear in ranks)."""
+    from asaptrace.replay.explore import _coarse_to_fine
+
+    asked: list[int] = []
+
+    def replay(ds):
+        asked.extend(ds)
+        return [{"deployment": {"groups": d}, "makespan_ns": abs(d - best) * 10 + 5} for d in ds]
+
+    rows = _coarse_to_fine(replay, d_max, 12)
+    assert min(rows, key=lambda r: r["makespan_ns"])["deployment"]["groups"] == best
+    assert len(asked) == len(set(asked)) and len(asked) < d_max and len(asked) <= 30

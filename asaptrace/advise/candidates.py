@@ -40,6 +40,9 @@ from asaptrace.units import percent
 
 #: chunk sizes tried for chunked prefill (tokens per DP group per sub-step)
 CHUNK_TOKENS = (2048, 4096, 8192, 16384)
+#: attention group counts D replayed per round of the split search beyond which it goes coarse to
+#: fine (a 32-device store's 7 splits are all replayed; 384 devices: ≈ 30 of 95)
+SPLIT_POINTS = 12
 #: k_s values a disaggregated what-if of a coupled store is replayed at (its range)
 K_S_RANGE = ("1", "2")
 
@@ -208,7 +211,7 @@ def _pipelined_whatif(
     row: dict[str, Any] = {}
     n_splits = 0
     if search:
-        rows, params = best_split(wl, policy, params, fit.model)
+        rows, params = best_split(wl, policy, params, fit.model, at_most=SPLIT_POINTS)
         row, n_splits = next(r for r in rows if r["best"]), len(rows)
     r = replay_workload(wl, policy, params=params, costs=fit, attribute=False, band=True)
     recs, range_from = [r.recovered_total_ns], []
@@ -226,9 +229,9 @@ def _pipelined_whatif(
         label += f", m {r.params['m']}"
     if name == "asap-expert-failure":
         label = f"asap at {split} with one expert die lost ({int(r.params['experts']) - 1} serve)"
-    chosen = f"best of {n_splits} splits of {wl.world_size} devices" if search else ""
-    if search and policy == "afd-pingpong":
-        chosen = f"best of {n_splits} (split, m) of {wl.world_size} devices"
+    coarse = ", searched coarse to fine" if (wl.world_size - 1) // wl.tp > SPLIT_POINTS else ""
+    what = "(split, m)" if policy == "afd-pingpong" else "splits"
+    chosen = f"best of {n_splits} {what} of {wl.world_size} devices{coarse}" if search else ""
     return _from_replay(
         name,
         label,

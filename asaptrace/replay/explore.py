@@ -23,7 +23,7 @@ the same order, so the answer is the same whichever executor ran it.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -48,13 +48,15 @@ _ALIASES = {"coupled_k_s": "k_s", "e_ref": "moe_e_ref", "E_ref": "moe_e_ref", "�
 AFD_M = (2, 3, 4, 6)
 
 
-def split_candidates(wl: Workload, policy: PipelinedPolicy, tp: int | None = None) -> list[PipelinedPolicy]:
-    """Every D×T + E at the store's device total (and m for afd-pingpong)."""
+def split_candidates(
+    wl: Workload, policy: PipelinedPolicy, tp: int | None = None, groups: Sequence[int] | None = None
+) -> list[PipelinedPolicy]:
+    """Every D×T + E at the store's device total (and m for afd-pingpong); ``groups``: only those D."""
     total, t = wl.world_size, int(tp or wl.tp)
     if total < 2 or t >= total:
         raise UsageError(f"--split auto needs room for attention and experts: {total} devices, TP {t}")
     out: list[PipelinedPolicy] = []
-    for d in range(1, (total - 1) // t + 1):
+    for d in groups if groups is not None else range(1, (total - 1) // t + 1):
         base = replace(policy, attention=f"{d}x{t}", experts=total - d * t)
         ms = AFD_M if hasattr(policy, "m") else (None,)
         out += [base if m is None else replace(base, m=m) for m in ms]  # type: ignore[call-arg]
@@ -68,11 +70,17 @@ def search_splits(
     *,
     tp: int | None = None,
     executor: Executor | None = None,
+    at_most: int | None = None,
 ) -> list[dict[str, Any]]:
     """One row per split (see the module docstring), best first marked with ``best``; one task
-    per split on ``executor`` (default: this process)."""
-    cands = split_candidates(wl, policy, tp)
-    rows = map_ordered(executor or SerialExecutor(), partial(split_row, wl, costs), cands)
+    per split on ``executor`` (default: this process). With ``at_most`` and more attention group
+    counts D than that, D is searched coarse to fine instead (:func:`_coarse_to_fine`)."""
+    run = partial(map_ordered, executor or SerialExecutor(), partial(split_row, wl, costs))
+    d_max = (wl.world_size - 1) // int(tp or wl.tp)
+    if at_most is None or d_max <= at_most:
+        rows = run(split_candidates(wl, policy, tp))
+    else:
+        rows = _coarse_to_fine(lambda ds: run(split_candidates(wl, policy, tp, ds)), d_max, at_most)
     best = min(range(len(rows)), key=lambda i: (rows[i]["makespan_ns"], i))
     for i, r in enumerate(rows):
         r["best"] = i == best
@@ -87,9 +95,10 @@ def best_split(
     costs: CostModel,
     *,
     executor: Executor | None = None,
+    at_most: int | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """``--split auto``: every split's row (:func:`search_splits`, one task each on ``executor``)
-    and ``params`` set to the best."""
+    """``--split auto``: every split's row (:func:`search_splits`, one task each on ``executor``;
+    ``at_most``: coarse to fine over D) and ``params`` set to the best."""
     from asaptrace.replay.run import make_policy
 
     pol = make_policy(policy, params)
@@ -99,12 +108,44 @@ def best_split(
     if why:
         raise UsageError(f"{pol.name} does not apply: {why}")
     tp = parse_attention(params["attention"])[1] if params.get("attention") else None
-    rows = search_splits(wl, pol, costs, tp=tp, executor=executor)
+    rows = search_splits(wl, pol, costs, tp=tp, executor=executor, at_most=at_most)
     best = next(r for r in rows if r["best"])
     chosen = params | {"attention": best["attention"], "experts": best["experts"]}
     if "m" in best:
         chosen["m"] = best["m"]
     return rows, chosen
+
+
+def _coarse_to_fine(
+    replay: Callable[[list[int]], list[dict[str, Any]]], d_max: int, points: int
+) -> list[dict[str, Any]]:
+    """Search D in 1 … d_max with about ``points`` replays a round: D evenly spaced over the bracket,
+    then the bracket shrunk to the best one's neighbours, until every D in it was replayed. About
+    points·log(d_max) replays instead of d_max (each ∝ the store's ranks): the advice's search
+    stays near-linear in ranks. Exact when the makespan is unimodal in D; otherwise the best of the
+    splits replayed (the rows say which)."""
+    seen: dict[int, list[dict[str, Any]]] = {}
+    lo, hi = 1, d_max
+    while True:
+        step = max(1, (hi - lo) // max(points - 1, 1))
+        ds = sorted({*range(lo, hi + 1, step), hi} - set(seen))
+        for d, rows in zip(ds, _by_groups(replay(ds), ds), strict=True):
+            seen[d] = rows
+        if step == 1:
+            break
+        best = min(
+            (d for d in seen if lo <= d <= hi), key=lambda d: (min(r["makespan_ns"] for r in seen[d]), d)
+        )
+        lo, hi = max(lo, best - step), min(hi, best + step)
+    return [r for d in sorted(seen) for r in seen[d]]
+
+
+def _by_groups(rows: list[dict[str, Any]], ds: list[int]) -> list[list[dict[str, Any]]]:
+    """Rows of consecutive D (afd-pingpong: several m per D) grouped by D, in ``ds``' order."""
+    out: dict[int, list[dict[str, Any]]] = {d: [] for d in ds}
+    for r in rows:
+        out[r["deployment"]["groups"]].append(r)
+    return [out[d] for d in ds]
 
 
 def split_row(wl: Workload, costs: CostModel, cand: PipelinedPolicy) -> dict[str, Any]:
