@@ -117,7 +117,7 @@ def test_cli_writes_a_store_and_refuses_to_overwrite_it(scenario, tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--policy", "nope"], "unknown replay policy 'nope'"),
+        (["--policy", "nope"], "unknown policy 'nope'"),
         (["--policy", "chunked", "--m", "3"], "has no parameter m"),
         (["--policy", "asap", "--attention", "four"], "--attention must look like 4x4"),
     ],

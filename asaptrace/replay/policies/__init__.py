@@ -33,7 +33,7 @@ from asaptrace.replay.policies.chunked import Chunked
 from asaptrace.replay.policies.coupled import Coupled
 from asaptrace.replay.scenario import POLICY_ALIASES
 
-POLICIES: Registry[type[Policy]] = Registry("replay policy")
+POLICIES: Registry[type[Policy]] = Registry("policy")
 
 
 def register_policy(cls: type[Policy]) -> type[Policy]:
