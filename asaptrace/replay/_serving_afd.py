@@ -22,40 +22,26 @@ A request's own time is its share of its micro-batch's items (as ASAP's, :func:`
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
 
 import numpy as np
 
-from asaptrace.replay._serving_asap import _UNBOUNDED, serve_on_pipeline
+from asaptrace.replay._serving_asap import _UNBOUNDED, OnlineFormer, serve_on_pipeline
 from asaptrace.replay.pipelined import Batch, PipelineConfig
 from asaptrace.replay.planner import place_longest_first
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving_types import ServingRequests, ServingResult
 
 
-class PingpongFormer:
+class PingpongFormer(OnlineFormer):
     """Cuts a step when the stage is idle, hands out its micro-batches one per free slot."""
 
     def __init__(self, req: ServingRequests, sc: Scenario, m: int) -> None:
-        self.sc, self.costs, self.m = sc, sc.costs, m
-        self.arrival = req.arrival_ns.tolist()
-        self.new = req.new_tokens.tolist()
-        self.cached = req.cached_len.tolist()
-        n = len(req)
-        self.start = np.full(n, -1, np.int64)
-        self.own = np.zeros(n, np.float64)
-        self.members: list[list[int]] = []  # micro-batch id → its requests
-        self.queue: deque[int] = deque()
-        self.next_arrival = 0
+        super().__init__(req, sc)
+        self.m = m
         self.pending: deque[Batch] = deque()  # the current step's micro-batches not handed out yet
 
-    def wakeups(self) -> Iterable[int]:
-        return sorted(set(self.arrival))
-
     def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
-        while self.next_arrival < len(self.arrival) and self.arrival[self.next_arrival] <= now_ns:
-            self.queue.append(self.next_arrival)
-            self.next_arrival += 1
+        self.arrive(now_ns)
         if not self.pending:
             if not group_idle or not self.queue:
                 return None
@@ -111,4 +97,4 @@ def simulate_afd(req: ServingRequests, sc: Scenario, *, m: int, name: str = "afd
     cfg = PipelineConfig(
         groups=1, slots=m, buffer_slots=_UNBOUNDED, overlap=True, comm_share=sc.asap_tp / sc.asap_experts
     )
-    return serve_on_pipeline(req, sc, cfg, former, name)  # type: ignore[arg-type]  (ASAP's former's attributes)
+    return serve_on_pipeline(req, sc, cfg, former, name)

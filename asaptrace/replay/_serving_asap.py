@@ -45,11 +45,13 @@ class Mechanisms:
     super_kernel: bool = True
 
 
-class ServingFormer:
-    """Cuts batches from arrived requests when the pipeline offers a free slot."""
+class OnlineFormer:
+    """What every online former on the pipelined mechanics keeps: the requests (arrival, new and
+    cached tokens), the FIFO queue of those arrived, and per request its start and own time, per
+    batch its requests (``members``) — what :func:`serve_on_pipeline` reads."""
 
-    def __init__(self, req: ServingRequests, sc: Scenario, *, dual_batch: bool) -> None:
-        self.sc, self.costs, self.dual = sc, sc.costs, dual_batch
+    def __init__(self, req: ServingRequests, sc: Scenario) -> None:
+        self.sc, self.costs = sc, sc.costs
         self.arrival = req.arrival_ns.tolist()
         self.new = req.new_tokens.tolist()
         self.cached = req.cached_len.tolist()
@@ -59,15 +61,27 @@ class ServingFormer:
         self.members: list[list[int]] = []  # batch id → its requests
         self.queue: deque[int] = deque()
         self.next_arrival = 0
-        self.reserved: dict[int, Batch] = {}  # group → a long batch waiting for it to drain
 
     def wakeups(self) -> Iterable[int]:
         return sorted(set(self.arrival))
 
-    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
+    def arrive(self, now_ns: int) -> None:
+        """Queue every request that has arrived by ``now_ns``, in arrival order."""
         while self.next_arrival < len(self.arrival) and self.arrival[self.next_arrival] <= now_ns:
             self.queue.append(self.next_arrival)
             self.next_arrival += 1
+
+
+class ServingFormer(OnlineFormer):
+    """Cuts batches from arrived requests when the pipeline offers a free slot."""
+
+    def __init__(self, req: ServingRequests, sc: Scenario, *, dual_batch: bool) -> None:
+        super().__init__(req, sc)
+        self.dual = dual_batch
+        self.reserved: dict[int, Batch] = {}  # group → a long batch waiting for it to drain
+
+    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
+        self.arrive(now_ns)
         if group in self.reserved:
             if not group_idle:
                 return None
@@ -108,7 +122,7 @@ class ServingFormer:
         return b
 
 
-def _own_shares(former: ServingFormer, batches: dict[int, Batch], cfg: PipelineConfig, sc: Scenario) -> None:
+def _own_shares(former: OnlineFormer, batches: dict[int, Batch], cfg: PipelineConfig, sc: Scenario) -> None:
     """Each request's own kernel time: its share of its batch's items as the pipeline ran them.
 
     A request's share is A·w/Σw + R·c/Σc over its batch (A the batch's attention, w the requests'
@@ -169,7 +183,7 @@ def simulate_asap(
 
 
 def serve_on_pipeline(
-    req: ServingRequests, sc: Scenario, cfg: PipelineConfig, former: ServingFormer, name: str
+    req: ServingRequests, sc: Scenario, cfg: PipelineConfig, former: OnlineFormer, name: str
 ) -> ServingResult:
     """Run an online former on the pipelined mechanics: each request ends with its batch, its own
     time its share of its batch's items (:func:`_own_shares`). A former needs ``members`` (batch id
