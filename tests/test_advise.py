@@ -189,3 +189,18 @@ def test_the_advice_split_search_goes_coarse_to_fine_and_finds_a_unimodal_best(d
     rows = _coarse_to_fine(replay, d_max, 12)
     assert min(rows, key=lambda r: r["makespan_ns"])["deployment"]["groups"] == best
     assert len(asked) == len(set(asked)) and len(asked) < d_max and len(asked) <= 30
+
+
+def test_online_on_a_disaggregated_store_sweeps_its_measured_split_beside_the_whatifs(sample_run):
+    store = sample_run("disaggregated")[1]
+    r = run_cli("advise", store.path, "--online", "--json")
+    assert r.code == 0, r.stderr
+    j = json.loads(r.stdout)
+    online = j["online"]
+    # the measured policy is asap at the store's own split (4×4 + 16, truth: the sample's config)
+    assert online["status"] == "run" and online["measured_policy"] == "asap at 4×4 + 16 as measured"
+    base = online["slo_rps"][online["measured_policy"]]
+    ran = [w for w in j["whatifs"] if w["applies"]]
+    assert ran and all(w["online"]["measured_slo_rps"] == base for w in ran)
+    asap = next(w for w in ran if w["name"] == "asap")
+    assert asap["online"]["slo_rps"] == online["slo_rps"]["asap"]  # the what-if's split, swept apart
