@@ -200,7 +200,7 @@ def replay_store(
     """
     from asaptrace.ingest.executors import resolve_executor
     from asaptrace.replay.explore import parse_vary, replay_explored
-    from asaptrace.replay.workload import extract_workload
+    from asaptrace.replay.measured import extract_measured_work
 
     t0 = time.perf_counter()
     specs = [parse_vary(v) for v in vary]  # a bad spec fails before any simulation
@@ -210,7 +210,7 @@ def replay_store(
         check_store_target(out, overwrite=overwrite)
     runner = resolve_executor(executor, jobs=jobs, address=ray_address)  # a bad name fails here too
     (progress or (lambda _m: None))("extracting the workload")
-    wl = extract_workload(TraceStore.open(store_path))
+    wl = extract_measured_work(TraceStore.open(store_path))
     result = replay_explored(
         wl,
         policy,

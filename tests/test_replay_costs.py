@@ -7,8 +7,8 @@ import pytest
 
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel, fit_costs, load_costs, save_costs
+from asaptrace.replay.measured import extract_measured_work
 from asaptrace.replay.policies.chunked import chunk_pieces
-from asaptrace.replay.workload import extract_workload
 from tests._replay_helpers import sample_store
 
 
@@ -100,7 +100,7 @@ def test_bad_cost_files_name_the_file_and_the_cause(tmp_path, text, message):
 def test_fit_recovers_the_generator_attention_constants(tmp_path_factory):
     # the coupled sample was generated with attention = 0.05 + 1.41·Σs/1K + 0.0215·Σs²/1K² ms per
     # kernel (sample_traces/coupled/config.toml [costs]), with 3 % lognormal jitter per kernel
-    wl = extract_workload(sample_store("coupled", tmp_path_factory.mktemp("fit")))
+    wl = extract_measured_work(sample_store("coupled", tmp_path_factory.mktemp("fit")))
     fit = fit_costs(wl)
     assert fit.model.attn_c1_ms == pytest.approx(1.41, rel=0.1)
     assert fit.model.attn_c2_ms == pytest.approx(0.0215, rel=0.1)

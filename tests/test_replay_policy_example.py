@@ -57,13 +57,13 @@ def test_the_example_online_by_hand(example):
 
 
 def test_the_example_offline_on_the_coupled_sample(example, coupled_store):
-    from asaptrace.replay.run import replay_workload
-    from asaptrace.replay.workload import extract_workload
+    from asaptrace.replay.measured import extract_measured_work
+    from asaptrace.replay.run import replay_measured_work
 
-    wl = extract_workload(coupled_store)
-    fast = replay_workload(wl, "fast-network", params={"speedup": 2.0}, attribute=False, band=False)
+    wl = extract_measured_work(coupled_store)
+    fast = replay_measured_work(wl, "fast-network", params={"speedup": 2.0}, attribute=False, band=False)
     # the same chains by another road: coupled with every measured collective × 0.5 (k_s)
-    halved = replay_workload(wl, "coupled", params={"k_s": 0.5}, attribute=False, band=False)
+    halved = replay_measured_work(wl, "coupled", params={"k_s": 0.5}, attribute=False, band=False)
     assert fast.makespan_ns == halved.makespan_ns  # consistency check, not validation
     # a faster network shortens the run; the JSON names the policy and its parameter
     assert fast.makespan_ns < fast.reference_makespan_ns

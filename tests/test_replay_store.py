@@ -157,7 +157,7 @@ def test_a_store_without_enrichment_is_refused_in_one_line(tmp_path):
 
 def test_asap_replay_of_the_hand_worked_step(tmp_path):
     # moe_scenario, annotated: groups {0, 1} and {2, 3} (TP2), 2 MoE layers, no batch composition.
-    # Workload: attention per layer g0 = 100 µs, g1 = 300 µs (slowest member); pool (busiest expert
+    # MeasuredWork: attention per layer g0 = 100 µs, g1 = 300 µs (slowest member); pool (busiest expert
     # rank) 90 µs per layer; dispatch 20, combine 10 µs. On asap 2x2 + 4 expert dies (the measured
     # counts) without token counts a batch's pool item is 90 × (4/4) / 2 groups = 45 µs.
     # Placement (longest first): b1 (g1) → group 0, b0 (g0) → group 1; one batch per group.

@@ -19,8 +19,8 @@ from asaptrace.errors import UsageError
 from asaptrace.ingest.driver import ingest_paths
 from asaptrace.pipeline import enrich_store, replay_store
 from asaptrace.replay.costs import CostModel, fit_costs
+from asaptrace.replay.measured import extract_measured_work
 from asaptrace.replay.offline import item_costs
-from asaptrace.replay.workload import extract_workload
 from asaptrace.store import TraceStore
 from tests._analysis_helpers import ATTENTION, COMPUTE_STREAM, MOE, RankTrace, ingest, write_traces
 from tests._cli import run_cli
@@ -68,7 +68,7 @@ def sidecar_store(root):
 
 
 def test_a_sidecar_store_without_micro_batches_fits_and_costs_its_moe(sidecar_store):
-    wl = extract_workload(sidecar_store)
+    wl = extract_measured_work(sidecar_store)
     assert wl.items["micro_batch"].null_count() == wl.items.height  # the events say no micro-batch
     assert wl.has_tokens  # the sidecar's lengths reach every item (null-safe join)
     fit = fit_costs(wl)
@@ -101,7 +101,7 @@ def _bounds_hold(r, wl) -> None:
 def test_lower_bounds_with_and_without_micro_batch_annotations(sidecar_store, root, params):
     for store in (sidecar_store, sample_store("coupled", root)):
         r = replay_store(store.path, "asap", params=params, attribute=False)
-        _bounds_hold(r, extract_workload(store))
+        _bounds_hold(r, extract_measured_work(store))
 
 
 def test_lower_bounds_without_any_batches(root):
@@ -109,7 +109,7 @@ def test_lower_bounds_without_any_batches(root):
     from tests._analysis_helpers import moe_scenario
 
     store = enrich_store(ingest(write_traces(root / "nob", moe_scenario()), root / "nob.store"))
-    wl = extract_workload(store)
+    wl = extract_measured_work(store)
     assert not wl.has_tokens
     for params in ({"attention": "2x2", "experts": 4}, {"attention": "1x2", "experts": 2}):
         r = replay_store(store.path, "asap", params=params)
@@ -274,7 +274,7 @@ def test_the_fit_band_brackets_the_answer(root):
 def test_attention_cost_scales_with_tp_in_the_offline_what_if(root):
     # one rule (DOMAIN §7): measured attention × T_measured / T
     store = sample_store("coupled", root)
-    wl = extract_workload(store)
+    wl = extract_measured_work(store)
     m = fit_costs(wl).model
     a4 = item_costs(wl, m, tp=4, experts=16)["attention_ns"].to_numpy()
     a8 = item_costs(wl, m, tp=8, experts=16)["attention_ns"].to_numpy()

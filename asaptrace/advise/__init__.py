@@ -25,10 +25,10 @@ def advise_store_workload(
     """The advice of an opened, diagnosed store: its workload's what-ifs (and ``online`` their SLO
     sweep, :func:`asaptrace.advise.online.advise_online`); a store with no work to replay gets
     every what-if "does not apply", for that reason."""
-    from asaptrace.replay.workload import extract_workload
+    from asaptrace.replay.measured import extract_measured_work
 
     try:
-        wl = extract_workload(store)
+        wl = extract_measured_work(store)
     except UsageError as e:
         return nothing_applies(diag, str(e), source=source)
     advice = advise(wl, diag, costs=costs, source=source, progress=progress)

@@ -34,8 +34,8 @@ from asaptrace.analyze.diagnosis import Diagnosis
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import R2_WARN, CostFit, CostModel
 from asaptrace.replay.explore import best_split, vary_replay
-from asaptrace.replay.run import ReplayResult, replay_workload, resolve_costs
-from asaptrace.replay.workload import Workload
+from asaptrace.replay.measured import MeasuredWork
+from asaptrace.replay.run import ReplayResult, replay_measured_work, resolve_costs
 from asaptrace.units import percent
 
 #: chunk sizes tried for chunked prefill (tokens per DP group per sub-step)
@@ -59,7 +59,7 @@ _PIPELINED_PARTS = ("attention", "moe", "transfer")
 
 
 def advise(
-    wl: Workload,
+    wl: MeasuredWork,
     diag: Diagnosis,
     *,
     costs: CostModel | CostFit | str | None = None,
@@ -122,20 +122,20 @@ def _reason(message: str) -> str:
 _COUPLED_ONLY = "the store is disaggregated: it re-places requests across a coupled run's barriered DP groups"
 
 
-def _balanced(wl: Workload, fit: CostFit, _done: list[WhatIf]) -> WhatIf:
+def _balanced(wl: MeasuredWork, fit: CostFit, _done: list[WhatIf]) -> WhatIf:
     if wl.deployment != "coupled":
         raise UsageError(_COUPLED_ONLY)
-    r = replay_workload(wl, "balanced", costs=fit, attribute=False, band=False)
+    r = replay_measured_work(wl, "balanced", costs=fit, attribute=False, band=False)
     return _lockstep_whatif("balanced", _LABELS["balanced"], r, wl, fit, {})
 
 
-def _chunked(wl: Workload, fit: CostFit, _done: list[WhatIf]) -> WhatIf:
+def _chunked(wl: MeasuredWork, fit: CostFit, _done: list[WhatIf]) -> WhatIf:
     if wl.deployment != "coupled":
         raise UsageError(_COUPLED_ONLY)
     runs = [
         (
             c,
-            replay_workload(
+            replay_measured_work(
                 wl, "chunked", params={"chunk_tokens": c}, costs=fit, attribute=False, band=False
             ),
         )
@@ -146,7 +146,7 @@ def _chunked(wl: Workload, fit: CostFit, _done: list[WhatIf]) -> WhatIf:
     return replace(w, chosen_from="best of chunk sizes " + ", ".join(f"{x:,}" for x in CHUNK_TOKENS))
 
 
-def _measured_mechanisms(wl: Workload) -> dict[str, Any]:
+def _measured_mechanisms(wl: MeasuredWork) -> dict[str, Any]:
     """A disaggregated store's what-ifs keep its runtime's mechanisms (as its reference replay does:
     dual batch when it ran two micro-batches, no long-prompt rule) and change only the split."""
     if wl.deployment == "coupled":
@@ -154,15 +154,15 @@ def _measured_mechanisms(wl: Workload) -> dict[str, Any]:
     return {"dual_batch": wl.micro_batches > 1, "long_tokens": 0}
 
 
-def _asap(wl: Workload, fit: CostFit, _done: list[WhatIf]) -> WhatIf:
+def _asap(wl: MeasuredWork, fit: CostFit, _done: list[WhatIf]) -> WhatIf:
     return _pipelined_whatif("asap", wl, fit, _measured_mechanisms(wl))
 
 
-def _afd(wl: Workload, fit: CostFit, _done: list[WhatIf]) -> WhatIf:
+def _afd(wl: MeasuredWork, fit: CostFit, _done: list[WhatIf]) -> WhatIf:
     return _pipelined_whatif("afd-pingpong", wl, fit, _measured_mechanisms(wl))
 
 
-def _expert_failure(wl: Workload, fit: CostFit, done: list[WhatIf]) -> WhatIf:
+def _expert_failure(wl: MeasuredWork, fit: CostFit, done: list[WhatIf]) -> WhatIf:
     asap = next((w for w in done if w.name == "asap"), None)
     if asap is None or not asap.applies:
         raise UsageError(asap.reason if asap is not None else "asap did not run")
@@ -178,7 +178,7 @@ def _expert_failure(wl: Workload, fit: CostFit, done: list[WhatIf]) -> WhatIf:
 
 
 def _lockstep_whatif(
-    name: str, label: str, r: ReplayResult, wl: Workload, fit: CostFit, params: dict[str, Any]
+    name: str, label: str, r: ReplayResult, wl: MeasuredWork, fit: CostFit, params: dict[str, Any]
 ) -> WhatIf:
     """A lockstep what-if and its range over the attention fit's residual (c1, c2 × (1 ∓ p95))."""
     q = (fit.quality or {}).get("attention") or {}
@@ -189,7 +189,7 @@ def _lockstep_whatif(
         for s in (1 - e, 1 + e):
             costs = replace(m, attn_c2_ms=m.attn_c2_ms * s)  # the Σs² share: what placement weighs
             lows.append(
-                replay_workload(
+                replay_measured_work(
                     wl, name, params=params, costs=costs, attribute=False, band=False
                 ).recovered_total_ns
             )
@@ -199,7 +199,7 @@ def _lockstep_whatif(
 
 def _pipelined_whatif(
     policy: str,
-    wl: Workload,
+    wl: MeasuredWork,
     fit: CostFit,
     params: dict[str, Any],
     *,
@@ -213,7 +213,7 @@ def _pipelined_whatif(
     if search:
         rows, params = best_split(wl, policy, params, fit.model, at_most=SPLIT_POINTS)
         row, n_splits = next(r for r in rows if r["best"]), len(rows)
-    r = replay_workload(wl, policy, params=params, costs=fit, attribute=False, band=True)
+    r = replay_measured_work(wl, policy, params=params, costs=fit, attribute=False, band=True)
     recs, range_from = [r.recovered_total_ns], []
     if r.band.get("status") == "fitted":
         recs += [r.band["recovered_low_ns"], r.band["recovered_high_ns"]]

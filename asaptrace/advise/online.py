@@ -21,11 +21,11 @@ from typing import Any
 from asaptrace.advise.advice import Advice, WhatIf, whatif_line
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostFit, CostModel
+from asaptrace.replay.measured import MeasuredWork
 from asaptrace.replay.run import resolve_costs
 from asaptrace.replay.scenario import load_scenario
 from asaptrace.replay.serving import policy_names
 from asaptrace.replay.sweep import SweepOptions, run_sweep
-from asaptrace.replay.workload import Workload
 
 #: simulated seconds of arrivals per rate (the paper's 300 s is `asaptrace sweep`'s default; the
 #: advice trades that for seconds of wall time, and a noisier SLO rate)
@@ -35,7 +35,7 @@ MEASURED = "coupled"
 
 def advise_online(
     advice: Advice,
-    wl: Workload,
+    wl: MeasuredWork,
     *,
     costs: CostModel | CostFit | str | None = None,
     scenario: str = "asap-paper",

@@ -2,7 +2,7 @@
 
 Modules, in the order data flows through them:
 
-* :mod:`~asaptrace.replay.workload` — ``extract_workload(store) -> Workload``: what the run did,
+* :mod:`~asaptrace.replay.measured` — ``extract_measured_work(store) -> MeasuredWork``: what the run did,
   wait removed (chains of collective instances, per-layer items, pool and transfer times);
 * :mod:`~asaptrace.replay.costs` — ``CostModel`` (DOMAIN §3/§6 defaults), ``fit_costs``,
   ``load_costs`` / ``save_costs`` (strict TOML);
@@ -19,5 +19,5 @@ Modules, in the order data flows through them:
 * :mod:`~asaptrace.replay.policies` — ``POLICIES`` registry: coupled, asap, balanced,
   afd-pingpong, chunked;
 * :mod:`~asaptrace.replay.replayed_store` — a replay drawn as canonical store tables;
-* :mod:`~asaptrace.replay.run` — ``replay_workload(wl, policy, ...) -> ReplayResult`` (+ JSON); the pipeline's ``replay_store`` opens, extracts, replays and writes.
+* :mod:`~asaptrace.replay.run` — ``replay_measured_work(wl, policy, ...) -> ReplayResult`` (+ JSON); the pipeline's ``replay_store`` opens, extracts, replays and writes.
 """

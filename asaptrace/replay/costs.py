@@ -295,10 +295,10 @@ def fit_warnings(quality: dict[str, dict[str, Any]] | None) -> list[str]:
     return out
 
 
-def fit_costs(workload: Any, *, base: CostModel | None = None) -> CostFit:
-    """Fit the attention, MoE and transfer constants to a store's measured workload.
+def fit_costs(work: Any, *, base: CostModel | None = None) -> CostFit:
+    """Fit the attention, MoE and transfer constants to a store's measured work.
 
-    ``workload`` is a :class:`~asaptrace.replay.workload.Workload`. Attention is fitted per
+    ``work`` is a :class:`~asaptrace.replay.measured.MeasuredWork`. Attention is fitted per
     (step, DP group, layer) on [1, Σc, Σc(2P+c)] (needs the batch composition; the constants then
     hold for the store's TP, ``attn_tp_ref``), the MoE pool per (step, layer) on [1, N] above the
     plateau (the plateau from items below the knee), transfers on [1, tokens per die]. A part with
@@ -308,12 +308,12 @@ def fit_costs(workload: Any, *, base: CostModel | None = None) -> CostFit:
     model = base or CostModel()
     quality: dict[str, dict[str, Any]] = {}
     changes: dict[str, float] = {}
-    n_mb = max(int(workload.micro_batches), 1)
-    data = workload.batches_source
+    n_mb = max(int(work.micro_batches), 1)
+    data = work.batches_source
     # attention per (step, group, layer), summed over micro-batches (the store may not say which
     # request ran in which micro-batch, only the group's whole batch)
     it = (
-        workload.items.filter(pl.col("tokens").is_not_null())
+        work.items.filter(pl.col("tokens").is_not_null())
         .group_by("step", "dp_group", "layer")
         .agg(pl.col("attn_ns").sum(), pl.col("tokens").sum(), pl.col("quad").sum())
         .filter(pl.col("attn_ns") > 0)
@@ -326,7 +326,7 @@ def fit_costs(workload: Any, *, base: CostModel | None = None) -> CostFit:
             attn_c0_ms=float(beta[0]),
             attn_c1_ms=float(beta[1]),
             attn_c2_ms=float(beta[2]),
-            attn_tp_ref=float(workload.tp),
+            attn_tp_ref=float(work.tp),
         )
         quality["attention"] = part_quality(
             y, pred, data=f"(step, DP group, layer) items; lengths from {data}"
@@ -340,14 +340,14 @@ def fit_costs(workload: Any, *, base: CostModel | None = None) -> CostFit:
         quality["attention"] = default_quality(it.height, why)
     # MoE and transfers per (step, layer), averaged over micro-batches
     pool = (
-        workload.pool.filter(pl.col("tokens").is_not_null())
+        work.pool.filter(pl.col("tokens").is_not_null())
         .group_by("step", "layer")
         .agg((pl.col("pool_ns").sum() / n_mb).alias("y"), pl.col("tokens").sum().alias("n"))
         .filter(pl.col("y") > 0)
     )
     if pool.height >= 4:
         # the constants are fitted on the store's own pool: E_fit = its expert ranks (r = 1 there)
-        e = float(workload.expert_ranks)
+        e = float(work.expert_ranks)
         r = 1.0
         y = pool["y"].to_numpy() / _NS_PER_MS
         n = pool["n"].to_numpy() / K / n_mb
@@ -367,10 +367,10 @@ def fit_costs(workload: Any, *, base: CostModel | None = None) -> CostFit:
             q["note"] = "no item on the plateau: the default plateau kept (read on this pool)"
         quality["moe"] = q
     else:
-        why = "no MoE pool items with token counts" if workload.pool.height else "the store has no MoE layers"
+        why = "no MoE pool items with token counts" if work.pool.height else "the store has no MoE layers"
         quality["moe"] = default_quality(pool.height, why)
     xf = (
-        workload.transfers.filter(pl.col("tokens_per_die").is_not_null())
+        work.transfers.filter(pl.col("tokens_per_die").is_not_null())
         .group_by("step", "layer")
         .agg(
             (pl.col("dispatch_ns").sum() / n_mb).alias("d"),
@@ -389,18 +389,18 @@ def fit_costs(workload: Any, *, base: CostModel | None = None) -> CostFit:
     else:
         why = (
             "no dispatch/combine with token counts"
-            if workload.transfers.height
+            if work.transfers.height
             else "the store has no dispatch/combine"
         )
         quality["transfer"] = default_quality(xf.height, why)
     fitted = [p for p, q in quality.items() if q["status"] == "fitted"]
     src = (
-        f"fitted to {workload.source} ({', '.join(fitted)}; the rest DOMAIN §3 defaults)"
+        f"fitted to {work.source} ({', '.join(fitted)}; the rest DOMAIN §3 defaults)"
         if fitted and len(fitted) < 3
         else (
-            f"fitted to {workload.source}"
+            f"fitted to {work.source}"
             if fitted
-            else f"DOMAIN §3 defaults (nothing in {workload.source} could be fitted)"
+            else f"DOMAIN §3 defaults (nothing in {work.source} could be fitted)"
         )
     )
     return CostFit(replace(model, **changes, source=src), quality)

@@ -31,10 +31,10 @@ from typing import Any
 from asaptrace.errors import UsageError
 from asaptrace.ingest.executors import Executor, SerialExecutor, map_ordered
 from asaptrace.replay.costs import CostModel
+from asaptrace.replay.measured import MeasuredWork
 from asaptrace.replay.policies import PipelinedPolicy
 from asaptrace.replay.policies._base import parse_attention
-from asaptrace.replay.run import replay_workload
-from asaptrace.replay.workload import Workload
+from asaptrace.replay.run import replay_measured_work
 
 #: replay --vary knobs: alias → CostModel field(s) ("costs" switches fitted ↔ default)
 VARY_KNOBS: dict[str, tuple[str, ...]] = {
@@ -49,7 +49,7 @@ AFD_M = (2, 3, 4, 6)
 
 
 def split_candidates(
-    wl: Workload, policy: PipelinedPolicy, tp: int | None = None, groups: Sequence[int] | None = None
+    wl: MeasuredWork, policy: PipelinedPolicy, tp: int | None = None, groups: Sequence[int] | None = None
 ) -> list[PipelinedPolicy]:
     """Every D×T + E at the store's device total (and m for afd-pingpong); ``groups``: only those D."""
     total, t = wl.world_size, int(tp or wl.tp)
@@ -64,7 +64,7 @@ def split_candidates(
 
 
 def search_splits(
-    wl: Workload,
+    wl: MeasuredWork,
     policy: PipelinedPolicy,
     costs: CostModel,
     *,
@@ -89,7 +89,7 @@ def search_splits(
 
 
 def best_split(
-    wl: Workload,
+    wl: MeasuredWork,
     policy: str,
     params: dict[str, Any],
     costs: CostModel,
@@ -148,7 +148,7 @@ def _by_groups(rows: list[dict[str, Any]], ds: list[int]) -> list[list[dict[str,
     return [out[d] for d in ds]
 
 
-def split_row(wl: Workload, costs: CostModel, cand: PipelinedPolicy) -> dict[str, Any]:
+def split_row(wl: MeasuredWork, costs: CostModel, cand: PipelinedPolicy) -> dict[str, Any]:
     """One split replayed (no attribution): makespan, batch latency, utilisations, what binds."""
     run = cand.run(wl, costs)
     dep = run.deployment
@@ -221,7 +221,7 @@ def costs_at(knob: str, value: str, fitted: CostModel) -> CostModel:
 
 
 def vary_replay(
-    wl: Workload,
+    wl: MeasuredWork,
     policy: str,
     params: dict[str, Any],
     fitted: CostModel,
@@ -238,11 +238,11 @@ def vary_replay(
 
 
 def vary_row(
-    wl: Workload, policy: str, params: dict[str, Any], fitted: CostModel, item: tuple[str, str]
+    wl: MeasuredWork, policy: str, params: dict[str, Any], fitted: CostModel, item: tuple[str, str]
 ) -> dict[str, Any]:
     """One --vary value: the what-if at that knob value, without attribution or band."""
     knob, value = item
-    r = replay_workload(
+    r = replay_measured_work(
         wl, policy, params=params, costs=costs_at(knob, value, fitted), attribute=False, band=False
     )
     return {
@@ -276,7 +276,7 @@ def replay_tornado(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def replay_explored(
-    wl: Workload,
+    wl: MeasuredWork,
     policy: str,
     *,
     params: dict[str, Any],
@@ -291,7 +291,7 @@ def replay_explored(
     progress: Any = None,
 ) -> Any:
     """The what-if a user asks ``replay`` for: with ``split="auto"`` at the best split
-    (:func:`best_split`), replayed with its causes (:func:`~asaptrace.replay.run.replay_workload`),
+    (:func:`best_split`), replayed with its causes (:func:`~asaptrace.replay.run.replay_measured_work`),
     re-run at each ``--vary`` value (:func:`vary_replay`, the tornado), and written as a store at
     ``out``. The costs are fitted (or read) once for all of it; the splits and the values run on
     ``executor`` in one session (a process pool or a Ray instance)."""
@@ -300,7 +300,7 @@ def replay_explored(
 
     from asaptrace.ingest.executors import session
     from asaptrace.replay.replayed_store import write_replay_store
-    from asaptrace.replay.run import replay_workload, resolve_costs
+    from asaptrace.replay.run import replay_measured_work, resolve_costs
 
     say = progress or (lambda _msg: None)
     fit = resolve_costs(wl, costs)
@@ -316,7 +316,7 @@ def replay_explored(
             say("replaying each --vary value")
             rows = vary_replay(wl, policy, params, fit.model, specs, executor=executor)
     say(f"replaying {policy} (reference replay, the policy, the counterfactuals of its causes)")
-    result = replay_workload(wl, policy, params=params, costs=costs, attribute=attribute, source=source)
+    result = replay_measured_work(wl, policy, params=params, costs=costs, attribute=attribute, source=source)
     changes: dict[str, Any] = {"splits": splits}
     if rows is not None:
         changes |= {"vary": rows, "tornado": replay_tornado(rows)}

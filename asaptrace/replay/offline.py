@@ -37,9 +37,9 @@ import numpy as np
 import polars as pl
 
 from asaptrace.replay.costs import CostModel
+from asaptrace.replay.measured import MeasuredWork
 from asaptrace.replay.pipelined import Batch
 from asaptrace.replay.planner import place_longest_first
-from asaptrace.replay.workload import Workload
 
 _KEYS = ["step", "layer", "micro_batch"]
 
@@ -48,14 +48,14 @@ def _r(costs: CostModel, experts: float) -> float:
     return costs.moe_e_ref / experts if costs.moe_e_ref > 0 else 1.0
 
 
-def _joined(wl: Workload) -> pl.DataFrame:
+def _joined(wl: MeasuredWork) -> pl.DataFrame:
     """Items with their pool item and transfers (null-safe: an unknown micro-batch matches itself)."""
     return wl.items.join(wl.pool, on=_KEYS, how="left", suffix="_pool", nulls_equal=True).join(
         wl.transfers, on=_KEYS, how="left", nulls_equal=True
     )
 
 
-def _transfer_factor(wl: Workload, costs: CostModel, asynchronous: bool) -> float:
+def _transfer_factor(wl: MeasuredWork, costs: CostModel, asynchronous: bool) -> float:
     """What a measured transfer becomes: coupled store → async ÷ k_s; disaggregated → lockstep × k_s."""
     k_s = costs.coupled_k_s
     if wl.deployment == "coupled":
@@ -64,7 +64,7 @@ def _transfer_factor(wl: Workload, costs: CostModel, asynchronous: bool) -> floa
 
 
 def item_costs(
-    wl: Workload, costs: CostModel, *, tp: int, experts: float, asynchronous: bool = True
+    wl: MeasuredWork, costs: CostModel, *, tp: int, experts: float, asynchronous: bool = True
 ) -> pl.DataFrame:
     """Per (step, dp_group, micro_batch, layer): attention_ns, dispatch_ns, moe_ns, combine_ns, and the
     pool item of all groups' tokens (``moe_all_ns``, the lockstep deployment's one item per layer)."""
@@ -113,7 +113,7 @@ def item_costs(
 
 
 def offline_batches(
-    wl: Workload, costs: CostModel, *, tp: int, experts: float, long_tokens: int | None
+    wl: MeasuredWork, costs: CostModel, *, tp: int, experts: float, long_tokens: int | None
 ) -> list[Batch]:
     """The store's batches with their costs on the target deployment, ready at their step's start.
 
@@ -170,7 +170,7 @@ class LockstepCosts:
 
 
 def lockstep_split_steps(
-    wl: Workload, costs: CostModel, *, groups: int, tp: int, experts: float
+    wl: MeasuredWork, costs: CostModel, *, groups: int, tp: int, experts: float
 ) -> list[LockstepCosts]:
     """The store's work on D = ``groups`` × ``tp`` attention dies and an ``experts``-die pool, in lockstep.
 

@@ -29,15 +29,15 @@ import polars as pl
 import pyarrow as pa
 
 from asaptrace.replay.lockstep import ChainTimes
+from asaptrace.replay.measured import ChainKernels, MeasuredWork
 from asaptrace.replay.policies import PolicyRun
-from asaptrace.replay.workload import ChainKernels, Workload
 from asaptrace.schema import Kind, Role, conform
 
 COMPUTE, DISPATCH, COMBINE = 7, 20, 21
 _COLS = ["rank", "stream", "kind", "ts_ns", "dur_ns", "step", "layer", "micro_batch"]
 
 
-def replay_tables(run: PolicyRun, wl: Workload) -> dict[str, pa.Table]:
+def replay_tables(run: PolicyRun, wl: MeasuredWork) -> dict[str, pa.Table]:
     """Canonical events, ranks, streams and batches of a replay."""
     if run.trace is not None:
         events, ranks, batches = _pipelined(run, wl)
@@ -115,7 +115,7 @@ def _with_counts(ranks: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
 
 
 # ------------------------------------------------------------------------------------------ lockstep
-def _lockstep(run: PolicyRun, wl: Workload) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def _lockstep(run: PolicyRun, wl: MeasuredWork) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     parts = []
     for step in wl.steps.sort("step")["step"].to_list():
         times = run.chains[step]
@@ -272,7 +272,7 @@ def _cast(df: pl.DataFrame) -> pl.DataFrame:
 
 
 # ----------------------------------------------------------------------------------------- pipelined
-def _pipelined(run: PolicyRun, wl: Workload) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def _pipelined(run: PolicyRun, wl: MeasuredWork) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     tr = run.trace
     assert tr is not None
     dep = run.deployment
@@ -354,7 +354,7 @@ def _pipelined(run: PolicyRun, wl: Workload) -> tuple[pl.DataFrame, pl.DataFrame
     return events, _with_counts(ranks, events), batches
 
 
-def replay_meta(run: PolicyRun, wl: Workload, extra: dict[str, Any]) -> dict[str, Any]:
+def replay_meta(run: PolicyRun, wl: MeasuredWork, extra: dict[str, Any]) -> dict[str, Any]:
     """meta.json of a replayed store (enriched; parallel layout of the simulated deployment)."""
     dep = run.deployment
     return {
@@ -386,7 +386,7 @@ def replay_block_of(result: Any) -> dict[str, Any]:
     return {k: v for k, v in result.to_json().items() if k not in REPLAY_BLOCK_DROP}
 
 
-def write_replay_store(result: Any, wl: Workload, out: str | Path, *, overwrite: bool = False) -> Path:
+def write_replay_store(result: Any, wl: MeasuredWork, out: str | Path, *, overwrite: bool = False) -> Path:
     """Write a :class:`~asaptrace.replay.run.ReplayResult`'s replay as a store at ``out`` (atomically:
     one commit of the store writer): its events, ranks, streams and batches in the canonical schema,
     and meta.json with its ``replay`` block."""

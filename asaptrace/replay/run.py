@@ -1,10 +1,10 @@
-"""Run a policy on an extracted workload: ``replay_workload(wl, policy, ...) -> ReplayResult`` (+ JSON).
+"""Run a policy on an extracted workload: ``replay_measured_work(wl, policy, ...) -> ReplayResult`` (+ JSON).
 
 :func:`asaptrace.pipeline.replay_store` composes it with the store: open, extract, replay, write.
 
 What it does, in order (DOMAIN §7):
 
-1. (the pipeline) extract the workload (:func:`~asaptrace.replay.workload.extract_workload`);
+1. (the pipeline) extract the workload (:func:`~asaptrace.replay.measured.extract_measured_work`);
 2. take the cost model: a :class:`CostModel`, a TOML file (its ``[fit]`` quality kept), or
    (default) one fitted to the store (:func:`~asaptrace.replay.costs.fit_costs`; each part keeps
    the DOMAIN defaults when the store cannot fit it, and says why); poor or missing fits become
@@ -37,8 +37,8 @@ from typing import Any
 from asaptrace.display import HtmlRepr
 from asaptrace.errors import AccountingError, UsageError
 from asaptrace.replay.costs import CostFit, CostModel, fit_costs, fit_warnings, read_costs, save_costs
+from asaptrace.replay.measured import MeasuredWork
 from asaptrace.replay.policies import Asap, Coupled, Deployment, LockstepPolicy, Policy, PolicyRun, policy_of
-from asaptrace.replay.workload import Workload
 
 SCHEMA_VERSION = 2
 
@@ -156,7 +156,7 @@ def make_policy(name: str, params: dict[str, Any] | None = None) -> Policy:
     return policy_of(name, params)
 
 
-def reference_policy(wl: Workload) -> Policy:
+def reference_policy(wl: MeasuredWork) -> Policy:
     """The replay that must reproduce the measured run: its own deployment's semantics."""
     if wl.deployment == "coupled":
         return Coupled()
@@ -169,7 +169,7 @@ def reference_policy(wl: Workload) -> Policy:
     )
 
 
-def resolve_costs(wl: Workload, costs: CostModel | CostFit | str | Path | None) -> CostFit:
+def resolve_costs(wl: MeasuredWork, costs: CostModel | CostFit | str | Path | None) -> CostFit:
     """The cost model and its fit quality: given (a model has none), read from a file (with its
     [fit]), or fitted to the workload."""
     if isinstance(costs, CostFit):
@@ -186,8 +186,8 @@ def deployment_json(dep: Deployment) -> dict[str, Any]:
     return {**asdict(dep), "devices": dep.devices}
 
 
-def replay_workload(
-    wl: Workload,
+def replay_measured_work(
+    wl: MeasuredWork,
     policy: str = "asap",
     *,
     params: dict[str, Any] | None = None,
@@ -261,7 +261,7 @@ def _uses_model(pol: Policy) -> bool:
     return not isinstance(pol, Coupled) or pol.expert_failure or pol.k_s != 1.0
 
 
-def _notes(wl: Workload, pol: Policy) -> list[str]:
+def _notes(wl: MeasuredWork, pol: Policy) -> list[str]:
     out = []
     if not wl.has_tokens and _uses_model(pol):
         out.append(
@@ -272,7 +272,7 @@ def _notes(wl: Workload, pol: Policy) -> list[str]:
     return out
 
 
-def consistency_check(ref_pol: Policy, wl: Workload, steps: list[dict[str, int]]) -> dict[str, Any]:
+def consistency_check(ref_pol: Policy, wl: MeasuredWork, steps: list[dict[str, int]]) -> dict[str, Any]:
     """The reference replay against the measurement, per step (mean and max |Δ| %).
 
     On a coupled store the reference replays the measured durations, so it matches by
@@ -297,7 +297,7 @@ def consistency_check(ref_pol: Policy, wl: Workload, steps: list[dict[str, int]]
 
 
 def attribute_recovered(
-    pol: Policy, wl: Workload, costs: CostModel, reference: PolicyRun, final: PolicyRun
+    pol: Policy, wl: MeasuredWork, costs: CostModel, reference: PolicyRun, final: PolicyRun
 ) -> tuple[dict[str, int], list[dict[str, Any]]]:
     """Recovered time by cause along the policy's counterfactual sequence (adds up exactly)."""
     prev = reference.makespan_ns
@@ -324,7 +324,7 @@ def attribute_recovered(
 
 
 def fit_band(
-    pol: Policy, wl: Workload, costs: CostModel, quality: dict | None, reference_ns: int
+    pol: Policy, wl: MeasuredWork, costs: CostModel, quality: dict | None, reference_ns: int
 ) -> dict[str, Any]:
     """The recovered time's range from the fit's residuals: the modelled pool and transfer costs
     × (1 ∓ residual p95) of each fitted part (a default part has no residuals: no band from it)."""
@@ -352,7 +352,7 @@ def fit_band(
     }
 
 
-def lower_bounds(wl: Workload, run: PolicyRun) -> dict[str, Any]:
+def lower_bounds(wl: MeasuredWork, run: PolicyRun) -> dict[str, Any]:
     """What the makespan can never be below (DOMAIN §7), and which binds (the utilisation)."""
     ready_span = int(wl.steps["start_ns"].max() - wl.steps["start_ns"].min())
     out: dict[str, Any] = {"ready_span_ns": ready_span}

@@ -1,7 +1,7 @@
 """Policies: one small module each, registered in :data:`POLICIES` like a plugin would be.
 
 The one registry of the project's policies, offline (``replay``: :meth:`Policy.run` on a store's
-workload) and online (``sweep``: :meth:`Policy.serve`, the batch former on a request stream). A
+measured work) and online (``sweep``: :meth:`Policy.serve`, the batch former on a request stream). A
 user policy subclasses :class:`LockstepPolicy` or :class:`PipelinedPolicy`, overrides its hook
 (and ``serve`` to run in the sweep too) and calls :func:`register_policy`; a taken name raises.
 docs/analyses/replay.md shows a whole example policy.

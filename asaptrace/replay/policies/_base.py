@@ -31,8 +31,8 @@ import polars as pl
 
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import ChainTimes, chain_from_costs, run_chain
+from asaptrace.replay.measured import MeasuredWork, StepChain
 from asaptrace.replay.pipelined import BatchFormer, PipelineConfig, PipelineTrace, ServiceOrder, run_pipeline
-from asaptrace.replay.workload import StepChain, Workload
 
 if TYPE_CHECKING:
     from asaptrace.replay.scenario import Scenario
@@ -119,8 +119,8 @@ class Policy:
     #: named ablations: ``"{name}-{variant}"`` is this policy with these parameters
     variants: ClassVar[dict[str, dict[str, Any]]] = {}
 
-    def run(self, wl: Workload, costs: CostModel) -> PolicyRun:
-        """Offline: replay a store's workload on this policy's deployment."""
+    def run(self, wl: MeasuredWork, costs: CostModel) -> PolicyRun:
+        """Offline: replay a store's measured work on this policy's deployment."""
         raise NotImplementedError
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
@@ -136,7 +136,7 @@ class Policy:
     def params(self) -> dict[str, Any]:
         return asdict(self)
 
-    def counterfactuals(self, wl: Workload) -> list[tuple[str, Policy]]:
+    def counterfactuals(self, wl: MeasuredWork) -> list[tuple[str, Policy]]:
         """(cause, replay) in order from the reference; the last replay is this policy.
 
         Every replay but a last ``device_total_changed`` keeps the store's device total. Default:
@@ -148,11 +148,11 @@ class Policy:
             return [(self.name.replace("-", "_"), self)]
         return [(self.name.replace("-", "_"), here), ("device_total_changed", self)]
 
-    def applies(self, wl: Workload) -> str | None:
+    def applies(self, wl: MeasuredWork) -> str | None:
         """Why this what-if does not apply to the store (one line), or None."""
         return None
 
-    def at_devices(self, wl: Workload, total: int) -> Policy:
+    def at_devices(self, wl: MeasuredWork, total: int) -> Policy:
         """This policy on ``total`` devices (lockstep policies run on the measured ones: itself)."""
         return self
 
@@ -167,11 +167,11 @@ class LockstepPolicy(Policy):
     family: ClassVar[str] = "lockstep"
     k_s: float = 1.0
 
-    def step_chains(self, wl: Workload, step: int, costs: CostModel) -> list[StepChain]:
+    def step_chains(self, wl: MeasuredWork, step: int, costs: CostModel) -> list[StepChain]:
         """The hook: the chain(s) measured step ``step`` replays as (default: the measured one)."""
         return [wl.chains[step] if wl.chains else chain_of_items(wl, step)]
 
-    def run(self, wl: Workload, costs: CostModel) -> PolicyRun:
+    def run(self, wl: MeasuredWork, costs: CostModel) -> PolicyRun:
         """Each step's chain(s), one after another on the same devices: a rank starts a step at its
         measured start or when it finished the previous one, whichever is later (open loop)."""
         out: dict[int, list[ChainTimes]] = {}
@@ -207,7 +207,7 @@ class LockstepPolicy(Policy):
             busy=self.drawn_busy(wl),
         )
 
-    def drawn_busy(self, wl: Workload) -> pl.DataFrame | None:
+    def drawn_busy(self, wl: MeasuredWork) -> pl.DataFrame | None:
         """Compute rows drawn inside measured chains (None: draw the gaps themselves)."""
         return wl.busy if wl.chains else None
 
@@ -222,7 +222,7 @@ NO_COMPOSITION = (
 _NEVER = np.iinfo(np.int64).min
 
 
-def lockstep_batches(wl: Workload, ends: dict, *, per_micro_batch: bool = False) -> pl.DataFrame:
+def lockstep_batches(wl: MeasuredWork, ends: dict, *, per_micro_batch: bool = False) -> pl.DataFrame:
     """Batches of a lockstep replay: the measured (step, group, micro-batch)s, each done when its
     step ended (``ends[step]``), or its sub-step (``ends[(step, micro_batch)]``, −1: unknown) with
     ``per_micro_batch``; a step without items is one batch of no group."""
@@ -239,7 +239,7 @@ def lockstep_batches(wl: Workload, ends: dict, *, per_micro_batch: bool = False)
     return batch_rows(rows)
 
 
-def chain_of_items(wl: Workload, step: int) -> StepChain:
+def chain_of_items(wl: MeasuredWork, step: int) -> StepChain:
     """A lockstep chain for a store without barriers (disaggregated): micro-batches serialised."""
     it = wl.items.filter(pl.col("step") == step)
     layers = wl.layers
@@ -277,17 +277,17 @@ class PipelinedPolicy(Policy):
     buffer_slots: int = 64
     expert_failure: bool = False
 
-    def former(self, wl: Workload, costs: CostModel, dep: Deployment) -> BatchFormer:
+    def former(self, wl: MeasuredWork, costs: CostModel, dep: Deployment) -> BatchFormer:
         """The hook: who forms the batches and what each costs on ``dep``."""
         raise NotImplementedError
 
     def slots(self) -> int:
         return 2 if self.dual_batch else 1
 
-    def deployment(self, wl: Workload) -> Deployment:
+    def deployment(self, wl: MeasuredWork) -> Deployment:
         return resolve_deployment(wl, self.attention, self.experts)
 
-    def applies(self, wl: Workload) -> str | None:
+    def applies(self, wl: MeasuredWork) -> str | None:
         """Why this disaggregated what-if does not apply to the store (None: it does)."""
         if wl.world_size < 2:
             return f"the store has {wl.world_size} device: nothing to split into attention and expert dies"
@@ -295,7 +295,7 @@ class PipelinedPolicy(Policy):
             return "the store has no MoE layers (no expert work measured): nothing to disaggregate"
         return None
 
-    def at_devices(self, wl: Workload, total: int) -> PipelinedPolicy:
+    def at_devices(self, wl: MeasuredWork, total: int) -> PipelinedPolicy:
         """The same policy on ``total`` devices: the same attention D×T with the rest as experts, or
         (when that leaves no expert die) the default split of ``total``."""
         dep = resolve_deployment(wl, self.attention, self.experts)
@@ -304,7 +304,7 @@ class PipelinedPolicy(Policy):
         d = max(1, (total // 2) // dep.tp)
         return replace(self, attention=f"{d}x{dep.tp}", experts=max(1, total - d * dep.tp))
 
-    def run(self, wl: Workload, costs: CostModel) -> PolicyRun:
+    def run(self, wl: MeasuredWork, costs: CostModel) -> PolicyRun:
         """Simulate; ablations that only lengthen items replay the full run's service order.
 
         1. the full mechanisms (super kernel, overlap) are simulated first coming, first served —
@@ -387,7 +387,7 @@ def pipeline_work(trace: PipelineTrace) -> dict[str, Any]:
     return {"pool_ns": sum(t1 - t0 for *_x, t0, t1 in trace.moe), "attention_ns": attn}
 
 
-def resolve_deployment(wl: Workload, attention: str | None, experts: int | None) -> Deployment:
+def resolve_deployment(wl: MeasuredWork, attention: str | None, experts: int | None) -> Deployment:
     """'DxT' and E, defaulting to the measured device total split in half (DOMAIN §2: 4×4 + 16)."""
     from asaptrace.errors import UsageError
 

@@ -25,12 +25,12 @@ import polars as pl
 from asaptrace.errors import UsageError
 from asaptrace.replay._serving_afd import simulate_afd
 from asaptrace.replay.costs import CostModel
+from asaptrace.replay.measured import MeasuredWork
 from asaptrace.replay.pipelined import Batch, BatchFormer, StaticBatches
 from asaptrace.replay.planner import place_longest_first
 from asaptrace.replay.policies._base import Deployment, PipelinedPolicy
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving_types import ServingRequests, ServingResult
-from asaptrace.replay.workload import Workload
 
 
 def pingpong_batches(
@@ -80,11 +80,11 @@ class AfdPingpong(PipelinedPolicy):
     def slots(self) -> int:
         return self.m
 
-    def deployment(self, wl: Workload) -> Deployment:
+    def deployment(self, wl: MeasuredWork) -> Deployment:
         dep = super().deployment(wl)
         return Deployment(dep.kind, 1, dep.groups * dep.tp, dep.experts)
 
-    def former(self, wl: Workload, costs: CostModel, dep: Deployment) -> BatchFormer:
+    def former(self, wl: MeasuredWork, costs: CostModel, dep: Deployment) -> BatchFormer:
         if self.m < 1:
             raise UsageError(f"--m must be at least 1, not {self.m}")
         inner = super().deployment(wl)

@@ -43,12 +43,12 @@ from asaptrace.errors import UsageError
 from asaptrace.replay._serving_asap import Mechanisms, simulate_asap
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import chain_from_costs, run_chain
+from asaptrace.replay.measured import MeasuredWork
 from asaptrace.replay.offline import lockstep_split_steps, offline_batches
 from asaptrace.replay.pipelined import BatchFormer, FifoBatches, StaticBatches
 from asaptrace.replay.policies._base import Deployment, PipelinedPolicy, Policy, PolicyRun, lockstep_batches
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving_types import ServingRequests, ServingResult
-from asaptrace.replay.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Asap(PipelinedPolicy):
     #: "measured": each batch on the group it ran on (the reference replay of a disaggregated store)
     placement: str = "fifo"
 
-    def former(self, wl: Workload, costs: CostModel, dep: Deployment) -> BatchFormer:
+    def former(self, wl: MeasuredWork, costs: CostModel, dep: Deployment) -> BatchFormer:
         long = self.long_tokens if self.dual_batch else None
         batches = offline_batches(wl, costs, tp=dep.tp, experts=self.live_experts(dep), long_tokens=long)
         if self.placement == "measured":
@@ -76,7 +76,7 @@ class Asap(PipelinedPolicy):
             raise UsageError(f"asap placement is fifo or measured, not {self.placement!r}")
         return FifoBatches(batches, groups=dep.groups)
 
-    def run(self, wl: Workload, costs: CostModel) -> PolicyRun:
+    def run(self, wl: MeasuredWork, costs: CostModel) -> PolicyRun:
         return super().run(wl, costs) if self.asynchronous else self._run_lockstep(wl, costs)
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
@@ -91,7 +91,7 @@ class Asap(PipelinedPolicy):
         mech = Mechanisms(dual_batch=self.dual_batch, overlap=self.overlap, super_kernel=self.super_kernel)
         return simulate_asap(requests, scenario, mech=mech, name=self.name)
 
-    def _run_lockstep(self, wl: Workload, costs: CostModel) -> PolicyRun:
+    def _run_lockstep(self, wl: MeasuredWork, costs: CostModel) -> PolicyRun:
         """The split in lockstep: each measured (step, micro-batch) a barriered sub-step, in order."""
         dep = self.deployment(wl)
         launch = 0 if self.super_kernel else costs.launch_ns
@@ -123,7 +123,7 @@ class Asap(PipelinedPolicy):
             chains=chains,
         )
 
-    def counterfactuals(self, wl: Workload) -> list[tuple[str, Policy]]:
+    def counterfactuals(self, wl: MeasuredWork) -> list[tuple[str, Policy]]:
         total = wl.world_size
         here = self.at_devices(wl, total)
         tail: list[tuple[str, Policy]] = []

@@ -20,11 +20,11 @@ import polars as pl
 from asaptrace.replay._serving_lockstep import simulate_balanced
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import scale_transfers
+from asaptrace.replay.measured import MeasuredWork, StepChain
 from asaptrace.replay.planner import place_longest_first
 from asaptrace.replay.policies._base import NO_COMPOSITION, LockstepPolicy
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving_types import ServingRequests, ServingResult
-from asaptrace.replay.workload import StepChain, Workload
 from asaptrace.schema import Kind
 
 
@@ -32,7 +32,7 @@ from asaptrace.schema import Kind
 class Balanced(LockstepPolicy):
     name: ClassVar[str] = "balanced"
 
-    def applies(self, wl: Workload) -> str | None:
+    def applies(self, wl: MeasuredWork) -> str | None:
         if wl.n_groups < 2:
             return "the store has one DP group: nothing to balance across"
         return None if wl.batches.height else NO_COMPOSITION
@@ -41,7 +41,7 @@ class Balanced(LockstepPolicy):
         """Online: coupled steps, the heaviest attention first onto the least-loaded group."""
         return simulate_balanced(requests, scenario)
 
-    def step_chains(self, wl: Workload, step: int, costs: CostModel) -> list[StepChain]:
+    def step_chains(self, wl: MeasuredWork, step: int, costs: CostModel) -> list[StepChain]:
         chain = scale_transfers(super().step_chains(wl, step, costs)[0], self.k_s)
         share = oracle_shares(wl, step, costs)  # (G,) new / mean attention
         it = wl.items.filter(pl.col("step") == step)
@@ -71,7 +71,7 @@ class Balanced(LockstepPolicy):
         return [replace(chain, gap=gap)]
 
 
-def oracle_shares(wl: Workload, step: int, costs: CostModel) -> np.ndarray:
+def oracle_shares(wl: MeasuredWork, step: int, costs: CostModel) -> np.ndarray:
     """Per DP group: its attention cost after the oracle re-partition, over the mean (sums to G)."""
     g_n = wl.n_groups
     b = wl.batches.filter(pl.col("step") == step) if wl.batches.height else wl.batches

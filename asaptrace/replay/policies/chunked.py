@@ -26,10 +26,10 @@ from asaptrace.errors import UsageError
 from asaptrace.replay._serving_lockstep import simulate_chunked
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import chain_from_costs
+from asaptrace.replay.measured import MeasuredWork, StepChain
 from asaptrace.replay.policies._base import NO_COMPOSITION, LockstepPolicy
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving_types import ServingRequests, ServingResult
-from asaptrace.replay.workload import StepChain, Workload
 
 
 def chunk_pieces(seq_len: list[int], cached: list[int], budget: int) -> list[list[tuple[int, int]]]:
@@ -56,7 +56,7 @@ class Chunked(LockstepPolicy):
     name: ClassVar[str] = "chunked"
     chunk_tokens: int = 8192
 
-    def applies(self, wl: Workload) -> str | None:
+    def applies(self, wl: MeasuredWork) -> str | None:
         return None if wl.batches.height else NO_COMPOSITION
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
@@ -64,7 +64,7 @@ class Chunked(LockstepPolicy):
         like every online deployment setting)."""
         return simulate_chunked(requests, scenario)
 
-    def step_chains(self, wl: Workload, step: int, costs: CostModel) -> list[StepChain]:
+    def step_chains(self, wl: MeasuredWork, step: int, costs: CostModel) -> list[StepChain]:
         b = wl.batches.filter(pl.col("step") == step) if wl.batches.height else wl.batches
         if b.height == 0:
             raise UsageError("the chunked policy needs the batch composition (batches table or --batches)")
@@ -123,5 +123,5 @@ class Chunked(LockstepPolicy):
             )
         return chains
 
-    def drawn_busy(self, wl: Workload) -> None:
+    def drawn_busy(self, wl: MeasuredWork) -> None:
         return None

@@ -21,10 +21,10 @@ from asaptrace.errors import UsageError
 from asaptrace.replay._serving_lockstep import simulate_default
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import scale_transfers
+from asaptrace.replay.measured import MeasuredWork, StepChain
 from asaptrace.replay.policies._base import LockstepPolicy, Policy
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving_types import ServingRequests, ServingResult
-from asaptrace.replay.workload import StepChain, Workload
 from asaptrace.schema import Kind
 
 
@@ -39,20 +39,20 @@ class Coupled(LockstepPolicy):
     expert_failure: bool = False
     failed_rank: int = 0
 
-    def counterfactuals(self, wl: Workload) -> list[tuple[str, Policy]]:
+    def counterfactuals(self, wl: MeasuredWork) -> list[tuple[str, Policy]]:
         """Plain coupled recovers nothing; with a knob turned, the whole change is that knob's."""
         if self.expert_failure:
             return [("expert_failure", self)]
         return [("collective_factor", self)] if self.k_s != 1.0 else []
 
-    def step_chains(self, wl: Workload, step: int, costs: CostModel) -> list[StepChain]:
+    def step_chains(self, wl: MeasuredWork, step: int, costs: CostModel) -> list[StepChain]:
         chain = scale_transfers(super().step_chains(wl, step, costs)[0], self.k_s)
         if self.expert_failure:
             chain = move_experts(chain, wl, self.failed_rank)
         return [chain]
 
 
-def move_experts(chain: StepChain, wl: Workload, failed_rank: int) -> StepChain:
+def move_experts(chain: StepChain, wl: MeasuredWork, failed_rank: int) -> StepChain:
     """``failed_rank``'s MoE time before each combine spread evenly over the other taking-part ranks."""
     where = np.flatnonzero(chain.ranks == failed_rank)
     if len(where) == 0:

@@ -1,7 +1,7 @@
-"""Workload extraction: the work a measured store did, with the waiting taken out.
+"""The measured work: what a measured store did, with the waiting taken out.
 
-From an enriched store (coupled or disaggregated) :func:`extract_workload` builds a
-:class:`Workload`, the replay's only input:
+From an enriched store (coupled or disaggregated) :func:`extract_measured_work` builds a
+:class:`MeasuredWork`, the replay's only input:
 
 * ``steps`` — per step: measured start, end and step time (device work of every rank);
 * ``chains`` — per step (coupled stores only): each rank's sequence of collective instances as
@@ -111,7 +111,7 @@ class StepChain:
 
 
 @dataclass(frozen=True)
-class Workload:
+class MeasuredWork:
     """What a store's run did (tables documented in the module docstring)."""
 
     source: str
@@ -142,7 +142,7 @@ class Workload:
         return self.items.height > 0 and self.items["tokens"].null_count() == 0
 
 
-def extract_workload(store: TraceStore) -> Workload:
+def extract_measured_work(store: TraceStore) -> MeasuredWork:
     """Read an enriched store's work (see the module docstring); UsageError if there is none."""
     if not store.meta.get("enriched"):
         raise UsageError("store is not enriched (ingest it without --no-enrich)", path=store.path)
@@ -203,7 +203,7 @@ def extract_workload(store: TraceStore) -> Workload:
     items = _items(dev, ranks, batches, idle)
     pool = _pool(dev, expert, items)
     transfers = _transfers(dev, ranks, deployment, bw if deployment == "coupled" else None, items, tp)
-    return Workload(
+    return MeasuredWork(
         source=str(store.path),
         deployment=deployment,
         ranks=ranks,
