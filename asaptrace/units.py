@@ -137,6 +137,14 @@ def metric_value(unit: str, metric: str, value: float | None) -> str:
     return f"{value:,.0f}"
 
 
+def rps_text(value: float | None, censored: bool | None = False, *, prose: bool = False) -> str:
+    """An SLO throughput (requests/s): ``≥ 5.64`` when the SLO held at every rate swept (a lower
+    bound), ``< lowest`` (``prose``: "below the lowest rate") when it was missed at the lowest."""
+    if value is None:
+        return "below the lowest rate" if prose else "< lowest"
+    return ("≥ " if censored else "") + f"{value:.2f}"
+
+
 def plural(n: int, word: str, many: str | None = None) -> str:
     """``1 rank``, ``2 ranks``, ``1,024 ranks`` (``many`` for irregular plurals: ``1 batch``, ``2 batches``)."""
     return f"{n:,} {word if n == 1 else (many or word + 's')}"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from asaptrace.units import format_table, human_ns, metric_value, plural
+from asaptrace.units import format_table, human_ns, metric_value, plural, rps_text
 
 if TYPE_CHECKING:
     from asaptrace.analyze.diagnosis import Diagnosis
@@ -573,14 +573,6 @@ def consistency_text(j: dict[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------------------------- sweep
-def rps_text(value: float | None, censored: bool = False) -> str:
-    """An SLO throughput: ``≥ 5.64`` when the SLO held at every rate swept (a lower bound),
-    ``< lowest`` when it was missed at the lowest."""
-    if value is None:
-        return "< lowest"
-    return ("≥ " if censored else "") + f"{value:.2f}"
-
-
 def sweep_header(res: Any) -> list[str]:
     """The lines above a sweep's tables: what was swept, the knobs and costs it assumed, the
     calibration and the length fit (each only when there is one)."""

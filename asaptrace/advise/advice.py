@@ -14,7 +14,7 @@ from typing import Any
 
 from asaptrace.display import HtmlRepr
 from asaptrace.errors import UsageError
-from asaptrace.units import text_ns
+from asaptrace.units import rps_text, text_ns
 
 #: 1: the first advice JSON (docs/analyses/advise.md)
 SCHEMA_VERSION = 1
@@ -156,16 +156,10 @@ def whatif_line(w: WhatIf) -> str:
         text += f"; the {w.binding} binds"
     if w.online:
         o = w.online
-        base = _rps(o.get("measured_slo_rps"), o.get("measured_censored"))
+        base = rps_text(o.get("measured_slo_rps"), o.get("measured_censored"), prose=True)
         if o.get("reason"):
             text += f"; online: not swept ({o['reason']}; {o['measured_policy']} serves {base} requests/s)"
         else:
-            mine = _rps(o.get("slo_rps"), o.get("censored"))
+            mine = rps_text(o.get("slo_rps"), o.get("censored"), prose=True)
             text += f"; online at the SLO: {mine} requests/s against {o['measured_policy']}'s {base}"
     return text
-
-
-def _rps(v: float | None, censored: bool | None = False) -> str:
-    if v is None:
-        return "below the lowest rate"
-    return ("≥ " if censored else "") + f"{v:.2f}"

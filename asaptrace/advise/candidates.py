@@ -182,19 +182,19 @@ def _lockstep_whatif(
 ) -> WhatIf:
     """A lockstep what-if and its range over the attention fit's residual (c1, c2 × (1 ∓ p95))."""
     q = (fit.quality or {}).get("attention") or {}
-    lows, range_from = [r.recovered_total_ns], []
+    recs, range_from = [r.recovered_total_ns], []
     if q.get("status") == "fitted" and q.get("residual_p95_pct"):
         e = min(float(q["residual_p95_pct"]) / 100, 0.9)
         m = fit.model
         for s in (1 - e, 1 + e):
             costs = replace(m, attn_c2_ms=m.attn_c2_ms * s)  # the Σs² share: what placement weighs
-            lows.append(
+            recs.append(
                 replay_measured_work(
                     wl, name, params=params, costs=costs, attribute=False, band=False
                 ).recovered_total_ns
             )
         range_from.append(f"the attention model's c2 ± {q['residual_p95_pct']:g} % (its fit's residual p95)")
-    return _from_replay(name, label, name, r, lows, range_from)
+    return _from_replay(name, label, name, r, recs, range_from)
 
 
 def _pipelined_whatif(

@@ -296,7 +296,6 @@ def replay_explored(
     ``out``. The costs are fitted (or read) once for all of it; the splits and the values run on
     ``executor`` in one session (a process pool or a Ray instance)."""
     from contextlib import nullcontext
-    from dataclasses import replace as with_
 
     from asaptrace.ingest.executors import session
     from asaptrace.replay.replayed_store import write_replay_store
@@ -320,8 +319,8 @@ def replay_explored(
     changes: dict[str, Any] = {"splits": splits}
     if rows is not None:
         changes |= {"vary": rows, "tornado": replay_tornado(rows)}
-    result = with_(result, **changes)
+    result = replace(result, **changes)
     if out is not None:
         say("writing the replay store")
-        result = with_(result, out=str(write_replay_store(result, wl, out, overwrite=overwrite)))
+        result = replace(result, out=str(write_replay_store(result, wl, out, overwrite=overwrite)))
     return result

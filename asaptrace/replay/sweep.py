@@ -33,6 +33,7 @@ from asaptrace.replay.costs import CostModel, fit_warnings
 from asaptrace.replay.scenario import COST_KNOBS, POLICY_ALIASES, Scenario
 from asaptrace.replay.serving import ServingResult, policy_names, serving_policy, simulate
 from asaptrace.replay.sweep_result import SweepResult, headline_policy
+from asaptrace.units import rps_text
 
 #: length buckets of the TTFT decomposition (prompt tokens, [lo, hi))
 BUCKETS = ((0, 512), (512, 2048), (2048, 8192), (8192, 16384), (16384, None))
@@ -353,7 +354,7 @@ def reading(result: dict[str, Any]) -> str:
     """The plain-words reading of a result, with the paper's numbers beside ours."""
     pols = result["policies"]
     paper = result.get("paper") or {}
-    ours = ", ".join(f"{p} {_rps(result['slo_rps'][p])}" for p in pols)
+    ours = ", ".join(f"{p} {rps_text(result['slo_rps'][p], prose=True)}" for p in pols)
     text = f"SLO-compliant throughput (mean TTFT ≤ {result['slo_ttft_ns'] / 1e9:g} s): {ours}."
     source = result["costs_from"]
     from_paper = source.startswith("the paper's own cost figures")
@@ -390,10 +391,6 @@ def slo_ratio(this: dict[str, Any], base: dict[str, Any]) -> float | None:
     if a is None or not b or this["censored"] or base["censored"]:
         return None
     return round(a / b, 4)
-
-
-def _rps(v: float | None) -> str:
-    return "below the lowest rate" if v is None else f"{v:.2f}"
 
 
 def write_results(result: SweepResult | Mapping[str, Any], path: str | Path) -> Path:

@@ -16,6 +16,7 @@ from typing import Any
 
 from asaptrace.display import HtmlRepr
 from asaptrace.errors import UsageError
+from asaptrace.units import rps_text
 from asaptrace.userfiles import write_atomic
 
 #: 2: costs_from, cost_fit, cost_set, cost_warnings (a file of version 1 is read, those unknown)
@@ -132,17 +133,13 @@ class SweepResult(HtmlRepr, Mapping[str, Any]):
         return cls.from_json(data, path=path)
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{p} {_rps(self.slo_rps.get(p))}" for p in self.policies)
+        shown = ", ".join(f"{p} {rps_text(self.slo_rps.get(p))}" for p in self.policies)
         return f"<SweepResult {self.scenario}: SLO RPS {shown}>"
 
 
 def headline_policy(policies: list[str] | tuple[str, ...]) -> str:
     """The policy a ratio against the first is quoted for: ``asap`` when swept, else the last."""
     return "asap" if "asap" in policies[1:] else policies[-1]
-
-
-def _rps(v: float | None) -> str:
-    return "< lowest" if v is None else f"{v:.2f}"
 
 
 _NAMES = frozenset(f.name for f in fields(SweepResult))
