@@ -70,10 +70,6 @@ class Advice(HtmlRepr):
     def ranked(self) -> list[WhatIf]:
         return [w for w in self.whatifs if w.applies]
 
-    @property
-    def not_applicable(self) -> list[WhatIf]:
-        return [w for w in self.whatifs if not w.applies]
-
     def lines(self) -> list[str]:
         """Every advice line, ranked, then one line per what-if that does not apply."""
         return [w.line for w in self.whatifs]
