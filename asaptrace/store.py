@@ -54,13 +54,64 @@ SINGLE_TABLES = ("ranks", "streams", "batches")
 _STAGE = ".staged"  # StoreWriter's replacement parts, inside its temporary directory
 
 
-def write_part(root: Path, table_name: str, part_id: str, table: pa.Table) -> Path:
-    """Write one part of a parted table under a (temporary) store root. Safe to call from workers."""
+#: The suffix of a *scratch* part: a raw part written only for the ingest's enrichment to read
+#: back before the commit, as Arrow IPC (no encoding on the way out nor decoding on the way in:
+#: a fifth of a Parquet part's cost). The enrichment replaces every one; a store has none.
+SCRATCH_SUFFIX = ".arrow"
+
+
+def write_part(root: Path, table_name: str, part_id: str, table: pa.Table, *, scratch: bool = False) -> Path:
+    """Write one part of a parted table under a (temporary) store root (a :data:`SCRATCH_SUFFIX`
+    file when ``scratch``). Safe to call from workers."""
     directory = Path(root) / table_name
     directory.mkdir(parents=True, exist_ok=True)
+    table = conform(table, table_name)
+    if scratch:
+        path = directory / f"part-{part_id}{SCRATCH_SUFFIX}"
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+            out.write_table(table)
+        return path
     path = directory / f"part-{part_id}.parquet"
-    pq.write_table(conform(table, table_name), path, compression="zstd")
+    write_parquet(table, path)
     return path
+
+
+#: Integer columns that grow along a rank's events (times, ids): stored as deltas.
+_DELTA_COLUMNS = frozenset({"ts_ns", "eid", "corr", "external_id"})
+
+
+def write_parquet(table: pa.Table, path: Path) -> None:
+    """Write one of the store's Parquet files: zstd; dictionary pages for strings only (a
+    dictionary of nanosecond times or ids overflows and falls back to plain pages, paying for
+    both), deltas for the growing integer columns, statistics for the non-string columns (what
+    a filter on rank, time or step skips by). Against zstd with the defaults, on 8 ranks of a
+    40 MB trace: parts a third the size, written in 0.57× the time (benchmarks/ingest_folder.py)."""
+    schema = table.schema
+    strings = [f.name for f in schema if pa.types.is_dictionary(f.type) or pa.types.is_string(f.type)]
+    pq.write_table(
+        table,
+        path,
+        compression="zstd",
+        use_dictionary=strings,
+        write_statistics=[f.name for f in schema if f.name not in strings],
+        column_encoding={
+            f.name: "DELTA_BINARY_PACKED"
+            for f in schema
+            if f.name in _DELTA_COLUMNS and pa.types.is_integer(f.type)
+        },
+    )
+
+
+def scan_parts(paths: list[Path], **options: Any) -> pl.LazyFrame:
+    """One lazy scan of parts in the given order, Parquet or scratch (``options`` go to both)."""
+    scratch = [p.suffix == SCRATCH_SUFFIX for p in paths]
+    if not any(scratch):
+        return pl.scan_parquet(paths, **options)
+    if all(scratch):
+        return pl.scan_ipc(paths, **options)
+    return pl.concat(
+        [(pl.scan_ipc if s else pl.scan_parquet)(p, **options) for p, s in zip(paths, scratch, strict=True)]
+    )
 
 
 def check_store_target(path: str | Path, *, overwrite: bool = False) -> Path:
@@ -120,7 +171,7 @@ class StoreWriter:
         """Write a single-file table (ranks, streams, batches)."""
         if name not in SINGLE_TABLES:
             raise ValueError(f"{name!r} is a parted table; use write_part")
-        pq.write_table(conform(table, name), self.tmp / f"{name}.parquet", compression="zstd")
+        write_parquet(conform(table, name), self.tmp / f"{name}.parquet")
 
     def write_part(self, name: str, part_id: str, table: pa.Table) -> Path:
         return write_part(self.tmp, name, part_id, table)
@@ -158,7 +209,7 @@ class StoreWriter:
         for name in SINGLE_TABLES:
             target = self.tmp / f"{name}.parquet"
             if not target.exists():
-                pq.write_table(TABLE_SCHEMAS[name].empty_table(), target)
+                write_parquet(TABLE_SCHEMAS[name].empty_table(), target)
         meta = {k: v for k, v in meta.items() if k != "files"}
         full = {
             "format_version": STORE_FORMAT_VERSION,
@@ -220,7 +271,11 @@ class TraceStore:
         listed = self.meta.get("files")
         if isinstance(listed, dict):  # exactly the parts written, so a lost one is an error
             return [self.path / rel for rel in listed if rel.startswith(f"{name}/")]
-        return sorted((self.path / name).glob("part-*.parquet"))
+        found = [
+            *(self.path / name).glob("part-*.parquet"),
+            *(self.path / name).glob(f"part-*{SCRATCH_SUFFIX}"),
+        ]
+        return sorted(found, key=lambda p: p.stem)
 
     def scan(self, name: str) -> pl.LazyFrame:
         """Lazily scan one table; an absent or empty parted table scans as an empty frame."""

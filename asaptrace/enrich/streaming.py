@@ -22,10 +22,12 @@ Peak memory is about one group plus the cross-rank data, not the whole run.
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,11 +49,10 @@ from asaptrace.enrich.frames import (
     stepless_gaps,
     taxonomy_for,
 )
-from asaptrace.enrich.segment import StepPlan
 from asaptrace.enrich.taxonomy import Profile, Taxonomy
 from asaptrace.enrich.topology import ParallelConfig
 from asaptrace.schema import TABLE_SCHEMAS
-from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore
+from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore, scan_parts
 
 #: ``(phase, done, total)``: what the enrichment is doing (phases: names, segment, segment ranks
 #: without steps, align clocks, roles, batches, write; done/total count ranks, or 0/1 for a phase)
@@ -90,7 +91,7 @@ class _Index:
             rows: list[tuple[Part, int, int]] = []
             if files:
                 where = (
-                    pl.scan_parquet(files, include_file_paths="_file")
+                    scan_parts(files, include_file_paths="_file")
                     .group_by("_file", "rank")
                     .agg(pl.len().alias("n"))
                     .collect()
@@ -111,9 +112,7 @@ class _Index:
         seen: set[str] = set()
         files = [p for ps in self.parts["events"].values() for p in ps if isinstance(p, Path)]
         if files:
-            names = (
-                pl.scan_parquet(sorted(set(files))).select(pl.col("name").cast(pl.String).unique()).collect()
-            )
+            names = scan_parts(sorted(set(files))).select(pl.col("name").cast(pl.String).unique()).collect()
             seen.update(names.get_column("name").drop_nulls().to_list())
         for p in {
             id(p): p for ps in self.parts["events"].values() for p in ps if not isinstance(p, Path)
@@ -144,8 +143,8 @@ class _Index:
             return pl.from_arrow(TABLE_SCHEMAS[name].empty_table())  # type: ignore[return-value]
         keep = pl.col("rank").is_in(ranks)
         if all(isinstance(p, Path) for p in order):
-            return pl.scan_parquet(order).filter(keep).collect()
-        frames = [pl.scan_parquet(p) if isinstance(p, Path) else _frame(p).lazy() for p in order]
+            return scan_parts(order).filter(keep).collect()
+        frames = [scan_parts([p]) if isinstance(p, Path) else _frame(p).lazy() for p in order]
         return pl.concat(frames).filter(keep).collect()
 
 
@@ -157,11 +156,11 @@ def _frame(table: pa.Table) -> pl.DataFrame:
 @dataclass
 class _Early:
     """A rank's first pass, done as its file was read: its facts (or its step gaps, for a rank
-    without step annotations) and, within the memory budget, the frames the next round needs."""
+    without step annotations) and the frames the next round needs (in memory or spilled)."""
 
     facts: RankFacts | None  # None: the rank has no step annotations (it waits for the step plan)
     gaps: pl.DataFrame | None
-    frames: tuple[Any, pl.DataFrame] | None  # (filled frame or RankSegments, args); None: read again
+    frames: _Kept  # (filled, args), or the RankSegments' items and args for a rank without steps
 
 
 class EarlyPass:
@@ -172,9 +171,10 @@ class EarlyPass:
     is chosen from the event names of *every* rank: it is guessed from the first file read, and
     :func:`enrich_streaming` uses the early results only if the taxonomy chosen from all names
     is that guess (runs whose ranks share their kernel names, the usual case); otherwise they are
-    dropped and the pass runs as usual. Either way the store is the same. Frames are kept for the
-    next round within ``cache_bytes`` (beyond it, only the small facts). Only ranks that would be
-    a group of their own are taken (see :meth:`add`).
+    dropped and the pass runs as usual. Either way the store is the same. The frames the next
+    round needs are kept in memory within ``cache_bytes`` and spilled to the staging folder
+    beyond it (:class:`_Cache`). Only ranks that would be a group of their own are taken (see
+    :meth:`add`).
     """
 
     def __init__(self, taxonomy: Taxonomy | Profile | str | Path | None, cache_bytes: int) -> None:
@@ -184,8 +184,9 @@ class EarlyPass:
         self.cache = _Cache(cache_bytes)
         self.ranks: dict[int, _Early] = {}
 
-    def add(self, rank: int, events: pa.Table, args: pa.Table) -> None:
-        """Segment one rank's raw tables (a file's, with its rank filled in); thread-safe. A rank
+    def add(self, root: Path, rank: int, events: pa.Table, args: pa.Table) -> None:
+        """Segment one rank's raw tables (a file's, with its rank filled in; ``root`` is the
+        store's staging folder, where frames beyond the budget are spilled); thread-safe. A rank
         of fewer than :data:`GROUP_EVENTS` events is left to the usual pass, which enriches it
         in a group with its neighbours (its polars queries paid per group, not per rank)."""
         if events.num_rows < GROUP_EVENTS:
@@ -193,20 +194,17 @@ class EarlyPass:
         with self.lock:
             if self.taxonomy is None:
                 self.taxonomy = taxonomy_for(_names(events), self.user)
+                self.cache.spill_to(Path(root))
             tax = self.taxonomy
         try:
-            early, size = self._first_pass(rank, events, args, tax)
+            early = self._first_pass(rank, events, args, tax, self.cache)
         except Exception:  # left to the usual pass, which raises it if it is real: made with a
             return  # taxonomy that may be a wrong guess, an error here must not fail the run
         with self.lock:
-            if not self.cache.fits(*size):
-                early.frames = None
             self.ranks[rank] = early
 
     @staticmethod
-    def _first_pass(
-        rank: int, events: pa.Table, args: pa.Table, tax: Taxonomy
-    ) -> tuple[_Early, tuple[pl.DataFrame, pl.DataFrame]]:
+    def _first_pass(rank: int, events: pa.Table, args: pa.Table, tax: Taxonomy, cache: _Cache) -> _Early:
         ev, ar = _frame(events), _frame(args)
         recorded = pl.DataFrame(
             {"rank": [rank], "clock_offset_ns": [0]}, schema={"rank": pl.Int32, "clock_offset_ns": pl.Int64}
@@ -215,15 +213,19 @@ class EarlyPass:
         del ev
         gaps = stepless_gaps(seg)
         if gaps is not None:
-            return _Early(None, gaps, (seg, ar)), (seg.events, ar)
+            return _Early(None, gaps, cache.keep_segments(seg, ar))
         filled, notes = fill_ranks(seg, None)
-        return _Early(facts_of(seg, filled, notes, ar), None, (filled, ar)), (filled, ar)
+        return _Early(facts_of(seg, filled, notes, ar), None, cache.keep(filled, ar))
 
     def take(self, tax: Taxonomy) -> dict[int, _Early]:
-        """The early results, if they were made with ``tax`` (else none); the pass lets go of them."""
+        """The early results, if they were made with ``tax`` (else none, and what they kept is
+        let go of); the pass lets go of them."""
         with self.lock:
-            out = self.ranks if self.taxonomy == tax else {}
-            self.ranks, self.cache = {}, _Cache(self.cache.budget)
+            out, self.ranks = self.ranks, {}
+        if self.taxonomy != tax:
+            for e in out.values():
+                self.cache.drop(e.frames)
+            out = {}
         return out
 
 
@@ -251,10 +253,11 @@ def enrich_streaming(
     """Enrich ``src``'s parts group of ranks by group into ``writer`` (ranks, batches and parted
     tables; see the module docstring); returns the enrichment's meta. ``src`` may be the writer's
     own temporary directory, whose raw parts may partly be ``held`` in memory (the writer's
-    :attr:`~asaptrace.store.StoreWriter.held`); ``group_events`` defaults to :data:`GROUP_EVENTS`;
-    up to ``cache_bytes`` of segmented frames are kept between rounds instead of segmenting the
-    same ranks again (0: only the last group's, memory bounded by one group). ``early`` holds
-    the first pass of ranks already segmented as their files were read (:class:`EarlyPass`)."""
+    :attr:`~asaptrace.store.StoreWriter.held`); ``group_events`` defaults to :data:`GROUP_EVENTS`.
+    A rank is segmented once: its frames are kept for the next round, up to ``cache_bytes`` in
+    memory (and the last group's in any case) and spilled to the writer's staging folder beyond
+    (0: memory bounded by about one group). ``early`` holds the first pass of ranks already
+    segmented as their files were read (:class:`EarlyPass`)."""
     group_events = group_events or GROUP_EVENTS
     ranks = src.read("ranks")
     rank_ids = ranks.get_column("rank").to_list()
@@ -262,136 +265,112 @@ def enrich_streaming(
     tell("names", 0, len(rank_ids))
     index = _Index.of(src, held)
     tax = taxonomy_for(index.names(), taxonomy)
+    cache = early.cache if early is not None else _Cache(cache_bytes)
+    with cache.spilling(writer.tmp):
 
-    def segmented(group: list[int]) -> tuple[RankSegments, pl.DataFrame]:
-        args = index.read("args", group)
-        return segment_ranks(index.read("events", group), args, ranks, tax), args
+        def segmented(group: list[int]) -> tuple[RankSegments, pl.DataFrame]:
+            args = index.read("args", group)
+            return segment_ranks(index.read("events", group), args, ranks, tax), args
 
-    # pass 1: the cross-rank facts; ranks without step annotations wait for the run-wide step plan
-    # (a second round). Frames are cached for the next round while they fit in ``cache_bytes``;
-    # beyond it, the last group enriched is kept all the same (a run that fits in one group is
-    # segmented once) and the others are read and segmented again when their turn comes.
-    facts: list[RankFacts] = []
-    gaps: list[pl.DataFrame] = []
-    cache = _Cache(cache_bytes)
-    stepless: list[tuple[list[int], RankSegments | None, pl.DataFrame | None]] = []  # round 2's groups
+        # pass 1: the cross-rank facts; ranks without step annotations wait for the run-wide step plan
+        # (a second round). Every group's frames are kept for the next round (in memory or spilled).
+        facts: list[RankFacts] = []
+        gaps: list[pl.DataFrame] = []
+        stepless: list[tuple[list[int], _Kept]] = []  # round 2's groups
 
-    def facts_of_group(
-        group: list[int], seg: RankSegments, args: pl.DataFrame, plan: StepPlan | None
-    ) -> None:
-        filled, notes = fill_ranks(seg, plan)
-        facts.append(facts_of(seg, filled, notes, args))
-        cache.final(group, filled, args)
-
-    done = 0
-    ready = early.take(tax) if early is not None else {}
-    for group in _pass_one_groups(index, rank_ids, ready, group_events):
-        tell("segment", done, len(rank_ids))
-        done += len(group)
-        if group[0] in ready:  # segmented as its file was read
-            e = ready.pop(group[0])
-            if e.gaps is not None:
-                gaps.append(e.gaps)
-                seg, args = e.frames if e.frames is not None else (None, None)
-                kept = seg is not None and args is not None and cache.fits(seg.events, args)
-                stepless.append((group, seg, args) if kept else (group, None, None))
-            else:
-                assert e.facts is not None
-                facts.append(e.facts)
-                if e.frames is not None:
-                    cache.final(group, *e.frames)
-            del e
-            continue
-        seg, args = segmented(group)
-        g = stepless_gaps(seg)
-        if g is not None:
-            gaps.append(g)
-            without = set(g.get_column("rank").unique().to_list())
-            mine = [r for r in group if r in without]
-            group = [r for r in group if r not in without]
-            keep = seg.only(mine), args.filter(pl.col("rank").is_in(mine))
-            stepless.append((mine, *keep) if cache.fits(keep[0].events, keep[1]) else (mine, None, None))
-            seg, args = seg.only(group), args.filter(pl.col("rank").is_in(group))
-        if group:
-            facts_of_group(group, seg, args, None)
-        del seg, args
-    plan = plan_of(gaps)
-    gaps.clear()
-    todo = [r for mine, seg, _ in stepless if seg is None for r in mine]
-    # round 2: the cached ones, then the others read again, two groups side by side
-    jobs = [(mine, seg, args) for mine, seg, args in stepless if seg is not None]
-    jobs += [(group, None, None) for group in index.groups(todo, group_events)]
-    stepless.clear()
-    total = sum(len(group) for group, _, _ in jobs)
-
-    def filled_with_plan(i: int) -> tuple[list[int], RankFacts, pl.DataFrame, pl.DataFrame, int]:
-        group, seg, args = jobs[i]
-        jobs[i] = (group, None, None)  # let go of it once done
-        cached = seg is not None and args is not None
-        if cached:
-            size = seg.events.estimated_size() + args.estimated_size()
-        else:
+        done = 0
+        ready = early.take(tax) if early is not None else {}
+        for group in _pass_one_groups(index, rank_ids, ready, group_events):
+            tell("segment", done, len(rank_ids))
+            done += len(group)
+            if group[0] in ready:  # segmented as its file was read
+                e = ready.pop(group[0])
+                if e.gaps is not None:
+                    gaps.append(e.gaps)
+                    stepless.append((group, e.frames))
+                else:
+                    assert e.facts is not None
+                    facts.append(e.facts)
+                    cache.final_kept(group, e.frames)
+                del e
+                continue
             seg, args = segmented(group)
-        filled, notes = fill_ranks(seg, plan)
-        return group, facts_of(seg, filled, notes, args), filled, args, size if cached else 0
+            g = stepless_gaps(seg)
+            if g is not None:
+                gaps.append(g)
+                without = set(g.get_column("rank").unique().to_list())
+                mine = [r for r in group if r in without]
+                group = [r for r in group if r not in without]
+                stepless.append(
+                    (mine, cache.keep_segments(seg.only(mine), args.filter(pl.col("rank").is_in(mine))))
+                )
+                seg, args = seg.only(group), args.filter(pl.col("rank").is_in(group))
+            if group:
+                filled, notes = fill_ranks(seg, None)
+                facts.append(facts_of(seg, filled, notes, args))
+                cache.final(group, filled, args)
+            del seg, args
+        plan = plan_of(gaps)
+        gaps.clear()
+        # round 2: the ranks without steps, filled by the plan, two groups side by side
+        jobs, total = stepless, sum(len(group) for group, _ in stepless)
 
-    done = 0
-    for group, group_facts, filled, args, released in _ahead(filled_with_plan, len(jobs), workers=2):
-        tell("segment ranks without steps", done, total)
-        done += len(group)
-        cache.release(released)
-        facts.append(group_facts)
-        cache.final(group, filled, args)
-        del filled, args
-    tell("align clocks, roles, batches", 0, 1)
-    decision = decide(
-        facts,
-        ranks,
-        tax,
-        plan,
-        existing_batches=src.read("batches") if (src.path / "batches.parquet").is_file() else None,
-        parallel=parallel,
-        batches=batches,
-    )
-    facts.clear()
-    # pass 2: each group's final parts, written once (the cached groups first)
-    order: list[tuple[list[int], pl.DataFrame | None, pl.DataFrame | None]] = [*cache.take()]
-    seen = {r for group, _, _ in order for r in group}
-    order += [
-        (group, None, None) for group in index.groups([r for r in rank_ids if r not in seen], group_events)
-    ]
+        def filled_with_plan(i: int) -> tuple[list[int], RankFacts]:
+            group, kept = jobs[i]
+            seg, args = cache.take_segments(kept)
+            filled, notes = fill_ranks(seg, plan)
+            found = facts_of(seg, filled, notes, args)
+            cache.final(group, filled, args)
+            return group, found
 
-    def final_parts(i: int) -> list[tuple[int, dict[str, pa.Table]]]:
-        """Group ``i``'s final parts, rank by rank (run on a helper thread, a few groups ahead)."""
-        group, filled, args = order[i]
-        order[i] = (group, None, None)  # the cache lets go of it
-        if filled is None or args is None:
-            seg, args = segmented(group)
-            filled = fill_ranks(seg, plan)[0]
-            del seg
-        events, flows = finish_ranks(filled, index.read("flows", group), ranks, decision.offsets)
-        del filled
-        tables = {"events": events, "args": args, "flows": flows}
-        del events, args, flows
-        return [
-            (rank, {name: part.to_arrow() for name, part in parts.items()})  # type: ignore[misc]
-            for rank, parts in _rank_parts(group, tables)
-        ]
+        done = 0
+        for group, group_facts in _ahead(filled_with_plan, len(jobs), workers=2):
+            tell("segment ranks without steps", done, total)
+            done += len(group)
+            facts.append(group_facts)
+        jobs.clear()
+        tell("align clocks, roles, batches", 0, 1)
+        decision = decide(
+            facts,
+            ranks,
+            tax,
+            plan,
+            existing_batches=src.read("batches") if (src.path / "batches.parquet").is_file() else None,
+            parallel=parallel,
+            batches=batches,
+        )
+        facts.clear()
+        # pass 2: each group's final parts, written once
+        order = cache.take_final()
+        assert sorted(r for group, _ in order for r in group) == sorted(rank_ids), "every rank is kept once"
 
-    done = 0
-    with _BackgroundWrites(writer) as parts_out:
-        for parts_of_group in _ahead(final_parts, len(order), workers=2):
-            for rank, parts in parts_of_group:
-                tell("write", done, len(rank_ids))
-                done += 1
-                for name, table in parts.items():
-                    parts_out.put(name, f"{int(rank):05d}", table)
-            del parts_of_group
-    writer.promote_staged()
-    writer.write_table("ranks", decision.ranks.to_arrow())
-    writer.write_table("batches", decision.batches.to_arrow())
-    tell("write", len(rank_ids), len(rank_ids))
-    return decision.meta
+        def final_parts(i: int) -> list[tuple[int, dict[str, pa.Table]]]:
+            """Group ``i``'s final parts, rank by rank (run on a helper thread, a few groups ahead)."""
+            group, kept = order[i]
+            filled, args = cache.take(kept)
+            events, flows = finish_ranks(filled, index.read("flows", group), ranks, decision.offsets)
+            del filled
+            tables = {"events": events, "args": args, "flows": flows}
+            del events, args, flows
+            return [
+                (rank, {name: part.to_arrow() for name, part in parts.items()})  # type: ignore[misc]
+                for rank, parts in _rank_parts(group, tables)
+            ]
+
+        done = 0
+        with _BackgroundWrites(writer) as parts_out:
+            for parts_of_group in _ahead(final_parts, len(order), workers=2):
+                for rank, parts in parts_of_group:
+                    tell("write", done, len(rank_ids))
+                    done += 1
+                    for name, table in parts.items():
+                        parts_out.put(name, f"{int(rank):05d}", table)
+                del parts_of_group
+        writer.promote_staged()
+        writer.write_table("ranks", decision.ranks.to_arrow())
+        writer.write_table("batches", decision.batches.to_arrow())
+        tell("write", len(rank_ids), len(rank_ids))
+        return decision.meta
 
 
 def _pass_one_groups(
@@ -471,40 +450,131 @@ class _BackgroundWrites:
             self.pool.shutdown(wait=True)
 
 
+class _Kept:
+    """Frames kept for a later round of the enrichment: in memory, or spilled to Arrow IPC files
+    (writing and reading a rank's columns back costs a fraction of segmenting it again)."""
+
+    __slots__ = ("items", "paths", "size")
+
+    def __init__(self, items: tuple[Any, ...], size: int, paths: dict[int, Path] | None = None) -> None:
+        self.items = items  # a spilled frame's place holds None
+        self.size = size  # bytes counted against the cache's budget (0 when spilled)
+        self.paths = paths or {}
+
+
+#: The staging folder's subfolder for spilled frames (removed before the store is committed).
+SPILL_DIR = ".spill"
+
+
 class _Cache:
-    """Frames kept between the enrichment's rounds while they fit in ``budget`` bytes, and the
-    last group's final frames in any case (what the enrichment kept before there was a budget)."""
+    """The enrichment's frames between rounds: in memory while they fit in ``budget`` bytes,
+    spilled to the staging folder beyond it; the last group's final frames stay in memory in any
+    case (a run that fits in one group is never spilled). Thread-safe: reader and enrichment
+    threads keep and take frames side by side."""
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self.used = 0
-        self.groups: list[tuple[list[int], pl.DataFrame, pl.DataFrame]] = []
-        self.last: tuple[list[int], pl.DataFrame, pl.DataFrame] | None = None
+        self.lock = threading.Lock()
+        self.spill: Path | None = None
+        self.spilled = 0  # frames written so far (their file names)
+        self.groups: list[tuple[list[int], _Kept]] = []
+        self.last: tuple[list[int], _Kept] | None = None
 
-    def fits(self, *frames: pl.DataFrame) -> bool:
-        """Whether ``frames`` fit beside what is kept; if so they count as kept from now on."""
-        size = sum(f.estimated_size() for f in frames)
-        if self.used + size > self.budget:
-            return False
-        self.used += size
-        return True
+    def spill_to(self, root: Path) -> None:
+        """Spill under ``root`` (the store's staging folder) from now on."""
+        self.spill = root / SPILL_DIR
 
-    def release(self, size: int) -> None:
-        """Bytes kept so far that are let go of (see :meth:`fits`)."""
-        self.used -= size
+    def keep(self, *items: Any) -> _Kept:
+        """Keep ``items`` (frames and small objects) for a later round: in memory if the frames
+        fit beside what is kept, else the frames are written to the spill folder."""
+        size = _size(items)
+        with self.lock:
+            fits = self.used + size <= self.budget or self.spill is None
+            if fits:
+                self.used += size
+        return _Kept(items, size) if fits else self._spilled(items)
+
+    def keep_segments(self, seg: RankSegments, args: pl.DataFrame) -> _Kept:
+        return self.keep(seg.events, seg.spans, seg.notes, args)
+
+    def take(self, kept: _Kept) -> tuple[Any, ...]:
+        """The items kept (read back if spilled); the cache lets go of them."""
+        items = list(kept.items)
+        for i, path in kept.paths.items():
+            items[i] = pl.read_ipc(path)
+            path.unlink()
+        with self.lock:
+            self.used -= kept.size
+        kept.items, kept.paths, kept.size = (), {}, 0
+        return tuple(items)
+
+    def take_segments(self, kept: _Kept) -> tuple[RankSegments, pl.DataFrame]:
+        events, spans, notes, args = self.take(kept)
+        return RankSegments(events, spans, notes), args
+
+    def drop(self, kept: _Kept) -> None:
+        """Let go of ``kept`` unread."""
+        for path in kept.paths.values():
+            path.unlink(missing_ok=True)
+        with self.lock:
+            self.used -= kept.size
+        kept.items, kept.paths, kept.size = (), {}, 0
 
     def final(self, group: list[int], filled: pl.DataFrame, args: pl.DataFrame) -> None:
-        """Keep a group's final frames for the writing pass (within the budget, or as the last)."""
-        if self.fits(filled, args):
-            self.groups.append((group, filled, args))
-        else:
-            self.last = (group, filled, args)
+        """Keep a group's final frames for the writing pass: in memory within the budget, else as
+        the last group (in memory all the same), the previous last group spilled in its place."""
+        kept = _Kept((filled, args), _size((filled, args)))
+        with self.lock:
+            if self.used + kept.size <= self.budget or self.spill is None:
+                self.used += kept.size
+                self.groups.append((group, kept))
+                return
+            kept.size = 0
+            before, self.last = self.last, (group, kept)
+        if before is not None:
+            spilled = self._spilled(before[1].items)
+            with self.lock:
+                self.groups.append((before[0], spilled))
 
-    def take(self) -> list[tuple[list[int], pl.DataFrame, pl.DataFrame]]:
-        """Everything kept, the last group first; the cache is empty after."""
-        out = ([self.last] if self.last is not None else []) + self.groups
-        self.groups, self.last, self.used = [], None, 0
+    def final_kept(self, group: list[int], kept: _Kept) -> None:
+        """Keep frames :meth:`keep` kept as a group's final frames, where they are."""
+        with self.lock:
+            self.groups.append((group, kept))
+
+    def take_final(self) -> list[tuple[list[int], _Kept]]:
+        """Every group's final frames, the last group first; the cache holds none after."""
+        with self.lock:
+            out = ([self.last] if self.last is not None else []) + self.groups
+            self.groups, self.last = [], None
         return out
+
+    @contextmanager
+    def spilling(self, root: Path) -> Iterator[None]:
+        """Spill under ``root`` in the block; the spill folder is removed on leaving it."""
+        self.spill_to(root)
+        try:
+            yield
+        finally:
+            shutil.rmtree(root / SPILL_DIR, ignore_errors=True)
+
+    def _spilled(self, items: tuple[Any, ...]) -> _Kept:
+        assert self.spill is not None
+        with self.lock:
+            first, self.spilled = self.spilled, self.spilled + len(items)
+        self.spill.mkdir(exist_ok=True)
+        out: list[Any] = list(items)
+        paths: dict[int, Path] = {}
+        for i, item in enumerate(items):
+            if isinstance(item, pl.DataFrame):
+                paths[i] = self.spill / f"{first + i}.arrow"
+                item.write_ipc(paths[i])
+                out[i] = None
+        return _Kept(tuple(out), 0, paths)
+
+
+def _size(items: tuple[Any, ...]) -> int:
+    return sum(f.estimated_size() for f in items if isinstance(f, pl.DataFrame))
 
 
 def _rank_parts(group: list[int], tables: dict[str, pl.DataFrame]) -> Iterator[tuple[int, dict]]:

@@ -46,9 +46,10 @@ from asaptrace.userfiles import StaleFolder, read_text
 RankFrom = Literal["auto", "content", "name", "order"]
 
 
-#: ``after_read(rank, events, args)``: told each file's raw tables (rank filled in, as they are
-#: stored) on the thread that read it, before the next file is taken.
-AfterRead = Callable[[int, pa.Table, pa.Table], None]
+#: ``after_read(root, rank, events, args)``: told each file's raw tables (rank filled in, as they
+#: are stored) on the thread that read it, before the next file is taken; ``root`` is the store's
+#: temporary directory (scratch files may go under it: it is removed with the store on an error).
+AfterRead = Callable[[Path, int, pa.Table, pa.Table], None]
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class FileTask:
     single_file: bool = False  # the only source: no rank anywhere means rank 0 ("single-file")
     memory_bytes: int = 0  # what reading it holds at its peak (the thread executor's memory bound)
     hold: bool = False  # hand the tables back (kept in memory for the enrichment) instead of writing them
+    scratch: bool = False  # write the parts as scratch parts (the enrichment reads and replaces them)
     after_read: AfterRead | None = None  # in-process executors only (a callable is not sent to workers)
 
 
@@ -174,18 +176,18 @@ def ingest_file(task: FileTask) -> FileSummary:
     )
     assert info.rank is not None
     result = result.with_rank(info.rank)
-    part = f"{task.index:05d}"
     root = Path(task.root)
+    part = f"{task.index:05d}"
     held: dict[str, pa.Table] = {}
     stored = {name: conform(getattr(result, name), name) for name in ("events", "args", "flows")}
     if task.after_read is not None:
-        task.after_read(info.rank, stored["events"], stored["args"])
+        task.after_read(root, info.rank, stored["events"], stored["args"])
     for name, table in stored.items():
         if table.num_rows:
             if task.hold:
                 held[name] = table
             else:
-                write_part(root, name, part, table)
+                write_part(root, name, part, table, scratch=task.scratch)
     hasher.join()
     return FileSummary(
         index=task.index,
@@ -315,6 +317,7 @@ def ingest_paths(
                 single_file=len(files) == 1,
                 memory_bytes=_memory_bytes(f, sizes[i], options),
                 hold=i < len(hold) and hold[i],
+                scratch=finish is not None,
                 after_read=after_read if in_process else None,
             )
             for i, f in enumerate(files)
