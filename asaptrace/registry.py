@@ -6,7 +6,7 @@ and looking up an unknown name raises with the list of known names.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 from asaptrace.errors import RegistryError
@@ -15,11 +15,24 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """A name → object table that refuses duplicates."""
+    """A name → object table that refuses duplicates.
 
-    def __init__(self, what: str) -> None:
+    ``builtins``, when given, registers the built-in entries: called once, by the first lookup
+    (not by :meth:`register`), so importing the registry does not import what it holds — the
+    ingest formats' readers pull in numpy, pyarrow and polars, which ``asaptrace ingest`` imports
+    while its first files are already being read (:mod:`asaptrace.ingest.prefetch`).
+    """
+
+    def __init__(self, what: str, builtins: Callable[[], object] | None = None) -> None:
         self._what = what
         self._items: dict[str, T] = {}
+        self._builtins = builtins
+
+    def _loaded(self) -> dict[str, T]:
+        if self._builtins is not None:
+            load, self._builtins = self._builtins, None
+            load()
+        return self._items
 
     def register(self, name: str, item: T) -> T:
         if name in self._items:
@@ -29,16 +42,16 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         try:
-            return self._items[name]
+            return self._loaded()[name]
         except KeyError:
             known = ", ".join(sorted(self._items)) or "none"
             raise RegistryError(f"unknown {self._what} {name!r} (known: {known})") from None
 
     def names(self) -> list[str]:
-        return list(self._items)
+        return list(self._loaded())
 
     def __contains__(self, name: object) -> bool:
-        return name in self._items
+        return name in self._loaded()
 
     def __iter__(self) -> Iterator[tuple[str, T]]:
-        return iter(list(self._items.items()))
+        return iter(list(self._loaded().items()))

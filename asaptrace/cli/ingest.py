@@ -79,6 +79,11 @@ def ingest(
 
     Example: asaptrace ingest traces/ -o run.store
     """
+    from asaptrace.ingest import prefetch
+
+    max_bytes = parse_size(max_size)
+    if executor in (None, "serial", "thread"):  # read in this process: start on the first files now
+        prefetch.start(paths, max_bytes=max_bytes)  # while the imports below run
     from asaptrace.info import store_info
     from asaptrace.ingest.base import IngestOptions
     from asaptrace.ingest.driver import load_rank_map
@@ -88,7 +93,7 @@ def ingest(
 
     if rank_from not in ("auto", "content", "name", "order"):
         raise typer.BadParameter("must be one of auto, content, name, order", param_hint="--rank-from")
-    options = IngestOptions(max_decompressed_bytes=parse_size(max_size))
+    options = IngestOptions(max_decompressed_bytes=max_bytes)
     mapping = load_rank_map(rank_map) if rank_map else None
     if ray_address is not None and executor != "ray":
         raise typer.BadParameter("needs --executor ray", param_hint="--ray-address")

@@ -21,7 +21,6 @@ from asaptrace.cli._common import (
     user_errors,
     write_tables,
 )
-from asaptrace.views import band_text, consistency_text, deployment_text, replay_views
 
 
 @user_errors
@@ -151,6 +150,8 @@ def _replay_params(**options: Any) -> dict[str, Any]:
 
 
 def _print_replay(j: dict[str, Any]) -> None:
+    from asaptrace.views import band_text, consistency_text, deployment_text, replay_views
+
     out.print(
         f"[bold]{escape(j['store'])}[/] replayed as [bold]{j['policy']}[/] on {deployment_text(j['deployment'])}"
         f" ({j['events']:,} events in {j['seconds']:.2f} s)"

@@ -1,11 +1,19 @@
-"""Source-format ingesters. Importing this package registers the built-in formats.
+"""Source-format ingesters.
 
 Each format is a sub-package that registers a :class:`~asaptrace.ingest.base.Format` declaring its
 detection priority, how it groups files into one source and how a rank is read from a path; the
-driver asks the registry only, so import order does not matter.
+driver asks the registry only, so import order does not matter. The registry imports the built-in
+formats on its first lookup, and the names below are imported on first use: importing the
+package (or :mod:`asaptrace.ingest.prefetch`) imports no numpy, pyarrow nor polars.
 """
 
-from asaptrace.ingest import ascend, kineto, nsys  # noqa: F401  (register the built-in formats)
-from asaptrace.ingest.base import FORMATS, Format, IngestOptions, IngestResult, detect_format, register_format
+import importlib
 
 __all__ = ["FORMATS", "Format", "IngestOptions", "IngestResult", "detect_format", "register_format"]
+
+
+def __getattr__(name: str) -> object:
+    """The names above, imported on first use (importing the package stays cheap)."""
+    if name in __all__:
+        return getattr(importlib.import_module("asaptrace.ingest.base"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

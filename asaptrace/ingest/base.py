@@ -101,7 +101,14 @@ class Format:
     file_names: tuple[str, ...] = ()
 
 
-FORMATS: Registry[Format] = Registry("ingest format")
+def _builtin_formats() -> None:
+    """Register the built-in formats (their readers register themselves on import)."""
+    import asaptrace.ingest.ascend.reader
+    import asaptrace.ingest.kineto.reader
+    import asaptrace.ingest.nsys.reader  # noqa: F401
+
+
+FORMATS: Registry[Format] = Registry("ingest format", builtins=_builtin_formats)
 
 
 def register_format(fmt: Format) -> Format:

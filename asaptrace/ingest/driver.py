@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from asaptrace.accounting import Accounting
 from asaptrace.errors import RankError, UsageError
+from asaptrace.ingest import prefetch
 from asaptrace.ingest.base import (
     FORMATS,
     IngestOptions,
@@ -163,7 +164,8 @@ def resolve_rank(
 def ingest_file(task: FileTask) -> FileSummary:
     """Worker body: read one file, fill its rank, write its parts under the temporary root."""
     path = Path(task.path)
-    hasher, digest = _sha256_in_thread(path)
+    known = prefetch.digest(path)  # read ahead while the process was importing
+    hasher, digest = _sha256_in_thread(path) if known is None else (None, {"sha256": known})
     fmt = FORMATS.get(task.format) if task.format else detect_format(path)
     result = fmt.read(path, task.options)
     info = resolve_rank(
@@ -188,7 +190,8 @@ def ingest_file(task: FileTask) -> FileSummary:
                 held[name] = table
             else:
                 write_part(root, name, part, table, scratch=task.scratch)
-    hasher.join()
+    if hasher is not None:
+        hasher.join()
     return FileSummary(
         index=task.index,
         path=str(path),
@@ -322,7 +325,11 @@ def ingest_paths(
             )
             for i, f in enumerate(files)
         ]
-        summaries = _run(tasks, runner, sizes, progress)
+        prefetch.stop()  # the files not begun ahead are read by the tasks
+        try:
+            summaries = _run(tasks, runner, sizes, progress)
+        finally:
+            prefetch.clear()
         summaries.sort(key=lambda s: s.index)
         for s in summaries:
             for name, table in (s.tables or {}).items():

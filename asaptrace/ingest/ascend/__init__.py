@@ -5,6 +5,13 @@ and reads ``kernel_details.csv`` / ``communication.json``; ``merge`` folds them 
 ``links`` binds launches to device tasks through the profiler's flow arrows.
 """
 
-from asaptrace.ingest.ascend.reader import ASCEND, ascend_sources, read_ascend
+import importlib
 
 __all__ = ["ASCEND", "ascend_sources", "read_ascend"]
+
+
+def __getattr__(name: str) -> object:
+    """The names above, imported on first use (importing the package stays cheap)."""
+    if name in __all__:
+        return getattr(importlib.import_module("asaptrace.ingest.ascend.reader"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

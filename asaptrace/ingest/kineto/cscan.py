@@ -50,14 +50,16 @@ def available() -> bool:
     return _kscan is not None
 
 
-def decode_c(data: bytes, path: Path) -> EventColumns | None:
-    """Scan ``data`` into columns, or None when the msgspec path must read this file."""
+def decode_c(data: bytes, path: Path, res: dict[str, Any] | None = None) -> EventColumns | None:
+    """Scan ``data`` into columns (``res``: its scan, when made already), or None when the
+    msgspec path must read this file."""
     if _kscan is None:
         return None
-    try:
-        res = _kscan.scan(data)
-    except ValueError:
-        return None
+    if res is None:
+        try:
+            res = _kscan.scan(data)
+        except ValueError:
+            return None
     if res["huge_ints"]:
         return None
     if not res["has_events"]:

@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 from asaptrace.accounting import Accounting
 from asaptrace.errors import CorruptTrace
 from asaptrace.ingest import columns as col
+from asaptrace.ingest import prefetch
 from asaptrace.ingest.base import Format, IngestOptions, IngestResult, RankInfo, register_format
 from asaptrace.ingest.kineto import cscan
 from asaptrace.ingest.kineto.decode import (
@@ -124,18 +125,25 @@ def read_kineto(path: str | Path, options: IngestOptions | None = None) -> Inges
 
 
 def _read_kineto(path: Path, options: IngestOptions) -> IngestResult:
-    data = read_source_bytes(path, max_bytes=options.max_decompressed_bytes)
+    ahead = prefetch.take(path)  # read and scanned while the process was importing
+    if ahead is not None and ahead.size <= options.max_decompressed_bytes:
+        data = ahead.data
+        assert data is not None
+    else:
+        ahead = None
+        data = read_source_bytes(path, max_bytes=options.max_decompressed_bytes)
     if not first_char(data):
         raise CorruptTrace("file is empty", path=path)
-    cols = decode_columns(data, path)
-    del data  # the C path keeps no reference to the input (msgspec's Raw shapes do): freed here
+    cols = decode_columns(data, path, ahead)
+    del data, ahead  # the C path keeps no reference to the input (msgspec's Raw shapes do): freed here
     return _tables(cols, path)
 
 
-def decode_columns(data: bytes, path: Path) -> EventColumns:
-    """The file's per-event columns, from the C scanner when it is enabled and accepts the file."""
-    if c_scanner_enabled():
-        cols = cscan.decode_c(data, path)
+def decode_columns(data: bytes, path: Path, ahead: prefetch.Prefetched | None = None) -> EventColumns:
+    """The file's per-event columns, from the C scanner when it is enabled and accepts the file
+    (``ahead``: its scan of ``data``, made while the process was importing)."""
+    if c_scanner_enabled() and not (ahead is not None and ahead.refused):
+        cols = cscan.decode_c(data, path, ahead.scan if ahead is not None else None)
         if cols is not None:
             return cols
     return decode_python(data, path)
