@@ -236,3 +236,35 @@ def test_an_error_in_the_early_pass_leaves_the_rank_to_the_usual_pass(tmp_path, 
     other = build_store([src], tmp_path / "other", jobs=2)
     assert used == [0]
     _same_store(usual, other)
+
+
+def test_a_rank_cut_by_its_own_gaps_otherwise_than_by_the_run_is_cut_again(tmp_path, monkeypatch):
+    # ranks without step annotations are cut into steps by idle gaps longer than a run-wide
+    # threshold (20 x the median gap of every such rank). The early pass cuts each rank by its
+    # own gaps; where the run-wide plan cuts them otherwise the rank is done again. Rank 0: gaps
+    # of 100 us and one of 3 ms (its own threshold 2 ms: cut in two); rank 1: gaps of 200 us and
+    # one of 10 ms. Run-wide the median gap is 200 us, the threshold 4 ms: rank 0 has no boundary
+    # and rank 1 one, so the ranks disagree and nothing is cut - the store the usual pass builds.
+    from asaptrace.enrich import streaming
+    from tests._kineto_helpers import gpu_process, kernel, write_trace
+
+    monkeypatch.setattr(streaming, "GROUP_EVENTS", 1)
+
+    def kernels(gaps_us: list[float]) -> list[dict]:
+        out, t = [], 10.0
+        for i, gap in enumerate([0.0, *gaps_us]):
+            t += gap
+            out.append(kernel(f"gemm_kernel_{i % 3}", t, 10, corr=i + 1))
+            t += 10
+        return out
+
+    src = tmp_path / "in"
+    write_trace(src / "rank0.json", gpu_process() + kernels([100] * 4 + [3000] + [100] * 4), rank=0)
+    write_trace(src / "rank1.json", gpu_process() + kernels([200] * 14 + [10_000] + [200] * 14), rank=1)
+    used = _spy_early(monkeypatch)
+    early = build_store([src], tmp_path / "early", jobs=1)
+    assert used == [2]  # both ranks were cut early, by their own gaps
+    steps = early.read("events").filter(pl.col("is_device")).get_column("step").unique().to_list()
+    assert steps == [0] and early.meta["segmentation"]["step_source"] == "single"
+    monkeypatch.setattr(streaming.EarlyPass, "add", lambda self, *a: None)
+    _same_store(early, build_store([src], tmp_path / "usual", jobs=1))

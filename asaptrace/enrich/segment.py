@@ -362,6 +362,16 @@ def plan_steps(gaps: pl.DataFrame, min_gap: int = DEFAULT_MIN_STEP_GAP_NS) -> St
     return StepPlan(threshold=threshold, boundaries=tuple(sorted(int(c) for c in counts.to_list())))
 
 
+def same_cut(gaps: pl.DataFrame, a: StepPlan, b: StepPlan) -> bool:
+    """Whether :func:`fill_steps` cuts the ranks whose gaps are ``gaps`` (rank, _gap) into the
+    same steps by plan ``a`` as by plan ``b``: every gap on the same side of both thresholds
+    (an inconsistent plan cuts nothing)."""
+    gap = gaps.get_column("_gap").fill_null(0)
+    a_cuts = gap > a.threshold if a.consistent else pl.Series([False] * gap.len())
+    b_cuts = gap > b.threshold if b.consistent else pl.Series([False] * gap.len())
+    return bool((a_cuts == b_cuts).all())
+
+
 def note_steps(notes: SegmentNotes, plan: StepPlan) -> None:
     """Record in ``notes`` what cutting by ``plan`` did (once per enrichment, not per rank)."""
     if not plan.consistent:

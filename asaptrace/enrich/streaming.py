@@ -49,6 +49,7 @@ from asaptrace.enrich.frames import (
     stepless_gaps,
     taxonomy_for,
 )
+from asaptrace.enrich.segment import StepPlan, same_cut
 from asaptrace.enrich.taxonomy import Profile, Taxonomy
 from asaptrace.enrich.topology import ParallelConfig
 from asaptrace.schema import TABLE_SCHEMAS
@@ -155,12 +156,15 @@ def _frame(table: pa.Table) -> pl.DataFrame:
 
 @dataclass
 class _Early:
-    """A rank's first pass, done as its file was read: its facts (or its step gaps, for a rank
-    without step annotations) and the frames the next round needs (in memory or spilled)."""
+    """A rank's first pass, done as its file was read: its facts and final frames (in memory or
+    spilled). A rank without step annotations is cut into steps by its own gaps (``guess``); the
+    cut stands if the run-wide plan cuts its gaps alike (:func:`~asaptrace.enrich.segment.same_cut`),
+    else the rank is segmented again in the usual second round."""
 
-    facts: RankFacts | None  # None: the rank has no step annotations (it waits for the step plan)
-    gaps: pl.DataFrame | None
-    frames: _Kept  # (filled, args), or the RankSegments' items and args for a rank without steps
+    facts: RankFacts
+    frames: _Kept  # (filled, args)
+    gaps: pl.DataFrame | None = None  # the step gaps of a rank without step annotations
+    guess: StepPlan | None = None  # the plan its own gaps give (what it was filled by)
 
 
 class EarlyPass:
@@ -212,10 +216,9 @@ class EarlyPass:
         seg = segment_ranks(ev, ar, recorded, tax)
         del ev
         gaps = stepless_gaps(seg)
-        if gaps is not None:
-            return _Early(None, gaps, cache.keep_segments(seg, ar))
-        filled, notes = fill_ranks(seg, None)
-        return _Early(facts_of(seg, filled, notes, ar), None, cache.keep(filled, ar))
+        guess = plan_of([gaps]) if gaps is not None else None
+        filled, notes = fill_ranks(seg, guess)
+        return _Early(facts_of(seg, filled, notes, ar), cache.keep(filled, ar), gaps, guess)
 
     def take(self, tax: Taxonomy) -> dict[int, _Early]:
         """The early results, if they were made with ``tax`` (else none, and what they kept is
@@ -277,6 +280,7 @@ def enrich_streaming(
         facts: list[RankFacts] = []
         gaps: list[pl.DataFrame] = []
         stepless: list[tuple[list[int], _Kept]] = []  # round 2's groups
+        guessed: list[tuple[list[int], _Early]] = []  # early ranks cut by their own gaps
 
         done = 0
         ready = early.take(tax) if early is not None else {}
@@ -285,11 +289,10 @@ def enrich_streaming(
             done += len(group)
             if group[0] in ready:  # segmented as its file was read
                 e = ready.pop(group[0])
-                if e.gaps is not None:
+                if e.gaps is not None:  # cut by its own gaps: checked against the plan below
                     gaps.append(e.gaps)
-                    stepless.append((group, e.frames))
+                    guessed.append((group, e))
                 else:
-                    assert e.facts is not None
                     facts.append(e.facts)
                     cache.final_kept(group, e.frames)
                 del e
@@ -312,12 +315,23 @@ def enrich_streaming(
             del seg, args
         plan = plan_of(gaps)
         gaps.clear()
+        again: list[list[int]] = []  # ranks cut by their own gaps otherwise than by the plan
+        for group, e in guessed:
+            assert e.gaps is not None and e.guess is not None and plan is not None
+            if same_cut(e.gaps, e.guess, plan):
+                facts.append(e.facts)
+                cache.final_kept(group, e.frames)
+            else:
+                cache.drop(e.frames)
+                again.append(group)
+        guessed.clear()
         # round 2: the ranks without steps, filled by the plan, two groups side by side
-        jobs, total = stepless, sum(len(group) for group, _ in stepless)
+        jobs: list[tuple[list[int], _Kept | None]] = [*stepless, *((group, None) for group in again)]
+        total = sum(len(group) for group, _ in jobs)
 
         def filled_with_plan(i: int) -> tuple[list[int], RankFacts]:
             group, kept = jobs[i]
-            seg, args = cache.take_segments(kept)
+            seg, args = cache.take_segments(kept) if kept is not None else segmented(group)
             filled, notes = fill_ranks(seg, plan)
             found = facts_of(seg, filled, notes, args)
             cache.final(group, filled, args)
@@ -407,14 +421,14 @@ def _ahead(fn: Callable[[int], Any], n: int, *, workers: int) -> Iterator[Any]:
 
 
 class _BackgroundWrites:
-    """The writing pass's Parquet parts, encoded and written on one background thread (pyarrow
-    releases the GIL) while the next group is enriched; at most ``pending`` parts wait, so memory
+    """The writing pass's Parquet parts, encoded and written on ``workers`` background threads
+    (pyarrow releases the GIL) while the next group is enriched; at most ``pending`` parts wait, so memory
     stays about one group. The first write error is raised by the next :meth:`put` or on leaving
     the ``with`` block, which waits for every write."""
 
-    def __init__(self, writer: StoreWriter, pending: int = 6) -> None:
+    def __init__(self, writer: StoreWriter, pending: int = 6, workers: int = 2) -> None:
         self.writer = writer
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="asaptrace-write")
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="asaptrace-write")
         self.futures: deque[Future[None]] = deque()
         self.pending = pending
         self.failed: BaseException | None = None
