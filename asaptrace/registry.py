@@ -6,7 +6,8 @@ and looking up an unknown name raises with the list of known names.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import importlib
+from collections.abc import Iterator
 from typing import Generic, TypeVar
 
 from asaptrace.errors import RegistryError
@@ -17,21 +18,23 @@ T = TypeVar("T")
 class Registry(Generic[T]):
     """A name → object table that refuses duplicates.
 
-    ``builtins``, when given, registers the built-in entries: called once, by the first lookup
-    (not by :meth:`register`), so importing the registry does not import what it holds — the
-    ingest formats' readers pull in numpy, pyarrow and polars, which ``asaptrace ingest`` imports
-    while its first files are already being read (:mod:`asaptrace.ingest.prefetch`).
+    ``builtins``, when given, names the modules that register the built-in entries (as a plugin's
+    entry point names its module): they are imported by the first lookup (not by
+    :meth:`register`), so importing the registry does not import what it holds — the ingest
+    formats' readers pull in numpy, pyarrow and polars, which ``asaptrace ingest`` imports while
+    its first files are already being read (:mod:`asaptrace.ingest.prefetch`).
     """
 
-    def __init__(self, what: str, builtins: Callable[[], object] | None = None) -> None:
+    def __init__(self, what: str, builtins: tuple[str, ...] = ()) -> None:
         self._what = what
         self._items: dict[str, T] = {}
         self._builtins = builtins
 
     def _loaded(self) -> dict[str, T]:
-        if self._builtins is not None:
-            load, self._builtins = self._builtins, None
-            load()
+        if self._builtins:
+            modules, self._builtins = self._builtins, ()
+            for module in modules:
+                importlib.import_module(module)
         return self._items
 
     def register(self, name: str, item: T) -> T:

@@ -179,7 +179,8 @@ class _Groups:
 
 
 def _components(inst_idx: np.ndarray, rank_idx: np.ndarray, n_ranks: int) -> np.ndarray:
-    """Connected components of ranks linked by shared instances (union-find)."""
+    """Connected components of ranks linked by shared instances (union-find over the distinct
+    links from each instance's lowest rank to its others: a few per rank, not one per row)."""
     parent = list(range(n_ranks))
 
     def find(x: int) -> int:
@@ -188,14 +189,14 @@ def _components(inst_idx: np.ndarray, rank_idx: np.ndarray, n_ranks: int) -> np.
             x = parent[x]
         return x
 
-    first: dict[int, int] = {}
-    for i, r in zip(inst_idx.tolist(), rank_idx.tolist(), strict=True):
-        if i in first:
-            a, b = find(first[i]), find(r)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
-        else:
-            first[i] = r
+    if len(inst_idx):
+        low = np.full(int(inst_idx.max()) + 1, n_ranks, np.int64)
+        np.minimum.at(low, inst_idx, rank_idx)
+        links = np.unique(low[inst_idx] * n_ranks + rank_idx)
+        for a, b in zip((links // n_ranks).tolist(), (links % n_ranks).tolist(), strict=True):
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
     return np.array([find(k) for k in range(n_ranks)])
 
 

@@ -18,7 +18,7 @@ Output columns (one row per instance and rank):
 
 | column | dtype | unit | meaning |
 |---|---|---|---|
-| instance | int64 | – | id of the matched instance (dense, ordered by first arrival) |
+| instance | int64 | – | id of the matched instance (dense, ordered by first arrival; ties by op, seq, segment) |
 | step, layer, micro_batch | int32, int16, int8 | – | segment of the instance (nullable) |
 | op | str | – | ``dispatch``, ``combine`` or the collective kernel's name |
 | kind | str | – | ``dispatch``, ``combine`` or ``collective`` |
@@ -70,10 +70,9 @@ def match_instances(
     comm = comm.collect()
     if comm.height == 0:
         return _empty()
+    # dispatch/combine: a run is consecutive kernels of one op in a segment (rows in time order)
     ep = comm.filter(pl.col("kind") != Kind.COLLECTIVE).sort([*_SEG, "ts_ns"], nulls_last=True)
-    ep = ep.with_columns(
-        _run=(pl.col("kind") != pl.col("kind").shift(1)).fill_null(True).cast(pl.Int32).cum_sum().over(_SEG)
-    )
+    ep = ep.with_columns(_run=_starts([*_SEG, "kind"]).cast(pl.Int32).cum_sum())
     ep = (
         ep.group_by([*_SEG, "kind", "_run"])
         .agg(
@@ -81,17 +80,12 @@ def match_instances(
             pl.col("end_ns").max().alias("end_ns"),
             pl.len().cast(pl.Int32).alias("n_kernels"),
         )
-        .sort([*_SEG, "arrival_ns"], nulls_last=True)
-        .with_columns(
-            op=pl.col("kind"),
-            seq=(pl.col("_run").rank("dense").over([*_SEG, "kind"]) - 1).cast(pl.Int32),
-        )
+        .with_columns(op=pl.col("kind"))
         .drop("_run")
     )
     coll = (
         comm.filter(pl.col("kind") == Kind.COLLECTIVE)
         .with_columns(op=pl.col("name").str.replace(_HCCL_SUFFIX, ""))
-        .sort([*_SEG, "ts_ns"], nulls_last=True)
         .select(
             *_SEG,
             "kind",
@@ -99,28 +93,27 @@ def match_instances(
             "end_ns",
             pl.lit(1, pl.Int32).alias("n_kernels"),
             "op",
-            (pl.col("ts_ns").rank("ordinal").over([*_SEG, "op"]) - 1).cast(pl.Int32).alias("seq"),
         )
     )
-    both = pl.concat([ep.select(coll.columns), coll])
+    # seq: the occurrence of the op in its segment on its rank, in arrival order
+    both = pl.concat([ep.select(coll.columns), coll]).sort([*_SEG, "op", "arrival_ns"], nulls_last=True)
+    row = pl.int_range(pl.len(), dtype=pl.Int32)
+    both = both.with_columns(
+        seq=row - pl.when(_starts([*_SEG, "op"])).then(row).otherwise(None).forward_fill()
+    )
     expected = both.group_by("op").agg(pl.col("rank").n_unique().cast(pl.Int32).alias("expected_ranks"))
-    per = both.with_columns(
-        n_ranks=pl.len().over(_KEYS).cast(pl.Int32),
-        _first=pl.col("arrival_ns").min().over(_KEYS),
-    ).join(expected, on="op", how="left")
     ids = (
-        per.select("_first", *_KEYS)
-        .unique(_KEYS)
-        .sort(["_first", "op", "seq"])
+        both.group_by(_KEYS)
+        .agg(pl.len().cast(pl.Int32).alias("n_ranks"), pl.col("arrival_ns").min().alias("_first"))
+        .sort(["_first", "op", "seq", "step", "layer", "micro_batch"], nulls_last=True)  # ties: by segment
         .with_row_index("instance")
-        .select(pl.col("instance").cast(pl.Int64), *_KEYS)
+        .with_columns(pl.col("instance").cast(pl.Int64))
+        .drop("_first")
     )
     per = (
-        per.join(ids, on=_KEYS, how="left", nulls_equal=True)
-        .with_columns(
-            complete=pl.col("n_ranks") == pl.col("expected_ranks"),
-        )
-        .drop("_first")
+        both.join(ids, on=_KEYS, how="left", nulls_equal=True)
+        .join(expected, on="op", how="left")
+        .with_columns(complete=pl.col("n_ranks") == pl.col("expected_ranks"))
     )
     return per.select(
         "instance",
@@ -138,6 +131,11 @@ def match_instances(
         "expected_ranks",
         "complete",
     ).sort("instance", "rank")
+
+
+def _starts(keys: list[str]) -> pl.Expr:
+    """True on the first row of each run of equal ``keys`` (rows sorted by them; nulls equal)."""
+    return pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift(1)) for k in keys]).fill_null(True)
 
 
 def _empty() -> pl.DataFrame:

@@ -101,14 +101,16 @@ class Format:
     file_names: tuple[str, ...] = ()
 
 
-def _builtin_formats() -> None:
-    """Register the built-in formats (their readers register themselves on import)."""
-    import asaptrace.ingest.ascend.reader
-    import asaptrace.ingest.kineto.reader
-    import asaptrace.ingest.nsys.reader  # noqa: F401
-
-
-FORMATS: Registry[Format] = Registry("ingest format", builtins=_builtin_formats)
+#: The ingest formats; the built-in ones register themselves when their reader is imported,
+#: which the first lookup does.
+FORMATS: Registry[Format] = Registry(
+    "ingest format",
+    builtins=(
+        "asaptrace.ingest.ascend.reader",
+        "asaptrace.ingest.kineto.reader",
+        "asaptrace.ingest.nsys.reader",
+    ),
+)
 
 
 def register_format(fmt: Format) -> Format:
