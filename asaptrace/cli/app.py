@@ -6,6 +6,7 @@ on stderr, exit 2. Heavy modules are imported inside the commands, so ``--help``
 
 from __future__ import annotations
 
+import gc
 import sys
 from typing import Annotated
 
@@ -73,7 +74,12 @@ def main() -> None:
     # the click typer runs on (typer ≥ 0.20 vendors its own): the base of its usage errors
     click_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
     try:
-        code = app(standalone_mode=False, prog_name="asaptrace")
+        try:
+            code = app(standalone_mode=False, prog_name="asaptrace")
+        finally:
+            # the process ends here: spare the interpreter's shutdown a cyclic-GC pass over every
+            # object numpy, pyarrow and polars made (0.06 s after an ingest of 8 ranks)
+            gc.freeze()
     except typer.Abort:
         err.print("interrupted")
         sys.exit(130)

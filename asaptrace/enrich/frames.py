@@ -120,18 +120,22 @@ def _classify(events: pl.DataFrame, tax: Taxonomy) -> pl.DataFrame:
     Rules are applied to unique names; only names that a context rule could match are looked up
     per (name, annotation context).
     """
-    target = pl.col("is_device") & (pl.col("kind").cast(pl.String) != Kind.ANNOTATION)
-    names = events.filter(target).get_column("name").cast(pl.String).unique().drop_nulls().to_list()
+    # kind and name are categorical in raw frames: compared and mapped as they are (a cast to
+    # strings materialises every row), only the distinct names become strings
+    target = pl.col("is_device") & (pl.col("kind") != Kind.ANNOTATION.value)
+    names = events.filter(target).get_column("name").unique().cast(pl.String).drop_nulls().to_list()
     context_rules = [r for r in tax.rules if r.context is not None]
     by_context = {n for n in names if any(r.match.search(n) for r in context_rules)}
     plain = {n: k for n in names if n not in by_context and (k := tax.kind_of(n)) is not None}
-    name = pl.col("name").cast(pl.String)
     rule_kind = (
-        name.replace_strict(plain, default=None, return_dtype=pl.String) if plain else pl.lit(None, pl.String)
+        pl.col("name").replace_strict(plain, default=None, return_dtype=pl.String)
+        if plain
+        else pl.lit(None, pl.String)
     )
+    name = pl.col("name").cast(pl.String)
     out = events.with_columns(_rule_kind=pl.when(target).then(rule_kind))
     if by_context:
-        sub = out.with_row_index("_row").filter(target & name.is_in(list(by_context)))
+        sub = out.with_row_index("_row").filter(target & pl.col("name").is_in(list(by_context)))
         pairs = sub.select(name.alias("_n"), pl.col("context").fill_null("").alias("_c")).unique()
         kinds = classify(tax, pairs.get_column("_n").to_list(), pairs.get_column("_c").to_list())
         lookup = pairs.with_columns(_k=pl.Series(kinds, dtype=pl.String))

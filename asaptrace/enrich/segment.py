@@ -221,7 +221,7 @@ def segment(
     n = ev.height
     span_of = np.full(n, -1, dtype=np.int64)
     if spans.height:
-        is_ann = (ev.get_column("kind").cast(pl.String) == Kind.ANNOTATION).to_numpy()
+        is_ann = (ev.get_column("kind") == Kind.ANNOTATION.value).to_numpy()
         host = ev.filter(~pl.col("is_device"))
         # 2. host events: innermost host span on their own thread
         rows, idx = _innermost(host, spans, False, ["rank", "pid", "stream"])
@@ -261,7 +261,7 @@ def _span_values(spans: pl.DataFrame, span_of: np.ndarray) -> list[pl.Series]:
 
     def pick(name: str, dtype: pl.DataType) -> pl.Series:
         if spans.height == 0:
-            return pl.Series(name, [None] * len(span_of), dtype=dtype)
+            return pl.repeat(None, len(span_of), dtype=dtype, eager=True).alias(name)
         src = spans.get_column(name)
         taken = src.gather(safe)
         return taken.set(pl.Series(~valid), None).cast(dtype).alias(name)
