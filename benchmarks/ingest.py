@@ -4,7 +4,7 @@ Usage:  python benchmarks/ingest.py [--size-mb 400] [--workdir DIR] [--no-hta] [
         python benchmarks/ingest.py --profile [--size-mb 400 | --folder DIR]
 
 ``--profile`` prints where an ingest's time goes, phase by phase, in this process (each phase
-timed on its own, one file after the other: read bytes, C scan, tables, sha256, raw Parquet
+timed on its own, one file after the other: read bytes, C scan, tables, sha256, raw scratch
 parts; then the whole ``build_store`` with the enrichment's own phases timed through its progress
 callback), against the whole run's wall time measured in the same run; the start-up and imports
 are timed in a fresh process.
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import json
 import subprocess
 import sys
@@ -111,9 +112,10 @@ print(json.dumps({"seconds": dt, "rss_mb": rss}))
 """
 
 
-def measure_cli(args: list[str], path: Path, out: Path) -> dict | None:
-    """Wall time and peak RSS of one run of the console script, in a fresh process of its own."""
-    script = Path(sys.executable).with_name("asaptrace")
+def measure_cli(args: list[str], path: Path, out: Path, script: Path | None = None) -> dict | None:
+    """Wall time and peak RSS of one run of the console script (``script``: this venv's), in a
+    fresh process of its own."""
+    script = script or Path(sys.executable).with_name("asaptrace")
     argv = [str(script), *(a.format(path=path, out=out) for a in args)]
     proc = subprocess.run([sys.executable, "-c", _MEASURE_CLI, *argv], capture_output=True, text=True)
     if proc.returncode != 0:
@@ -175,13 +177,47 @@ def hta_python(no_hta: bool) -> str | None:
     return str(py)
 
 
+def user_asaptrace() -> Path | None:
+    """The ``asaptrace`` console script of a clean install of this checkout (``pip install .``:
+    the runtime dependencies only, what a user gets), in benchmarks/.venv-user; reinstalled when
+    the package's sources changed. None when it cannot be installed."""
+    venv = HERE / ".venv-user"
+    py, script = venv / "bin" / "python", venv / "bin" / "asaptrace"
+    root = HERE.parent
+    sources = sorted(
+        p for p in (root / "asaptrace").rglob("*") if p.suffix in (".py", ".c", ".toml", ".json")
+    )
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in [root / "pyproject.toml", *sources])).hexdigest()
+    stamp = venv / "installed-from"
+    if script.exists() and stamp.exists() and stamp.read_text() == digest:
+        return script
+    print("installing this checkout into benchmarks/.venv-user (pip install ., runtime dependencies only)…")
+    ok = (py.exists() or subprocess.run([sys.executable, "-m", "venv", str(venv)]).returncode == 0) and (
+        subprocess.run([str(py), "-m", "pip", "install", "-q", str(root)]).returncode == 0
+        and subprocess.run(
+            [str(py), "-m", "pip", "install", "-q", "--force-reinstall", "--no-deps", str(root)]
+        ).returncode
+        == 0
+    )
+    if not ok:
+        print("a clean install failed: the asaptrace rows run in this venv")
+        return None
+    stamp.write_text(digest)
+    return script
+
+
+def has_pandas(script: Path) -> bool:
+    """Whether the venv of ``script`` has pandas (pyarrow then imports it: ≈ 0.25 s of start-up)."""
+    py = script.with_name("python")
+    return subprocess.run([str(py), "-c", "import pandas"], capture_output=True).returncode == 0
+
+
 def profile(files: list[Path], work: Path) -> None:
     """Print the time of each ingest phase (see the module docstring) for ``files``."""
     t = time.perf_counter()
     code = "import asaptrace.cli.app, asaptrace.pipeline"
     subprocess.run([sys.executable, "-c", code], check=True)
     startup = time.perf_counter() - t
-    import hashlib
     import shutil
 
     from asaptrace.enrich.streaming import enrich_streaming
@@ -210,7 +246,12 @@ def profile(files: list[Path], work: Path) -> None:
         res = timed("file: canonical tables", _tables, cols, f)
         timed("file: sha256", lambda p: hashlib.sha256(p.read_bytes()).hexdigest(), f)
         for name in ("events", "args", "flows"):
-            timed("file: raw Parquet parts", write_part, parts, name, f"{i:05d}", getattr(res, name))
+            table = getattr(res, name)
+            timed(
+                "file: raw scratch parts (Arrow IPC)",
+                lambda t, n=name, k=i: write_part(parts, n, f"{k:05d}", t, scratch=True),
+                table,
+            )
         del cols, res
     shutil.rmtree(parts, ignore_errors=True)
     serial_files = sum(phases.values())
@@ -225,9 +266,9 @@ def profile(files: list[Path], work: Path) -> None:
         if enrich_phase["name"] != phase:
             enrich_phase.update(name=phase, t=now, c=c)
 
-    import asaptrace.pipeline as pipeline
+    import asaptrace.enrich.streaming as streaming
 
-    real = pipeline.enrich_streaming
+    real = streaming.enrich_streaming
 
     def timed_enrich(*a, **k):
         t, c = time.perf_counter(), time.process_time()
@@ -237,11 +278,11 @@ def profile(files: list[Path], work: Path) -> None:
         cpu["enrich (total)"] = time.process_time() - c
         return out
 
-    pipeline.enrich_streaming = timed_enrich
+    streaming.enrich_streaming = timed_enrich
     t, c = time.perf_counter(), time.process_time()
     build_store(files, work / "profile.store", overwrite=True, enrich_progress=tick)
     whole, whole_cpu = time.perf_counter() - t, time.process_time() - c
-    pipeline.enrich_streaming = enrich_streaming
+    streaming.enrich_streaming = enrich_streaming
     mb = sum(f.stat().st_size for f in files) / 1e6
     print(f"\nprofile of {len(files)} file(s), {mb:.0f} MB (phases timed one at a time, in this process)")
     print(f"  {'phase':42s} {'wall s':>7s} {'CPU s':>7s}")

@@ -39,7 +39,7 @@ from asaptrace.ingest.executors import (
     make_executor,
 )
 from asaptrace.ingest.naming import NameHint
-from asaptrace.ingest.source import is_gzip
+from asaptrace.ingest.source import GZIP_RATIO, is_gzip
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role, conform
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, write_part
 from asaptrace.userfiles import StaleFolder, read_text
@@ -366,10 +366,6 @@ def ingest_paths(
         return writer.commit(meta)
 
 
-#: A gzip trace inflates about this much (Kineto JSON: 8–12×); the cap bounds the guess.
-GZIP_RATIO = 10
-
-
 def _memory_bytes(path: Path, size: int, options: IngestOptions) -> int:
     """What reading ``path`` holds at its peak, for the thread executor's memory bound."""
     raw = min(size * GZIP_RATIO, options.max_decompressed_bytes) if is_gzip(path) else size
@@ -385,16 +381,16 @@ HOLD_BYTES = int(os.environ.get("ASAPTRACE_HOLD_MB", "8")) * 1024**2
 
 
 def hold_budget() -> int:
-    """Bytes of raw tables an ingest holds in memory for its enrichment instead of writing them
-    (and, again, of segmented frames its enrichment keeps between rounds): :data:`HOLD_BYTES`
-    (8 MiB; ``ASAPTRACE_HOLD_MB`` sets it), at most a quarter of the memory available.
+    """Bytes of raw tables an ingest holds in memory for its enrichment instead of writing them as
+    scratch parts (and, again, of enriched frames it keeps for the writing pass instead of
+    spilling them): :data:`HOLD_BYTES` (8 MiB; ``ASAPTRACE_HOLD_MB`` sets it), at most a quarter
+    of the memory available.
 
     Small on purpose: the streaming enrichment's peak is about one group of ranks, and a budget
     that grew with the run would bring back the whole-run-in-memory peak it exists to avoid. The
-    default keeps ``benchmarks/ingest_memory.py``'s bar (peak ≤ 0.5× the whole-run path: 0.46× at
-    8 MiB, 0.52× at 16, 0.64× at 64); on 8 files of 40 MB, 64 MiB saves 0.97 s of the 1.37 s of CPU
-    an unbounded budget saves (4.11 s with none; docs/executors.md) — a user with memory to spare
-    sets ``ASAPTRACE_HOLD_MB=64``."""
+    default keeps ``benchmarks/ingest_memory.py``'s bar (peak ≤ 0.5× the whole-run path: 0.46×);
+    beyond the budget, parts and frames go to Arrow IPC files, so a larger one buys little (8
+    files of 40 MB: 2.01 s at 8 MiB, 1.94 s at 64, 1.86 s unbounded; docs/executors.md)."""
     return min((available_memory() or 0) // 4, HOLD_BYTES)
 
 

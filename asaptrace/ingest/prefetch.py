@@ -2,9 +2,9 @@
 
 Before it reads a byte, ``asaptrace ingest`` imports numpy, pyarrow, polars and the enrichment:
 about 0.3 s on one core (0.5 s where pandas is installed: pyarrow imports it too), the other core
-idle. :func:`start` reads, hashes and C-scans the first plain Kineto JSON files on one thread
-meanwhile (the read, the hash and the scan release the GIL), in the order a folder is walked and
-within a byte budget; the ingest calls :func:`stop` when it starts reading, and files not begun by
+idle. :func:`start` reads, hashes, inflates (gzip) and C-scans the first Kineto JSON files on one
+thread meanwhile (the read, the hash, zlib and the scan release the GIL), in the order a folder is
+walked and within a byte budget; the ingest calls :func:`stop` when it starts reading, and files not begun by
 then are read by the ingest as usual.
 
 The Kineto reader takes a file's bytes and scan from here (:func:`take`) and the driver its
@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from asaptrace.errors import AsaptraceError
 from asaptrace.ingest.executors import available_memory
+from asaptrace.ingest.source import GZIP_MAGIC, GZIP_RATIO, decompressed
 
 #: Bytes of files read ahead at most (the window is short: a few files; a quarter of the free
 #: memory on a small machine).
@@ -38,9 +40,10 @@ class Prefetched:
     """One file read ahead: its bytes, their sha256 and the C scanner's result."""
 
     path: str  # resolved
-    size: int
+    size: int  # on disk
     mtime_ns: int
-    data: bytes | None = None  # None: reading it failed (the ingest reads it and says why)
+    max_bytes: int  # the ingest's cap on a file's (decompressed) size
+    data: bytes | None = None  # (decompressed) content; None: reading it failed (the ingest says why)
     sha256: str | None = None
     scan: dict[str, Any] | None = None  # ``_kscan.scan``'s result (None with ``refused`` or no data)
     refused: bool = False  # the strict scanner refused it (the reader's msgspec path takes it)
@@ -75,13 +78,14 @@ class _Prefetcher:
             try:
                 st = path.stat()
                 with open(path, "rb") as f:
-                    gz = f.read(2) == b"\x1f\x8b"
+                    gz = f.read(2) == GZIP_MAGIC
             except OSError:
                 continue
-            if gz or st.st_size > max_bytes or st.st_size > left:
+            need = st.st_size * (GZIP_RATIO if gz else 1)  # what it holds once inflated
+            if need > left:
                 break  # in walk order: the first that does not fit ends the run ahead
-            left -= st.st_size
-            queued.append(Prefetched(str(path.resolve()), st.st_size, st.st_mtime_ns))
+            left -= need
+            queued.append(Prefetched(str(path.resolve()), st.st_size, st.st_mtime_ns, max_bytes))
         with self.lock:
             for e in queued:
                 if e.path not in self.entries:
@@ -142,15 +146,19 @@ class _Prefetcher:
         return e.sha256 if e is not None else None
 
 
+_SUFFIXES = (".json", ".json.gz")
+
+
 def _candidates(paths: Iterable[str | Path]) -> Iterable[Path]:
-    """The ``.json`` files ``paths`` name, folders walked as discovery walks them (sorted, no
-    hidden files)."""
+    """The ``.json`` and ``.json.gz`` files ``paths`` name, folders walked as discovery walks them
+    (sorted, no hidden files)."""
     for p in map(Path, paths):
         if p.is_dir():
-            for q in sorted(p.rglob("*.json")):
-                if q.is_file() and not any(part.startswith(".") for part in q.relative_to(p).parts):
+            for q in sorted(p.rglob("*")):
+                rel = q.relative_to(p).parts
+                if q.name.endswith(_SUFFIXES) and q.is_file() and not any(s.startswith(".") for s in rel):
                     yield q
-        elif p.suffix == ".json" and p.is_file():
+        elif p.name.endswith(_SUFFIXES) and p.is_file():
             yield p
 
 
@@ -165,17 +173,17 @@ def _scanner() -> Any:
 def _fill(e: Prefetched) -> None:
     try:
         with open(e.path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return
-    if len(data) != e.size:
-        return
-    e.sha256 = hashlib.sha256(data).hexdigest()
-    try:
-        e.scan = _scanner().scan(data)
-    except ValueError:
-        e.refused = True
-    except MemoryError:
+            raw = f.read()
+        if len(raw) != e.size:
+            return
+        e.sha256 = hashlib.sha256(raw).hexdigest()  # of the file as it is on disk
+        data = decompressed(raw, Path(e.path), max_bytes=e.max_bytes)
+        del raw
+        try:
+            e.scan = _scanner().scan(data)
+        except ValueError:
+            e.refused = True
+    except (OSError, MemoryError, AsaptraceError):  # the ingest reads it again and says why
         return
     e.data = data
 

@@ -126,9 +126,8 @@ def read_kineto(path: str | Path, options: IngestOptions | None = None) -> Inges
 
 def _read_kineto(path: Path, options: IngestOptions) -> IngestResult:
     ahead = prefetch.take(path)  # read and scanned while the process was importing
-    if ahead is not None and ahead.size <= options.max_decompressed_bytes:
+    if ahead is not None and ahead.data is not None and len(ahead.data) <= options.max_decompressed_bytes:
         data = ahead.data
-        assert data is not None
     else:
         ahead = None
         data = read_source_bytes(path, max_bytes=options.max_decompressed_bytes)
