@@ -53,10 +53,8 @@ def _same(a, b) -> None:
 
 @pytest.mark.parametrize("kind", ["json", "gzip"])
 def test_files_read_ahead_build_the_store_a_plain_read_builds(kind, tmp_path, monkeypatch):
-    if kind == "gzip":
-        src = SAMPLES / "coupled" / "kineto"  # .pt.trace.json.gz
-    else:
-        src = write_traces(tmp_path / "t", moe_scenario())
+    # the samples are .pt.trace.json.gz
+    src = SAMPLES / "coupled" / "kineto" if kind == "gzip" else write_traces(tmp_path / "t", moe_scenario())
     plain = build_store([src], tmp_path / "plain", jobs=2)
     taken = _taken(monkeypatch)
     assert prefetch.start([src], max_bytes=1 << 30) > 0

@@ -168,6 +168,7 @@ def ingest_file(task: FileTask) -> FileSummary:
     hasher, digest = _sha256_in_thread(path) if known is None else (None, {"sha256": known})
     fmt = FORMATS.get(task.format) if task.format else detect_format(path)
     result = fmt.read(path, task.options)
+    prefetch.take(path)  # let go of what was read ahead for it, if its reader did not take it
     info = resolve_rank(
         result.rank_info,
         path,
