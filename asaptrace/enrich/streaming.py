@@ -1,22 +1,26 @@
 """Enriching a store's parts into a :class:`~asaptrace.store.StoreWriter`, a group of ranks at a time.
 
-The source may be the writer's own raw parts (``asaptrace ingest``: the driver writes them, this
-enriches them before the single commit) or another store (re-enrichment). Ranks are taken in
-groups of consecutive ranks holding at most ``group_events`` events (a rank larger than that is a
-group of its own), and every step of :mod:`asaptrace.enrich.frames` runs on a whole group at once —
-a few vectorised passes whose polars queries are paid per group, not per rank:
+The source may be the writer's own raw parts (``asaptrace ingest``: the driver holds them or
+writes them as scratch parts, this enriches them before the single commit) or another store
+(re-enrichment). Ranks are taken in groups of consecutive ranks holding at most ``group_events``
+events (a rank larger than that is a group of its own), and every step of
+:mod:`asaptrace.enrich.frames` runs on a whole group at once — a few vectorised passes whose
+polars queries are paid per group, not per rank:
 
 1. **facts**: each group is read (one query per table, over only the parts holding its ranks),
    segmented and classified; what needs every rank is kept (the event names for the taxonomy are
    read first, then per group: the idle gaps of ranks without step annotations, the collective
    kernels for clock alignment, kinds for roles, annotation spans for DP groups and batches). Ranks
-   without step annotations wait for the run-wide step plan and are filled in a second round.
+   without step annotations wait for the run-wide step plan and are filled in a second round
+   (a large rank enriched as its file was read, :class:`EarlyPass`, was cut by its own gaps and
+   joins that round only if the plan cuts them otherwise).
 2. **decide**: the cross-rank decisions (step plan, topology, clock offsets, batches) are taken on
    that small data.
-3. **write**: each group is enriched again and its ranks' final parts are written once, one part
-   per rank, staged beside the raw parts until all are written. The group enriched last in the
-   first pass is kept and written first (a run that fits in one group is segmented once).
+3. **write**: each group's final parts are written once, one part per rank, staged beside the raw
+   parts until all are written.
 
+A rank is segmented once: its frames wait for the next round in memory within a budget (the last
+group's in any case) and in Arrow IPC files of the staging folder beyond it (:class:`_Cache`).
 Peak memory is about one group plus the cross-rank data, not the whole run.
 """
 
