@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from asaptrace.errors import UsageError
+from asaptrace.replay.sweep_result import DECOMPOSITION_SCHEMA
 from asaptrace.userfiles import check_output_dir, write_folder_files
 
 FORMATS = ("csv", "parquet")
@@ -143,18 +144,7 @@ def sweep_tables(res: Any) -> dict[str, pl.DataFrame]:
                 "slo_ttft_ns": pl.Int64,
             },
         ),
-        "decomposition": _frame(
-            list(res.get("decomposition") or []),
-            {
-                "policy": pl.String,
-                "bucket": pl.String,
-                "n_requests": pl.Int64,
-                "mean_ttft_ns": pl.Int64,
-                "queue_share": pl.Float64,
-                "own_share": pl.Float64,
-                "sync_share": pl.Float64,
-            },
-        ),
+        "decomposition": _frame(list(res.get("decomposition") or []), DECOMPOSITION_SCHEMA),
     }
     if res.get("vary"):
         out["vary"] = _frame(

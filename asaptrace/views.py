@@ -683,18 +683,9 @@ def sweep_curves_view(res: Any) -> TableView:
 
 def sweep_decomposition_view(res: Any) -> TableView:
     """TTFT = queue + own + sync by prompt length at the decomposition rate (shares of the mean)."""
-    rows = [
-        (
-            b["policy"],
-            b["bucket"],
-            b["n_requests"],
-            b["mean_ttft_ns"],
-            b["queue_share"],
-            b["own_share"],
-            b["sync_share"],
-        )
-        for b in res.get("decomposition") or []
-    ]
+    from asaptrace.replay.sweep_result import DECOMPOSITION_SCHEMA  # `ingest` loads no replay module
+
+    rows = [tuple(b[c] for c in DECOMPOSITION_SCHEMA) for b in res.get("decomposition") or []]
     return _rows_view(
         f"TTFT decomposition at {res.get('decomposition_rate', 0):g}/s",
         {
@@ -709,15 +700,7 @@ def sweep_decomposition_view(res: Any) -> TableView:
         rows,
         name="sweep-decomposition",
         caption="queue: arrival → first work; own: its share of the kernels it is in; sync: the rest",
-        dtypes={
-            "policy": pl.String,
-            "bucket": pl.String,
-            "n_requests": pl.Int64,
-            "mean_ttft_ns": pl.Int64,
-            "queue_share": pl.Float64,
-            "own_share": pl.Float64,
-            "sync_share": pl.Float64,
-        },
+        dtypes=DECOMPOSITION_SCHEMA,
     )
 
 

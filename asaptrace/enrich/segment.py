@@ -367,8 +367,9 @@ def same_cut(gaps: pl.DataFrame, a: StepPlan, b: StepPlan) -> bool:
     same steps by plan ``a`` as by plan ``b``: every gap on the same side of both thresholds
     (an inconsistent plan cuts nothing)."""
     gap = gaps.get_column("_gap").fill_null(0)
-    a_cuts = gap > a.threshold if a.consistent else pl.Series([False] * gap.len())
-    b_cuts = gap > b.threshold if b.consistent else pl.Series([False] * gap.len())
+    none = pl.repeat(False, gap.len(), eager=True)
+    a_cuts = gap > a.threshold if a.consistent else none
+    b_cuts = gap > b.threshold if b.consistent else none
     return bool((a_cuts == b_cuts).all())
 
 

@@ -521,10 +521,7 @@ class _Cache:
         items = list(kept.items)
         for i, path in kept.paths.items():
             items[i] = pl.read_ipc(path)
-            path.unlink()
-        with self.lock:
-            self.used -= kept.size
-        kept.items, kept.paths, kept.size = (), {}, 0
+        self.drop(kept)
         return tuple(items)
 
     def take_segments(self, kept: _Kept) -> tuple[RankSegments, pl.DataFrame]:
@@ -532,7 +529,7 @@ class _Cache:
         return RankSegments(events, spans, notes), args
 
     def drop(self, kept: _Kept) -> None:
-        """Let go of ``kept`` unread."""
+        """Let go of ``kept`` (its spilled files removed, its bytes no longer counted)."""
         for path in kept.paths.values():
             path.unlink(missing_ok=True)
         with self.lock:

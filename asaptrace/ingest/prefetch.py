@@ -28,6 +28,7 @@ from typing import Any
 
 from asaptrace.errors import AsaptraceError
 from asaptrace.ingest.executors import available_memory
+from asaptrace.ingest.kineto import c_scanner
 from asaptrace.ingest.source import GZIP_MAGIC, GZIP_RATIO, decompressed
 
 #: Bytes of files read ahead at most (the window is short: a few files; a quarter of the free
@@ -65,14 +66,14 @@ class _Prefetcher:
         self.entries: dict[str, Prefetched] = {}
 
     def start(self, paths: Iterable[str | Path], *, max_bytes: int, budget: int | None = None) -> int:
-        """Queue the plain Kineto JSON files ``paths`` name (folders walked) and start the thread;
-        returns how many files were queued."""
+        """Queue the Kineto JSON files (plain or gzip) ``paths`` name, folders walked, and start
+        the thread; returns how many files were queued."""
         if os.environ.get("ASAPTRACE_NO_PREFETCH", "") not in ("", "0"):
             return 0
-        if os.environ.get("ASAPTRACE_NO_CSCAN", "") not in ("", "0") or _scanner() is None:
+        if c_scanner() is None:
             return 0
         free = available_memory()
-        left = min(BUDGET if budget is None else budget, (free or 0) // 4 if free else BUDGET)
+        left = min(BUDGET if budget is None else budget, free // 4 if free else BUDGET)
         queued: list[Prefetched] = []
         for path in _candidates(paths):
             try:
@@ -162,14 +163,6 @@ def _candidates(paths: Iterable[str | Path]) -> Iterable[Path]:
             yield p
 
 
-def _scanner() -> Any:
-    try:
-        from asaptrace.ingest.kineto import _kscan
-    except ImportError:
-        return None
-    return _kscan
-
-
 def _fill(e: Prefetched) -> None:
     try:
         with open(e.path, "rb") as f:
@@ -180,7 +173,9 @@ def _fill(e: Prefetched) -> None:
         data = decompressed(raw, Path(e.path), max_bytes=e.max_bytes)
         del raw
         try:
-            e.scan = _scanner().scan(data)
+            scanner = c_scanner()
+            assert scanner is not None  # start() queued it only then
+            e.scan = scanner.scan(data)
         except ValueError:
             e.refused = True
     except (OSError, MemoryError, AsaptraceError):  # the ingest reads it again and says why

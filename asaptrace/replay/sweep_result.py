@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from asaptrace.display import HtmlRepr
 from asaptrace.errors import UsageError
 from asaptrace.units import rps_text
@@ -24,6 +26,17 @@ SCHEMA_VERSION = 2
 #: the keys a file must have to be read as a sweep result
 REQUIRED = ("schema_version", "policies", "curves", "slo_rps", "slo_ttft_ns")
 _SHAPES = {"policies": list, "curves": dict, "slo_rps": dict, "slo_ttft_ns": (int, float)}
+#: The columns of a row of ``decomposition`` the faces' tables show, and their types (one
+#: declaration for the views and the CSV/Parquet tables)
+DECOMPOSITION_SCHEMA = {
+    "policy": pl.String,
+    "bucket": pl.String,
+    "n_requests": pl.Int64,
+    "mean_ttft_ns": pl.Int64,
+    "queue_share": pl.Float64,
+    "own_share": pl.Float64,
+    "sync_share": pl.Float64,
+}
 
 
 @dataclass(frozen=True, repr=False)

@@ -5,12 +5,33 @@ both decoders fill; ``cscan`` wraps the optional C scanner ``_kscan`` (compiled 
 """
 
 import importlib
+import os
+from types import ModuleType
 
 __all__ = ["KINETO", "c_scanner_enabled", "read_kineto"]
+_LAZY = ("KINETO", "read_kineto")
+
+
+def c_scanner() -> ModuleType | None:
+    """The C scanner ``_kscan`` when the Kineto reader uses it: built, and not switched off by
+    ``ASAPTRACE_NO_CSCAN`` (read at each call, so a test or a user can flip it at run time).
+    Imports no numpy, pyarrow nor polars: the read-ahead asks before they are imported."""
+    if os.environ.get("ASAPTRACE_NO_CSCAN", "") not in ("", "0"):
+        return None
+    try:
+        from asaptrace.ingest.kineto import _kscan
+    except ImportError:  # not built (no compiler at install time): the msgspec path reads every file
+        return None
+    return _kscan
+
+
+def c_scanner_enabled() -> bool:
+    """Whether :func:`read_kineto` tries the C scanner (:func:`c_scanner`)."""
+    return c_scanner() is not None
 
 
 def __getattr__(name: str) -> object:
     """The names above, imported on first use (importing the package stays cheap)."""
-    if name in __all__:
+    if name in _LAZY:
         return getattr(importlib.import_module("asaptrace.ingest.kineto.reader"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

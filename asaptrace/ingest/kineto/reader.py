@@ -27,7 +27,6 @@ or to rule the extension out when chasing a problem).
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from operator import attrgetter
 from pathlib import Path
@@ -43,7 +42,7 @@ from asaptrace.errors import CorruptTrace
 from asaptrace.ingest import columns as col
 from asaptrace.ingest import prefetch
 from asaptrace.ingest.base import Format, IngestOptions, IngestResult, RankInfo, register_format
-from asaptrace.ingest.kineto import cscan
+from asaptrace.ingest.kineto import c_scanner_enabled, cscan
 from asaptrace.ingest.kineto.decode import (
     EventArgs,
     EventColumns,
@@ -110,12 +109,6 @@ def sniff(path: Path, head: bytes) -> bool:
     if text[:1] == b"[":
         return b'"ph"' in text and b"Ascend" not in text and b'"CANN"' not in text
     return False
-
-
-def c_scanner_enabled() -> bool:
-    """Whether :func:`read_kineto` tries the C scanner: built, and not switched off by
-    ``ASAPTRACE_NO_CSCAN`` (read at each call, so a test or a user can flip it at run time)."""
-    return cscan.available() and os.environ.get("ASAPTRACE_NO_CSCAN", "") in ("", "0")
 
 
 def read_kineto(path: str | Path, options: IngestOptions | None = None) -> IngestResult:
