@@ -64,6 +64,7 @@ def store_info(store: TraceStore) -> dict[str, Any]:
             "kept": meta["accounting"]["kept"],
             "kept_by_table": meta["accounting"].get("kept_by_table", {}),
             "rejected": meta["accounting"]["rejected"],
+            "files_unreadable": meta["accounting"].get("files_unreadable", 0),
         },
         "ranks": [
             {
@@ -88,6 +89,7 @@ def store_info(store: TraceStore) -> dict[str, Any]:
         "discovery": {
             "skipped": list(discovery.get("skipped", [])),
             "repeated": list(discovery.get("repeated", [])),
+            "unreadable": list(discovery.get("unreadable", [])),
             "warnings": list(discovery.get("warnings", [])),
         },
     }

@@ -211,15 +211,21 @@ def info_summary(info: dict[str, Any]) -> tuple[str, str]:
     )
     rejected = ", ".join(f"{k}: {v:,}" for k, v in acc["rejected"].items()) or "none"
     kept = ", ".join(f"{k} {v:,}" for k, v in acc["kept_by_table"].items())
-    return head, f"accounting: read {acc['read']:,} = kept {acc['kept']:,} ({kept}) + rejected ({rejected})"
+    unread = f"; {plural(n, 'unreadable file')} left out" if (n := acc.get("files_unreadable", 0)) else ""
+    return (
+        head,
+        f"accounting: read {acc['read']:,} = kept {acc['kept']:,} ({kept}) + rejected ({rejected}){unread}",
+    )
 
 
 def ingest_summary(info: dict[str, Any], seconds: float | None = None) -> str:
     """What ``asaptrace ingest`` says when it is done (``seconds``: the time it took)."""
     acc = info["accounting"]
     rejected = sum(acc["rejected"].values())
-    text = f"{plural(info['n_ranks'], 'rank')}, {acc['kept']:,} of {acc['read']:,} events kept" + (
-        f", {rejected:,} rejected" if acc["rejected"] else ""
+    text = (
+        f"{plural(info['n_ranks'], 'rank')}, {acc['kept']:,} of {acc['read']:,} events kept"
+        + (f", {rejected:,} rejected" if acc["rejected"] else "")
+        + (f" ({plural(n, 'unreadable file')} left out)" if (n := acc.get("files_unreadable", 0)) else "")
     )
     if seconds is not None:
         rate = acc["read"] / seconds if seconds > 0 else 0.0
@@ -235,6 +241,7 @@ def discovery_lines(info: dict[str, Any]) -> list[str]:
         lines.append(skipped)
     if d.get("repeated"):
         lines.append(f"named more than once, read once: {', '.join(Path(p).name for p in d['repeated'])}")
+    lines += [f"skipped {Path(u['path']).name}, unreadable: {u['reason']}" for u in d.get("unreadable", [])]
     lines += [f"warning: {w}" for w in d.get("warnings", [])]
     if any(r.get("rank_source") == "single-file" for r in info["ranks"]):
         lines.append("the only source says no rank: it is rank 0 (rank_source single-file)")

@@ -133,16 +133,21 @@ def test_runs_far_apart_in_time_with_other_world_sizes_warn(tmp_path):
 def test_real_traces_of_unrelated_runs_mixed_by_order_warn(shared_data, tmp_path):
     # DLRM's 8 ranks (world size 8, 2023) with HTA's samples (world sizes 2 and 128, 390 days apart)
     traces = shared_data / "traces"
-    run = run_cli(
+    args = [
         "ingest",
         traces / "kineto-dlrm-8rank",
         traces / "kineto-hta-samples",
         "-o",
         tmp_path / "mix.store",
-        "--rank-from",
-        "order",
-        "--no-enrich",
+    ]
+    # V100s and A100s: an order alone does not mix device types (one line naming both, nothing written)
+    refused = run_cli(*args, "--rank-from", "order", "--no-enrich")
+    assert refused.code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused
+    assert "different device types (NVIDIA A100-PG509-200: nccl_data.json.gz; Tesla V100-SXM2-32GB: " in (
+        refused.stderr
     )
+    assert "--mix-devices" in refused.stderr and not (tmp_path / "mix.store").exists()
+    run = run_cli(*args, "--rank-from", "order", "--no-enrich", "--mix-devices")
     assert run.code == 0, run
     warnings = _info(tmp_path / "mix.store")["discovery"]["warnings"]
     assert any(w.startswith("the files say different world sizes (2, 8, 128)") for w in warnings), warnings
@@ -162,7 +167,12 @@ def test_one_run_gives_no_warning(tmp_path):
     write_trace(tmp_path / "in" / "rank1.json", [kernel("k", 3, 10)], rank=1)
     run = run_cli("ingest", tmp_path / "in", "-o", tmp_path / "o.store", "-j", "1")
     assert run.code == 0 and "warning" not in run.stderr, run
-    assert _info(tmp_path / "o.store")["discovery"] == {"skipped": [], "repeated": [], "warnings": []}
+    assert _info(tmp_path / "o.store")["discovery"] == {
+        "skipped": [],
+        "repeated": [],
+        "unreadable": [],
+        "warnings": [],
+    }
 
 
 def test_run_warnings_by_hand():

@@ -64,6 +64,21 @@ def ingest(
         str, typer.Option(help="Refuse a file that is (or decompresses to) more than this, e.g. 512M, 8G.")
     ] = f"{DEFAULT_MAX_DECOMPRESSED // 1024**3}G",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing store at OUTPUT.")] = False,
+    skip_bad: Annotated[
+        bool,
+        typer.Option(
+            "--skip-bad",
+            help="Keep the files that can be read and list the others with their reasons "
+            "(default: one unreadable file fails the ingest, nothing written).",
+        ),
+    ] = False,
+    mix_devices: Annotated[
+        bool,
+        typer.Option(
+            "--mix-devices",
+            help="Allow files profiled on different device types (deviceProperties) in one store.",
+        ),
+    ] = False,
     parallel: ParallelOpt = None,
     batches: BatchesOpt = None,
     taxonomy: TaxonomyOpt = None,
@@ -86,8 +101,8 @@ def ingest(
         prefetch.start(paths, max_bytes=max_bytes)  # while the imports below run
     from asaptrace.info import store_info
     from asaptrace.ingest.base import IngestOptions
-    from asaptrace.ingest.driver import load_rank_map
     from asaptrace.ingest.executors import make_executor
+    from asaptrace.ingest.ranks import load_rank_map
     from asaptrace.pipeline import build_store
     from asaptrace.views import discovery_lines, ingest_summary
 
@@ -116,6 +131,8 @@ def ingest(
             enrich_progress=bar.enrich,
             executor=runner,
             on_stale=_said_stale,
+            skip_bad=skip_bad,
+            mix_devices=mix_devices,
         )
     info = store_info(store)
     if as_json:

@@ -10,6 +10,12 @@ After the files are read, :func:`run_warnings` checks that they plausibly belong
 byte-identical files (same sha256) would become two ranks of the same timeline; time ranges that
 do not overlap, differing world sizes or device models, are the mark of several jobs mixed together (each gives
 a nonsense "slow device" finding). These are warnings, kept in meta.json and shown by ``info``.
+
+Two cases are refused instead, as one line (:func:`run_refusal`): a folder of *separate one-rank
+runs* (every file says rank 0 of a world of 1, or no world size: each is a whole run, not a rank of
+one), and files profiled on *different device types* (``deviceProperties`` names differ), unless
+the caller says to mix them (``--mix-devices``). Neither is ever answered with "--rank-from order":
+that would turn unrelated runs into the ranks of one.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from asaptrace.errors import UnsupportedFormat, UsageError
+from asaptrace.errors import IngestError, UnsupportedFormat, UsageError
 from asaptrace.ingest.base import detect_format, group_sources, looks_like_trace
 from asaptrace.units import text_ns
 
@@ -31,9 +37,10 @@ class Sources:
     files: list[Path]
     skipped: list[dict[str, str]] = field(default_factory=list)  # {"path", "reason"}
     repeated: list[str] = field(default_factory=list)  # paths named more than once
+    unreadable: list[dict[str, str]] = field(default_factory=list)  # {"path", "reason"} (skip_bad)
 
     def to_json(self) -> dict[str, Any]:
-        return {"skipped": self.skipped, "repeated": self.repeated}
+        return {"skipped": self.skipped, "repeated": self.repeated, "unreadable": self.unreadable}
 
 
 def _walk(folder: Path) -> list[Path]:
@@ -45,8 +52,11 @@ def _walk(folder: Path) -> list[Path]:
     ]
 
 
-def find_sources(paths: Iterable[str | Path]) -> Sources:
-    """Expand ``paths`` into one path per source (see the module docstring for what is skipped)."""
+def find_sources(paths: Iterable[str | Path], *, skip_bad: bool = False) -> Sources:
+    """Expand ``paths`` into one path per source (see the module docstring for what is skipped).
+
+    A file found in a folder that claims a trace format but cannot be read (a corrupt gzip stream)
+    is an error, unless ``skip_bad``: then it is listed in ``unreadable`` with its reason."""
     paths = list(paths)
     named: list[Path] = []
     walked: list[Path] = []
@@ -62,21 +72,28 @@ def find_sources(paths: Iterable[str | Path]) -> Sources:
     explicit = set(named)
     candidates = list(dict.fromkeys([*named, *walked]))
     skipped: list[dict[str, str]] = []
+    unreadable: list[dict[str, str]] = []
     files: list[Path] = []
     for src in dict.fromkeys(group_sources(candidates)):  # e.g. an Ascend rank folder is one source
         if src in explicit:
             files.append(src)
             continue
-        reason = _not_a_trace(src)
+        try:
+            reason = _not_a_trace(src)
+        except IngestError as e:
+            if not skip_bad:
+                raise
+            unreadable.append({"path": str(src), "reason": e.message})
+            continue
         if reason is None:
             files.append(src)
         else:
             skipped.append({"path": str(src), "reason": reason})
     if not files:
         where = ", ".join(str(p) for p in paths)
-        extra = f" ({len(skipped)} other files skipped)" if skipped else ""
+        extra = f" ({len(skipped) + len(unreadable)} other files skipped)" if skipped or unreadable else ""
         raise UsageError(f"no trace files found in {where}{extra}")
-    return Sources(files, skipped, repeated)
+    return Sources(files, skipped, repeated, unreadable)
 
 
 def _not_a_trace(path: Path) -> str | None:
@@ -101,6 +118,8 @@ class SourceFacts:
     end_ns: int | None
     world_size: int | None
     device_model: str | None = None
+    rank: int | None = None  # the rank the file was given
+    rank_source: str = "unknown"  # where that rank came from (distributedInfo, filename:…, order, map)
 
 
 def run_warnings(facts: Sequence[SourceFacts]) -> list[str]:
@@ -147,3 +166,34 @@ def run_warnings(facts: Sequence[SourceFacts]) -> list[str]:
 def _gap(ns: int) -> str:
     days = round(ns / 86_400e9)
     return (f"{days} day" + ("s" if days != 1 else "")) if ns >= 86_400e9 else text_ns(ns)
+
+
+def _names(paths: Sequence[str], show: int = 3) -> str:
+    names = [Path(p).name for p in paths]
+    return ", ".join(names[:show]) + (f" and {len(names) - show} more" if len(names) > show else "")
+
+
+def run_refusal(facts: Sequence[SourceFacts], *, mix_devices: bool = False) -> str | None:
+    """Why the sources cannot be one store (one line), or None: separate one-rank runs, or device
+    types mixed without ``mix_devices`` (see the module docstring)."""
+    alone = [
+        f for f in facts if f.rank == 0 and f.rank_source == "distributedInfo" and f.world_size in (None, 1)
+    ]
+    if len(facts) > 1 and len(alone) == len(facts):
+        devices = sorted({f.device_model for f in facts if f.device_model})
+        on = f" (on {', '.join(devices)})" if len(devices) > 1 else ""
+        return (
+            f"{len(facts)} separate one-rank runs{on}: each of {_names([f.path for f in facts])} says "
+            "it is rank 0 of a one-rank world; ingest each alone"
+        )
+    by_model: dict[str, list[str]] = {}
+    for f in facts:
+        if f.device_model:
+            by_model.setdefault(f.device_model, []).append(f.path)
+    if len(by_model) > 1 and not mix_devices:
+        said = "; ".join(f"{model}: {_names(paths)}" for model, paths in sorted(by_model.items()))
+        return (
+            f"the files ran on different device types ({said}); ingest each run alone, or pass "
+            "--mix-devices to make them ranks of one store"
+        )
+    return None

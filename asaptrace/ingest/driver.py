@@ -15,22 +15,21 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from asaptrace.accounting import Accounting
-from asaptrace.errors import RankError, UsageError
+from asaptrace.errors import CorruptTrace, SizeLimitExceeded, UnsupportedFormat, UsageError
 from asaptrace.ingest import prefetch
 from asaptrace.ingest.base import (
     FORMATS,
     IngestOptions,
     RankInfo,
     detect_format,
-    source_name,
 )
-from asaptrace.ingest.discovery import SourceFacts, find_sources, run_warnings
+from asaptrace.ingest.discovery import SourceFacts, find_sources, run_refusal, run_warnings
 from asaptrace.ingest.executors import (
     MEMORY_PER_BYTE,
     Executor,
@@ -38,14 +37,11 @@ from asaptrace.ingest.executors import (
     default_threads,
     make_executor,
 )
-from asaptrace.ingest.naming import NameHint
+from asaptrace.ingest.ranks import RankFrom, check_unique_ranks, explicit_ranks, resolve_rank
 from asaptrace.ingest.source import GZIP_RATIO, is_gzip
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role, conform
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, write_part
-from asaptrace.userfiles import StaleFolder, read_text
-
-RankFrom = Literal["auto", "content", "name", "order"]
-
+from asaptrace.userfiles import StaleFolder
 
 #: ``after_read(root, rank, events, args)``: told each file's raw tables (rank filled in, as they
 #: are stored) on the thread that read it, before the next file is taken; ``root`` is the store's
@@ -67,6 +63,21 @@ class FileTask:
     hold: bool = False  # hand the tables back (kept in memory for the enrichment) instead of writing them
     scratch: bool = False  # write the parts as scratch parts (the enrichment reads and replaces them)
     after_read: AfterRead | None = None  # in-process executors only (a callable is not sent to workers)
+    skip_bad: bool = False  # a file that cannot be read comes back as :class:`Unreadable` instead of failing
+
+
+#: What a file that cannot be read raises (a rank that cannot be told is not among them: the file
+#: is readable, and --rank-map says which rank it is).
+BAD_FILE = (CorruptTrace, UnsupportedFormat, SizeLimitExceeded)
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A file ``--skip-bad`` left out, and the one-line reason."""
+
+    index: int
+    path: str
+    reason: str
 
 
 @dataclass
@@ -97,7 +108,7 @@ class Progress:
     bytes_done: int
     bytes_total: int
     events_done: int
-    last: FileSummary
+    last: FileSummary | Unreadable
 
 
 def discover(paths: Iterable[str | Path]) -> list[Path]:
@@ -122,52 +133,22 @@ def _sha256_in_thread(path: Path) -> tuple[threading.Thread, dict[str, str]]:
     return t, out
 
 
-def resolve_rank(
-    info: RankInfo,
-    path: Path,
-    rank_from: RankFrom,
-    explicit: int | None,
-    hint: NameHint | None,
-    *,
-    single_file: bool = False,
-) -> RankInfo:
-    """Decide a file's rank: explicit (map/order) > content > name ``hint``, as ``rank_from`` allows."""
-    extra = {}
-    if hint is not None:
-        extra = {
-            k: v
-            for k, v in (("dp", hint.dp), ("tp", hint.tp), ("pp", hint.pp), ("ep", hint.ep))
-            if v is not None
-        }
-    base = RankInfo(**{**info.__dict__, **extra})
-    if explicit is not None:
-        return RankInfo(
-            **{**base.__dict__, "rank": explicit, "source": "order" if rank_from == "order" else "map"}
-        )
-    if rank_from in ("auto", "content") and info.rank is not None:
-        return base
-    if rank_from in ("auto", "name") and hint is not None:
-        return RankInfo(**{**base.__dict__, "rank": hint.rank, "source": f"filename:{hint.rule}"})
-    if single_file and rank_from == "auto":
-        return RankInfo(**{**base.__dict__, "rank": 0, "source": "single-file"})
-    where = {
-        "auto": "no rank in the file (distributedInfo.rank) nor in its name (rank-N, workerN, TP-x-DP-y-…, "
-        "dp…_rank…)",
-        "content": "no rank in the file (distributedInfo.rank)",
-        "name": "no rank in the file name",
-    }[rank_from]
-    raise RankError(
-        f"cannot tell which rank this is: {where}; pass --rank-from order or --rank-map FILE", path=path
-    )
-
-
-def ingest_file(task: FileTask) -> FileSummary:
-    """Worker body: read one file, fill its rank, write its parts under the temporary root."""
+def ingest_file(task: FileTask) -> FileSummary | Unreadable:
+    """Worker body: read one file, fill its rank, write its parts under the temporary root (with
+    ``task.skip_bad``, a file that cannot be read comes back as :class:`Unreadable`, nothing written)."""
     path = Path(task.path)
     known = prefetch.digest(path)  # read ahead while the process was importing
     hasher, digest = _sha256_in_thread(path) if known is None else (None, {"sha256": known})
-    fmt = FORMATS.get(task.format) if task.format else detect_format(path)
-    result = fmt.read(path, task.options)
+    try:
+        fmt = FORMATS.get(task.format) if task.format else detect_format(path)
+        result = fmt.read(path, task.options)
+    except BAD_FILE as e:
+        if not task.skip_bad:
+            raise
+        prefetch.take(path)
+        if hasher is not None:
+            hasher.join()
+        return Unreadable(task.index, str(path), e.message)
     prefetch.take(path)  # let go of what was read ahead for it, if its reader did not take it
     info = resolve_rank(
         result.rank_info,
@@ -219,38 +200,6 @@ def _time_range(events: pa.Table) -> dict[str, Any]:
     }
 
 
-def load_rank_map(path: str | Path) -> dict[str, int]:
-    """A rank map file: lines ``<file name or path> <rank>`` (whitespace, comma or '=' separated)."""
-    mapping: dict[str, int] = {}
-    p = Path(path)
-    lines = read_text(p, "rank map").splitlines()
-    for n, line in enumerate(lines, 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        parts = line.replace(",", " ").replace("=", " ").split()
-        if len(parts) != 2 or not parts[1].isdigit():
-            raise UsageError(f"{p}:{n}: expected '<file> <rank>', got {line!r}")
-        mapping[parts[0]] = int(parts[1])
-    return mapping
-
-
-def _explicit_ranks(
-    files: list[Path], rank_from: RankFrom, rank_map: dict[str, int] | None
-) -> list[int | None]:
-    if rank_from == "order":
-        return list(range(len(files)))
-    if not rank_map:
-        return [None] * len(files)
-    out: list[int | None] = []
-    for f in files:
-        hit = rank_map.get(str(f), rank_map.get(source_name(f), rank_map.get(f.name)))
-        if hit is None:
-            raise UsageError(f"{f}: not listed in the rank map")
-        out.append(hit)
-    return out
-
-
 def ingest_paths(
     paths: Iterable[str | Path],
     out: str | Path,
@@ -266,6 +215,8 @@ def ingest_paths(
     executor: str | Executor | None = None,
     on_stale: Callable[[StaleFolder], None] | None = None,
     after_read: AfterRead | None = None,
+    skip_bad: bool = False,
+    mix_devices: bool = False,
 ) -> TraceStore:
     """Ingest trace files (or folders of them) into a new store at ``out``; returns the opened store.
 
@@ -290,14 +241,22 @@ def ingest_paths(
 
     ``on_stale`` is told of each temporary folder a killed earlier ingest to ``out`` left behind,
     removed before this one starts (see :class:`~asaptrace.store.StoreWriter`).
+
+    All or nothing by default: one file that cannot be read fails the ingest. ``skip_bad`` keeps
+    the readable files and records the others, each with its reason, in ``meta["discovery"]
+    ["unreadable"]`` (their events are in no count of the accounting, which says how many files
+    it left out). Separate one-rank runs, and device types mixed without ``mix_devices``, are
+    refused (:func:`~asaptrace.ingest.discovery.run_refusal`).
     """
     options = options or IngestOptions()
     check_store_target(out, overwrite=overwrite)  # a bad output fails before any file is opened
-    sources = find_sources(paths)  # folders walked, non-traces in them skipped; one path per source
+    sources = find_sources(
+        paths, skip_bad=skip_bad
+    )  # folders walked, non-traces skipped; one path per source
     files = sources.files
     if format is not None:
         FORMATS.get(format)  # unknown name → RegistryError
-    explicit = _explicit_ranks(files, rank_from, rank_map)
+    explicit = explicit_ranks(files, rank_from, rank_map)
     sizes = [f.stat().st_size for f in files]
     if isinstance(executor, str):
         runner: Executor = make_executor(executor, jobs=jobs)  # each applies its own default for None
@@ -323,20 +282,31 @@ def ingest_paths(
                 hold=i < len(hold) and hold[i],
                 scratch=finish is not None,
                 after_read=after_read if in_process else None,
+                skip_bad=skip_bad,
             )
             for i, f in enumerate(files)
         ]
         prefetch.stop()  # the files not begun ahead are read by the tasks
         try:
-            summaries = _run(tasks, runner, sizes, progress)
+            done = _run(tasks, runner, sizes, progress)
         finally:
             prefetch.clear()
-        summaries.sort(key=lambda s: s.index)
+        summaries = sorted((s for s in done if isinstance(s, FileSummary)), key=lambda s: s.index)
+        unreadable = sorted(
+            sources.unreadable
+            + [{"path": u.path, "reason": u.reason} for u in done if isinstance(u, Unreadable)],
+            key=lambda u: u["path"],
+        )
+        if not summaries:
+            raise UsageError(f"no file could be read: {_unread_line(unreadable)}")
+        facts = _facts(summaries)
+        if (refusal := run_refusal(facts, mix_devices=mix_devices)) is not None:
+            raise UsageError(refusal)
         for s in summaries:
             for name, table in (s.tables or {}).items():
                 writer.hold_part(name, f"{s.index:05d}", table)
             s.tables = None
-        _check_unique_ranks(summaries)
+        check_unique_ranks(summaries)
         writer.write_table("ranks", _ranks_table(summaries))
         writer.write_table("streams", pa.concat_tables([s.streams.cast(STREAMS_SCHEMA) for s in summaries]))
         total = Accounting()
@@ -344,11 +314,15 @@ def ingest_paths(
             total = total.merge(s.accounting)
         total.check("the store")
         meta = {
-            "discovery": {**sources.to_json(), "warnings": _run_warnings(summaries)},
+            "discovery": {**sources.to_json(), "unreadable": unreadable, "warnings": run_warnings(facts)},
             "parallel": None,
             "taxonomy_profile": None,
             "enriched": False,
-            "accounting": total.to_json(),
+            "accounting": {
+                **total.to_json(),
+                "files_read": len(summaries),
+                "files_unreadable": len(unreadable),
+            },
             "sources": [
                 {
                     "path": s.path,
@@ -408,41 +382,36 @@ def _held(sizes: list[int], files: list[Path], options: IngestOptions) -> list[b
 
 def _run(
     tasks: list[FileTask], executor: Executor, sizes: list[int], progress: Callable[[Progress], None] | None
-) -> list[FileSummary]:
-    done: list[FileSummary] = []
+) -> list[FileSummary | Unreadable]:
+    done: list[FileSummary | Unreadable] = []
     state = {"bytes": 0, "events": 0}
     for s in executor.map(ingest_file, tasks):
         done.append(s)
         state["bytes"] += sizes[s.index]
-        state["events"] += s.accounting.read
+        state["events"] += s.accounting.read if isinstance(s, FileSummary) else 0
         if progress:
             progress(Progress(len(done), len(tasks), state["bytes"], sum(sizes), state["events"], s))
     return done
 
 
-def _run_warnings(summaries: list[FileSummary]) -> list[str]:
-    return run_warnings(
-        [
-            SourceFacts(
-                s.path, s.sha256, s.start_ns, s.end_ns, s.rank_info.world_size, s.notes.get("device_model")
-            )
-            for s in summaries
-        ]
-    )
+def _facts(summaries: list[FileSummary]) -> list[SourceFacts]:
+    return [
+        SourceFacts(
+            s.path,
+            s.sha256,
+            s.start_ns,
+            s.end_ns,
+            s.rank_info.world_size,
+            s.notes.get("device_model"),
+            s.rank_info.rank,
+            s.rank_info.source,
+        )
+        for s in summaries
+    ]
 
 
-def _check_unique_ranks(summaries: list[FileSummary]) -> None:
-    seen: dict[int, str] = {}
-    for s in summaries:
-        r = s.rank_info.rank
-        assert r is not None
-        if r in seen:
-            raise RankError(
-                f"rank {r} is also claimed by {seen[r]} (found by {s.rank_info.source}); "
-                "pass --rank-map FILE or --rank-from order to say which file is which rank",
-                path=s.path,
-            )
-        seen[r] = s.path
+def _unread_line(unreadable: list[dict[str, str]]) -> str:
+    return "; ".join(f"{Path(u['path']).name} ({u['reason']})" for u in unreadable)
 
 
 def _ranks_table(summaries: list[FileSummary]) -> pa.Table:
