@@ -25,7 +25,7 @@ from asaptrace.enrich.frames import enrich_frames
 from asaptrace.enrich.streaming import EnrichProgress, enrich_streaming, ingest_enrichment
 from asaptrace.enrich.taxonomy import Profile, Taxonomy, load_profile
 from asaptrace.enrich.topology import ParallelConfig, parse_parallel
-from asaptrace.errors import UsageError
+from asaptrace.errors import OutputError, UsageError
 from asaptrace.info import store_info
 from asaptrace.ingest.driver import hold_budget, ingest_paths
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, open_store
@@ -53,6 +53,7 @@ __all__ = [
     "read_tables",
     "replay_policies",
     "replay_store",
+    "report_format",
     "report_store",
     "store_info",
     "sweep",
@@ -294,7 +295,7 @@ def report_store(
     output: Path,
     *,
     command: str,
-    fmt: Literal["html", "md"] = "html",
+    fmt: Literal["html", "md"] | None = None,
     compare_path: Path | None = None,
     sections: Sequence[Section] = (),
     replays: Sequence[Path] = (),
@@ -309,7 +310,8 @@ def report_store(
     written by :func:`replay_store`) each add a Replay section with the measured-vs-replayed
     comparison, ``sweep_path`` (a :func:`sweep` results JSON) a Sweep section
     (asaptrace.report.replay_sweep), ``advice`` the Advice section at the top (:func:`advise_store`).
-    Every input is read before anything is written.
+    Every input is read before anything is written. ``fmt`` (None: what ``output``'s suffix says)
+    must agree with the suffix, which is .html or .md (:func:`report_format`).
     """
     from asaptrace.replay.replayed_store import read_replay_block
     from asaptrace.replay.sweep_result import SweepResult
@@ -318,6 +320,7 @@ def report_store(
     from asaptrace.views import window_text
     from asaptrace.viz.timeline import worst_window
 
+    fmt = report_format(output, fmt)
     output = check_output_file(output)
     store = TraceStore.open(store_path)
     replayed = [(Path(p), TraceStore.open(p)) for p in replays]
@@ -355,6 +358,23 @@ def report_store(
         fmt=fmt,
     )
     return write_atomic(output, text.encode("utf-8"))
+
+
+#: A report file's suffix → its format.
+REPORT_SUFFIXES: dict[str, Literal["html", "md"]] = {".html": "html", ".htm": "html", ".md": "md"}
+
+
+def report_format(output: Path, fmt: str | None = None) -> Literal["html", "md"]:
+    """The format of the report file ``output``: what its suffix says (.html, .htm, .md), which a
+    given ``fmt`` must agree with — never HTML written into a .pdf, or Markdown into a .html."""
+    suffix = Path(output).suffix.lower()
+    said = REPORT_SUFFIXES.get(suffix)
+    if said is None:
+        what = f"not {suffix}" if suffix else "the name has no suffix"
+        raise OutputError(f"a report is written as .html or .md ({what})", path=output)
+    if fmt is not None and fmt != said:
+        raise UsageError(f"--format {fmt} but the file name says {said} ({suffix})", path=output)
+    return said
 
 
 def export_store(

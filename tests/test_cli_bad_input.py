@@ -117,6 +117,24 @@ def _output_cases(w: dict[str, Path]) -> list[tuple[str, list[object], Path, str
             "is a file, not a folder",
         ),
         (
+            "report -o a .pdf (HTML is never written into it)",
+            ["report", s, "-o", f.parent / "r.pdf"],
+            f.parent / "r.pdf",
+            "a report is written as .html or .md (not .pdf)",
+        ),
+        (
+            "report -o without a suffix",
+            ["report", s, "-o", f.parent / "report"],
+            f.parent / "report",
+            "a report is written as .html or .md (the name has no suffix)",
+        ),
+        (
+            "report --format md -o a .html",
+            ["report", s, "--format", "md", "-o", f.parent / "r.html"],
+            f.parent / "r.html",
+            "--format md but the file name says html (.html)",
+        ),
+        (
             "export -o /sys",
             ["export", s, "-o", "/sys/run.json.gz"],
             Path("/sys/run.json.gz"),
@@ -267,3 +285,11 @@ def test_usage_errors_are_one_line_too(args, expected, tmp_path):
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
     assert run.stderr.strip().splitlines() == [expected]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_dashboard_of_a_folder_that_is_not_a_store_is_one_line_before_serving(work):
+    # the store is fine, the folder holding the trace is not a store: nothing is served
+    run = run_cli("dashboard", work["store"], work["trace"].parent, "--port", "0")
+    _fails_cleanly(run, str(work["trace"].parent), "not an asaptrace store (no meta.json)")
+    assert "serving" not in run.stdout
+    _fails_cleanly(run_cli("dashboard", work["root"] / "nope.store"), "nope.store: no such store directory")

@@ -51,9 +51,12 @@ def dashboard(
 
     Example: asaptrace dashboard coupled.store asap.store --port 8050
     """
+    from asaptrace.pipeline import open_store
     from dashboards import create_app
     from dashboards.server import serve
 
+    for path in stores:  # each must be a store before anything is served (one line if not)
+        open_store(path)
     if host not in LOCAL_HOSTS:
         err.print(
             f"[bold yellow]warning:[/] serving on {host}: anyone who can reach port {port} sees these stores"

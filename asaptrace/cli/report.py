@@ -16,9 +16,15 @@ def report(
     ctx: typer.Context,
     store: StoreArg,
     output: Annotated[
-        Path, typer.Option("-o", "--output", help="Report file to write (replaced atomically).")
+        Path,
+        typer.Option("-o", "--output", help="Report file to write, .html or .md (replaced atomically)."),
     ],
-    fmt: Annotated[str, typer.Option("--format", help="html (self-contained, offline) or md.")] = "html",
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format", help="html (self-contained, offline) or md; default: what -o's suffix says."
+        ),
+    ] = None,
     compare_with: Annotated[
         Path | None, typer.Option("--compare", help="A second store to compare with, as a section.")
     ] = None,
@@ -50,7 +56,7 @@ def report(
     """
     from asaptrace.pipeline import report_store
 
-    if fmt not in ("html", "md"):
+    if fmt not in (None, "html", "md"):
         raise typer.BadParameter("must be html or md", param_hint="--format")
     path = report_store(
         store,
