@@ -43,6 +43,7 @@ __all__ = [
     "advise_store",
     "analyze_store",
     "build_store",
+    "comparability_of",
     "compare_diagnoses",
     "compare_stores",
     "diagnose_store",
@@ -403,11 +404,27 @@ def export_store(
     return write_export(trace, output, per_rank=per_rank)
 
 
-def compare_stores(a_path: Path, b_path: Path) -> tuple[dict[str, pl.DataFrame], Diagnosis, Diagnosis]:
-    """Diagnose two stores and compare them (tables of asaptrace.analyze.compare)."""
+def compare_stores(
+    a_path: Path, b_path: Path, *, force: bool = False
+) -> tuple[dict[str, pl.DataFrame], Diagnosis, Diagnosis]:
+    """Diagnose two stores and compare them (tables of asaptrace.analyze.compare); runs with
+    nothing in common are refused unless ``force`` (:func:`comparability_of` says why)."""
     a = diagnose_store(TraceStore.open(a_path))
     b = diagnose_store(TraceStore.open(b_path))
+    _, refusal = comparability_of(a, b, (Path(a_path).name, Path(b_path).name))
+    if refusal is not None and not force:
+        raise UsageError(refusal)
     return compare_diagnoses(a, b), a, b
+
+
+def comparability_of(
+    a: Diagnosis, b: Diagnosis, names: tuple[str, str] = ("a", "b")
+) -> tuple[list[str], str | None]:
+    """Where two diagnosed runs differ (warnings) and why they cannot be compared at all (None: they
+    can): :func:`asaptrace.analyze.compare.comparability` of their summaries."""
+    from asaptrace.analyze.compare import comparability, run_summary
+
+    return comparability(run_summary(a.tables, a.meta), run_summary(b.tables, b.meta), names)
 
 
 def compare_diagnoses(a: Diagnosis, b: Diagnosis) -> dict[str, pl.DataFrame]:

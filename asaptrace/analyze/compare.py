@@ -5,13 +5,23 @@ exposed wait, imbalance, overlap); the report's summary shows them and :func:`co
 of them side by side (measured vs replayed, before vs after a scheduler change). Pure: tables in,
 tables out. Columns are documented in docs/reference/columns.md (``headline``, ``compare_overall``,
 ``compare_by_group``).
+
+:func:`comparability` says first whether the two runs can be put side by side at all: it warns
+where they differ (ranks, deployment, roles, MoE layers, steps) and refuses when they share
+neither their work nor their layout (a 32-rank MoE prefill run beside an 8-rank DLRM training
+run: every delta would be noise). It reads a :class:`RunSummary` of each run, so a new property
+(the steps' phases) is one field and one line of :func:`_aspects`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
+
+from asaptrace.units import plural
 
 #: The headline metrics, in display order: (metric, unit, meaning).
 HEADLINE_METRICS: tuple[tuple[str, str, str], ...] = (
@@ -121,3 +131,61 @@ def compare(a: Tables, b: Tables) -> dict[str, pl.DataFrame]:
         "compare_overall": overall,
         "compare_by_group": groups.select(order).sort("dp_group", nulls_last=True),
     }
+
+
+# ------------------------------------------------------------------------------------ comparability
+@dataclass(frozen=True)
+class RunSummary:
+    """What decides whether two runs compare: their layout and their work, in a few values."""
+
+    ranks: int  # ranks with device work
+    deployment: str  # coupled | disaggregated | single-device | unknown …
+    roles: tuple[str, ...]  # the ranks' roles, sorted
+    moe_layers: bool  # the steps were cut into (MoE) layers
+    steps: int
+
+
+def run_summary(tables: Tables, meta: Mapping[str, Any]) -> RunSummary:
+    """The :class:`RunSummary` of a Diagnosis (its ``tables`` and ``meta``)."""
+    ov, bd = tables["overlap_by_rank"], tables["step_breakdown"]
+    layers = (meta.get("segmentation") or {}).get("layer_source")
+    return RunSummary(
+        ranks=ov.height,
+        deployment=(meta.get("parallel") or {}).get("deployment") or "unknown",
+        roles=tuple(sorted(ov.get_column("role").drop_nulls().unique().to_list())) if ov.height else (),
+        moe_layers=layers not in (None, "none"),
+        steps=bd.get_column("step").n_unique() if bd.height else 0,
+    )
+
+
+def _aspects(s: RunSummary) -> dict[str, tuple[str, str]]:
+    """aspect → (what it is: work, layout or detail; how it reads)."""
+    return {
+        "ranks": ("layout", plural(s.ranks, "rank")),
+        "deployment": ("layout", s.deployment if s.deployment != "unknown" else "deployment unknown"),
+        "roles": ("detail", "roles " + (", ".join(s.roles) or "none")),
+        "MoE layers": ("work", "MoE layers" if s.moe_layers else "no MoE layers"),
+        "steps": ("detail", plural(s.steps, "step")),
+    }
+
+
+def comparability(
+    a: RunSummary, b: RunSummary, names: tuple[str, str] = ("a", "b")
+) -> tuple[list[str], str | None]:
+    """``(warnings, refusal)``: one warning per aspect the runs differ in, and why they cannot be
+    compared at all (None: they can) — when they differ in their work (any ``work`` aspect) *and*
+    in their whole layout (every ``layout`` aspect: rank count and deployment)."""
+    sa, sb = _aspects(a), _aspects(b)
+    differ = {k: sa[k][0] for k in sa if sa[k][1] != sb[k][1]}
+    warnings = [f"the runs differ in {k}: {sa[k][1]} in {names[0]}, {sb[k][1]} in {names[1]}" for k in differ]
+    layout = [k for k, (kind, _) in sa.items() if kind == "layout"]
+    if "work" in differ.values() and all(k in differ for k in layout):
+
+        def said(s: dict[str, tuple[str, str]]) -> str:
+            return ", ".join(text for kind, text in s.values() if kind != "detail")
+
+        return warnings, (
+            f"nothing to compare: {names[0]} ({said(sa)}) and {names[1]} ({said(sb)}) share neither their "
+            "work nor their layout; compare runs of one workload (--force compares them anyway)"
+        )
+    return warnings, None

@@ -12,6 +12,7 @@ from asaptrace.cli._common import (
     JsonOpt,
     ParquetOpt,
     check_tables,
+    err,
     print_json,
     print_table,
     user_errors,
@@ -26,26 +27,37 @@ def compare(
     csv: CsvOpt = None,
     parquet: ParquetOpt = None,
     as_json: JsonOpt = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Compare even runs that share neither their work nor their layout."),
+    ] = False,
 ) -> None:
     """Compare two stores: step time, wait, imbalance and overlap side by side (delta = B − A), overall and per DP group.
 
+    Warns where the runs differ (ranks, deployment, roles, MoE layers, steps); refuses runs that
+    share neither their work nor their layout unless --force.
+
     Example: asaptrace compare measured.store replayed.store --json
     """
-    from asaptrace.pipeline import compare_stores
+    from asaptrace.pipeline import comparability_of, compare_stores
     from asaptrace.tables import compare_tables
     from asaptrace.views import compare_views
 
     check_tables(csv, parquet)
-    tables, _, _ = compare_stores(a_store, b_store)
+    tables, a, b = compare_stores(a_store, b_store, force=force)
+    warnings, _ = comparability_of(a, b, (a_store.name, b_store.name))
     write_tables(compare_tables(tables), csv, parquet)
     if as_json:
         print_json(
             {
                 "a": str(a_store),
                 "b": str(b_store),
+                "warnings": warnings,
                 "tables": {name: t.to_dicts() for name, t in tables.items()},
             }
         )
         return
+    for w in warnings:
+        err.print(f"warning: {w}", soft_wrap=True, markup=False, highlight=False)
     for view in compare_views(tables, "a", "b"):
         print_table(view)
