@@ -12,12 +12,16 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "docs" / "notebooks" / "diagnose-a-run.py"
 
 
-def test_the_notebook_runs_and_shows_findings_a_figure_and_the_replay(tmp_path):
+def test_the_notebook_runs_and_shows_findings_a_figure_and_the_replay(tmp_path, monkeypatch):
     jupytext = pytest.importorskip("jupytext", reason="the notebook extra is not installed")
     nbclient = pytest.importorskip("nbclient", reason="the notebook extra is not installed")
     nb = jupytext.read(NOTEBOOK)
+    # run from a working directory with no sample_traces/ above it (as `jupytext --execute` from
+    # elsewhere does): the notebook finds the samples beside the asaptrace it imports, this checkout's
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.delenv("ASAPTRACE_SAMPLES", raising=False)
     client = nbclient.NotebookClient(
-        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     )
     client.execute()  # raises CellExecutionError on any error cell
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]

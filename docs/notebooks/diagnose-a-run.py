@@ -18,16 +18,29 @@
 # headless (tests/test_notebook.py).
 
 # %%
+import os
 import tempfile
 from pathlib import Path
 
 import asaptrace
 from asaptrace import pipeline
 
-ROOT = Path.cwd()
-while not (ROOT / "sample_traces").is_dir() and ROOT.parent != ROOT:  # run from the repo or docs/
-    ROOT = ROOT.parent
-TRACES = ROOT / "sample_traces" / "coupled" / "kineto"
+
+def find_samples() -> Path:
+    """The bundled samples from any working directory: $ASAPTRACE_SAMPLES, else the nearest
+    sample_traces/ above the working directory, else the one beside the asaptrace package (a checkout)."""
+    if os.environ.get("ASAPTRACE_SAMPLES"):
+        return Path(os.environ["ASAPTRACE_SAMPLES"])
+    for start in (Path.cwd(), Path(asaptrace.__file__).resolve().parent):
+        for folder in (start, *start.parents):
+            if (folder / "sample_traces" / "coupled" / "kineto").is_dir():
+                return folder / "sample_traces"
+    raise FileNotFoundError(
+        "sample_traces/ not found: set ASAPTRACE_SAMPLES to the repository's sample_traces"
+    )
+
+
+TRACES = find_samples() / "coupled" / "kineto"
 work = Path(tempfile.mkdtemp(prefix="asaptrace-notebook-"))
 
 # %% [markdown]
