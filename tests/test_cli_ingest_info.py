@@ -39,6 +39,7 @@ def test_info_json_is_the_documented_object(tmp_path):
         "kept": 10,
         "kept_by_table": {"events": 6, "metadata": 4},
         "rejected": {"bad_ts": 2},
+        "files_unreadable": 0,
     }
     assert [
         (r["rank"], r["format"], r["events"], r["source_file"].rsplit("/", 1)[-1]) for r in data["ranks"]
