@@ -136,7 +136,8 @@ def shown_tables(tables: dict[str, pl.DataFrame]) -> list[tuple[KeyTable, pl.Dat
     arrived last (most often last first); layers by wait."""
     barriers = tables.get("barrier_instances", pl.DataFrame()).height > 0
     groups = tables.get("barrier_by_group", pl.DataFrame()).height > 0
-    layers = barriers and tables["barrier_instances"].get_column("layer").is_not_null().any()
+    inst = tables.get("barrier_instances", pl.DataFrame())
+    layers = barriers and ("layer" not in inst.columns or inst.get_column("layer").is_not_null().any())
     shown = []
     for key in KEY_TABLES:
         t = tables.get(key.name)
@@ -172,7 +173,7 @@ def empty_reason(name: str, tables: dict[str, pl.DataFrame]) -> str:
     barriers = tables.get("barrier_instances", pl.DataFrame()).height > 0
     no_barrier = "no matched collective instances, so no barrier wait could be measured"
     ranks = tables.get("step_breakdown", pl.DataFrame())
-    grouped = ranks.height > 0 and ranks.get_column("dp_group").is_not_null().any()
+    grouped = "dp_group" in ranks.columns and ranks.get_column("dp_group").is_not_null().any()
     if name.startswith("barrier"):
         return no_barrier
     if name == "imbalance_by_step":
