@@ -34,10 +34,10 @@ def overlap_findings(
         waited = exposed - transfer if t["barrier_instances"].height or t["receive_waits"].height else 0
         text = (
             f"Overlap efficiency {percent(eff)}: of {text_ns(comm / n_ranks)} of communication per rank, "
-            f"{text_ns(exposed / n_ranks)} is exposed (no compute running)"
+            f"{text_ns(exposed / n_ranks)} is exposed"
         )
         if span:
-            text += f", {percent(exposed / span)} of the device span"
+            text += f" ({percent(exposed / span)} of the device span, no compute running)"
         data: dict[str, Any] = {
             "overlap_efficiency": eff,
             "comm_ns": comm,
@@ -47,9 +47,9 @@ def overlap_findings(
         if waited:
             finding = "barrier-wait" if t["barrier_instances"].height else "receive-wait"
             text += (
-                f"; {text_ns(waited / n_ranks)} of it is exposed "
-                f"{'barrier' if t['barrier_instances'].height else 'receive'} wait, counted in the "
-                f"{finding} finding, and {text_ns(transfer / n_ranks)} transfer"
+                f", of which {text_ns(waited / n_ranks)} is exposed "
+                f"{'barrier' if t['barrier_instances'].height else 'receive'} wait (counted in the "
+                f"{finding} finding) and {text_ns(transfer / n_ranks)} transfer"
             )
             data |= {
                 "counted_in": finding.replace("-", "_"),
