@@ -17,6 +17,8 @@ from asaptrace.units import text_ns
 
 def table_html(view: views.TableView) -> str:
     """A :class:`~asaptrace.views.TableView` as an HTML table (cells by the one rule, escaped)."""
+    if view.rows.height == 0:  # never bare headers: say why there is nothing
+        return f"<h4>{escape(view.title)}</h4><p>No rows: {escape(view.reason or 'none')}.</p>"
     headers, rows = view.cells()
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)

@@ -86,6 +86,12 @@ KEY_TABLES: tuple[KeyTable, ...] = (
         max_rows=16,
     ),
     KeyTable(
+        "barrier_by_instance",
+        "Barrier wait by collective instance",
+        ("instance", "step", "op", "n_ranks", "wait_ns", "max_wait_ns", "transfer_ns", "last_rank"),
+        "shown when the run has no layers: every matched collective is a barrier; wait = Σ over its ranks",
+    ),
+    KeyTable(
         "ttft_by_bucket",
         "Prompt-length buckets",
         (
@@ -115,18 +121,23 @@ class TableView:
     caption: str = ""
     name: str = ""
     labels: list[str] | None = None  # human column names (default: from the column names)
+    reason: str = ""  # why the table has no rows, said in its place (never bare headers)
 
     def cells(self) -> tuple[list[str], list[list[str]]]:
         """Headers and cells by the one rule of :func:`asaptrace.units.format_table`."""
         return format_table(self.columns, self.rows.iter_rows(named=True), self.labels)
 
 
-def shown_tables(tables: dict[str, pl.DataFrame]) -> list[tuple[KeyTable, pl.DataFrame]]:
-    """The key tables a human is shown, rows selected and ordered (not cut): barrier tables only
-    when there were barriers, per rank only when there are no DP groups; stragglers only the
-    outliers and the ranks that arrived last (most often last first); layers by wait."""
+def shown_tables(tables: dict[str, pl.DataFrame]) -> list[tuple[KeyTable, pl.DataFrame, str]]:
+    """The key tables a human is shown, rows selected and ordered (not cut), each with the reason
+    it has no rows ("" when it has some): barrier tables only when there were barriers, per rank
+    only when there are no DP groups (per group otherwise); per layer when there are layers, per
+    collective instance when there are none; stragglers only the outliers and the ranks that
+    arrived last (most often last first); layers by wait."""
     barriers = tables.get("barrier_instances", pl.DataFrame()).height > 0
     groups = tables.get("barrier_by_group", pl.DataFrame()).height > 0
+    inst = tables.get("barrier_instances", pl.DataFrame())
+    layers = barriers and ("layer" not in inst.columns or inst.get_column("layer").is_not_null().any())
     shown = []
     for key in KEY_TABLES:
         t = tables.get(key.name)
@@ -134,7 +145,9 @@ def shown_tables(tables: dict[str, pl.DataFrame]) -> list[tuple[KeyTable, pl.Dat
             continue
         if key.name.startswith("barrier") and not barriers:
             continue
-        if key.name == "barrier_by_rank" and groups:
+        if (key.name == "barrier_by_rank" and groups) or (key.name == "barrier_by_group" and not groups):
+            continue
+        if (key.name == "barrier_by_layer" and not layers) or (key.name == "barrier_by_instance" and layers):
             continue
         if key.name == "stragglers" and t.height:
             t = t.filter(t["outlier"] | (t["last_count"] > 0)).sort(
@@ -142,8 +155,38 @@ def shown_tables(tables: dict[str, pl.DataFrame]) -> list[tuple[KeyTable, pl.Dat
             )
         elif key.name == "barrier_by_layer" and t.height:
             t = t.sort(["wait_ns", "layer"], descending=[True, False])
-        shown.append((key, t.select([c for c in key.columns if c in t.columns])))
+        elif key.name == "barrier_by_instance":
+            t = t.with_columns(short_op())
+        t = t.select([c for c in key.columns if c in t.columns])
+        shown.append((key, t, "" if t.height else empty_reason(key.name, tables)))
     return shown
+
+
+def short_op() -> pl.Expr:
+    """A collective's name without its C++ argument list ("ncclKernel_AllReduce_RING_LL_Sum_float"),
+    as the findings name it."""
+    return pl.col("op").cast(pl.String).str.split("(").list.first().alias("op")
+
+
+def empty_reason(name: str, tables: dict[str, pl.DataFrame]) -> str:
+    """Why key table ``name`` has no rows, in one line a user can act on."""
+    barriers = tables.get("barrier_instances", pl.DataFrame()).height > 0
+    no_barrier = "no matched collective instances, so no barrier wait could be measured"
+    ranks = tables.get("step_breakdown", pl.DataFrame())
+    grouped = "dp_group" in ranks.columns and ranks.get_column("dp_group").is_not_null().any()
+    if name.startswith("barrier"):
+        return no_barrier
+    if name == "imbalance_by_step":
+        if not grouped:
+            return "no DP groups: imbalance is measured between the DP groups of a step (pass --parallel)"
+        return "no attention kernel and no request lengths per DP group to compare"
+    if name == "stragglers":
+        return "no rank ever arrived last and no rank is an outlier" if barriers else no_barrier
+    if name == "overlap_by_role":
+        return "no device kernels in the store"
+    if name == "ttft_by_bucket":
+        return "request lengths unknown: no request annotations in the trace and no --batches sidecar"
+    return "no rows"
 
 
 def diagnosis_tables(diag: Diagnosis, limit: int = ROW_LIMIT) -> list[TableView]:
@@ -156,8 +199,9 @@ def diagnosis_tables(diag: Diagnosis, limit: int = ROW_LIMIT) -> list[TableView]
             max(t.height - limit, 0),
             key.caption,
             key.name,
+            reason=reason,
         )
-        for key, t in shown_tables(diag.tables)
+        for key, t, reason in shown_tables(diag.tables)
     ]
 
 
@@ -300,14 +344,50 @@ def arrival_order(barrier_instances: pl.DataFrame, instance: int) -> TableView:
         pl.int_range(1, pl.len() + 1).alias("order"),
         (pl.col("arrival_ns") - pl.col("arrival_ns").min()).alias("after_first_ns"),
     ).select(cols)
-    first = t.row(0, named=True) if t.height else {}
-    where = f"step {first.get('step')}, layer {first.get('layer')}, {first.get('op')}" if first else ""
     return TableView(
-        f"arrival order at instance {instance} ({where})",
+        f"arrival order at instance {instance} ({instance_where(barrier_instances, instance)})",
         cols,
         rows,
         labels=["#", "rank", "DP", "arrived after the first", "wait", "last"],
     )
+
+
+def instances_view(tables: dict[str, pl.DataFrame], *, step: int | None, limit: int) -> TableView | None:
+    """The matched collective instances of a run without layers (None when it has layers: they
+    are summed by layer there), one step or all, in arrival order."""
+    inst = tables["barrier_instances"]
+    if inst.height and inst.get_column("layer").is_not_null().any():
+        return None
+    key = next(k for k in KEY_TABLES if k.name == "barrier_by_instance")
+    t = tables["barrier_by_instance"]
+    if step is not None:
+        t = t.filter(pl.col("step") == step)
+    t = t.with_columns(short_op())
+    reason = (
+        "" if t.height else empty_reason(key.name, tables) + (f" in step {step}" if step is not None else "")
+    )
+    return TableView(
+        key.title,
+        list(key.columns),
+        t.select(key.columns).head(limit),
+        max(t.height - limit, 0),
+        key.caption,
+        key.name,
+        reason=reason,
+    )
+
+
+def instance_where(barrier_instances: pl.DataFrame, instance: int) -> str:
+    """Where an instance is, in words: "ncclKernel_AllReduce…, step 10" (layer and micro-batch when known)."""
+    t = barrier_instances.filter(pl.col("instance") == instance)
+    if t.height == 0:
+        return "unknown instance"
+    r = t.row(0, named=True)
+    parts = [str(r["op"]).split("(")[0][:60]]
+    parts += [
+        f"{k.replace('_', '-')} {r[k]}" for k in ("step", "layer", "micro_batch") if r.get(k) is not None
+    ]
+    return ", ".join(parts)
 
 
 def instance_window(barrier_instances: pl.DataFrame, instance: int) -> dict[str, Any]:

@@ -25,6 +25,12 @@ def table(view: TableView, *, id: str | None = None, max_rows: int = MAX_ROWS) -
     headers, cells = shown.cells()
     body = [html.Tr([html.Td(c) for c in row]) for row in cells]
     more = view.rows.height - shown.rows.height + view.more
+    if view.rows.height == 0:  # never bare headers: say why there is nothing
+        return html.Div(
+            [html.H4(view.title), html.P(f"No rows: {view.reason or 'none'}.", className="note")],
+            id=id or f"table-{view.title.split(' ')[0]}",
+            className="table-box",
+        )
     return html.Div(
         [
             html.H4(view.title),

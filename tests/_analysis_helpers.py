@@ -194,3 +194,19 @@ def moe_scenario(
                 args["seq_lens"] = seq_lens[r // 2]
             t.annotation("prefill_step#0", -10, 900, args)
     return traces
+
+
+def check_one_meaning(tables: dict) -> None:
+    """One meaning of *exposed* (docs/analyses/findings.md), per rank of a Diagnosis:
+    Σ over steps of the breakdown's exposed transfer ≤ overlap's exposed communication ≤ its
+    communication. Raises AssertionError naming the rank and the three numbers."""
+    import polars as pl
+
+    transfer = tables["step_breakdown"].group_by("rank").agg(pl.col("transfer_ns").sum())
+    ov = tables["overlap_by_rank"].select(pl.col("rank").cast(pl.Int64), "exposed_comm_ns", "comm_ns")
+    both = ov.join(transfer.with_columns(pl.col("rank").cast(pl.Int64)), on="rank", how="full", coalesce=True)
+    for r in both.fill_null(0).iter_rows(named=True):
+        assert r["transfer_ns"] <= r["exposed_comm_ns"] <= r["comm_ns"], (
+            f"rank {r['rank']}: exposed transfer {r['transfer_ns']} ns, exposed communication "
+            f"{r['exposed_comm_ns']} ns, communication {r['comm_ns']} ns"
+        )

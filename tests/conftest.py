@@ -34,6 +34,7 @@ def sample_run(tmp_path_factory):
 
     from asaptrace.ingest.driver import ingest_paths
     from asaptrace.pipeline import diagnose_store, enrich_store
+    from tests._analysis_helpers import check_one_meaning
 
     cache: dict[str, tuple] = {}
 
@@ -47,7 +48,9 @@ def sample_run(tmp_path_factory):
             store = ingest_paths([folder / SAMPLE_RUNS[name]], tmp_path_factory.mktemp(name) / "s", jobs=2)
             store = enrich_store(store)
             truth = json.loads((folder / "truth.json").read_text())
-            cache[name] = (truth, store, diagnose_store(store))
+            diag = diagnose_store(store)
+            check_one_meaning(diag.tables)  # every sample store keeps one meaning of "exposed"
+            cache[name] = (truth, store, diag)
         return cache[name]
 
     return get

@@ -117,6 +117,9 @@ def test_views_show_outliers_and_last_arrivers_and_hide_barriers_without_barrier
     # DP groups exist, so the per-rank barrier table is left to --json; empty tables are kept (shown "none")
     assert list(views) == ["barrier_by_group", "imbalance_by_step", "stragglers", "overlap_by_role"]
     assert views["overlap_by_role"].rows.height == 0
+    # an empty key table says why, in one line, instead of bare headers
+    assert views["overlap_by_role"].reason == "no device kernels in the store"
+    assert views["stragglers"].reason == ""  # it has rows
     # rank 0 is neither an outlier nor ever last; the rest sorted by how often they were last
     assert views["stragglers"].rows.get_column("rank").to_list() == [2, 1, 3]
     assert views["stragglers"].rows.columns == views["stragglers"].columns

@@ -310,7 +310,9 @@ def _answers(name: str, findings: list[Any]) -> list[dict[str, Any]]:
             f.code == "straggler_group" and name in ("balanced", "chunked") and f.data.get("cause") != "load"
         )
     ]
-    picked.sort(key=lambda f: -(f.cost_ns or 0))
+    picked.sort(
+        key=lambda f: -((f.cost_ns or 0) - f.data.get("counted_ns", 0))
+    )  # time no other finding counts
     return [{"code": f.code, "label": finding_label(f), "cost_ns": f.cost_ns} for f in picked]
 
 

@@ -35,7 +35,7 @@ outside g.
 | n_ranks | int32 | – | ranks in the instance |
 
 The roll-ups (:func:`wait_by_rank`, :func:`wait_by_group`, :func:`wait_by_layer`,
-:func:`wait_by_step`, :func:`wait_by_rank_layer`) document their columns in
+:func:`wait_by_step`, :func:`wait_by_rank_layer`, :func:`wait_by_instance`) document their columns in
 ``docs/reference/columns.md``.
 """
 
@@ -175,11 +175,17 @@ def _empty() -> pl.DataFrame:
 
 
 def wait_by_rank(barrier: pl.DataFrame, breakdown: pl.DataFrame) -> pl.DataFrame:
-    """Per rank: instances, total wait, exposed wait, last arrivals, step time and wait share.
+    """Per rank: instances, total wait, exposed wait, last arrivals, the wait it imposed, step time.
+
+    The per-rank twin of :func:`wait_by_group`, for runs without DP groups (a training job, a run
+    whose collectives are not inside MoE layers): there each rank is its own party at the barrier.
 
     Columns: rank (int32), dp_group (int32), n_instances (int64), wait_ns (int64, Σ w over
     instances), exposed_wait_ns (int64, wait not hidden under compute, from the step breakdown),
-    transfer_ns (int64, Σ x), last_count (int64, instances where the rank arrived last),
+    transfer_ns (int64, Σ x), last_count (int64, instances where the rank arrived last, the lowest
+    rank among ties), last_share (float64, last_count / instances it took part in),
+    imposed_wait_ns (int64, Σ over those instances of R − the latest arrival of another rank: the
+    time it alone held the barrier), caused_wait_ns (int64, Σ of the other ranks' waits there),
     step_time_ns (int64, Σ of the rank's step windows), wait_share (float64, exposed_wait_ns /
     step_time_ns).
     """
@@ -190,30 +196,85 @@ def wait_by_rank(barrier: pl.DataFrame, breakdown: pl.DataFrame) -> pl.DataFrame
         pl.col("transfer_ns").sum().cast(pl.Int64),
         (pl.col("rank") == pl.col("last_rank")).sum().cast(pl.Int64).alias("last_count"),
     )
+    blame = _blame_by_rank(barrier)
     steps = breakdown.group_by("rank").agg(
         pl.col("dp_group").first().alias("_dp"),
         pl.col("wait_ns").sum().cast(pl.Int64).alias("exposed_wait_ns"),
         pl.col("step_time_ns").sum().cast(pl.Int64),
     )
-    out = steps.join(per, on="rank", how="full", coalesce=True).with_columns(
-        dp_group=pl.coalesce("dp_group", "_dp"),
-        n_instances=pl.col("n_instances").fill_null(0),
-        wait_ns=pl.col("wait_ns").fill_null(0),
-        transfer_ns=pl.col("transfer_ns").fill_null(0),
-        last_count=pl.col("last_count").fill_null(0),
-        exposed_wait_ns=pl.col("exposed_wait_ns").fill_null(0),
+    out = (
+        steps.join(per, on="rank", how="full", coalesce=True)
+        .join(blame, on="rank", how="left")
+        .with_columns(
+            dp_group=pl.coalesce("dp_group", "_dp"),
+            n_instances=pl.col("n_instances").fill_null(0),
+            wait_ns=pl.col("wait_ns").fill_null(0),
+            transfer_ns=pl.col("transfer_ns").fill_null(0),
+            last_count=pl.col("last_count").fill_null(0),
+            exposed_wait_ns=pl.col("exposed_wait_ns").fill_null(0),
+            imposed_wait_ns=pl.col("imposed_wait_ns").fill_null(0),
+            caused_wait_ns=pl.col("caused_wait_ns").fill_null(0),
+        )
     )
     return out.select(
-        "rank",
+        pl.col("rank").cast(pl.Int32),
         pl.col("dp_group").cast(pl.Int32),
         "n_instances",
         "wait_ns",
         "exposed_wait_ns",
         "transfer_ns",
         "last_count",
+        share(pl.col("last_count"), pl.col("n_instances")).alias("last_share"),
+        pl.col("imposed_wait_ns").cast(pl.Int64),
+        pl.col("caused_wait_ns").cast(pl.Int64),
         "step_time_ns",
         share(pl.col("exposed_wait_ns"), pl.col("step_time_ns")).alias("wait_share"),
     ).sort("rank")
+
+
+def _blame_by_rank(barrier: pl.DataFrame) -> pl.DataFrame:
+    """rank, imposed_wait_ns, caused_wait_ns over the instances the rank reached last (its ``last_rank``)."""
+    others = barrier.filter(pl.col("rank") != pl.col("last_rank"))
+    per = others.group_by("instance").agg(
+        pl.col("last_rank").first().alias("rank"),
+        (pl.col("release_ns").first() - pl.col("arrival_ns").max()).alias("imposed_wait_ns"),
+        pl.col("wait_ns").sum().alias("caused_wait_ns"),
+    )
+    return per.group_by("rank").agg(
+        pl.col("imposed_wait_ns").sum().cast(pl.Int64), pl.col("caused_wait_ns").sum().cast(pl.Int64)
+    )
+
+
+def wait_by_instance(barrier: pl.DataFrame) -> pl.DataFrame:
+    """Per matched collective instance: where it is, how long its ranks waited, who came last.
+
+    The barriers of a run are its matched instances, inside MoE layers or not (a training job's
+    all-to-alls and all-reduces): this is what the faces show when there are no layers to sum into.
+
+    Columns: instance (int64), step (int32), layer (int16), micro_batch (int8), op, kind (str),
+    n_ranks (int32), first_arrival_ns, release_ns (int64, ns, aligned clock), wait_ns (int64, Σ over
+    ranks), max_wait_ns (int64, the longest single wait), transfer_ns (int64, x), last_rank (int32),
+    last_dp_group (int32, nullable).
+    """
+    return (
+        barrier.group_by("instance")
+        .agg(
+            pl.col("step").first(),
+            pl.col("layer").first(),
+            pl.col("micro_batch").first(),
+            pl.col("op").first(),
+            pl.col("kind").first(),
+            pl.col("n_ranks").first(),
+            pl.col("arrival_ns").min().alias("first_arrival_ns"),
+            pl.col("release_ns").first(),
+            pl.col("wait_ns").sum().cast(pl.Int64),
+            pl.col("wait_ns").max().cast(pl.Int64).alias("max_wait_ns"),
+            pl.col("transfer_ns").first(),
+            pl.col("last_rank").first(),
+            pl.col("last_dp_group").first(),
+        )
+        .sort("instance")
+    )
 
 
 def wait_by_group(barrier: pl.DataFrame) -> pl.DataFrame:

@@ -3,7 +3,9 @@
 The step window of rank r in step s is [first start, last end] of r's device work in s. Every
 instant of it goes to exactly one bucket, by priority:
 
-1. **compute** — some non-communication device kernel or copy is running (on any stream);
+1. **compute** — some non-communication device kernel or copy is running (on any stream, whatever
+   step it belongs to: a kernel of the next step, or one outside every step, that runs inside this
+   window hides this step's communication as much as one of its own);
 2. **wait** — else, r is inside the wait part [a[i, r], R[i]] of a barrier instance (or inside
    an asynchronous receive of a disaggregated deployment, :func:`~asaptrace.analyze.barrier.receive_wait`);
 3. **transfer** — else, a communication kernel is running (the rest of a collective);
@@ -15,6 +17,16 @@ Identity, checked in code (:class:`~asaptrace.errors.AccountingError`) and in a 
 
 Wait hidden under another micro-batch's compute is not counted here (it cost nothing); the
 barrier table keeps the raw per-instance waits.
+
+*Exposed* has one meaning in every table: an instant of a device is exposed communication when a
+communication kernel runs on it and no compute kernel does, on any stream, of any step — the
+definition of :mod:`~asaptrace.analyze.overlap`'s ``exposed_comm_ns``. The breakdown splits that
+time into exposed wait (inside [a, R] of a barrier instance) and exposed transfer (the rest), so
+per rank, as long as no two steps' communication kernels run at the same instant,
+
+    Σ over steps of transfer_ns  ≤  exposed_comm_ns  ≤  comm_ns      (overlap_by_rank)
+
+(tested as a property over every store the tests build).
 
 Columns of :func:`step_breakdown`:
 
@@ -70,7 +82,11 @@ def step_breakdown(
         pl.min_horizontal("release_ns", "end_ns").alias("end"),
         pl.lit(_WAIT, pl.Int64).alias("cat"),
     )
-    iv = pl.concat([work, waits.cast(work.schema)])  # type: ignore[arg-type]
+    window = work.group_by(_KEYS).agg(
+        pl.col("start").min().alias("start_ns"), pl.col("end").max().alias("end_ns")
+    )
+    foreign = _foreign_compute(work, window)
+    iv = pl.concat([work, waits.cast(work.schema), foreign.cast(work.schema)])  # type: ignore[arg-type]
     cov = coverage(iv, _KEYS, 3)
     has = lambda bit: (pl.col("mask") & (1 << bit)) > 0  # noqa: E731
     buckets = cov.group_by(_KEYS).agg(
@@ -79,9 +95,6 @@ def step_breakdown(
         pl.col("ns").filter(~has(_COMPUTE) & ~has(_WAIT) & has(_COMM)).sum().alias("transfer_ns"),
         pl.col("ns").filter(pl.col("mask") == 0).sum().alias("idle_ns"),
         pl.col("ns").sum().alias("_covered"),
-    )
-    window = work.group_by(_KEYS).agg(
-        pl.col("start").min().alias("start_ns"), pl.col("end").max().alias("end_ns")
     )
     out = window.join(buckets, on=_KEYS, how="left", nulls_equal=True).with_columns(
         step_time_ns=pl.col("end_ns") - pl.col("start_ns"),
@@ -104,6 +117,33 @@ def step_breakdown(
         "transfer_ns",
         "idle_ns",
     ).sort("rank", "step", nulls_last=True)
+
+
+def _foreign_compute(work: pl.DataFrame, window: pl.DataFrame) -> pl.DataFrame:
+    """Compute intervals of *other* steps of the same rank that run inside a step's window, clipped
+    to it and labelled with that step (so they hide its communication). Only windows that overlap
+    can hold another step's kernels, so the pairs of overlapping windows are found first (few)."""
+    w = window.with_columns(pl.col("step").cast(pl.Int64).fill_null(-(2**62)).alias("_s"))
+    pairs = w.join_where(
+        w.rename({c: f"{c}_o" for c in w.columns}),
+        pl.col("rank") == pl.col("rank_o"),
+        pl.col("start_ns") < pl.col("end_ns_o"),
+        pl.col("end_ns") > pl.col("start_ns_o"),
+        pl.col("_s") != pl.col("_s_o"),
+    )
+    if pairs.height == 0:
+        return work.clear()
+    comp = work.filter(pl.col("cat") == _COMPUTE).with_columns(
+        pl.col("step").cast(pl.Int64).fill_null(-(2**62)).alias("_s_o")
+    )
+    return (
+        comp.drop("step")
+        .rename({"rank": "rank_o"})
+        .join(pairs.select("rank_o", "_s_o", "rank", "step", "start_ns", "end_ns"), on=["rank_o", "_s_o"])
+        .with_columns(start=pl.max_horizontal("start", "start_ns"), end=pl.min_horizontal("end", "end_ns"))
+        .filter(pl.col("end") > pl.col("start"))
+        .select(*_KEYS, "start", "end", "cat")
+    )
 
 
 def check_identity(table: pl.DataFrame) -> None:

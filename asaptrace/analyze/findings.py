@@ -13,8 +13,12 @@ Rules every text keeps (a test re-reads the findings of every sample against its
 * a stock sentence appears only when its numbers say it (balanced tokens with unbalanced Σs²,
   short requests waiting a larger share, a barrier at all); an unknown number drops its clause;
 * the severity is a function of the cost at stake (:func:`cost_severity`, share of the mean step
-  time per rank), so nothing with 0 ns at stake is ``high``; findings are sorted by severity,
-  then cost, which is the same order as by cost for the costed ones.
+  time per rank), so nothing with 0 ns at stake is ``high`` and, within a kind, more time at stake
+  is never less severe (the rule, and each kind's cost, in docs/analyses/findings.md); findings
+  are sorted by severity, then by the cost no other finding counts;
+* when part of a finding's time is counted in another finding (the overlap finding's exposed
+  barrier wait is the barrier finding's), its text says so and ``data`` names it
+  (``counted_in``, ``counted_ns``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 import polars as pl
 
+from asaptrace.analyze._findings_overlap import overlap_findings
 from asaptrace.units import percent, plural, text_ns
 
 #: A clock residual above this means the matched collectives do not end together.
@@ -77,13 +82,14 @@ def rank_findings(t: dict[str, pl.DataFrame], ranks: pl.DataFrame, meta: dict[st
     out += _barrier_findings(t, n_ranks, deployment)
     out += _straggler_findings(t, n_ranks)
     out += _imbalance_findings(t, n_ranks, coupled=t["barrier_instances"].height > 0)
-    out += _overlap_findings(t, n_ranks, deployment)
+    out += overlap_findings(t, n_ranks, deployment, Finding)
     if t["barrier_instances"].height:
         out += _ttft_findings(t)
     out += _clock_findings(t, meta)
     step_time = int(t["step_breakdown"].get_column("step_time_ns").sum()) / n_ranks
     out = [f if f.cost_ns is None else replace(f, severity=cost_severity(f.cost_ns, step_time)) for f in out]
-    return sorted(out, key=lambda f: (_ORDER[f.severity], -(f.cost_ns or 0)))
+    # within a severity, by the time at stake that no other finding counts (``data["counted_ns"]``)
+    return sorted(out, key=lambda f: (_ORDER[f.severity], -((f.cost_ns or 0) - f.data.get("counted_ns", 0))))
 
 
 def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str | None) -> list[Finding]:
@@ -391,62 +397,6 @@ def _imbalance_findings(t: dict[str, pl.DataFrame], n_ranks: int, *, coupled: bo
             data=data,
         )
     ]
-
-
-def _overlap_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str | None) -> list[Finding]:
-    out = []
-    roles = t["overlap_by_role"]
-    ov = t["overlap_by_rank"]
-    if ov.height == 0:
-        return out
-    comm = int(ov.get_column("comm_ns").sum())
-    if comm:
-        eff = ov.get_column("overlapped_ns").sum() / comm
-        exposed = int(ov.get_column("exposed_comm_ns").sum())
-        span = int(ov.get_column("span_ns").sum())
-        transfer = int(t["step_breakdown"].get_column("transfer_ns").sum())
-        waited = max(exposed - transfer, 0)
-        text = (
-            f"Overlap efficiency {percent(eff)}: of {text_ns(comm / n_ranks)} of communication per rank, "
-            f"{text_ns(exposed / n_ranks)} is exposed"
-        )
-        if span:
-            text += f" ({percent(exposed / span)} of the device span)"
-        if waited and t["barrier_instances"].height:
-            text += (
-                f", of which {text_ns(waited / n_ranks)} is exposed barrier wait and "
-                f"{text_ns(transfer / n_ranks)} transfer"
-            )
-        out.append(
-            Finding(
-                "overlap",
-                "",
-                text + ".",
-                cost_ns=transfer // n_ranks,
-                data={
-                    "overlap_efficiency": eff,
-                    "comm_ns": comm,
-                    "exposed_comm_ns": exposed,
-                    "exposed_transfer_ns": transfer,
-                },
-            )
-        )
-    if deployment == "disaggregated" and roles.filter(pl.col("utilisation").is_not_null()).height:
-        parts = [
-            f"{r['role']} devices {percent(r['utilisation'])} busy ({plural(r['n_bubbles'], 'bubble')}"
-            + (f", mean {text_ns(r['mean_bubble_ns'])})" if r["mean_bubble_ns"] is not None else ")")
-            for r in roles.iter_rows(named=True)
-            if r["utilisation"] is not None
-        ]
-        out.append(
-            Finding(
-                "utilisation",
-                "info",
-                "Utilisation by role: " + "; ".join(parts) + ".",
-                data={"roles": roles.to_dicts()},
-            )
-        )
-    return out
 
 
 def _ttft_findings(t: dict[str, pl.DataFrame]) -> list[Finding]:

@@ -81,7 +81,7 @@ def print_table(view: TableView) -> None:
     from rich.table import Table
 
     if view.rows.height == 0:
-        out.print(f"[italic]{view.title}[/]: none")
+        out.print(f"[italic]{view.title}[/]: none" + (f" ({escape(view.reason)})" if view.reason else ""))
         return
     headers, rows = view.cells()
     cells = [max([0] + [len(r[i]) for r in rows]) for i in range(len(headers))]

@@ -65,8 +65,14 @@ def report_figures(
             )
         )
     figs += [
-        FigureView("fig-wait-heatmap", barrier.wait_heatmap(t["barrier_by_rank_layer"])),
-        FigureView("fig-imposed-wait", barrier.imposed_wait_ranking(t["barrier_by_group"])),
+        FigureView(
+            "fig-wait-heatmap",
+            barrier.wait_heatmap(t["barrier_by_rank_layer"], instances=t.get("barrier_instances")),
+        ),
+        FigureView(
+            "fig-imposed-wait",
+            barrier.imposed_wait_ranking(t["barrier_by_group"], by_rank=t.get("barrier_by_rank")),
+        ),
         FigureView("fig-group-bars", breakdown.group_stacked_bars(t["step_breakdown"], t["stragglers"])),
         FigureView(
             "fig-attention-sumsq", imbalance.attention_vs_sum_sq(t["imbalance_by_group"], t["imbalance_fit"])
@@ -80,8 +86,16 @@ def report_figures(
 def key_tables(tables: dict[str, pl.DataFrame]) -> list[TableView]:
     """The key tables, chosen and ordered by :func:`asaptrace.views.shown_tables` (as in the CLI)."""
     return [
-        TableView(f"table-{key.name.replace('_', '-')}", key.title, t, key.columns, key.max_rows, key.caption)
-        for key, t in shown_tables(tables)
+        TableView(
+            f"table-{key.name.replace('_', '-')}",
+            key.title,
+            t,
+            key.columns,
+            key.max_rows,
+            key.caption,
+            reason=reason,
+        )
+        for key, t, reason in shown_tables(tables)
     ]
 
 
@@ -99,6 +113,7 @@ def _table_context(v: TableView) -> dict[str, Any]:
         "caption": v.caption,
         "columns": headers,
         "rows": rows,
+        "reason": "" if rows else (v.reason or "none"),
         "more": more_rows(more).replace("--json", "asaptrace analyze --json") if more else "",
     }
 

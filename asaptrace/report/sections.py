@@ -38,13 +38,16 @@ class TableView:
     max_rows: int = 40
     caption: str = ""
     labels: tuple[str, ...] | None = None  # human names of ``columns`` (default: from the names)
+    reason: str = ""  # why it has no rows: shown instead of bare headers ("none" when not given)
 
 
 def table_of(view: views.TableView, id: str, *, max_rows: int = 40) -> TableView:
     """A face-neutral view (:mod:`asaptrace.views`) as a report table: the same columns, labels and
     caption as the CLI and the dashboard show."""
     labels = tuple(view.labels) if view.labels else None
-    return TableView(id, view.title, view.rows, tuple(view.columns), max_rows, view.caption, labels)
+    return TableView(
+        id, view.title, view.rows, tuple(view.columns), max_rows, view.caption, labels, view.reason
+    )
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,18 @@ def rank_from_label(label: str) -> int | None:
     return int(head[1:]) if head.startswith("r") and head[1:].isdigit() else None
 
 
+def instance_label(instance: int) -> str:
+    """How a collective instance is named on an axis: "#7"."""
+    return f"#{instance}"
+
+
+def instance_from_label(label: object) -> int | None:
+    """The instance an axis label of :func:`instance_label` names ("#7" → 7), None for another
+    text (a layer number: how a click on a heatmap column is turned back into its barrier)."""
+    text = str(label)
+    return int(text[1:]) if text.startswith("#") and text[1:].isdigit() else None
+
+
 def plain(text: str) -> str:
     """A trace-derived string made inert for plotly's pseudo-HTML labels (``<b>``, ``<a href>``…).
 

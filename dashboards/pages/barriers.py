@@ -1,5 +1,9 @@
 """Barriers: who waited where (rank × layer heatmap) and who made the others wait; a click on a cell
-shows that barrier instance's lanes on the timeline and the order its ranks arrived in."""
+shows that barrier instance's lanes on the timeline and the order its ranks arrived in.
+
+A run without layers (a training job's all-to-alls and all-reduces) is shown per (rank × collective
+instance), with the instances' table; a run without DP groups ranks its ranks by the wait they
+imposed. Its barriers are there either way."""
 
 from __future__ import annotations
 
@@ -9,13 +13,15 @@ from dash import Input, Output, State, dcc, html
 
 from asaptrace import views
 from asaptrace.viz.barrier import imposed_wait_ranking, wait_heatmap
-from asaptrace.viz.theme import rank_from_label
+from asaptrace.viz.theme import instance_from_label, rank_from_label
 from asaptrace.viz.timeline import timeline_figure
 from dashboards.components import graph, message, table
 from dashboards.state import Stores, StoreUnavailable
 
 PATH, TITLE = "/barriers", "Barriers"
 HINT = "Click a cell of the heatmap to see that barrier instance's lanes and its arrival order."
+#: rows of the per-instance table (the whole table is in `asaptrace analyze --json`)
+INSTANCE_ROWS = 40
 
 
 def layout(stores: Any = None) -> html.Div:
@@ -48,10 +54,16 @@ def barriers_body(stores: Stores, key: Any, step: Any) -> list:
         return [message(str(e))]
     t = s.diag.tables
     st = None if step in (None, "all") else int(step)
-    return [
-        graph("bw-heatmap", wait_heatmap(t["barrier_by_rank_layer"], step=st)),
-        graph("bw-imposed", imposed_wait_ranking(t["barrier_by_group"])),
+    out = [
+        graph(
+            "bw-heatmap", wait_heatmap(t["barrier_by_rank_layer"], step=st, instances=t["barrier_instances"])
+        ),
+        graph("bw-imposed", imposed_wait_ranking(t["barrier_by_group"], by_rank=t["barrier_by_rank"])),
     ]
+    view = views.instances_view(t, step=st, limit=INSTANCE_ROWS)
+    if view is not None:
+        out.append(table(view, id="bw-instances"))
+    return out
 
 
 def instance_detail(stores: Stores, key: Any, step: Any, click: Any) -> list:
@@ -64,17 +76,23 @@ def instance_detail(stores: Stores, key: Any, step: Any, click: Any) -> list:
     except StoreUnavailable as e:
         return [message(str(e))]
     point = click["points"][0]
-    rank, layer = rank_from_label(point.get("y", "")), int(point["x"])
-    if rank is None:
+    rank, column = rank_from_label(point.get("y", "")), point.get("x")
+    if rank is None or column is None:
         return [html.P(HINT, className="note")]
     inst_t = s.diag.tables["barrier_instances"]
     st = None if step in (None, "all") else int(step)
-    instance = views.instance_at(inst_t, step=st, rank=rank, layer=layer)
+    instance = instance_from_label(column)  # a column of the per-instance heatmap (runs without layers)
     if instance is None:
-        return [message(f"r{rank} waited at no barrier in layer {layer}", kind="info")]
+        layer = int(column)
+        instance = views.instance_at(inst_t, step=st, rank=rank, layer=layer)
+        if instance is None:
+            return [message(f"r{rank} waited at no barrier in layer {layer}", kind="info")]
+    elif inst_t.filter((inst_t["instance"] == instance) & (inst_t["rank"] == rank)).height == 0:
+        return [message(f"r{rank} took no part in collective instance {instance}", kind="info")]
     where = views.instance_window(inst_t, instance)
-    spans = s.timeline(where["step"], (where["layer"], where["layer"]), tuple(where["ranks"]))
-    title = f"Barrier instance {instance}: step {where['step']}, layer {where['layer']}, where r{rank} waited longest"
+    layers = None if where["layer"] is None else (where["layer"], where["layer"])
+    spans = s.timeline(where["step"], layers, tuple(where["ranks"]))
+    title = f"Barrier instance {instance}: {views.instance_where(inst_t, instance)}"
     return [
         graph("bw-timeline", timeline_figure(spans, title=title, highlight_ns=where["window_ns"])),
         table(views.arrival_order(inst_t, instance), id="bw-arrivals"),
