@@ -44,6 +44,9 @@ AUTO_RATES = tuple(0.5 * 2**k for k in range(12))
 Progress = Callable[[str], None]
 
 
+#: a user's workload (a store, a trace) is served for at least this many arrivals per rate (DOMAIN §8)
+MIN_ARRIVALS = 2000
+
 #: what ``asaptrace sweep`` compares unless told: the first is the ratios' baseline
 DEFAULT_POLICIES = ("coupled", "chunked", "asap")
 
