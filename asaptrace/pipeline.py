@@ -452,6 +452,7 @@ def sweep(
     out: str | Path | None = None,
     executor: str = "local",
     ray_address: str | None = None,
+    seeds: int = 1,
 ) -> SweepResult:
     """Online serving sweep: scenario (+ cost file, + knob overrides) → curves, SLO throughput,
     sensitivity (``vary``: ``"KNOB=v1,v2"``) and calibration (``calibrate``: ``"asap=350@1"``).
@@ -459,7 +460,8 @@ def sweep(
     Returns a :class:`~asaptrace.replay.sweep_result.SweepResult` (its JSON: docs/reference/sweep-json.md);
     with ``out`` it is also written there atomically. ``jobs``: processes over (policy, rate) points (0: one per core);
     ``executor="ray"`` runs one Ray task per (policy, rate) point instead, on ``ray_address`` or
-    a local instance of ``jobs`` CPUs (0: all) — the same results either way.
+    a local instance of ``jobs`` CPUs (0: all) — the same results either way. ``seeds``: the SLO
+    search on that many seeds from the scenario's (the answer their median, with the range).
     """
     from asaptrace.replay.sensitivity import sweep_scenario
 
@@ -480,6 +482,7 @@ def sweep(
         progress=progress,
         executor=executor,
         ray_address=ray_address,
+        seeds=seeds,
     )
     if out is not None:
         res.write(out)

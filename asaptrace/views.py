@@ -693,6 +693,27 @@ def sweep_header(res: Any) -> list[str]:
     return lines
 
 
+#: the capacity bound's binding resource, abbreviated in the tables (the legend says which is which)
+BINDING_SHORT = {
+    "attention groups": "A",
+    "MoE pool": "P",
+    "coupled steps": "S",
+    "MoE on the attention dies": "M",
+}
+BOUND_LEGEND = "its binding resource A attention groups, P MoE pool, S coupled steps"
+
+
+def bound_text(cap: dict[str, Any] | None) -> str:
+    """``7.91 P``: a policy's capacity bound and its binding resource (– when it has none)."""
+    if not cap:
+        return "–"
+    return f"{rps_text(cap['bound_rps'])} {BINDING_SHORT.get(cap['binding'], cap['binding'])}"
+
+
+def range_rps_text(r: list[float] | None) -> str:
+    return "–" if not r else f"{rps_text(r[0])}–{rps_text(r[1])}"
+
+
 def sweep_slo_view(res: Any) -> TableView:
     """Per policy: our SLO-compliant throughput and its ratio to the first policy, the paper's beside
     them, and the mean TTFT at 1 request/s (ours, the paper's)."""
@@ -705,10 +726,14 @@ def sweep_slo_view(res: Any) -> TableView:
         res.get("ratios") or {},
         res.get("mean_ttft_ns_at_1rps") or {},
     )
+    cap, ranges = res.get("capacity") or {}, res.get("slo_range") or {}
+    seeds = len(res.get("seeds") or []) > 1
     rows = [
         (
             p,
             rps_text(res["slo_rps"].get(p), bool(censored.get(p))),
+            *((range_rps_text(ranges.get(p)),) if seeds else ()),
+            bound_text(cap.get(p)),
             ratios.get(p),
             None if p_rps.get(p) is None else f"{p_rps[p]:g}",
             p_rps[p] / base if p_rps.get(p) is not None and base else None,
@@ -717,11 +742,14 @@ def sweep_slo_view(res: Any) -> TableView:
         )
         for p in pols
     ]
+    question = f" — {res['question']}" if res.get("question") else ""
     return _rows_view(
-        "SLO-compliant throughput (requests/s)",
+        f"SLO-compliant throughput (requests/s){question}",
         {
             "policy": "policy",
-            "slo_rps": "SLO RPS",
+            "slo_rps": "SLO RPS" + (" (median)" if seeds else ""),
+            **({"slo_range": "seeds"} if seeds else {}),
+            "bound": "bound",
             "ratio": "ratio",
             "paper_slo_rps": "paper RPS",
             "paper_ratio": "paper ratio",
@@ -730,11 +758,15 @@ def sweep_slo_view(res: Any) -> TableView:
         },
         rows,
         name="sweep-slo",
-        caption="≥: the SLO was met at every rate swept (a lower bound); ratio = policy / "
+        caption="≥: the SLO was met at every rate swept (a lower bound); "
+        + (f"seeds: min–max over {len(res['seeds'])} seeds; " if seeds else "")
+        + f"bound: the capacity bound, {BOUND_LEGEND}; ratio = policy / "
         + (pols[0] if pols else "the first policy"),
         dtypes={
             "policy": pl.String,
             "slo_rps": pl.String,
+            **({"slo_range": pl.String} if seeds else {}),
+            "bound": pl.String,
             "ratio": pl.Float64,
             "paper_slo_rps": pl.String,
             "paper_ratio": pl.Float64,
@@ -915,7 +947,17 @@ def advice_view(j: dict[str, Any]) -> TableView:
                 w["reference_ns"],
                 ", ".join(a["code"] for a in w.get("answers") or []) or "–",
                 "yes" if any(q.get("weak") for q in w.get("fit") or []) else "no",
-                *((rps_text(o.get("slo_rps"), bool(o.get("censored"))) if o else "–",) if online else ()),
+                *(
+                    (
+                        rps_text(o.get("slo_rps"), bool(o.get("censored"))) if o else "–",
+                        range_rps_text(o.get("range")),
+                        bound_text({"bound_rps": o["bound_rps"], "binding": o["binding"]})
+                        if o.get("bound_rps") is not None
+                        else "–",
+                    )
+                    if online
+                    else ()
+                ),
             )
         )
     columns = {
@@ -929,14 +971,21 @@ def advice_view(j: dict[str, Any]) -> TableView:
         "weak_fit": "weak fit",
     }
     if online:
-        columns["slo_rps"] = "SLO RPS"
+        columns |= {"slo_rps": "online RPS", "slo_range": "seeds", "bound": "bound"}
     dtypes = {c: pl.String for c in columns} | {
         c: pl.Int64 for c in columns if c.endswith("_ns") or c == "rank"
     }
-    base = (j.get("online") or {}).get("slo_rps", {}).get("coupled")
-    caption = "recovered = the reference replay's makespan − the what-if's (negative: it loses time); low/high: its range"
+    on = j.get("online") or {}
+    base = (on.get("slo_rps") or {}).get(on.get("measured_policy", "coupled"))
+    caption = (
+        "offline: recovered = the reference replay's makespan − the what-if's on these batches as they"
+        " arrived (negative: it loses time); low/high: its range"
+    )
     if online and base is not None:
-        caption += f"; SLO RPS beside the measured policy's {rps_text(base)}"
+        caption += (
+            f"; online ({on.get('question', 'served under load')}): SLO RPS median over seeds, their"
+            f" min–max, the capacity bound ({BOUND_LEGEND}), beside the measured policy's {rps_text(base)}"
+        )
     return _rows_view(
         "Advice: what to change, and what it buys",
         columns,

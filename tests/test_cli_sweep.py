@@ -114,18 +114,24 @@ def _batches_store(path, arrival):
 
 
 def test_a_stores_batches_are_a_workload(tmp_path):
-    # 41 requests one second apart: at its own rate (1/s) all 41 arrive in 40 s; at 2/s the
-    # same requests come twice as fast, so 41 of them arrive within 20 s
+    # 41 requests one second apart. Replayed as they are, at 2/s they would be a 20-second burst;
+    # as a steady state (DOMAIN §8) they are resampled: 40 s at 1/s is 40 arrivals, extended to
+    # 2,000 at both rates. Their inter-arrival shape (all gaps 1 s: 40 gaps ≥ 2 per DP group of 8)
+    # is kept, rescaled: at 2/s arrivals are 0.5 s apart, the last at 1,000 s
     store = _batches_store(tmp_path / "s.store", [i * 10**9 for i in range(41)])
     r = run_cli(
         "sweep", "--workload", store, "--duration", "40s", "--rates", "1,2", "--policies", "default", "--json"
     )
     assert r.code == 0, r.stderr
-    curve = {p["rate"]: p["n_requests"] for p in json.loads(r.stdout)["curves"]["default"]}
-    assert curve[1.0] == 41 and curve[2.0] == 41
+    j = json.loads(r.stdout)
+    curve = {p["rate"]: p for p in j["curves"]["default"]}
+    assert curve[1.0]["n_requests"] == 2000 and curve[2.0]["n_requests"] == 2000
+    assert curve[2.0]["arrivals_end_ns"] == 1000 * 10**9 and j["min_arrivals"] == 2000
+    assert "41 requests' lengths resampled, their inter-arrival shape rescaled" in j["workload"]
+    # a store whose requests have no arrival times: their lengths resampled, Poisson arrivals
     bad = _batches_store(tmp_path / "b.store", [0, None])
-    r = run_cli("sweep", "--workload", bad, "--rates", "1", "--policies", "default")
-    assert r.code == 2 and "1 of 2 batch rows have no arrival_ns" in r.stderr
+    r = run_cli("sweep", "--workload", bad, "--rates", "1", "--policies", "default", "--json")
+    assert r.code == 0 and "Poisson arrivals" in json.loads(r.stdout)["workload"]
 
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_traces" / "coupled" / "kineto"

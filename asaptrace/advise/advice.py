@@ -151,11 +151,40 @@ def whatif_line(w: WhatIf) -> str:
     elif w.binding:
         text += f"; the {w.binding} binds"
     if w.online:
-        o = w.online
-        base = rps_text(o.get("measured_slo_rps"), o.get("measured_censored"), prose=True)
-        if o.get("reason"):
-            text += f"; online: not swept ({o['reason']}; {o['measured_policy']} serves {base} requests/s)"
+        text += "; " + online_text(w)
+    return text
+
+
+def online_text(w: WhatIf) -> str:
+    """The online column of a what-if in words: its SLO throughput served under load (median over
+    seeds, range, capacity bound and binding resource) against the measured policy's, and, when
+    offline and online disagree, why."""
+    o = w.online or {}
+    base = rps_text(o.get("measured_slo_rps"), o.get("measured_censored"), prose=True)
+    who = o.get("measured_policy", "coupled")
+    if o.get("reason"):
+        if o.get("measured_slo_rps") is None:
+            return f"online: not served ({o['reason']})"
+        return f"online: not served ({o['reason']}; {who} serves {base} requests/s)"
+    mine = rps_text(o.get("slo_rps"), o.get("censored"), prose=True)
+    text = f"online ({o.get('question', 'served under load, your lengths')}): {mine} requests/s"
+    if o.get("range"):
+        lo, hi = o["range"]
+        text += f" (seeds {rps_text(lo, prose=True)}–{rps_text(hi, prose=True)}"
+        if o.get("bound_rps") is not None:
+            text += f"; bound {rps_text(o['bound_rps'], prose=True)}, the {o['binding']}"
+        text += ")"
+    text += f" against {who}'s {base}"
+    ratio = o.get("ratio")
+    if ratio is not None and w.recovered_ns is not None and (ratio > 1.0) != (w.recovered_ns > 0):
+        if w.recovered_ns < 0:
+            text += (
+                "; offline and online disagree: offline replays these batches as they arrived, with no"
+                " queue to absorb a slower step; under steady load queueing and the binding resource decide"
+            )
         else:
-            mine = rps_text(o.get("slo_rps"), o.get("censored"), prose=True)
-            text += f"; online at the SLO: {mine} requests/s against {o['measured_policy']}'s {base}"
+            text += (
+                "; offline and online disagree: it wins back time on these batches, but under steady"
+                " load its binding resource saturates sooner"
+            )
     return text

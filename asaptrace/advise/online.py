@@ -1,15 +1,19 @@
-"""``advise --online``: the same candidates served online, on a scenario fitted to the store.
+"""``advise --online``: the same candidates served under load, on the store's own workload (DOMAIN.md §8).
 
-The offline advice says "this batch set would finish X s sooner"; this adds "at your SLO this
-serves Y requests/s more". The scenario is the shipped one (DOMAIN.md §6: arrivals, SLO, batch
-formers) with the store's own cost fit (:func:`asaptrace.replay.run.resolve_costs`), its layers,
-its coupled DP × TP, and each what-if's chosen setting (asap's split, the chunk size); requests
-are the store's own (their arrival times rescaled to each rate, their lengths kept) when its
-batches say when they arrived, else Poisson arrivals with the scenario's fitted lengths. The
-measured policy (``coupled``) is swept beside them; afd-pingpong at its chosen m, on asap's split;
-a what-if with no online batch former (a user's replay-only policy) says so. A disaggregated
-store's measured policy is asap at its measured split with its own mechanisms (dual batch as it
-ran, no long-prompt rule), swept on the same request stream as the what-ifs in a second sweep.
+The offline advice says "these batches, as they arrived, would finish X s sooner"; this adds "served
+under load, your lengths, this serves Y requests/s at your SLO". It is a steady-state answer: the
+store's request lengths (new tokens and prefix) are resampled with the seed into Poisson arrivals
+(or the store's own inter-arrival shape, rescaled), each rate's run lasts the scenario's duration
+and at least :data:`MIN_ARRIVALS` arrivals, every arrival is drained and counted, a rate whose
+backlog outgrows one SLO interval's drain is not compliant, and the answer is the median over
+:data:`SEEDS` seeds with its range, beside each policy's capacity bound (the binding resource named).
+
+Costs are the store's fit (:func:`asaptrace.replay.run.resolve_costs`); the layers and the coupled
+D × T are the store's. Each what-if is served as the very policy object the offline replay ran
+(its split, its chunk, its m: ``policy_of(w.policy, w.params)``), so what ``replay --policy asap
+--attention 5x4 --experts 12`` replays is what is served. The measured policy is ``coupled`` on a
+coupled store; on a disaggregated store, asap at its measured split with its measured dual batch and
+no long-prompt rule. A what-if without an online former (a user's replay-only policy) says so.
 """
 
 from __future__ import annotations
@@ -18,19 +22,21 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from asaptrace.advise.advice import Advice, WhatIf, whatif_line
-from asaptrace.errors import UsageError
+from asaptrace.advise.advice import Advice, whatif_line
 from asaptrace.replay.costs import CostFit, CostModel
 from asaptrace.replay.measured import MeasuredWork
+from asaptrace.replay.policies import Policy, policy_of
 from asaptrace.replay.run import resolve_costs
 from asaptrace.replay.scenario import load_scenario
-from asaptrace.replay.serving import policy_names
 from asaptrace.replay.sweep import SweepOptions, run_sweep
 
-#: simulated seconds of arrivals per rate (the paper's 300 s is `asaptrace sweep`'s default; the
-#: advice trades that for seconds of wall time, and a noisier SLO rate)
+#: simulated seconds of arrivals per rate (each rate's run is extended to MIN_ARRIVALS)
 DURATION_S = 60.0
-MEASURED = "coupled"
+#: at least this many arrivals at every rate swept, the reported one included (DOMAIN §8)
+MIN_ARRIVALS = 2000
+#: the SLO throughput is the median over this many seeds, with its range
+SEEDS = 5
+QUESTION = "served under load, your lengths"
 
 
 def advise_online(
@@ -40,106 +46,128 @@ def advise_online(
     costs: CostModel | CostFit | str | None = None,
     scenario: str = "asap-paper",
     duration_s: float = DURATION_S,
+    seeds: int = SEEDS,
     progress: Callable[[str], None] | None = None,
 ) -> Advice:
-    """``advice`` with each applying what-if's SLO throughput beside the measured policy's."""
+    """``advice`` with each applying what-if's SLO throughput (median, range, bound) beside the
+    measured policy's; one line per what-if saying why when none can be served."""
+    why = _why_not(wl, advice)
+    if why:
+        return _not_run(advice, why)
     fit = resolve_costs(wl, costs)
-    by = {w.name: w for w in advice.ranked}
     knobs: dict[str, Any] = {"layers": wl.layers, "duration_s": duration_s}
-    measured, measured_label, measured_knobs = MEASURED, MEASURED, {}
     if wl.deployment == "coupled":
         knobs |= {"default_dp": wl.n_groups, "default_tp": wl.tp}
+        measured: Policy = policy_of("coupled")
+        measured_label = "coupled"
     else:  # the measured runtime: its split, its dual batch or not, no long-prompt rule
-        knobs["asap_alone_tokens"] = 1 << 40
-        measured = "asap" if wl.micro_batches > 1 else "asap-no-dual-batch"
-        measured_knobs = {"asap_dp": wl.n_groups, "asap_tp": wl.tp, "asap_experts": wl.expert_ranks}
+        measured = policy_of(
+            "asap",
+            {
+                "attention": f"{wl.n_groups}x{wl.tp}",
+                "experts": wl.expert_ranks,
+                "dual_batch": wl.micro_batches > 1,
+                "long_tokens": 1 << 40,
+            },
+        )
         measured_label = f"asap at {wl.n_groups}×{wl.tp} + {wl.expert_ranks} as measured"
-    split = by.get("asap") or by.get("afd-pingpong")
-    if split is not None:  # one scenario holds one disaggregated split: asap's (else afd-pingpong's)
-        d, t = (int(x) for x in str(split.params["attention"]).split("x"))
-        knobs |= {"asap_dp": d, "asap_tp": t, "asap_experts": int(split.params["experts"])}
-    if "chunked" in by:
-        knobs["chunk_tokens"] = by["chunked"].params["chunk_tokens"]
-    base_sc = load_scenario(scenario).with_costs(fit.model, fit.quality, origin=wl.source)
-    spec = {w.name: _spec(w, measured) for w in advice.ranked if _spec(w, measured) in policy_names()}
-    workload, source = _requests(advice.store)
-    if wl.deployment == "coupled":
-        res, source = _sweep(
-            base_sc.with_knobs(knobs),
-            (MEASURED, *(v for v in spec.values() if v != MEASURED)),
-            workload,
-            source,
-            progress,
-        )
-        ref = res
-    else:  # two sweeps on the same request stream: the measured split, then the what-ifs' split
-        ref, source = _sweep(
-            base_sc.with_knobs(knobs | measured_knobs), (measured,), workload, source, progress
-        )
-        res, source = _sweep(
-            base_sc.with_knobs(knobs), tuple(dict.fromkeys(spec.values())), workload, source, progress
-        )
-    base, base_c = ref["slo_rps"][measured], ref["slo_censored"][measured]
-    same = ref is res
+    sc = load_scenario(scenario).with_costs(fit.model, fit.quality, origin=wl.source).with_knobs(knobs)
+    configured: dict[str, Policy] = {measured_label: measured}
+    no_former: dict[str, str] = {}
+    for w in advice.ranked:
+        pol = policy_of(w.policy, w.params)
+        if pol.online():
+            configured[w.name] = pol
+        else:
+            no_former[w.name] = f"{w.policy} has no online batch former"
+    workload = advice.store or None
+    opt = SweepOptions(
+        policies=tuple(configured),
+        workload=workload,
+        min_arrivals=MIN_ARRIVALS,
+        seeds=tuple(sc.seed + k for k in range(max(seeds, 1))),
+        configured=tuple(configured.items()),
+    )
+    res = run_sweep(sc, opt, progress=progress)
+    base = res["slo_rps"][measured_label]
     whatifs = []
     for w in advice.whatifs:
         if w.applies:
-            online: dict[str, Any] = {
-                "measured_policy": measured_label,
+            online = _column(res, measured_label) | {
                 "measured_slo_rps": base,
-                "measured_censored": base_c,
+                "measured_range": res["slo_range"].get(measured_label),
+                "measured_censored": res["slo_censored"][measured_label],
             }
-            if w.name in spec:
-                v = spec[w.name]
-                ratio = None if not base or res["slo_rps"][v] is None else round(res["slo_rps"][v] / base, 4)
-                online |= {"slo_rps": res["slo_rps"][v], "censored": res["slo_censored"][v], "ratio": ratio}
+            if w.name in configured:
+                mine = res["slo_rps"][w.name]
+                ratio = None if not base or mine is None else round(mine / base, 4)
+                online |= _column(res, w.name) | {"ratio": ratio}
             else:
-                online |= {"slo_rps": None, "reason": f"{w.policy} has no online batch former"}
+                online |= {"slo_rps": None, "reason": no_former[w.name]}
             w = replace(w, online=online)
             w = replace(w, line=whatif_line(w))
         whatifs.append(w)
     block = {
         "status": "run",
+        "question": QUESTION,
         "scenario": res["scenario"],
-        "requests": source,
+        "requests": res["workload"],
         "slo_ttft_ns": res["slo_ttft_ns"],
         "duration_ns": res["duration_ns"],
+        "min_arrivals": MIN_ARRIVALS,
+        "seeds": res["seeds"],
         "costs_from": res["costs_from"],
         "measured_policy": measured_label,
-        "slo_rps": {measured_label: base}
-        | {k: v for k, v in res["slo_rps"].items() if k != MEASURED or wl.deployment != "coupled"},
-        "slo_censored": {measured_label: base_c}
-        | {k: v for k, v in res["slo_censored"].items() if k != MEASURED or wl.deployment != "coupled"},
-        "reading": res["reading"] if same else f"{ref['reading']} {res['reading']}",
+        "slo_rps": dict(res["slo_rps"]),
+        "slo_range": dict(res["slo_range"]),
+        "slo_censored": dict(res["slo_censored"]),
+        "capacity": dict(res["capacity"]),
+        "arrivals": {p: _arrivals_at(res, p) for p in res["policies"]},
+        "reading": res["reading"],
     }
     return replace(advice, whatifs=whatifs, online=block)
 
 
-def _sweep(
-    sc: Any, policies: tuple[str, ...], workload: str | None, source: str, progress: Any
-) -> tuple[Any, str]:
-    """One SLO sweep on the store's requests (Poisson with the scenario's lengths when the store's
-    batches record no arrival times); returns the result and what the requests were."""
-    opt = SweepOptions(policies=policies, workload=workload)
-    try:
-        return run_sweep(sc, opt, progress=progress), source
-    except UsageError:
-        if workload is None:
-            raise
-        why = "Poisson arrivals, the scenario's fitted lengths (the store's requests have no arrival times)"
-        return run_sweep(sc, replace(opt, workload=None), progress=progress), why
+def _column(res: Any, label: str) -> dict[str, Any]:
+    """One policy's online numbers: median SLO rate, range over seeds, bound and binding resource."""
+    cap = res["capacity"].get(label) or {}
+    return {
+        "measured_policy": res["policies"][0],
+        "question": QUESTION,
+        "slo_rps": res["slo_rps"][label],
+        "range": res["slo_range"].get(label),
+        "censored": res["slo_censored"][label],
+        "bound_rps": cap.get("bound_rps"),
+        "binding": cap.get("binding"),
+        "arrivals": _arrivals_at(res, label),
+    }
 
 
-def _spec(w: WhatIf, measured: str) -> str:
-    """The sweep's name of a what-if at its chosen setting (afd-pingpong at its m; a disaggregated
-    store's asap with its measured mechanisms)."""
-    if w.name == "afd-pingpong":
-        return f"afd-pingpong-m{w.params['m']}"
-    return measured if w.name == "asap" and measured.startswith("asap") else w.name
+def _arrivals_at(res: Any, label: str) -> dict[str, Any] | None:
+    """How many arrivals the point nearest the reported SLO rate had, and whether it was stable."""
+    rate = res["slo_rps"].get(label)
+    pts = res["curves"].get(label) or []
+    if rate is None or not pts:
+        return None
+    near = min(pts, key=lambda p: abs(p["rate"] - rate))
+    return {"rate": near["rate"], "n_requests": near["n_requests"], "stable": near.get("stable")}
 
 
-def _requests(store: str) -> tuple[str | None, str]:
-    """The store itself as the request trace (its batches' arrival times and lengths)."""
-    if not store:
-        return None, "Poisson arrivals, the scenario's fitted lengths"
-    return store, f"the store's own requests ({store}), arrival times rescaled to each rate"
+def _why_not(wl: MeasuredWork, advice: Advice) -> str:
+    """Why no what-if of this store can be served online ("" when they can)."""
+    if wl.layers < 1:
+        return "the store has no MoE layers: no expert work to serve online"
+    if not advice.ranked:
+        return "no what-if applies to this store"
+    return ""
+
+
+def _not_run(advice: Advice, why: str) -> Advice:
+    """Every what-if says in one line why it was not served; the block says why none was."""
+    whatifs = []
+    for w in advice.whatifs:
+        if w.applies:
+            w = replace(w, online={"slo_rps": None, "reason": why, "measured_policy": "coupled"})
+            w = replace(w, line=whatif_line(w))
+        whatifs.append(w)
+    return replace(advice, whatifs=whatifs, online={"status": "not run", "reason": why, "question": QUESTION})

@@ -52,6 +52,12 @@ def sweep(
     seed: Annotated[
         int | None, typer.Option(help="Seed of the one arrival stream shared by every rate.")
     ] = None,
+    seeds: Annotated[
+        int,
+        typer.Option(
+            "--seeds", min=1, help="Search the SLO rate on N seeds from --seed: the median, with the range."
+        ),
+    ] = 1,
     set_: Annotated[
         list[str],
         typer.Option("--set", help="Override one knob, KNOB=VALUE (repeatable; see docs/sweep.md)."),
@@ -61,7 +67,10 @@ def sweep(
         typer.Option(help="Cost model TOML (as written by replay) replacing the scenario's costs."),
     ] = None,
     workload: Annotated[
-        Path | None, typer.Option(help="Mooncake JSONL or Azure CSV request trace, rescaled to each rate.")
+        Path | None,
+        typer.Option(
+            help="A store, Mooncake JSONL or Azure CSV: requests rescaled to each rate, resampled when too few (≥ 2,000 arrivals per rate)."
+        ),
     ] = None,
     lengths: Annotated[
         str, typer.Option(help="Poisson lengths: fit (the scenario's log-logistic) or a synth profile.")
@@ -126,6 +135,7 @@ def sweep(
             out=output,
             executor=executor,
             ray_address=ray_address,
+            seeds=seeds,
         )
     for line in res.get("cost_warnings", []):
         err.print(f"[bold yellow]warning:[/] {escape(line)}", soft_wrap=True)

@@ -28,10 +28,12 @@ import numpy as np
 
 from asaptrace.errors import RegistryError, UsageError
 from asaptrace.ingest.executors import map_ordered, resolve_executor, session
-from asaptrace.replay.arrivals import make_stream
+from asaptrace.replay.arrivals import ArrivalStream, make_stream
+from asaptrace.replay.capacity import binding
 from asaptrace.replay.costs import CostModel, fit_warnings
+from asaptrace.replay.policies import Policy
 from asaptrace.replay.scenario import COST_KNOBS, POLICY_ALIASES, Scenario
-from asaptrace.replay.serving import ServingResult, policy_names, serving_policy, simulate
+from asaptrace.replay.serving import ServingResult, policy_names, serving_policy, simulate, spec_on
 from asaptrace.replay.sweep_result import SweepResult, headline_policy
 from asaptrace.units import rps_text
 
@@ -41,6 +43,9 @@ AUTO_RATES = tuple(0.5 * 2**k for k in range(12))
 
 Progress = Callable[[str], None]
 
+
+#: a user's workload (a store, a trace) is served for at least this many arrivals per rate (DOMAIN §8)
+MIN_ARRIVALS = 2000
 
 #: what ``asaptrace sweep`` compares unless told: the first is the ratios' baseline
 DEFAULT_POLICIES = ("coupled", "chunked", "asap")
@@ -59,9 +64,21 @@ class SweepOptions:
     lengths: str = "fit"  # "fit" (the scenario's log-logistic) or a synth length profile
     executor: str = "local"  # local (this machine, ``jobs``) or ray: one task per point
     ray_address: str | None = None  # ray: the cluster (default: a local instance of ``jobs`` CPUs)
+    #: each rate's run extended past the duration to at least this many arrivals (DOMAIN §8: 2,000
+    #: for a workload of the user's; 0: the scenario's fixed duration, as the paper's)
+    min_arrivals: int = 0
+    #: the seeds the SLO search runs on (None: the scenario's one seed); the answer is their median
+    seeds: tuple[int, ...] | None = None
+    #: configured policy objects by label (advise: each what-if at its setting); a label not here
+    #: is a spec of the registry (``asap``, ``afd-pingpong-m4``)
+    configured: tuple[tuple[str, Policy], ...] = ()
 
     def __post_init__(self) -> None:
+        given = dict(self.configured)
         for p in self.policies:
+            if p in given:
+                serving_policy(given[p])
+                continue
             try:
                 serving_policy(p)
             except RegistryError:
@@ -70,6 +87,8 @@ class SweepOptions:
             raise UsageError("no policies to sweep")
         if self.rates is not None and (not self.rates or min(self.rates) <= 0):
             raise UsageError("rates must be positive")
+        if self.seeds is not None and not self.seeds:
+            raise UsageError("--seeds needs at least one seed")
 
 
 # ---------------------------------------------------------------------------------------- points
@@ -127,11 +146,49 @@ def point_stats(res: ServingResult, rate: float, seq_len: np.ndarray) -> dict[st
     return row
 
 
+def configured_policy(label: str, sc: Scenario, opt: SweepOptions) -> Policy:
+    """The policy object a label serves: a configured one, or the registry's spec (``chunked``
+    named by a sweep takes the scenario's ``chunk_tokens`` knob as its budget, ``asap`` its
+    ``asap_alone_tokens`` as its long-prompt rule)."""
+    given = dict(opt.configured)
+    if label in given:
+        return given[label]
+    return spec_on(label, sc)
+
+
+def capacity_of(label: str, sc: Scenario, opt: SweepOptions) -> dict[str, Any] | None:
+    """A policy's capacity bounds on the stream's lengths: per resource, the binding one, and
+    the tokens per second it drains (None: the policy does not say)."""
+    new, prefix = _stream(sc, opt).lengths()
+    bounds = configured_policy(label, sc, opt).capacity(sc, new, prefix)
+    if not bounds:
+        return None
+    name, rate = binding(bounds)
+    return {
+        "bound_rps": round(rate, 4),
+        "binding": name,
+        "resources": {k: round(v, 4) for k, v in bounds.items()},
+        "mean_new_tokens": round(float(new.mean()), 1),
+    }
+
+
 def evaluate(policy: str, rate: float, sc: Scenario, opt: SweepOptions) -> dict[str, Any]:
-    """Simulate ``policy`` at ``rate`` on the scenario's stream; one curve point."""
-    reqs = _stream(sc, opt).at_rate(rate, sc.duration_s)
-    res = simulate(policy, reqs, sc)
-    return point_stats(res, rate, reqs.seq_len)
+    """Simulate ``policy`` at ``rate`` on the scenario's stream; one curve point, with its
+    stability (DOMAIN §8): the new tokens queued (arrived, not started) when arrivals end, against
+    what the policy drains in one SLO interval at its capacity bound."""
+    reqs = _stream(sc, opt).at_rate(rate, sc.duration_s, opt.min_arrivals)
+    res = simulate(configured_policy(policy, sc, opt), reqs, sc)
+    row = point_stats(res, rate, reqs.seq_len)
+    cap = capacity_of(policy, sc, opt)
+    if len(reqs):
+        end = int(reqs.arrival_ns[-1])
+        backlog = int(res.new_tokens[res.start_ns > end].sum())
+        row["arrivals_end_ns"] = end
+        row["backlog_tokens"] = backlog
+        if cap is not None:
+            drain = cap["bound_rps"] * cap["mean_new_tokens"] * sc.slo_ttft_s
+            row["stable"] = backlog <= drain
+    return row
 
 
 def _evaluate_job(args: tuple[str, float, Scenario, SweepOptions]) -> dict[str, Any]:
@@ -167,8 +224,11 @@ class _Runner:
                 self.progress(f"{p} @ {r:g}/s")
 
     def mean(self, policy: str, rate: float) -> float:
-        m = self.points[(policy, rate)]["mean_ttft_ns"]
-        return float("inf") if m is None else float(m)
+        """The point's mean TTFT; infinite when it is not stable (its backlog at the end of arrivals
+        more than one SLO interval's drain: not SLO-compliant whatever its mean, DOMAIN §8)."""
+        pt = self.points[(policy, rate)]
+        m = pt["mean_ttft_ns"]
+        return float("inf") if m is None or pt.get("stable") is False else float(m)
 
 
 # ----------------------------------------------------------------------------------- SLO search
@@ -221,6 +281,9 @@ def _grid(runner: _Runner, slo_ns: float) -> dict[str, list[float]]:
         rates = sorted(set(opt.rates))
         runner.run((p, r) for p in opt.policies for r in rates)
         return {p: rates for p in opt.policies}
+    bounds = {p: capacity_of(p, runner.sc, opt) for p in opt.policies}
+    if opt.min_arrivals and all(b is not None for b in bounds.values()):
+        return _bound_grid(runner, slo_ns, {p: b["bound_rps"] for p, b in bounds.items()})  # type: ignore[index]
     grid: dict[str, list[float]] = {p: [] for p in opt.policies}
     live = list(opt.policies)
     for rate in AUTO_RATES:
@@ -234,8 +297,40 @@ def _grid(runner: _Runner, slo_ns: float) -> dict[str, list[float]]:
     return grid
 
 
+#: a steady-state search's grid, as fractions of each policy's capacity bound (the SLO rate lies
+#: below the bound, so the search starts there; halved further down while the lowest misses)
+BOUND_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25)
+
+
+def _bound_grid(runner: _Runner, slo_ns: float, bound: dict[str, float]) -> dict[str, list[float]]:
+    """Rates at fractions of each policy's bound until one misses the SLO; below the first
+    fraction, halvings (to 1/64 of the bound) while even the lowest misses."""
+    grid: dict[str, list[float]] = {p: [] for p in bound}
+    live = list(bound)
+    for f in BOUND_FRACTIONS:
+        if not live:
+            break
+        runner.run((p, round(bound[p] * f, 4)) for p in live)
+        for p in list(live):
+            r = round(bound[p] * f, 4)
+            grid[p].append(r)
+            if runner.mean(p, r) > slo_ns:
+                live.remove(p)
+    low = [p for p in bound if runner.mean(p, grid[p][0]) > slo_ns]
+    f = BOUND_FRACTIONS[0]
+    while low and f > 1 / 64:
+        f /= 2
+        runner.run((p, round(bound[p] * f, 4)) for p in low)
+        for p in list(low):
+            r = round(bound[p] * f, 4)
+            grid[p].insert(0, r)
+            if runner.mean(p, r) <= slo_ns:
+                low.remove(p)
+    return grid
+
+
 def search_slo(
-    sc: Scenario, opt: SweepOptions, *, progress: Progress | None = None
+    sc: Scenario, opt: SweepOptions, *, progress: Progress | None = None, reference: bool = True
 ) -> tuple[dict[str, Any], _Runner]:
     """Grid + bisection for every policy; returns {policy: {slo_rps, censored}} and the points."""
     runner = _Runner(sc, opt, progress)
@@ -243,7 +338,8 @@ def search_slo(
         slo_ns = sc.slo_ttft_s * 1e9
         grid = _grid(runner, slo_ns)
         _search(runner, opt.policies, grid, slo_ns)
-        runner.run(((p, 1.0) for p in opt.policies), kind="reference")
+        if reference:
+            runner.run(((p, 1.0) for p in opt.policies), kind="reference")
         out = {}
         for p in opt.policies:
             curve = [(r, runner.mean(q, r)) for (q, r) in runner.points if q == p]
@@ -256,8 +352,21 @@ def search_slo(
 
 # ---------------------------------------------------------------------------------------- sweep
 def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = None) -> SweepResult:
-    """The whole sweep (docs/sweep.md; its JSON: :meth:`SweepResult.to_json`)."""
-    slo, runner = search_slo(sc, opt, progress=progress)
+    """The whole sweep (docs/sweep.md; its JSON: :meth:`SweepResult.to_json`): the SLO search on
+    every seed (the answer is the median; curves and decomposition are the first seed's), each
+    policy's capacity bound beside it."""
+    seeds = list(opt.seeds or (sc.seed,))
+    by_seed: list[dict[str, Any]] = []
+    first = sc if seeds[0] == sc.seed else sc.with_knobs({"seed": seeds[0]})
+    runner = None
+    for seed in seeds:
+        sck = first if seed == seeds[0] else sc.with_knobs({"seed": seed})
+        slo_k, runner_k = search_slo(sck, opt, progress=progress, reference=runner is None)
+        by_seed.append(slo_k)
+        runner = runner if runner is not None else runner_k
+    assert runner is not None
+    capacity = {p: capacity_of(p, first, opt) for p in opt.policies}
+    slo, capped, ranges, per = _median_over_seeds(by_seed, opt.policies, capacity)
     runner.run(((p, opt.decomposition_rate) for p in opt.policies), kind="reference")
     curves = {
         p: [
@@ -277,7 +386,7 @@ def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = No
         "policies": list(opt.policies),
         "slo_ttft_ns": int(sc.slo_ttft_s * 1e9),
         "duration_ns": int(sc.duration_s * 1e9),
-        "workload": opt.workload or f"poisson, lengths {opt.lengths}",
+        "workload": _workload_text(first, opt),
         "slo_rps": {p: slo[p]["slo_rps"] for p in opt.policies},
         "slo_censored": {p: slo[p]["censored"] for p in opt.policies},
         "ratios": {p: slo_ratio(slo[p], slo[opt.policies[0]]) for p in opt.policies},
@@ -292,8 +401,64 @@ def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = No
         "cost_fit": sc.cost_fit,
         "cost_set": dict(sc.cost_set),
         "cost_warnings": fit_warnings(sc.cost_fit),
+        "question": question_of(sc, opt),
+        "capacity": {p: c for p, c in capacity.items() if c is not None},
+        "seeds": seeds,
+        "slo_by_seed": per,
+        "slo_range": ranges,
+        "slo_capped": capped,
+        "min_arrivals": opt.min_arrivals,
     }
     return SweepResult(**result, reading=reading(result))
+
+
+def _workload_text(sc: Scenario, opt: SweepOptions) -> str:
+    """What the requests were: Poisson with which lengths, a trace, or a store's requests resampled."""
+    if opt.workload is None:
+        return f"poisson, lengths {opt.lengths}"
+    stream = _stream(sc, opt)
+    if isinstance(stream, ArrivalStream):
+        return stream.source
+    return f"{opt.workload} (rescaled to each rate; resampled at a rate it is too short for)"
+
+
+def question_of(sc: Scenario, opt: SweepOptions) -> str:
+    """The question a sweep answers, in the words every face prints beside its numbers."""
+    if opt.workload is not None and Path(opt.workload).is_dir():
+        return "served under load, your lengths"
+    if opt.workload is not None:
+        return f"served under load, the requests of {Path(opt.workload).name}"
+    if sc.name == "asap-paper" and opt.lengths == "fit":
+        return "the paper's scenario"
+    return f"scenario {sc.name}, lengths {opt.lengths}"
+
+
+def _median_over_seeds(
+    by_seed: list[dict[str, Any]], policies: tuple[str, ...], capacity: dict[str, Any]
+) -> tuple[dict[str, Any], list[str], dict[str, Any], dict[str, Any]]:
+    """Per policy: the median SLO rate over seeds (a seed that met the SLO at no rate counts 0),
+    censored when any seed was, capped at the capacity bound (named when it had to be); the
+    [min, max] over seeds and each seed's rate."""
+    slo: dict[str, Any] = {}
+    capped: list[str] = []
+    ranges: dict[str, Any] = {}
+    per: dict[str, Any] = {}
+    for p in policies:
+        vals = [r[p]["slo_rps"] for r in by_seed]
+        per[p] = vals
+        if all(v is None for v in vals):
+            slo[p] = {"slo_rps": None, "censored": False}
+            ranges[p] = None
+            continue
+        x = [0.0 if v is None else float(v) for v in vals]
+        med = float(np.median(x))
+        bound = (capacity.get(p) or {}).get("bound_rps")
+        if bound is not None and med > bound:
+            med = float(bound)
+            capped.append(p)
+        slo[p] = {"slo_rps": round(med, 4), "censored": any(r[p]["censored"] for r in by_seed)}
+        ranges[p] = [round(min(x), 4), round(max(x), 4)]
+    return slo, capped, ranges, per
 
 
 def _paper_for(paper: dict[str, Any], policies: tuple[str, ...]) -> dict[str, Any]:

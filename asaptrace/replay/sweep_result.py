@@ -22,7 +22,9 @@ from asaptrace.units import rps_text
 from asaptrace.userfiles import write_atomic
 
 #: 2: costs_from, cost_fit, cost_set, cost_warnings (a file of version 1 is read, those unknown)
-SCHEMA_VERSION = 2
+#: 3: question, capacity, slo_median/slo_range/slo_by_seed, seeds, min_arrivals, slo_capped;
+#: per point n_requests (arrivals), backlog_tokens, stable (files of versions 1–2 are read)
+SCHEMA_VERSION = 3
 #: the keys a file must have to be read as a sweep result
 REQUIRED = ("schema_version", "policies", "curves", "slo_rps", "slo_ttft_ns")
 _SHAPES = {"policies": list, "curves": dict, "slo_rps": dict, "slo_ttft_ns": (int, float)}
@@ -67,6 +69,18 @@ class SweepResult(HtmlRepr, Mapping[str, Any]):
     cost_set: dict[str, Any] = field(default_factory=dict)
     cost_warnings: list[str] = field(default_factory=list)
     reading: str = ""
+    #: the question it answers: "the paper's scenario", "served under load, your lengths", …
+    question: str = ""
+    #: per policy its capacity bounds: bound_rps, binding resource, per resource (DOMAIN §8)
+    capacity: dict[str, Any] = field(default_factory=dict)
+    #: the seeds searched; per policy the SLO rate of each, their [min, max]; slo_rps is the median
+    seeds: list[int] = field(default_factory=list)
+    slo_by_seed: dict[str, list[float | None]] = field(default_factory=dict)
+    slo_range: dict[str, list[float] | None] = field(default_factory=dict)
+    #: policies whose search landed above their capacity bound (reported at the bound: a bug to report)
+    slo_capped: list[str] = field(default_factory=list)
+    #: each rate's run extended to at least this many arrivals (0: the scenario's fixed duration)
+    min_arrivals: int = 0
     calibration: dict[str, Any] | None = None
     vary: list[dict[str, Any]] = field(default_factory=list)
     tornado: list[dict[str, Any]] = field(default_factory=list)
@@ -111,9 +125,9 @@ class SweepResult(HtmlRepr, Mapping[str, Any]):
         wrong = [k for k, t in _SHAPES.items() if not isinstance(data[k], t)]
         if wrong:
             raise UsageError(f"is not a sweep results JSON ({', '.join(wrong)} of the wrong type)", path=path)
-        if data["schema_version"] not in (1, SCHEMA_VERSION):
+        if data["schema_version"] not in (1, 2, SCHEMA_VERSION):
             raise UsageError(
-                f"sweep results schema_version {data['schema_version']!r} (expects 1 or {SCHEMA_VERSION})",
+                f"sweep results schema_version {data['schema_version']!r} (expects 1 to {SCHEMA_VERSION})",
                 path=path,
             )
         known = {k: data[k] for k in _NAMES if k in data}

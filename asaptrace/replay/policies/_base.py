@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import polars as pl
 
+from asaptrace.replay.capacity import coupled_bounds, disaggregated_bounds
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import ChainTimes, chain_from_costs, run_chain
 from asaptrace.replay.measured import MeasuredWork, StepChain
@@ -128,6 +129,12 @@ class Policy:
         deployment for this policy's family (DOMAIN.md §6). Not overridden: replay-only."""
         raise NotImplementedError
 
+    def capacity(self, scenario: Scenario, new: np.ndarray, prefix: np.ndarray) -> dict[str, float] | None:
+        """Online: the highest rate each resource of this policy's deployment can sustain on a
+        workload of these request lengths (:mod:`asaptrace.replay.capacity`); None: not known (a
+        user policy that does not say), and its SLO throughput is then printed without a bound."""
+        return None
+
     @classmethod
     def online(cls) -> bool:
         """Whether the policy has an online batch former (the sweep can run it)."""
@@ -166,6 +173,29 @@ class Policy:
 class LockstepPolicy(Policy):
     family: ClassVar[str] = "lockstep"
     k_s: float = 1.0
+
+    def online_scenario(self, scenario: Scenario) -> Scenario:
+        """The scenario with this policy's own settings over it: its collective factor ``k_s``
+        multiplies the scenario's (as it multiplies the measured collectives offline)."""
+        if self.k_s == 1.0:
+            return scenario
+        return scenario.with_knobs({"coupled_k_s": scenario.coupled_k_s * self.k_s})
+
+    def capacity(self, scenario: Scenario, new: np.ndarray, prefix: np.ndarray) -> dict[str, float] | None:
+        """Lockstep steps on the scenario's coupled D×T (EP over all dies): a step holds at most its
+        token cap, or one longer prompt (:func:`~asaptrace.replay.capacity.coupled_bounds`)."""
+        sc = self.online_scenario(scenario)
+        cap = max(min(sc.default_step_tokens, sc.default_dp * sc.default_group_tokens), int(np.max(new)))
+        return coupled_bounds(
+            sc.costs,
+            new,
+            prefix,
+            layers=sc.layers,
+            groups=sc.default_dp,
+            tp=sc.default_tp,
+            max_step_tokens=cap,
+            overlap=sc.default_micro_batch_overlap,
+        )
 
     def step_chains(self, wl: MeasuredWork, step: int, costs: CostModel) -> list[StepChain]:
         """The hook: the chain(s) measured step ``step`` replays as (default: the measured one)."""
@@ -364,6 +394,46 @@ class PipelinedPolicy(Policy):
 
     def live_experts(self, dep: Deployment) -> int:
         return dep.experts - 1 if self.expert_failure else dep.experts
+
+    def online_scenario(self, scenario: Scenario) -> Scenario:
+        """The scenario's disaggregated deployment with this policy's own settings over it: its
+        ``attention`` D×T and ``experts`` when given (what ``replay --attention 5x4 --experts 12``
+        replays is what is served), one expert die fewer with ``expert_failure``, its long-prompt
+        rule (``long_tokens``)."""
+        from asaptrace.errors import UsageError
+
+        changes: dict[str, Any] = {}
+        if self.attention is not None:
+            d, t = parse_attention(self.attention)
+            changes |= {"asap_dp": d, "asap_tp": t}
+        experts = self.experts if self.experts is not None else scenario.asap_experts
+        if self.expert_failure:
+            if experts < 2:
+                raise UsageError("expert_failure needs at least two expert dies (asap_experts)")
+            experts -= 1
+        if experts != scenario.asap_experts:
+            changes["asap_experts"] = experts
+        if self.long_tokens != scenario.asap_alone_tokens:
+            changes["asap_alone_tokens"] = self.long_tokens
+        return scenario.with_knobs(changes) if changes else scenario
+
+    def capacity(self, scenario: Scenario, new: np.ndarray, prefix: np.ndarray) -> dict[str, float] | None:
+        """Attention groups and the pool of the served deployment (items of at most a batch's cap)."""
+        sc = self.online_scenario(scenario)
+        return disaggregated_bounds(
+            sc.costs,
+            new,
+            prefix,
+            layers=sc.layers,
+            groups=sc.asap_dp,
+            tp=sc.asap_tp,
+            experts=sc.asap_experts,
+            max_item_tokens=self.max_item_tokens(sc),
+        )
+
+    def max_item_tokens(self, scenario: Scenario) -> int:
+        """The most new tokens the online former puts in one pool item (asap: its batch cap)."""
+        return scenario.asap_max_batch_tokens
 
 
 def _makespan(trace: PipelineTrace, ready: dict[int, int]) -> int:

@@ -71,11 +71,12 @@ class AfdPingpong(PipelinedPolicy):
         ping-pong with the FFN pool on the scenario's D×T + E (:mod:`asaptrace.replay._serving_afd`)."""
         if self.m < 1:
             raise UsageError(f"--m must be at least 1, not {self.m}")
-        if self.expert_failure:
-            if scenario.asap_experts < 2:
-                raise UsageError("expert_failure needs at least two expert dies (asap_experts)")
-            scenario = scenario.with_knobs({"asap_experts": scenario.asap_experts - 1})
+        scenario = self.online_scenario(scenario)
         return simulate_afd(requests, scenario, m=self.m, name=self.name)
+
+    def max_item_tokens(self, scenario: Scenario) -> int:
+        """A micro-batch holds at most a step's tokens (or one longer prompt)."""
+        return scenario.default_step_tokens
 
     def slots(self) -> int:
         return self.m

@@ -81,13 +81,11 @@ class Asap(PipelinedPolicy):
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
         """Online: batches cut from arrivals (:mod:`asaptrace.replay._serving_asap`) on the
-        scenario's D×T + E, with this policy's mechanisms; ``expert_failure``: E − 1 expert dies."""
+        scenario's D×T + E (this policy's ``attention`` and ``experts`` when given), with this policy's
+        mechanisms; ``expert_failure``: E − 1 expert dies."""
         if not self.asynchronous:
             raise UsageError("asap online runs asynchronously (asynchronous=false is an offline step)")
-        if self.expert_failure:
-            if scenario.asap_experts < 2:
-                raise UsageError("expert_failure needs at least two expert dies (asap_experts)")
-            scenario = scenario.with_knobs({"asap_experts": scenario.asap_experts - 1})
+        scenario = self.online_scenario(scenario)
         mech = Mechanisms(dual_batch=self.dual_batch, overlap=self.overlap, super_kernel=self.super_kernel)
         return simulate_asap(requests, scenario, mech=mech, name=self.name)
 

@@ -39,7 +39,7 @@ class Balanced(LockstepPolicy):
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
         """Online: coupled steps, the heaviest attention first onto the least-loaded group."""
-        return simulate_balanced(requests, scenario)
+        return simulate_balanced(requests, self.online_scenario(scenario))
 
     def step_chains(self, wl: MeasuredWork, step: int, costs: CostModel) -> list[StepChain]:
         chain = scale_transfers(super().step_chains(wl, step, costs)[0], self.k_s)

@@ -24,6 +24,7 @@ import polars as pl
 
 from asaptrace.errors import UsageError
 from asaptrace.replay._serving_lockstep import simulate_chunked
+from asaptrace.replay.capacity import coupled_bounds
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import chain_from_costs
 from asaptrace.replay.measured import MeasuredWork, StepChain
@@ -60,9 +61,30 @@ class Chunked(LockstepPolicy):
         return None if wl.batches.height else NO_COMPOSITION
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
-        """Online: coupled sub-steps of at most the scenario's ``chunk_tokens`` per group (its knob,
-        like every online deployment setting)."""
-        return simulate_chunked(requests, scenario)
+        """Online: coupled sub-steps of at most this policy's ``chunk_tokens`` per group."""
+        return simulate_chunked(requests, self.online_scenario(scenario))
+
+    def online_scenario(self, scenario: Scenario) -> Scenario:
+        """Its k_s as coupled's, and its own chunk budget (the scenario's ``chunk_tokens`` knob is
+        only what a sweep names ``chunked`` with)."""
+        sc = super().online_scenario(scenario)
+        return (
+            sc if sc.chunk_tokens == self.chunk_tokens else sc.with_knobs({"chunk_tokens": self.chunk_tokens})
+        )
+
+    def capacity(self, scenario: Scenario, new: np.ndarray, prefix: np.ndarray) -> dict[str, float] | None:
+        """A sub-step holds at most D × chunk_tokens new tokens."""
+        sc = self.online_scenario(scenario)
+        return coupled_bounds(
+            sc.costs,
+            new,
+            prefix,
+            layers=sc.layers,
+            groups=sc.default_dp,
+            tp=sc.default_tp,
+            max_step_tokens=sc.default_dp * sc.chunk_tokens,
+            overlap=sc.default_micro_batch_overlap,
+        )
 
     def step_chains(self, wl: MeasuredWork, step: int, costs: CostModel) -> list[StepChain]:
         b = wl.batches.filter(pl.col("step") == step) if wl.batches.height else wl.batches
