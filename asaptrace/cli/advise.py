@@ -46,7 +46,7 @@ def advise(
     """
     from asaptrace.pipeline import advise_store
     from asaptrace.tables import advice_tables
-    from asaptrace.views import advice_lines, advice_view, human_ns
+    from asaptrace.views import advice_lines, advice_view, deployment_phrase, human_ns
 
     check_tables(csv, parquet)
 
@@ -61,7 +61,7 @@ def advise(
         print_json(j)
         return
     out.print(
-        f"[bold]{escape(str(store))}[/]: {j['deployment']} run on {j['devices']} devices, measured makespan "
+        f"[bold]{escape(str(store))}[/]: {deployment_phrase({'deployment': j['deployment']}, j['devices'])}, measured makespan "
         f"{human_ns(j['measured_makespan_ns'], sig=True)}; what each change would win back:",
         soft_wrap=True,
     )

@@ -15,7 +15,7 @@ What the trace says, in this order:
 3. Otherwise ``unknown``: the trace does not say (the analyses still run, and say "steps").
 
 The result is the *steps table* (one row per step of the run; kept in ``meta.json`` under
-``segmentation.steps``, read back by :func:`steps_of`):
+``segmentation.steps``, read back by :func:`asaptrace.info.steps_of`):
 
 ======================  =======  =====================================================
 column                  dtype    meaning
@@ -43,6 +43,16 @@ from typing import Any
 import polars as pl
 
 from asaptrace.enrich.taxonomy import Taxonomy
+from asaptrace.info import STEPS_SCHEMA, steps_json, steps_of
+
+__all__ = [
+    "STEPS_SCHEMA",
+    "batches_from_step_names",
+    "read_step_names",
+    "step_table",
+    "steps_json",
+    "steps_of",
+]
 
 _COUNTS = (
     "requests",
@@ -61,15 +71,6 @@ NAME_SCHEMA: dict[str, Any] = {
     "profile": pl.String,
     **{c: pl.Int64 for c in _COUNTS},
 }
-STEPS_SCHEMA: dict[str, Any] = {
-    "step": pl.Int32,
-    "phase": pl.String,
-    "requests": pl.Int64,
-    "new_tokens": pl.Int64,
-    "source": pl.String,
-}
-#: Phases a prefill what-if applies to (a mixed step's prefill part; unknown: the trace does not say).
-PREFILL_PHASES = ("prefill", "mixed", "unknown")
 
 
 def read_step_name(name: str, tax: Taxonomy) -> dict[str, Any] | None:
@@ -135,27 +136,6 @@ def step_table(steps: Iterable[int], named: pl.DataFrame, *, training: bool) -> 
             }
         )
     return pl.DataFrame(rows, schema=STEPS_SCHEMA, orient="row")
-
-
-def steps_json(table: pl.DataFrame) -> list[dict[str, Any]]:
-    """The steps table as ``meta.json`` keeps it."""
-    return table.to_dicts()
-
-
-def steps_of(meta: dict[str, Any]) -> pl.DataFrame:
-    """The steps table of a store's (or a Diagnosis's) meta; empty for a store enriched before
-    phases were recorded (every step then counts as ``unknown``)."""
-    rows = ((meta.get("segmentation") or {}).get("steps")) or []
-    return pl.DataFrame(rows, schema=STEPS_SCHEMA, orient="row")
-
-
-def phase_counts(meta: dict[str, Any]) -> dict[str, int]:
-    """How many steps of each phase (in :data:`~asaptrace.enrich.taxonomy.PHASES` order)."""
-    t = steps_of(meta)
-    counts = dict(t.group_by("phase").len().iter_rows()) if t.height else {}
-    from asaptrace.enrich.taxonomy import PHASES
-
-    return {p: int(counts[p]) for p in PHASES if counts.get(p)}
 
 
 # ----------------------------------------------------------------------------- batches from the counts
