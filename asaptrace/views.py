@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from asaptrace.info import deployment_phrase, phase_counts, steps_text
-
 from asaptrace.units import format_table, human_ns, metric_value, plural, rps_text
 
 if TYPE_CHECKING:
