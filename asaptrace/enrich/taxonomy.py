@@ -2,7 +2,7 @@
 
 The vocabulary is data, not code (STYLE rule 6): each profile is a TOML file in
 ``asaptrace/enrich/rules/`` (``deepep``, ``nccl``, ``ascend``, ``trtllm``, ``triton_moe``, ``aiter``,
-``vllm``, ``sglang``, plus ``common``
+``vllm``, ``sglang``, ``moe_modules``, plus ``common``
 which is always applied last). A file looks like::
 
     [profile]
@@ -57,7 +57,18 @@ from asaptrace.userfiles import read_text
 #: Kinds a rule may assign (annotation and host come from the event category, not from names).
 RULE_KINDS = frozenset(KINDS) - {Kind.ANNOTATION, Kind.HOST}
 #: Order in which built-in profiles are tried when several are selected (most specific first).
-BUILTIN_ORDER = ("deepep", "ascend", "trtllm", "triton_moe", "aiter", "vllm", "sglang", "nccl", "common")
+BUILTIN_ORDER = (
+    "deepep",
+    "ascend",
+    "trtllm",
+    "triton_moe",
+    "aiter",
+    "vllm",
+    "sglang",
+    "nccl",
+    "moe_modules",
+    "common",
+)
 
 _PROFILE_KEYS = {
     "name",
