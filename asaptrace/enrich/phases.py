@@ -102,6 +102,17 @@ def read_step_names(names: Iterable[str], tax: Taxonomy) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=NAME_SCHEMA, orient="row")
 
 
+def _richest_first(named: pl.DataFrame) -> pl.DataFrame:
+    """Step spans by rank and step, and within one the span whose name says the most first
+    (vLLM's ``execute_…`` with Σs² before SGLang's ``step[…]`` with totals only)."""
+    info = pl.sum_horizontal([pl.col(c).is_not_null().cast(pl.Int32) for c in _COUNTS]).alias("_info")
+    return (
+        named.filter(pl.col("step").is_not_null())
+        .with_columns(info)
+        .sort(["rank", "step", "_info"], descending=[False, False, True], maintain_order=True)
+    )
+
+
 def _combine(phases: list[str]) -> str:
     got = set(phases) - {"unknown"}
     if not got:
@@ -116,7 +127,7 @@ def step_table(steps: Iterable[int], named: pl.DataFrame, *, training: bool) -> 
     step spans a rule read (rank, step, and :data:`NAME_SCHEMA`'s columns), ``training`` whether
     the run holds a training marker."""
     by_step: dict[int, list[dict[str, Any]]] = {}
-    for r in named.filter(pl.col("step").is_not_null()).sort("rank", "step").iter_rows(named=True):
+    for r in _richest_first(named).iter_rows(named=True):
         by_step.setdefault(int(r["step"]), []).append(r)
     rows = []
     for s in sorted(set(int(x) for x in steps) | set(by_step)):
@@ -185,8 +196,7 @@ def batches_from_step_names(
     group), from the first rank of the group that names one; ``dp_of`` maps rank → DP group."""
     rows: list[dict[str, Any]] = []
     seen: set[tuple[int, int]] = set()
-    spans = named.filter(pl.col("step").is_not_null()).sort("rank", "step")
-    for r in spans.iter_rows(named=True):
+    for r in _richest_first(named).iter_rows(named=True):
         key = (int(r["step"]), dp_of.get(int(r["rank"]), 0))
         if key in seen:
             continue
