@@ -17,7 +17,10 @@ from tests._analysis_helpers import GEMM, HOST_PID, RankTrace, ingest, write_tra
 
 US = 1000
 #: ../shared/data beside the checkout (ASAPTRACE_SHARED_DATA overrides it, e.g. from a worktree)
-TRACES = Path(os.environ.get("ASAPTRACE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")) / "traces"
+TRACES = (
+    Path(os.environ.get("ASAPTRACE_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+    / "traces"
+)
 ALL = Taxonomy(tuple(p for _, p in PROFILES))
 
 
@@ -55,7 +58,15 @@ def test_derived_lengths_keep_the_sum_and_the_sum_of_squares():
 def test_steps_text_names_the_phase():
     meta = {"segmentation": {"steps": [{"step": 0, "phase": "training"}]}}
     assert steps_text(meta) == "1 training step"
-    meta = {"segmentation": {"steps": [{"step": 0, "phase": "prefill"}, {"step": 1, "phase": "decode"}, {"step": 2, "phase": "decode"}]}}
+    meta = {
+        "segmentation": {
+            "steps": [
+                {"step": 0, "phase": "prefill"},
+                {"step": 1, "phase": "decode"},
+                {"step": 2, "phase": "decode"},
+            ]
+        }
+    }
     assert steps_text(meta) == "1 prefill step and 2 decode steps"
     assert not_prefill_reason(meta) is None
     meta = {"segmentation": {"steps": [{"step": 0, "phase": "unknown"}, {"step": 1, "phase": "unknown"}]}}
