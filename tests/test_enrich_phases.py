@@ -146,7 +146,7 @@ def test_a_gap_cut_step_shorter_than_the_longest_kernel_is_merged(tmp_path):
     # the next, so two steps of ≈ 10 ms, not three.
     t.kernel(GEMM, 0, 4)
     start = 5_004
-    for block in range(2):
+    for _ in range(2):
         for i in range(10):
             t.kernel(GEMM, start + i * 1_010, 1_000)
         start += 10 * 1_010 - 10 + 5_000
