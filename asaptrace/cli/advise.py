@@ -65,6 +65,9 @@ def advise(
         f"{human_ns(j['measured_makespan_ns'], sig=True)}; what each change would win back:",
         soft_wrap=True,
     )
+    for note in j.get("notes") or []:
+        if "no prefill step" in note:  # why the prefill what-ifs do not apply (a training, decode run)
+            out.print(f"[dim]note: {escape(note)}[/]", soft_wrap=True)
     if advice.ranked:
         print_table(advice_view(j))
     for i, line in enumerate(advice_lines(j), start=1):
