@@ -158,9 +158,18 @@ def _provenance(diag: Diagnosis, store_meta: dict[str, Any], root: Path | None) 
             f"{k}={v}" for k, v in (diag.meta.get("parallel") or {}).items() if v is not None
         ),
         "segmentation": ", ".join(
-            f"{k.replace('_', ' ')}: {v}"
-            for k, v in (diag.meta.get("segmentation") or {}).items()
-            if k != "notes"
+            [
+                *(
+                    f"{k.replace('_', ' ')}: {v}"
+                    for k, v in (diag.meta.get("segmentation") or {}).items()
+                    if k not in ("notes", "steps")
+                ),
+                *(
+                    [f"phases: {steps_text(diag.meta)}"]
+                    if (diag.meta.get("segmentation") or {}).get("steps")
+                    else []
+                ),
+            ]
         ),
         "batches_source": diag.meta.get("batches_source") or "–",
         "notes": list(diag.notes),
