@@ -26,7 +26,7 @@ from asaptrace.enrich.streaming import EnrichProgress, enrich_streaming, ingest_
 from asaptrace.enrich.taxonomy import Profile, Taxonomy, load_profile
 from asaptrace.enrich.topology import ParallelConfig, parse_parallel
 from asaptrace.errors import OutputError, UsageError
-from asaptrace.info import store_info
+from asaptrace.info import not_prefill_reason, store_info
 from asaptrace.ingest.driver import hold_budget, ingest_paths
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, open_store
 from asaptrace.userfiles import check_output_dir, check_output_file, write_atomic
@@ -246,7 +246,11 @@ def advise_store(
     store = store_path if isinstance(store_path, TraceStore) else TraceStore.open(store_path)
     label = store.path.name if isinstance(store_path, TraceStore) else str(store_path)
     diag = diagnosis or diagnose_store(store)
-    return advise_store_workload(store, diag, costs=costs, online=online, source=label, progress=progress)
+    advice = advise_store_workload(store, diag, costs=costs, online=online, source=label, progress=progress)
+    reason = not_prefill_reason(store.meta)  # e.g. a training or decode run: said in one line
+    if reason:
+        advice.notes.insert(0, reason)
+    return advice
 
 
 def replay_policies() -> dict[str, dict[str, Any]]:

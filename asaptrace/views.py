@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from asaptrace.info import deployment_phrase, phase_counts, steps_text
 from asaptrace.units import format_table, human_ns, metric_value, plural, rps_text
 
 if TYPE_CHECKING:
@@ -206,9 +207,13 @@ def diagnosis_tables(diag: Diagnosis, limit: int = ROW_LIMIT) -> list[TableView]
 
 
 def diagnosis_header(diag: Diagnosis) -> str:
-    """What follows the store's name on the first line: its deployment and the taxonomy used."""
-    deployment = (diag.meta.get("parallel") or {}).get("deployment") or "unknown"
-    return f"  {deployment} deployment, taxonomy {diag.meta.get('taxonomy_profile') or 'unknown'}"
+    """What follows the store's name on the first line: its deployment, its steps by phase and
+    the taxonomy used."""
+    steps = f", {steps_text(diag.meta)}" if phase_counts(diag.meta) else ""
+    return (
+        f"  {deployment_phrase(diag.meta.get('parallel'))}{steps}, "
+        f"taxonomy {diag.meta.get('taxonomy_profile') or 'unknown'}"
+    )
 
 
 def info_tables(info: dict[str, Any], limit: int = 32) -> list[TableView]:

@@ -33,7 +33,7 @@ def test_info_json_is_the_documented_object(tmp_path):
     run = run_cli("info", tmp_path / "s", "--json")
     assert run.code == 0
     data = json.loads(run.stdout)
-    assert data["schema_version"] == 2
+    assert data["schema_version"] == 3
     assert data["accounting"] == {
         "read": 12,
         "kept": 10,
@@ -54,6 +54,9 @@ def test_info_json_is_the_documented_object(tmp_path):
         "host": 0,
     }
     assert len(data["sources"]) == 2 and all(len(s["sha256"]) == 64 for s in data["sources"])
+    # no annotation in these ranks: no annotation time; each rank's work is one step (no gap in it)
+    assert data["annotation_time_ns"] == 0
+    assert [(s["step"], s["phase"]) for s in data["steps"]] == [(0, "unknown")]
 
 
 def test_info_table_shows_accounting_and_ranks(tmp_path):

@@ -26,7 +26,7 @@ from asaptrace.units import plural
 #: The headline metrics, in display order: (metric, unit, meaning).
 HEADLINE_METRICS: tuple[tuple[str, str, str], ...] = (
     ("n_ranks", "–", "ranks with device work"),
-    ("n_steps", "–", "prefill steps"),
+    ("n_steps", "–", "steps (work outside every step not counted)"),
     ("mean_step_time_ns", "ns", "mean step time (per rank and step)"),
     ("exposed_wait_ns", "ns", "exposed wait per rank, all steps (barrier; receive where no barrier)"),
     ("wait_share", "–", "exposed wait / step time"),
@@ -66,7 +66,7 @@ def headline(tables: Tables) -> pl.DataFrame:
     per_rank = (lambda col: _ratio(_sum(bd, col), n_ranks)) if n_ranks else (lambda col: None)
     values = {
         "n_ranks": float(n_ranks),
-        "n_steps": float(bd.get_column("step").n_unique()) if bd.height else 0.0,
+        "n_steps": float(bd.get_column("step").drop_nulls().n_unique()) if bd.height else 0.0,
         "mean_step_time_ns": _mean(bd, "step_time_ns"),
         "exposed_wait_ns": per_rank("wait_ns"),
         "wait_share": _ratio(_sum(bd, "wait_ns"), _sum(bd, "step_time_ns")),

@@ -30,6 +30,7 @@ from asaptrace.analyze.straggler import straggler_groups, stragglers
 from asaptrace.analyze.ttft import ttft_by_bucket, ttft_requests
 from asaptrace.display import HtmlRepr
 from asaptrace.enrich.instances import match_instances
+from asaptrace.info import phase_counts
 
 SCHEMA_VERSION = 1
 
@@ -94,6 +95,7 @@ def store_context(store: str, m: dict[str, Any], *, in_memory: bool = False) -> 
         meta["enriched_in_memory"] = True
     keys = ("parallel", "taxonomy_profile", "clock", "segmentation", "batches_source")
     meta |= {k: m.get(k) for k in keys}
+    meta["phases"] = phase_counts(m)  # steps by phase (the steps table: meta.segmentation.steps)
     meta["notes"] = [
         *(m.get("discovery") or {}).get("warnings", []),
         *(m.get("segmentation") or {}).get("notes", []),

@@ -46,7 +46,7 @@ def advise(
     """
     from asaptrace.pipeline import advise_store
     from asaptrace.tables import advice_tables
-    from asaptrace.views import advice_lines, advice_view, human_ns
+    from asaptrace.views import advice_lines, advice_view, deployment_phrase, human_ns
 
     check_tables(csv, parquet)
 
@@ -61,10 +61,13 @@ def advise(
         print_json(j)
         return
     out.print(
-        f"[bold]{escape(str(store))}[/]: {j['deployment']} run on {j['devices']} devices, measured makespan "
+        f"[bold]{escape(str(store))}[/]: {deployment_phrase({'deployment': j['deployment']}, j['devices'])}, measured makespan "
         f"{human_ns(j['measured_makespan_ns'], sig=True)}; what each change would win back:",
         soft_wrap=True,
     )
+    for note in j.get("notes") or []:
+        if "no prefill step" in note:  # why the prefill what-ifs do not apply (a training, decode run)
+            out.print(f"[dim]note: {escape(note)}[/]", soft_wrap=True)
     if advice.ranked:
         print_table(advice_view(j))
     for i, line in enumerate(advice_lines(j), start=1):

@@ -25,6 +25,7 @@ import polars as pl
 from asaptrace.enrich.batches import annotated_dp_groups, batches_from_annotations, read_batches_sidecar
 from asaptrace.enrich.clock import apply_offsets, estimate_offsets
 from asaptrace.enrich.instances import match_instances
+from asaptrace.enrich.phases import batches_from_step_names, read_step_names, step_table, steps_json
 from asaptrace.enrich.segment import (
     SegmentNotes,
     StepPlan,
@@ -97,6 +98,10 @@ def enrich_frames(
     ranks = _with_offsets(ranks, offsets)
 
     batch_table, batch_source = _batches(tables.get("batches"), spans, args, batches)
+    steps, batch_table, batch_source = _steps_and_batches(
+        _steps_seen(events), _span_names(spans), tax, _training(events, tax), ranks, batch_table, batch_source
+    )
+    seg_notes.steps = steps_json(steps)
 
     out = dict(tables)
     out.update(events=events.drop("context"), ranks=ranks, batches=batch_table)
@@ -169,6 +174,60 @@ def _batches(
     return from_ann, "none"
 
 
+def _steps_seen(events: pl.DataFrame) -> pl.DataFrame:
+    """The distinct steps of a group's device work (the run's steps table lists each)."""
+    return events.filter(pl.col("is_device") & pl.col("step").is_not_null()).select("step").unique()
+
+
+def _span_names(spans: pl.DataFrame) -> pl.DataFrame:
+    """The step spans (rank, eid, own_step, is_step_span, step_name: the name of a step span)."""
+    return spans.select(
+        "rank",
+        "eid",
+        "own_step",
+        "is_step_span",
+        pl.when(pl.col("is_step_span")).then(pl.col("name")).alias("step_name"),
+    )
+
+
+def _training(events: pl.DataFrame, tax: Taxonomy) -> bool:
+    """Whether an event name of ``events`` is a training marker (taxonomy ``[[marker]]`` rules)."""
+    markers = [m.match for m in tax.markers if m.phase == "training"]
+    if not markers:
+        return False
+    names = events.get_column("name").unique().cast(pl.String).drop_nulls().to_list()
+    return any(p.search(n) for n in names for p in markers)
+
+
+def _steps_and_batches(
+    seen: pl.DataFrame,
+    spans: pl.DataFrame,
+    tax: Taxonomy,
+    training: bool,
+    ranks: pl.DataFrame,
+    batch_table: pl.DataFrame,
+    batch_source: str,
+) -> tuple[pl.DataFrame, pl.DataFrame, str]:
+    """The steps table (:mod:`asaptrace.enrich.phases`) and, when nothing else gave batches, the
+    batches the step annotations' names count (derived)."""
+    named = spans.filter(pl.col("step_name").is_not_null()).select(
+        "rank", pl.col("own_step").alias("step"), "step_name"
+    )
+    read = read_step_names(named.get_column("step_name").unique().to_list(), tax)
+    named = named.join(read, on="step_name", how="inner")
+    steps = step_table(seen.get_column("step").to_list(), named, training=training)
+    if batch_source == "none" and named.height:
+        dp = ranks.select("rank", pl.col("dp_group").fill_null(0))
+        derived = batches_from_step_names(named, dict(dp.iter_rows()), dict(batch_table.schema))
+        if derived.height:
+            return (
+                steps,
+                derived,
+                "annotation names (derived: requests of equal length from each step's totals)",
+            )
+    return steps, batch_table, batch_source
+
+
 def _with_offsets(ranks: pl.DataFrame, offsets: pl.DataFrame) -> pl.DataFrame:
     return (
         ranks.drop("clock_offset_ns", "clock_residual_ns")
@@ -207,11 +266,12 @@ class RankSegments:
     events: pl.DataFrame
     spans: pl.DataFrame
     notes: SegmentNotes
+    training: bool = False  # a training marker among the group's event names
 
     def only(self, ranks: list[int]) -> RankSegments:
         """The same, for ``ranks`` of the group only."""
         keep = pl.col("rank").is_in(ranks)
-        return RankSegments(self.events.filter(keep), self.spans.filter(keep), self.notes)
+        return RankSegments(self.events.filter(keep), self.spans.filter(keep), self.notes, self.training)
 
 
 def segment_ranks(
@@ -219,7 +279,7 @@ def segment_ranks(
 ) -> RankSegments:
     """Undo a previous alignment, segment from annotations, classify (a group of ranks' tables)."""
     ev, spans, notes = segment(_recorded(events, ranks), args, tax)
-    return RankSegments(_classify(ev, tax), spans, notes)
+    return RankSegments(_classify(ev, tax), spans, notes, _training(ev, tax))
 
 
 def fill_ranks(seg: RankSegments, plan: StepPlan | None) -> tuple[pl.DataFrame, SegmentNotes]:
@@ -232,7 +292,7 @@ def stepless_gaps(seg: RankSegments) -> pl.DataFrame | None:
     """The idle gaps (rank, _gap) of the group's ranks without step annotations (input of the
     run-wide step plan); None when every rank of the group has steps."""
     without = ranks_without(seg.events, "step")
-    return step_gaps(seg.events, without).select("rank", "_gap") if without.len() else None
+    return step_gaps(seg.events, without).select("rank", "ts_ns", "dur_ns", "_gap") if without.len() else None
 
 
 _COMM = (Kind.DISPATCH, Kind.COMBINE, Kind.COLLECTIVE)
@@ -244,10 +304,14 @@ class RankFacts:
 
     kinds: pl.DataFrame  # distinct (rank, is_device, kind) of device events: roles
     comm: pl.DataFrame  # device collective kernels: instances for clock alignment
-    spans: pl.DataFrame  # annotation spans (rank, eid, own_step, is_step_span): dp groups, batches
+    spans: (
+        pl.DataFrame
+    )  # annotation spans (rank, eid, own_step, is_step_span, step_name): dp groups, batches, phases
     span_args: pl.DataFrame  # the args rows of those spans
     segment_notes: SegmentNotes
     fill_notes: SegmentNotes
+    steps: pl.DataFrame  # the distinct steps of the group's device work
+    training: bool  # a training marker among the group's event names
 
 
 def facts_of(
@@ -256,7 +320,7 @@ def facts_of(
     """The group's :class:`RankFacts` (``filled`` from :func:`fill_ranks`, ``args`` its args rows)."""
     kind = pl.col("kind").cast(pl.String)
     dev = filled.filter(pl.col("is_device"))
-    spans = seg.spans.select("rank", "eid", "own_step", "is_step_span")
+    spans = _span_names(seg.spans)
     return RankFacts(
         kinds=dev.select("rank", "is_device", kind.alias("kind")).unique(),
         comm=dev.filter(kind.is_in(_COMM)).select(
@@ -274,6 +338,8 @@ def facts_of(
         span_args=args.join(spans, on=["rank", "eid"], how="semi"),
         segment_notes=seg.notes,
         fill_notes=fill_notes,
+        steps=_steps_seen(filled),
+        training=seg.training,
     )
 
 
@@ -326,6 +392,11 @@ def decide(
     instances = match_instances(comm, new_ranks)
     offsets, clock_notes = estimate_offsets(instances, new_ranks.get_column("rank").to_list())
     batch_table, batch_source = _batches(existing_batches, spans, span_args, batches)
+    seen = pl.concat([f.steps for f in facts]) if facts else pl.DataFrame(schema={"step": pl.Int32})
+    steps, batch_table, batch_source = _steps_and_batches(
+        seen, spans, tax, any(f.training for f in facts), new_ranks, batch_table, batch_source
+    )
+    seg.steps = steps_json(steps)
     meta = {
         "enriched": True,
         "taxonomy_profile": tax.label,

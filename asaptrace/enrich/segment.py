@@ -35,8 +35,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from asaptrace.enrich.comm_layers import layers_from_comm_order
 from asaptrace.enrich.taxonomy import Taxonomy
 from asaptrace.schema import Kind
+from asaptrace.units import human_ns
 
 _EXTRA_DTYPE = pl.Struct({"step": pl.Int64, "layer": pl.Int64, "micro_batch": pl.Int64})
 _DIGITS = re.compile(r"\d+")
@@ -51,9 +53,15 @@ class SegmentNotes:
     step_source: str = "none"  # annotations | gaps | single
     layer_source: str = "none"  # annotations | comm_order | none
     notes: list[str] = field(default_factory=list)
+    steps: list[dict] = field(default_factory=list)  # the steps table (asaptrace.enrich.phases)
 
     def to_json(self) -> dict:
-        return {"step_source": self.step_source, "layer_source": self.layer_source, "notes": self.notes}
+        return {
+            "step_source": self.step_source,
+            "layer_source": self.layer_source,
+            "notes": self.notes,
+            "steps": self.steps,
+        }
 
 
 def annotation_spans(events: pl.DataFrame, args: pl.DataFrame, taxonomy: Taxonomy) -> pl.DataFrame:
@@ -93,20 +101,19 @@ def annotation_spans(events: pl.DataFrame, args: pl.DataFrame, taxonomy: Taxonom
         own_layer=pl.coalesce("arg_layer", "name_layer"),
         own_mb=pl.col("arg_mb"),
     )
-    # a step span named without a number (vLLM's execute_context_…) is numbered by its order
-    ordinal = (pl.col("ts_ns").rank("ordinal").over("rank", "is_device", "is_step_span") - 1).cast(pl.Int64)
-    ann = ann.with_columns(
-        own_step=pl.coalesce(
-            "arg_step",
-            "name_step",
-            pl.when(pl.col("is_step_span")).then(ordinal).otherwise(None),
-        )
-    ).sort(["rank", "pid", "stream", "ts_ns", "end_ns"], descending=[False, False, False, False, True])
+    ann = ann.with_columns(own_step=pl.coalesce("arg_step", "name_step")).sort(
+        ["rank", "pid", "stream", "ts_ns", "end_ns"], descending=[False, False, False, False, True]
+    )
     return _build_tree(ann)
 
 
 def _parse_name(name: str, taxonomy: Taxonomy) -> tuple[str, int | None, bool, int | None]:
     step, is_step, layer = None, False, None
+    for rule in taxonomy.step_rules:  # a serving framework's step (its phase: asaptrace.enrich.phases)
+        m = rule.match.search(name)
+        if m:
+            found = m.groupdict().get("step")
+            return name, None if found is None else int(found), True, None
     for pat in taxonomy.step_annotations:
         m = pat.search(name)
         if m:
@@ -122,7 +129,11 @@ def _parse_name(name: str, taxonomy: Taxonomy) -> tuple[str, int | None, bool, i
 
 
 def _build_tree(ann: pl.DataFrame) -> pl.DataFrame:
-    """Parent links by a stack walk per (rank, pid, stream); values inherited from ancestors."""
+    """Parent links by a stack walk per (rank, pid, stream); values inherited from ancestors.
+
+    A step span inside another step span (SGLang's ``step[EXTEND …]`` inside an ``execute_…``
+    span) is part of that step. Step spans named without a number (vLLM's ``execute_…``) that are
+    inside no other step span are numbered by their order on the rank (host and device apart)."""
     n = ann.height
     grp = (
         ann.select(pl.struct("rank", "pid", "stream").rank("dense")).to_series().to_numpy()
@@ -134,15 +145,9 @@ def _build_tree(ann: pl.DataFrame) -> pl.DataFrame:
     names_s = ann.get_column("name")
     short = {n: _DIGITS.sub("N", n) for n in names_s.unique().to_list()}
     names = names_s.replace_strict(short, return_dtype=pl.String).to_list() if n else []
-
-    def col(name: str) -> list:
-        return ann.get_column(name).to_list()
-
-    own_step, own_layer, own_mb = col("own_step"), col("own_layer"), col("own_mb")
+    is_step = ann.get_column("is_step_span").fill_null(False).to_list()
     parent = np.full(n, -1, dtype=np.int64)
-    step: list[int | None] = [None] * n
-    layer: list[int | None] = [None] * n
-    mb: list[int | None] = [None] * n
+    under_step = np.zeros(n, dtype=bool)  # some ancestor is a step span
     context: list[str] = [""] * n
     stack: list[int] = []
     current = None
@@ -154,16 +159,37 @@ def _build_tree(ann: pl.DataFrame) -> pl.DataFrame:
             stack.pop()
         p = stack[-1] if stack else -1
         parent[i] = p
-        own_name = names[i]
         if p >= 0:
-            step[i] = own_step[i] if own_step[i] is not None else step[p]
+            under_step[i] = under_step[p] or is_step[p]
+            context[i] = f"{context[p]}/{names[i]}"
+        else:
+            context[i] = names[i]
+        stack.append(i)
+    ordinal = (pl.col("ts_ns").rank("ordinal").over("rank", "is_device", "_top") - 1).cast(pl.Int64)
+    own = (
+        ann.with_columns(_top=pl.Series(~under_step) & pl.col("is_step_span").fill_null(False))
+        .select(
+            pl.when(pl.col("own_step").is_null() & pl.col("_top")).then(ordinal).otherwise(pl.col("own_step"))
+        )
+        .to_series()
+        .to_list()
+    )
+    own_layer, own_mb = ann.get_column("own_layer").to_list(), ann.get_column("own_mb").to_list()
+    step: list[int | None] = [None] * n
+    layer: list[int | None] = [None] * n
+    mb: list[int | None] = [None] * n
+    for i in range(n):  # parents come before their children
+        p = parent[i]
+        if p >= 0:
+            step[i] = own[i] if own[i] is not None else step[p]
             layer[i] = own_layer[i] if own_layer[i] is not None else layer[p]
             mb[i] = own_mb[i] if own_mb[i] is not None else mb[p]
-            context[i] = f"{context[p]}/{own_name}"
         else:
-            step[i], layer[i], mb[i], context[i] = own_step[i], own_layer[i], own_mb[i], own_name
-        stack.append(i)
+            step[i], layer[i], mb[i] = own[i], own_layer[i], own_mb[i]
+        if own[i] is None and is_step[i]:
+            own[i] = step[i]  # a nested step span: its step is its ancestor's
     return ann.with_columns(
+        own_step=pl.Series(own, dtype=pl.Int64),
         parent=pl.Series(parent, dtype=pl.Int64),
         step=pl.Series(step, dtype=pl.Int64),
         layer=pl.Series(layer, dtype=pl.Int64),
@@ -275,6 +301,11 @@ def _span_values(spans: pl.DataFrame, span_of: np.ndarray) -> list[pl.Series]:
 
 
 def _step_from_rank_spans(ev: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
+    """Events still without a step take the step span that contains them on their rank, whatever
+    the thread or stream: a host event by its own start (the autograd engine runs the backward on
+    a thread of its own, outside the thread's ``ProfilerStep`` span), a kernel by its launch's
+    start when it has one (a kernel launched inside a step belongs to it even when it runs after
+    the span ends), else by its own."""
     if spans.height == 0:
         return ev
     steps = (
@@ -285,11 +316,24 @@ def _step_from_rank_spans(ev: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame
     )
     if steps.height == 0:
         return ev
-    missing = ev.with_row_index("_row").filter(pl.col("step").is_null() & pl.col("is_device"))
+    ev = ev.with_row_index("_row")
+    missing = ev.filter(pl.col("step").is_null() & (pl.col("kind") != Kind.ANNOTATION.value))
     if missing.height == 0:
-        return ev
+        return ev.drop("_row")
+    host = missing.filter(~pl.col("is_device")).select("_row", "rank", "ts_ns")
+    launches = (
+        ev.filter(~pl.col("is_device") & pl.col("corr").is_not_null())
+        .group_by("rank", "corr")
+        .agg(pl.col("ts_ns").min().alias("_launch"))
+    )
+    dev = (
+        missing.filter(pl.col("is_device"))
+        .select("_row", "rank", "corr", "ts_ns")
+        .join(launches, on=["rank", "corr"], how="left")
+        .select("_row", "rank", pl.coalesce("_launch", "ts_ns").alias("ts_ns"))
+    )
     hit = (
-        missing.select("_row", "rank", "ts_ns")
+        pl.concat([host, dev])
         .sort("ts_ns")
         .join_asof(
             steps, left_on="ts_ns", right_on="_s", by="rank", strategy="backward", check_sortedness=False
@@ -301,7 +345,7 @@ def _step_from_rank_spans(ev: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame
     fill_s = pl.Series("_fill", fill).cast(pl.Int32)
     return ev.with_columns(
         step=pl.when(pl.col("step").is_null() & (fill_s >= 0)).then(fill_s).otherwise(pl.col("step"))
-    )
+    ).drop("_row")
 
 
 # ----------------------------------------------------------------------------------- without annotations
@@ -349,13 +393,41 @@ def step_gaps(events: pl.DataFrame, ranks: pl.Series) -> pl.DataFrame:
     ).with_columns(_gap=(pl.col("ts_ns") - pl.col("_prev_end")).clip(lower_bound=0))
 
 
+def cut_steps(dev: pl.DataFrame, threshold: int) -> pl.Series:
+    """The step of each kernel of ``dev`` (rank, ts_ns, dur_ns, _gap; sorted by rank and ts_ns) cut
+    at idle gaps longer than ``threshold``. A cut that leaves a step shorter than the rank's longest
+    kernel is not a step boundary (a lone 4 µs kernel before a long idle gap is not a step beside
+    10 ms ones): such a step joins the next one (the last step: the one before)."""
+    keys = ["rank", "_raw"]
+    cut = dev.select("rank", "ts_ns", "dur_ns", "_gap").with_columns(
+        _raw=(pl.col("_gap").fill_null(0) > threshold).cast(pl.Int32).cum_sum().over("rank")
+    )
+    per = (
+        cut.group_by(keys, maintain_order=True)
+        .agg(
+            ((pl.col("ts_ns") + pl.col("dur_ns")).max() - pl.col("ts_ns").min()).alias("_span"),
+            pl.col("dur_ns").max().alias("_dur"),
+        )
+        .sort(keys)
+        .with_columns(_keep=(pl.col("_span") >= pl.col("_dur").max().over("rank")).cast(pl.Int32))
+        .with_columns(
+            _new=(pl.col("_keep").cum_sum().over("rank") - pl.col("_keep")).clip(
+                upper_bound=(pl.col("_keep").sum().over("rank") - 1).clip(lower_bound=0)
+            )
+        )
+    )
+    return cut.join(per.select(*keys, "_new"), on=keys, how="left", maintain_order="left").get_column("_new")
+
+
 def plan_steps(gaps: pl.DataFrame, min_gap: int = DEFAULT_MIN_STEP_GAP_NS) -> StepPlan:
-    """The :class:`StepPlan` of the step-less ranks whose gaps are in ``gaps`` (rank, _gap)."""
+    """The :class:`StepPlan` of the step-less ranks whose gaps are in ``gaps`` (rank, ts_ns,
+    dur_ns, _gap: :func:`step_gaps`)."""
     positive = gaps.filter(pl.col("_gap") > 0).get_column("_gap")
     threshold = max(min_gap, int(20 * positive.median())) if positive.len() else min_gap  # type: ignore[operator]
     counts = (
-        gaps.group_by("rank")
-        .agg((pl.col("_gap").fill_null(0) > threshold).sum().alias("n"))
+        gaps.select("rank", cut_steps(gaps, threshold).alias("_s"))
+        .group_by("rank")
+        .agg(pl.col("_s").max().alias("n"))
         .get_column("n")
         .unique()
     )
@@ -388,7 +460,7 @@ def note_steps(notes: SegmentNotes, plan: StepPlan) -> None:
     )
     if n > 1:
         notes.notes.append(
-            f"{n} steps found from idle gaps longer than {plan.threshold} ns (no step annotations)"
+            f"{n} steps found from idle gaps longer than {human_ns(plan.threshold)} (no step annotations)"
         )
 
 
@@ -396,9 +468,7 @@ def fill_steps(events: pl.DataFrame, ranks: pl.Series, plan: StepPlan) -> pl.Dat
     """Steps of ``ranks``' device work from idle gaps longer than the plan's threshold."""
     dev = step_gaps(events, ranks)
     if plan.consistent:
-        dev = dev.with_columns(
-            _step=(pl.col("_gap").fill_null(0) > plan.threshold).cast(pl.Int32).cum_sum().over("rank")
-        )
+        dev = dev.with_columns(_step=cut_steps(dev, plan.threshold).cast(pl.Int32))
     else:
         dev = dev.with_columns(_step=pl.lit(0, pl.Int32))
     fill = np.full(events.height, -1, dtype=np.int64)
@@ -432,7 +502,10 @@ def fill_from_structure(
         ev = fill_steps(ev, without_steps, plan)
     without_layers = ranks_without(ev, "layer")
     if without_layers.len():
-        ev = _layers_from_comm_order(ev, without_layers, notes)
+        layered = layers_from_comm_order(ev, without_layers)
+        if layered is not None:
+            note_layers(notes)
+            ev = layered
     return ev
 
 
@@ -443,58 +516,3 @@ def note_layers(notes: SegmentNotes) -> None:
         "layers numbered from the order of dispatch/combine kernels (no layer annotations): "
         "layer k is the k-th MoE layer of the step, micro-batches unknown"
     )
-
-
-def _layers_from_comm_order(ev: pl.DataFrame, ranks: pl.Series, notes: SegmentNotes) -> pl.DataFrame:
-    ev = ev.with_row_index("_row")
-    kind = pl.col("kind").cast(pl.String)
-    dev = (
-        ev.filter(pl.col("rank").is_in(ranks.implode()) & pl.col("is_device") & (kind != Kind.ANNOTATION))
-        .select("_row", "rank", "step", "ts_ns", "dur_ns", kind.alias("k"))
-        .sort("rank", "step", "ts_ns")
-    )
-    comm = dev.filter(pl.col("k").is_in([Kind.DISPATCH, Kind.COMBINE]))
-    if comm.height == 0:
-        return ev.drop("_row")
-    keys = ["rank", "step"]
-    comm = comm.with_columns(
-        _run=(pl.col("k") != pl.col("k").shift(1)).fill_null(True).cast(pl.Int32).cum_sum().over(keys)
-    )
-    runs = (
-        comm.group_by([*keys, "_run", "k"])
-        .agg(pl.col("ts_ns").min().alias("_start"), (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("_end"))
-        .sort([*keys, "_start"])
-    )
-    runs = runs.with_columns(
-        _n_dispatch=(pl.col("k") == Kind.DISPATCH).cast(pl.Int32).cum_sum().over(keys),
-    ).with_columns(_layer=(pl.col("_n_dispatch") - 1))
-    # a combine run before any dispatch has no layer
-    runs = runs.with_columns(_layer=pl.when(pl.col("_layer") >= 0).then(pl.col("_layer")).otherwise(None))
-    comm = comm.join(runs.select([*keys, "_run", "_layer"]), on=[*keys, "_run"], how="left")
-    n_layers = runs.group_by(keys).agg(pl.col("_n_dispatch").max().alias("_n"))
-    combine_ends = (
-        runs.filter(pl.col("k") == Kind.COMBINE)
-        .select([*keys, "_end"])
-        .sort("_end")
-        .with_columns(_done=pl.int_range(1, pl.len() + 1).over(keys))
-    )
-    other = dev.filter(~pl.col("k").is_in([Kind.DISPATCH, Kind.COMBINE])).sort("ts_ns")
-    other = (
-        other.join_asof(
-            combine_ends,
-            left_on="ts_ns",
-            right_on="_end",
-            by=keys,
-            strategy="backward",
-            check_sortedness=False,
-        )
-        .join(n_layers, on=keys, how="left")
-        .with_columns(_layer=pl.col("_done").fill_null(0))
-        .with_columns(_layer=pl.when(pl.col("_layer") < pl.col("_n")).then(pl.col("_layer")).otherwise(None))
-    )
-    fill = np.full(ev.height, -1, dtype=np.int64)
-    for part in (comm, other):
-        fill[part.get_column("_row").to_numpy()] = part.get_column("_layer").fill_null(-1).to_numpy()
-    fill_s = pl.Series(fill).cast(pl.Int16)
-    note_layers(notes)
-    return ev.with_columns(layer=pl.when(fill_s >= 0).then(fill_s).otherwise(pl.col("layer"))).drop("_row")

@@ -2,7 +2,7 @@
 
 The vocabulary is data, not code (STYLE rule 6): each profile is a TOML file in
 ``asaptrace/enrich/rules/`` (``deepep``, ``nccl``, ``ascend``, ``trtllm``, ``triton_moe``, ``aiter``,
-``vllm``, ``sglang``, plus ``common``
+``vllm``, ``sglang``, ``moe_modules``, plus ``common``
 which is always applied last). A file looks like::
 
     [profile]
@@ -17,6 +17,20 @@ which is always applied last). A file looks like::
     match = '(deep_ep|dpsk::ep)::\\w+::dispatch'   # Python regex, searched in the event name
     kind = "dispatch"
     context = 'shared_expert'   # optional: regex searched in the enclosing annotations' names
+
+    [[step]]                    # a step annotation that says the step's phase and batch
+    match = '^step\\[(?P<mode>[A-Z_]+)[^\\]]*?bs=(?P<requests>\\d+)[^\\]]*?toks=(?P<tokens>\\d+)'
+    modes = { EXTEND = "prefill", DECODE = "decode", MIXED = "mixed" }   # or: phase = "prefill"
+
+    [[marker]]                  # an event name that says what the run does (training)
+    match = '^autograd::engine::evaluate_function'
+    phase = "training"
+
+A ``[[step]]`` regex's named groups (all optional) are read by :mod:`asaptrace.enrich.phases`:
+``step`` (the step's number), ``mode`` (looked up in ``modes``), ``requests``/``tokens`` (the
+batch, phase from ``mode`` or ``phase``), ``prefill_requests``/``prefill_tokens``/``prefill_context``/
+``prefill_sumsq`` and ``decode_requests``/``decode_tokens``/``decode_context`` (a split batch; the
+phase follows from which part is non-empty).
 
 Profiles are selected from what the trace contains (a profile whose ``detect`` patterns match no
 event name is left out), and a user's file (``--taxonomy FILE``) goes first so its rules win.
@@ -43,7 +57,18 @@ from asaptrace.userfiles import read_text
 #: Kinds a rule may assign (annotation and host come from the event category, not from names).
 RULE_KINDS = frozenset(KINDS) - {Kind.ANNOTATION, Kind.HOST}
 #: Order in which built-in profiles are tried when several are selected (most specific first).
-BUILTIN_ORDER = ("deepep", "ascend", "trtllm", "triton_moe", "aiter", "vllm", "sglang", "nccl", "common")
+BUILTIN_ORDER = (
+    "deepep",
+    "ascend",
+    "trtllm",
+    "triton_moe",
+    "aiter",
+    "vllm",
+    "sglang",
+    "nccl",
+    "moe_modules",
+    "common",
+)
 
 _PROFILE_KEYS = {
     "name",
@@ -55,6 +80,26 @@ _PROFILE_KEYS = {
     "always",
 }
 _RULE_KEYS = {"match", "kind", "context"}
+_STEP_KEYS = {"match", "phase", "modes"}
+_MARKER_KEYS = {"match", "phase"}
+#: Phases a step can have (``unknown`` when the trace does not say).
+PHASES = ("prefill", "decode", "mixed", "training", "unknown")
+#: Named groups a ``[[step]]`` regex may use.
+STEP_GROUPS = frozenset(
+    {
+        "step",
+        "mode",
+        "requests",
+        "tokens",
+        "prefill_requests",
+        "prefill_tokens",
+        "prefill_context",
+        "prefill_sumsq",
+        "decode_requests",
+        "decode_tokens",
+        "decode_context",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -73,6 +118,25 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class StepRule:
+    """A step annotation whose name says the step's phase and batch (see the module docstring)."""
+
+    match: re.Pattern[str]
+    phase: str | None
+    modes: tuple[tuple[str, str], ...]
+    profile: str
+
+
+@dataclass(frozen=True)
+class Marker:
+    """An event name that marks the whole run's phase (e.g. backward ops: training)."""
+
+    match: re.Pattern[str]
+    phase: str
+    profile: str
+
+
+@dataclass(frozen=True)
 class Profile:
     """One rule file, validated."""
 
@@ -85,6 +149,8 @@ class Profile:
     layer_annotations: tuple[re.Pattern[str], ...] = ()
     always: bool = False
     source: str = ""
+    steps: tuple[StepRule, ...] = ()
+    markers: tuple[Marker, ...] = ()
 
     def detected_in(self, names: Sequence[str]) -> bool:
         return any(p.search(n) for p in self.detect for n in names)
@@ -112,6 +178,14 @@ class Taxonomy:
     @property
     def layer_annotations(self) -> tuple[re.Pattern[str], ...]:
         return tuple(x for p in self.profiles for x in p.layer_annotations)
+
+    @property
+    def step_rules(self) -> tuple[StepRule, ...]:
+        return tuple(x for p in self.profiles for x in p.steps)
+
+    @property
+    def markers(self) -> tuple[Marker, ...]:
+        return tuple(x for p in self.profiles for x in p.markers)
 
     def kind_of(self, name: str, context: str = "") -> str | None:
         """The kind of the first rule that applies, or None."""
@@ -147,10 +221,11 @@ def parse_profile(doc: dict[str, Any], *, source: str) -> Profile:
     head = doc.get("profile")
     if not isinstance(head, dict):
         raise UsageError("rule file lacks a [profile] table", path=source)
-    unknown = set(doc) - {"profile", "rule"}
+    unknown = set(doc) - {"profile", "rule", "step", "marker"}
     if unknown:
         raise UsageError(
-            f"unknown top-level keys {sorted(unknown)} (expected [profile] and [[rule]])", path=source
+            f"unknown top-level keys {sorted(unknown)} (expected [profile], [[rule]], [[step]], [[marker]])",
+            path=source,
         )
     bad = set(head) - _PROFILE_KEYS
     if bad:
@@ -195,6 +270,7 @@ def parse_profile(doc: dict[str, Any], *, source: str) -> Profile:
                 profile=name,
             )
         )
+    steps, markers = _step_rules(doc, name, source)
     return Profile(
         name=name,
         version=version,
@@ -205,7 +281,64 @@ def parse_profile(doc: dict[str, Any], *, source: str) -> Profile:
         layer_annotations=_patterns(head.get("layer_annotations", []), "[profile] layer_annotations", source),
         always=always,
         source=source,
+        steps=steps,
+        markers=markers,
     )
+
+
+def _tables(doc: dict[str, Any], key: str, keys: set[str], source: str) -> list[dict[str, Any]]:
+    raw = doc.get(key, [])
+    if not isinstance(raw, list) or not all(isinstance(r, dict) for r in raw):
+        raise UsageError(f"{key}s must be written as [[{key}]] tables", path=source)
+    for i, r in enumerate(raw, 1):
+        bad = set(r) - keys
+        if bad:
+            raise UsageError(f"{key} {i} has unknown keys {sorted(bad)} (known: {sorted(keys)})", path=source)
+        if not isinstance(r.get("match"), str):
+            raise UsageError(f"{key} {i} lacks a 'match' regex", path=source)
+    return raw
+
+
+def _phase(value: Any, where: str, source: str) -> str:
+    if value not in PHASES:
+        raise UsageError(f"{where}: phase {value!r} is not one of {list(PHASES)}", path=source)
+    return str(value)
+
+
+def _step_rules(
+    doc: dict[str, Any], name: str, source: str
+) -> tuple[tuple[StepRule, ...], tuple[Marker, ...]]:
+    """The ``[[step]]`` and ``[[marker]]`` tables of a rule file, validated."""
+    steps = []
+    for i, raw in enumerate(_tables(doc, "step", _STEP_KEYS, source), 1):
+        where = f"step {i}"
+        pat = _compile(raw["match"], where, source)
+        unknown = set(pat.groupindex) - STEP_GROUPS
+        if unknown:
+            raise UsageError(
+                f"{where}: unknown named groups {sorted(unknown)} (known: {sorted(STEP_GROUPS)})", path=source
+            )
+        modes = raw.get("modes", {})
+        if not isinstance(modes, dict):
+            raise UsageError(f"{where}: modes must be a table of mode = phase", path=source)
+        phase = raw.get("phase")
+        steps.append(
+            StepRule(
+                match=pat,
+                phase=None if phase is None else _phase(phase, where, source),
+                modes=tuple((str(k), _phase(v, where, source)) for k, v in modes.items()),
+                profile=name,
+            )
+        )
+    markers = tuple(
+        Marker(
+            match=_compile(raw["match"], f"marker {i}", source),
+            phase=_phase(raw.get("phase"), f"marker {i}", source),
+            profile=name,
+        )
+        for i, raw in enumerate(_tables(doc, "marker", _MARKER_KEYS, source), 1)
+    )
+    return tuple(steps), markers
 
 
 def load_profile(path: str | Path) -> Profile:

@@ -34,6 +34,7 @@ from plotly.offline import get_plotlyjs
 
 from asaptrace import __version__
 from asaptrace.analyze.compare import HEADLINE_METRICS, compare, headline
+from asaptrace.info import deployment_phrase, steps_text
 from asaptrace.report.replay_sweep import replay_provenance
 from asaptrace.report.sections import FigureView, Section, TableView, table_of
 from asaptrace.units import format_table, human_ns, metric_value, more_rows
@@ -172,9 +173,18 @@ def _provenance(diag: Diagnosis, store_meta: dict[str, Any], root: Path | None) 
             f"{k}={v}" for k, v in (diag.meta.get("parallel") or {}).items() if v is not None
         ),
         "segmentation": ", ".join(
-            f"{k.replace('_', ' ')}: {v}"
-            for k, v in (diag.meta.get("segmentation") or {}).items()
-            if k != "notes"
+            [
+                *(
+                    f"{k.replace('_', ' ')}: {v}"
+                    for k, v in (diag.meta.get("segmentation") or {}).items()
+                    if k not in ("notes", "steps")
+                ),
+                *(
+                    [f"phases: {steps_text(diag.meta)}"]
+                    if (diag.meta.get("segmentation") or {}).get("steps")
+                    else []
+                ),
+            ]
         ),
         "batches_source": diag.meta.get("batches_source") or "–",
         "notes": list(diag.notes),
@@ -197,10 +207,10 @@ def _headline_rows(h: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 def _lead_sentence(diag: Diagnosis, h: dict[str, float | None]) -> str:
-    deployment = (diag.meta.get("parallel") or {}).get("deployment") or "unknown"
+    deployment = deployment_phrase(diag.meta.get("parallel"), int(h["n_ranks"] or 0) or None)
     share = h.get("wait_share")
     return (
-        f"{h['n_ranks']:.0f} ranks, {deployment} deployment, {h['n_steps']:.0f} prefill steps: "
+        f"{deployment}, {steps_text(diag.meta, int(h['n_steps'] or 0))}: "
         f"mean step time {human_ns(h['mean_step_time_ns'])}"
         + (
             f", of which {100 * share:.1f}% is exposed wait (at barriers, or for results where there is no barrier)."
