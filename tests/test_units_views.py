@@ -43,7 +43,8 @@ def test_cells_follow_their_column_name():
     assert cell("dp_group", None) == "–"
     assert cell("outlier", True) == "yes" and cell("outlier", False) == "no"
     # compare tables pair columns as _a / _b / _delta: they format like the column they pair
-    assert cell("wait_share_delta", -0.25) == "-25.0%"
+    # … except that a difference of two shares is in percentage points (45% → 20%: -25 pp, not -25%)
+    assert cell("wait_share_delta", -0.25) == "-25.0 pp"
 
 
 def test_a_duration_column_is_in_one_unit_named_in_its_header():

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Self
 
 import typer
+from rich.markup import escape
 
 from asaptrace.cli._common import (
     BatchesOpt,
@@ -18,6 +19,7 @@ from asaptrace.cli._common import (
     out,
     parse_size,
     print_json,
+    print_wrapped,
     user_errors,
 )
 from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED
@@ -45,7 +47,7 @@ def ingest(
         str | None,
         typer.Option(
             help="Where files are read: serial, thread, process (a local pool) or ray "
-            "(`pip install 'asaptrace[ray]'`); default: threads (serial for --jobs 1 or one file)."
+            "(`pip install 'asaptrace\\[ray]'`); default: threads (serial for --jobs 1 or one file)."
         ),
     ] = None,
     ray_address: Annotated[
@@ -122,9 +124,9 @@ def ingest(
         print_json(info)
         return
     for line in discovery_lines(info):
-        err.print(line, soft_wrap=True, markup=False)
-    out.print(
-        f"wrote [bold]{store.path}[/]: {ingest_summary(info, time.perf_counter() - t0)}", soft_wrap=True
+        print_wrapped(err, "", line)
+    print_wrapped(
+        out, f"wrote [bold]{escape(str(store.path))}[/]: ", ingest_summary(info, time.perf_counter() - t0)
     )
 
 
