@@ -207,7 +207,7 @@ def info_summary(info: dict[str, Any]) -> tuple[str, str]:
     span, acc = info["time_span"], info["accounting"]
     head = (
         f"  format v{info['format_version']}  {plural(info['n_ranks'], 'rank')}  "
-        f"{info['n_events']:,} events  span {human_ns(span['duration_ns'])}"
+        f"{plural(info['n_events'], 'event')}  span {human_ns(span['duration_ns'])}"
     )
     rejected = ", ".join(f"{k}: {v:,}" for k, v in acc["rejected"].items()) or "none"
     kept = ", ".join(f"{k} {v:,}" for k, v in acc["kept_by_table"].items())
@@ -333,12 +333,8 @@ def deployment_text(dep: dict[str, Any], *, short: bool = False) -> str:
             return f"{dep['groups']}×{dep['tp']} + {dep['experts']}"
         return f"DP{dep['groups']}×TP{dep['tp']}"
     if dep.get("kind") == "disaggregated":
-        return (
-            f"{dep['groups']}×{dep['tp']} attention + {dep['experts']} expert dies ({dep['devices']} devices)"
-        )
-    return (
-        f"DP{dep['groups']}×TP{dep['tp']} coupled ({dep.get('devices', dep['groups'] * dep['tp'])} devices)"
-    )
+        return f"{dep['groups']}×{dep['tp']} attention + {dep['experts']} expert dies ({plural(dep['devices'], 'device')})"
+    return f"DP{dep['groups']}×TP{dep['tp']} coupled ({plural(dep.get('devices', dep['groups'] * dep['tp']), 'device')})"
 
 
 def _share(ns: int, of: int) -> float | None:

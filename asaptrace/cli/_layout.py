@@ -134,6 +134,9 @@ def print_wrapped(console: Console, prefix: str, text: str | Text, *, style: str
     printed; a word longer than the width is folded, never cut."""
     body = text if isinstance(text, Text) else Text(text, style=style or "")
     head = Text.from_markup(prefix)
+    if len(head.plain) > console.width // 3:  # a long prefix (a path): no hanging indent
+        head.append_text(body)
+        head, body = Text(), head
     if not head.plain:
         console.print(body, overflow="fold")
         return

@@ -21,6 +21,7 @@ from asaptrace.cli._common import (
     user_errors,
     write_tables,
 )
+from asaptrace.units import plural
 
 
 @user_errors
@@ -61,7 +62,7 @@ def advise(
         print_json(j)
         return
     out.print(
-        f"[bold]{escape(str(store))}[/]: {j['deployment']} run on {j['devices']} devices, measured makespan "
+        f"[bold]{escape(str(store))}[/]: {j['deployment']} run on {plural(j['devices'], 'device')}, measured makespan "
         f"{human_ns(j['measured_makespan_ns'], sig=True)}; what each change would win back:",
         soft_wrap=True,
     )

@@ -19,7 +19,6 @@ from asaptrace.cli._common import (
     out,
     parse_size,
     print_json,
-    print_wrapped,
     user_errors,
 )
 from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED
@@ -123,10 +122,11 @@ def ingest(
     if as_json:
         print_json(info)
         return
-    for line in discovery_lines(info):
-        print_wrapped(err, "", line)
-    print_wrapped(
-        out, f"wrote [bold]{escape(str(store.path))}[/]: ", ingest_summary(info, time.perf_counter() - t0)
+    for line in discovery_lines(info):  # log lines: one each, whole (grep finds them)
+        err.print(line, soft_wrap=True, markup=False)
+    out.print(
+        f"wrote [bold]{escape(str(store.path))}[/]: {ingest_summary(info, time.perf_counter() - t0)}",
+        soft_wrap=True,
     )
 
 

@@ -36,7 +36,7 @@ from asaptrace import __version__
 from asaptrace.analyze.compare import HEADLINE_METRICS, compare, headline
 from asaptrace.report.replay_sweep import replay_provenance
 from asaptrace.report.sections import FigureView, Section, TableView, table_of
-from asaptrace.units import format_table, human_ns, metric_value, more_rows
+from asaptrace.units import format_table, human_ns, metric_value, more_rows, plural
 from asaptrace.views import compare_views, shown_tables
 from asaptrace.viz import barrier, breakdown, imbalance, timeline
 
@@ -185,7 +185,7 @@ def _lead_sentence(diag: Diagnosis, h: dict[str, float | None]) -> str:
     deployment = (diag.meta.get("parallel") or {}).get("deployment") or "unknown"
     share = h.get("wait_share")
     return (
-        f"{h['n_ranks']:.0f} ranks, {deployment} deployment, {h['n_steps']:.0f} prefill steps: "
+        f"{plural(int(h['n_ranks']), 'rank')}, {deployment} deployment, {plural(int(h['n_steps']), 'prefill step')}: "
         f"mean step time {human_ns(h['mean_step_time_ns'])}"
         + (
             f", of which {100 * share:.1f}% is exposed wait (at barriers, or for results where there is no barrier)."
