@@ -81,7 +81,7 @@ def _base(column: str) -> str:
 def header(column: str, unit: str | None = None) -> str:
     """A column's header: ``mean_wait_ns`` shown in seconds → ``mean wait (s)``; ``last_share`` →
     ``last share``. Spaces let a narrow terminal wrap a header between words."""
-    name = column.removesuffix("_ns").replace("_ns_", "_") if unit else column
+    name = column.removesuffix("_ns").replace("_ns_", "_")
     return name.replace("_", " ") + (f" ({unit})" if unit else "")
 
 
@@ -123,7 +123,11 @@ def format_table(
     chosen from its largest value and named in its header (after its label, when ``labels`` gives
     the columns human names)."""
     rows = list(rows)
-    units = {c: time_unit(r.get(c) for r in rows) for c in columns if _base(c).endswith("_ns")}
+    units = {  # a column with no value has no unit to name (never "(ns)" over an empty column)
+        c: time_unit(r.get(c) for r in rows)
+        for c in columns
+        if _base(c).endswith("_ns") and any(r.get(c) is not None for r in rows)
+    }
     if labels is None:
         headers = [header(c, units.get(c)) for c in columns]
     else:

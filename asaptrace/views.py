@@ -259,7 +259,9 @@ def headline_rows(diag: Diagnosis) -> list[tuple[str, str, str]]:
     from asaptrace.analyze.compare import HEADLINE_METRICS, headline
 
     meaning = {m: text for m, _, text in HEADLINE_METRICS}
-    return [(m, meaning[m], metric_value(u, m, v)) for m, u, v in headline(diag.tables).iter_rows()]
+    return [
+        (metric_label(m), meaning[m], metric_value(u, m, v)) for m, u, v in headline(diag.tables).iter_rows()
+    ]
 
 
 def findings_view(diag: Diagnosis) -> TableView:

@@ -317,7 +317,9 @@ def test_the_reading_names_where_its_costs_came_from(tmp_path):
     res = run_sweep(sc, opt)
     assert res["costs_from"] == "the paper's own cost figures (docs/analyses/replay.md) at face value"
     assert res["cost_fit"] is None and res["cost_set"] == {} and res["cost_warnings"] == []
-    assert res["reading"].endswith("Costs: the paper's own cost figures (docs/analyses/replay.md) at face value.")
+    assert res["reading"].endswith(
+        "Costs: the paper's own cost figures (docs/analyses/replay.md) at face value."
+    )
     res = run_sweep(sc.with_knobs({"xfer_per_k_ms": "5", "scale": "0.5"}), opt)
     assert res["costs_from"] == (
         "the paper's own cost figures (docs/analyses/replay.md) with xfer_per_k_ms = 5 (--set), all × 0.5 (cost_scale)"
@@ -355,7 +357,9 @@ def test_the_ratio_sentence_quotes_the_cost_source():
         "ratios": {"default": 1.0, "asap": 1.5},
         "paper": {"slo_rps": {"default": 6.8, "asap": 20.0}},
     }
-    paper = reading(res | {"costs_from": "the paper's own cost figures (docs/analyses/replay.md) at face value"})
+    paper = reading(
+        res | {"costs_from": "the paper's own cost figures (docs/analyses/replay.md) at face value"}
+    )
     assert "asap/default = 1.50× against the paper's 2.94×, from the paper's own cost figures" in paper
     assert "the paper does not say how it got from those figures" in paper
     fitted = reading(res | {"costs_from": "the costs in fit.toml (fitted to s.store)"})
