@@ -19,6 +19,7 @@ from asaptrace.cli._common import (
     out,
     parse_size,
     print_json,
+    print_wrapped,
     user_errors,
 )
 from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED
@@ -124,10 +125,9 @@ def ingest(
         return
     for line in discovery_lines(info):  # log lines: one each, whole (grep finds them)
         err.print(line, soft_wrap=True, markup=False)
-    out.print(
-        f"wrote [bold]{escape(str(store.path))}[/]: {ingest_summary(info, time.perf_counter() - t0)}",
-        soft_wrap=True,
-    )
+    # the path on its own line (folded if it is wider than the terminal), then what was kept
+    out.print(f"wrote [bold]{escape(str(store.path))}[/]:", overflow="fold")
+    print_wrapped(out, "  ", ingest_summary(info, time.perf_counter() - t0))
 
 
 def _said_stale(folder: StaleFolder) -> None:
