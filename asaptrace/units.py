@@ -61,6 +61,12 @@ def percent(x: float | None, digits: int = 0) -> str:
     return "unknown" if x is None else f"{100 * x:.{digits}f}%"
 
 
+def points(x: float | None, digits: int = 1) -> str:
+    """A difference of two shares in percentage points: 45.3% → 51.7% is ``+6.4 pp`` (not "6.4%",
+    which would read as a relative change)."""
+    return "unknown" if x is None else f"{100 * x:+.{digits}f} pp"
+
+
 def time_unit(values: Iterable[float | int | None]) -> str:
     """The one unit a column of durations (ns) is shown in: the largest its largest value fills."""
     top = max((abs(v) for v in values if v is not None), default=0)
@@ -75,7 +81,7 @@ def _base(column: str) -> str:
 def header(column: str, unit: str | None = None) -> str:
     """A column's header: ``mean_wait_ns`` shown in seconds → ``mean wait (s)``; ``last_share`` →
     ``last share``. Spaces let a narrow terminal wrap a header between words."""
-    name = column.removesuffix("_ns").replace("_ns_", "_") if unit else column
+    name = column.removesuffix("_ns").replace("_ns_", "_")
     return name.replace("_", " ") + (f" ({unit})" if unit else "")
 
 
@@ -84,7 +90,8 @@ def cell(name: str, value: object, unit: str | None = None) -> str:
 
     * ``*_ns`` durations: in ``unit`` (the column's, see :func:`time_unit`; named in the header) as
       a plain number with three decimals, or without a unit in the largest unit the value fills;
-    * ``*share`` / ``*efficiency`` / ``*utilisation``: a percentage; ``*ratio``: ``2.20×``;
+    * ``*share`` / ``*efficiency`` / ``*utilisation``: a percentage (a ``*_delta`` of one: percentage
+      points, ``+6.4 pp``); ``*ratio``: ``2.20×``;
     * booleans yes/no; counts with thousands separators (not the ids of :data:`ID_COLUMNS`);
       other floats with four significant digits; ``–`` for none.
     """
@@ -100,7 +107,7 @@ def cell(name: str, value: object, unit: str | None = None) -> str:
         return f"{value:,.0f}" if scale == 1.0 else f"{value / scale:,.3f}"
     if isinstance(value, float):
         if column.endswith(_SHARES):
-            return percent(value, 1)
+            return points(value) if name.endswith("_delta") else percent(value, 1)
         if column.endswith("ratio"):
             return f"{value:.2f}×"
         return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
@@ -116,7 +123,11 @@ def format_table(
     chosen from its largest value and named in its header (after its label, when ``labels`` gives
     the columns human names)."""
     rows = list(rows)
-    units = {c: time_unit(r.get(c) for r in rows) for c in columns if _base(c).endswith("_ns")}
+    units = {  # a column with no value has no unit to name (never "(ns)" over an empty column)
+        c: time_unit(r.get(c) for r in rows)
+        for c in columns
+        if _base(c).endswith("_ns") and any(r.get(c) is not None for r in rows)
+    }
     if labels is None:
         headers = [header(c, units.get(c)) for c in columns]
     else:
@@ -126,15 +137,37 @@ def format_table(
     return headers, [[cell(c, r.get(c), units.get(c)) for c in columns] for r in rows]
 
 
-def metric_value(unit: str, metric: str, value: float | None) -> str:
-    """A headline metric's value, in its own unit (rows of different metrics share no column unit)."""
+def metric_value(unit: str, metric: str, value: float | None, *, delta: bool = False) -> str:
+    """A headline metric's value, in its own unit (rows of different metrics share no column unit);
+    ``delta``: a signed difference of two such values (shares in percentage points, ratios as a
+    plain difference: ``-0.17``, not ``-0.17×``)."""
     if value is None:
         return MISSING
+    sign = "+" if delta and value > 0 else ""
     if unit == "ns":
-        return human_ns(value)
+        return sign + human_ns(value)
+    if delta and metric.endswith(_SHARES):
+        return points(value)
+    if delta and metric.endswith("ratio"):
+        return f"{value:+.2f}"
     if metric.endswith(_SHARES) or metric.endswith("ratio"):
         return cell(metric, float(value))
-    return f"{value:,.0f}"
+    return f"{sign}{value:,.0f}"
+
+
+#: short names of the headline metrics, for a table cell (the metric's meaning is in the docs)
+_METRIC_LABELS = {
+    "n_ranks": "ranks",
+    "n_steps": "steps",
+    "sum_sq_ratio": "Σs² ratio",
+    "transfer_ns": "exposed transfer",
+}
+
+
+def metric_label(metric: str) -> str:
+    """A headline metric as a human reads it: ``mean_step_time_ns`` → ``mean step time`` (its unit is
+    in its value), ``sum_sq_ratio`` → ``Σs² ratio``."""
+    return _METRIC_LABELS.get(metric) or metric.removesuffix("_ns").replace("_", " ")
 
 
 def rps_text(value: float | None, censored: bool | None = False, *, prose: bool = False) -> str:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from asaptrace.info import deployment_phrase, phase_counts, steps_text
-from asaptrace.units import format_table, human_ns, metric_value, plural, rps_text
+from asaptrace.units import format_table, human_ns, metric_label, metric_value, plural, rps_text
 
 if TYPE_CHECKING:
     from asaptrace.analyze.diagnosis import Diagnosis
@@ -256,7 +256,7 @@ def info_summary(info: dict[str, Any]) -> tuple[str, str]:
     span, acc = info["time_span"], info["accounting"]
     head = (
         f"  format v{info['format_version']}  {plural(info['n_ranks'], 'rank')}  "
-        f"{info['n_events']:,} events  span {human_ns(span['duration_ns'])}"
+        f"{plural(info['n_events'], 'event')}  span {human_ns(span['duration_ns'])}"
     )
     rejected = ", ".join(f"{k}: {v:,}" for k, v in acc["rejected"].items()) or "none"
     kept = ", ".join(f"{k} {v:,}" for k, v in acc["kept_by_table"].items())
@@ -315,7 +315,9 @@ def headline_rows(diag: Diagnosis) -> list[tuple[str, str, str]]:
     from asaptrace.analyze.compare import HEADLINE_METRICS, headline
 
     meaning = {m: text for m, _, text in HEADLINE_METRICS}
-    return [(m, meaning[m], metric_value(u, m, v)) for m, u, v in headline(diag.tables).iter_rows()]
+    return [
+        (metric_label(m), meaning[m], metric_value(u, m, v)) for m, u, v in headline(diag.tables).iter_rows()
+    ]
 
 
 def findings_view(diag: Diagnosis) -> TableView:
@@ -425,12 +427,8 @@ def deployment_text(dep: dict[str, Any], *, short: bool = False) -> str:
             return f"{dep['groups']}×{dep['tp']} + {dep['experts']}"
         return f"DP{dep['groups']}×TP{dep['tp']}"
     if dep.get("kind") == "disaggregated":
-        return (
-            f"{dep['groups']}×{dep['tp']} attention + {dep['experts']} expert dies ({dep['devices']} devices)"
-        )
-    return (
-        f"DP{dep['groups']}×TP{dep['tp']} coupled ({dep.get('devices', dep['groups'] * dep['tp'])} devices)"
-    )
+        return f"{dep['groups']}×{dep['tp']} attention + {dep['experts']} expert dies ({plural(dep['devices'], 'device')})"
+    return f"DP{dep['groups']}×TP{dep['tp']} coupled ({plural(dep.get('devices', dep['groups'] * dep['tp']), 'device')})"
 
 
 def _share(ns: int, of: int) -> float | None:
@@ -899,10 +897,10 @@ def compare_views(comparison: dict[str, pl.DataFrame], a: str = "A", b: str = "B
     """Two stores side by side: each headline metric in its own unit, then per DP group."""
     rows = [
         (
-            r["metric"],
+            metric_label(r["metric"]),
             metric_value(r["unit"], r["metric"], r["a"]),
             metric_value(r["unit"], r["metric"], r["b"]),
-            metric_value(r["unit"], r["metric"], r["delta"]),
+            metric_value(r["unit"], r["metric"], r["delta"], delta=True),
             r["ratio"],
         )
         for r in comparison["compare_overall"].iter_rows(named=True)
@@ -912,12 +910,28 @@ def compare_views(comparison: dict[str, pl.DataFrame], a: str = "A", b: str = "B
         {"metric": "metric", "a": a, "b": b, "delta": "delta", "ratio": "ratio"},
         rows,
         name="compare-overall",
-        caption=f"delta = {b} − {a}; ratio = {b} / {a}",
+        caption=f"delta = {b} − {a} (shares in percentage points, pp); ratio = {b} / {a}",
         dtypes={"metric": pl.String, "a": pl.String, "b": pl.String, "delta": pl.String, "ratio": pl.Float64},
     )
     groups = comparison["compare_by_group"]
-    by_group = TableView(f"{a} vs {b}, per DP group", groups.columns, groups, name="compare-by-group")
+    by_group = TableView(
+        f"{a} vs {b}, per DP group",
+        groups.columns,
+        groups,
+        name="compare-by-group",
+        caption=f"step: mean step time; wait: exposed wait per rank; overlap: overlap efficiency; Δ = {b} − {a}",
+        labels=[_group_label(c, a, b) for c in groups.columns],
+    )
     return [overall, by_group]
+
+
+def _group_label(column: str, a: str, b: str) -> str:
+    """``exposed_wait_ns_b`` → ``wait B``: short enough for an 80-column terminal (legend in the caption)."""
+    short = {"mean_step_time_ns": "step", "exposed_wait_ns": "wait", "overlap_efficiency": "overlap"}
+    for suffix, form in (("_a", "{} " + a), ("_b", "{} " + b), ("_delta", "Δ {}")):
+        if column.endswith(suffix) and (name := column.removesuffix(suffix)) in short:
+            return form.format(short[name])
+    return "DP group" if column == "dp_group" else column.replace("_", " ")
 
 
 # ------------------------------------------------------------------------------------------ policies

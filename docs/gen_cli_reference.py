@@ -23,7 +23,8 @@ def _opt_row(p) -> str:  # p: a typer parameter (typer vendors click; its types 
         "flag" if getattr(p, "is_flag", False) else getattr(ann, "__name__", str(ann)).replace("NoneType", "")
     )
     default = p.default if p.default not in (None, (), [], False) and not callable(p.default) else ""
-    help_text = (getattr(p, "help", "") or "").replace("|", "\\|").replace("\n", " ")
+    # as `--help` shows it: rich markup's escape `\[` is a plain `[` to the reader
+    help_text = (getattr(p, "help", "") or "").replace("\\[", "[").replace("|", "\\|").replace("\n", " ")
     return f"| {names} | {kind} | {default} | {help_text} |"
 
 

@@ -166,7 +166,7 @@ def test_a_cost_file_is_named_and_its_fit_warnings_printed(tmp_path):
     assert warnings == [
         "warning: cost part moe fits poorly (R² 0.55 < 0.8, residual p95 40% over 120 points): what-ifs "
         "that rescale it are uncertain",
-        "warning: cost part transfer kept the defaults (DOMAIN §3): the store has no dispatch/combine",
+        "warning: cost part transfer kept the paper's defaults: the store has no dispatch/combine",
     ]
 
 

@@ -95,7 +95,7 @@ def test_overview_shows_findings_headline_and_provenance(stores, coupled_diagnos
         r.children[0].children: r.children[2].children
         for r in _find(body, "overview-headline").children[1].children
     }
-    assert headline["n_ranks"] == "32" and headline["n_steps"] == "2"
+    assert headline["ranks"] == "32" and headline["steps"] == "2"
     prov = _json(_find(body, "overview-provenance"))
     assert "32 ranks" in prov and "read 287,360 = kept 287,360 + rejected (none)" in prov
 
@@ -166,7 +166,7 @@ def test_imbalance_overlap_compare_pages_have_their_figures(stores):
     body = compare.compare_body(stores, "0", "1")
     assert body[0].children.startswith("A = ") and _find(body, "cmp-bars-b") is not None
     overall = {r.children[0].children: r for r in _find(body, "cmp-overall").children[1].children[1].children}
-    assert overall["n_ranks"].children[1].children == "32"
+    assert overall["ranks"].children[1].children == "32"
     assert compare.compare_body(stores, "0", "2")[0].children.startswith("cannot read store missing.store")
 
 

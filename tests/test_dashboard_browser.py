@@ -10,6 +10,7 @@ compiles once).
 
 from __future__ import annotations
 
+from itertools import pairwise
 from urllib.parse import urlsplit
 
 import pytest
@@ -145,7 +146,7 @@ def test_compare_page_shows_both_stores(page, served):
         page.locator("#cmp-bars-a .main-svg").count() >= 1
         and page.locator("#cmp-bars-b .main-svg").count() >= 1
     )
-    assert "mean_step_time_ns" in page.inner_text("#cmp-overall")
+    assert "mean step time" in page.inner_text("#cmp-overall")
 
 
 def test_an_unreadable_store_shows_its_message_and_the_others_still_work(page, served):
@@ -193,3 +194,18 @@ def test_two_tabs_follow_their_own_replay(page, served):
     finally:
         tab.close()
     assert page.log["errors"] == []
+
+
+def test_barrier_bars_are_sized_and_named_in_the_browser(page, served, shots):
+    # the coupled sample's 8 DP groups: every bar named on the axis and at least ROW_PX (28 px)
+    # apart, as drawn by plotly in Chromium (not only as the figure object asks)
+    page.goto(served.url + "/barriers")
+    settle(page)
+    ranking = page.locator(".js-plotly-plot").nth(1)
+    labels = ranking.locator(".ytick text").all_text_contents()
+    assert sorted(labels) == [f"DP{g}" for g in range(8)]
+    ys = sorted(
+        ranking.locator(".ytick text").evaluate_all("els => els.map(e => e.getBoundingClientRect().y)")
+    )
+    assert min(b - a for a, b in pairwise(ys)) >= 27
+    ranking.screenshot(path=str(shots / "barriers-ranking.png"))

@@ -284,7 +284,7 @@ def test_tornado_orders_knobs_by_swing():
 
 # ------------------------------------------------------------------------- where costs came from
 
-FIT_FILE = """# asaptrace cost model (fitted to /data/run7.store (attention, moe; the rest DOMAIN §3 defaults)); ms, token counts per 1K = 1,024 tokens
+FIT_FILE = """# asaptrace cost model (fitted to /data/run7.store (attention, moe; the rest the paper's defaults)); ms, token counts per 1K = 1,024 tokens
 
 [attention]
 c1_ms = 1.2
@@ -315,26 +315,28 @@ def test_the_reading_names_where_its_costs_came_from(tmp_path):
     opt = SweepOptions(policies=("test-count",), rates=(1, 8), bisection_steps=1)
     sc = load_scenario("asap-paper")
     res = run_sweep(sc, opt)
-    assert res["costs_from"] == "the paper's own cost figures (DOMAIN.md §3) at face value"
+    assert res["costs_from"] == "the paper's own cost figures (docs/analyses/replay.md) at face value"
     assert res["cost_fit"] is None and res["cost_set"] == {} and res["cost_warnings"] == []
-    assert res["reading"].endswith("Costs: the paper's own cost figures (DOMAIN.md §3) at face value.")
+    assert res["reading"].endswith(
+        "Costs: the paper's own cost figures (docs/analyses/replay.md) at face value."
+    )
     res = run_sweep(sc.with_knobs({"xfer_per_k_ms": "5", "scale": "0.5"}), opt)
     assert res["costs_from"] == (
-        "the paper's own cost figures (DOMAIN.md §3) with xfer_per_k_ms = 5 (--set), all × 0.5 (cost_scale)"
+        "the paper's own cost figures (docs/analyses/replay.md) with xfer_per_k_ms = 5 (--set), all × 0.5 (cost_scale)"
     )
     assert res["cost_set"] == {"xfer_per_k_ms": 5.0} and "face value" not in res["reading"]
     f = tmp_path / "fit.toml"
     f.write_text(FIT_FILE)
     res = run_sweep(sc.with_costs_file(f).with_knobs({"k_s": 2}), opt)
     assert res["costs_from"] == (
-        "the costs in fit.toml (fitted to /data/run7.store (attention, moe; the rest DOMAIN §3 "
+        "the costs in fit.toml (fitted to /data/run7.store (attention, moe; the rest the paper's "
         "defaults); fitted: attention, moe; kept the paper's defaults: transfer) with coupled_k_s = 2 (--set)"
     )
     assert res["cost_fit"]["transfer"]["status"] == "default" and res["cost_fit"]["attention"]["r2"] == 0.97
     assert res["cost_warnings"] == [
         "cost part moe fits poorly (R² 0.55 < 0.8, residual p95 40% over 120 points): what-ifs that rescale "
         "it are uncertain",
-        "cost part transfer kept the defaults (DOMAIN §3): the store has no dispatch/combine",
+        "cost part transfer kept the paper's defaults: the store has no dispatch/combine",
     ]
     assert "paper's own cost figures" not in res["reading"] and "the costs in fit.toml" in res["reading"]
     # a hand-written cost file: no header, no [fit] tables, and the reading says so
@@ -355,7 +357,9 @@ def test_the_ratio_sentence_quotes_the_cost_source():
         "ratios": {"default": 1.0, "asap": 1.5},
         "paper": {"slo_rps": {"default": 6.8, "asap": 20.0}},
     }
-    paper = reading(res | {"costs_from": "the paper's own cost figures (DOMAIN.md §3) at face value"})
+    paper = reading(
+        res | {"costs_from": "the paper's own cost figures (docs/analyses/replay.md) at face value"}
+    )
     assert "asap/default = 1.50× against the paper's 2.94×, from the paper's own cost figures" in paper
     assert "the paper does not say how it got from those figures" in paper
     fitted = reading(res | {"costs_from": "the costs in fit.toml (fitted to s.store)"})

@@ -99,7 +99,7 @@ def test_replay_section_has_steps_waterfall_and_measured_vs_replayed_compare(rep
     assert f'"y":[{base_s},' in figures.replace(" ", "")
     headers, rows = _table(section, "table-replay-1-compare-overall")
     assert headers == ["metric", "measured", "replayed", "delta", "ratio"]
-    assert [r[0] for r in rows][:3] == ["n_ranks", "n_steps", "mean_step_time_ns"]
+    assert [r[0] for r in rows][:3] == ["ranks", "steps", "mean step time"]
     assert 'id="table-replay-1-compare-by-group"' in section
 
 
@@ -129,7 +129,9 @@ def test_sweep_section_has_the_slo_numbers_and_the_papers(report, sweep_file):
         assert by_policy[p][3] == f"{result['paper']['slo_rps'][p]:g}"  # 6.8, 20
     assert not result["slo_censored"]["default"]  # default misses at 40/s: a real, bisected number
     assert unescape(result["reading"]) in unescape(section)
-    assert "from the paper's own cost figures (DOMAIN.md §3) at face value and" in unescape(section)
+    assert "from the paper's own cost figures (docs/analyses/replay.md) at face value and" in unescape(
+        section
+    )
     for fid in ("fig-sweep-curves", "fig-sweep-quantiles"):
         assert report.count(f'<div id="{fid}">') == 1
     assert "fig-sweep-tornado" not in report  # nothing varied

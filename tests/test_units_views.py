@@ -43,7 +43,8 @@ def test_cells_follow_their_column_name():
     assert cell("dp_group", None) == "–"
     assert cell("outlier", True) == "yes" and cell("outlier", False) == "no"
     # compare tables pair columns as _a / _b / _delta: they format like the column they pair
-    assert cell("wait_share_delta", -0.25) == "-25.0%"
+    # … except that a difference of two shares is in percentage points (45% → 20%: -25 pp, not -25%)
+    assert cell("wait_share_delta", -0.25) == "-25.0 pp"
 
 
 def test_a_duration_column_is_in_one_unit_named_in_its_header():
@@ -60,7 +61,8 @@ def test_a_duration_column_is_in_one_unit_named_in_its_header():
     # 49 µs at most fills µs; below a microsecond the column stays in ns
     assert format_table(["wait_ns"], [{"wait_ns": 49_000}])[0] == ["wait (µs)"]
     assert format_table(["wait_ns"], [{"wait_ns": 999}]) == (["wait (ns)"], [["999"]])
-    assert format_table(["wait_ns"], [{"wait_ns": None}]) == (["wait (ns)"], [["–"]])
+    # a column with no value names no unit (an empty table never shows "(ns)" headers)
+    assert format_table(["wait_ns"], [{"wait_ns": None}]) == (["wait"], [["–"]])
     assert header("last_share") == "last share"
 
 

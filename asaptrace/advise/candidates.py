@@ -36,7 +36,7 @@ from asaptrace.replay.costs import R2_WARN, CostFit, CostModel
 from asaptrace.replay.explore import best_split, vary_replay
 from asaptrace.replay.measured import MeasuredWork
 from asaptrace.replay.run import ReplayResult, replay_measured_work, resolve_costs
-from asaptrace.units import percent
+from asaptrace.units import percent, plural
 
 #: chunk sizes tried for chunked prefill (tokens per DP group per sub-step)
 CHUNK_TOKENS = (2048, 4096, 8192, 16384)
@@ -231,7 +231,7 @@ def _pipelined_whatif(
         label = f"asap at {split} with one expert die lost ({int(r.params['experts']) - 1} serve)"
     coarse = ", searched coarse to fine" if (wl.world_size - 1) // wl.tp > SPLIT_POINTS else ""
     what = "(split, m)" if policy == "afd-pingpong" else "splits"
-    chosen = f"best of {n_splits} {what} of {wl.world_size} devices{coarse}" if search else ""
+    chosen = f"best of {n_splits} {what} of {plural(wl.world_size, 'device')}{coarse}" if search else ""
     return _from_replay(
         name,
         label,

@@ -238,16 +238,20 @@ def _straggler_findings(t: dict[str, pl.DataFrame], n_ranks: int) -> list[Findin
             }
             text = (
                 f"Rank {r['rank']} is a slow device: its non-MoE kernels take {r['compute_ratio']:.2f}× as long as "
-                f"{versus.get(r['compute_baseline'], 'expected')} ({test}); it arrived last at "
-                f"{percent(r['last_share'])} of barriers"
+                f"{versus.get(r['compute_baseline'], 'expected')} ({test})"
             )
         else:
             text = (
                 f"Rank {r['rank']} holds a hot expert: its MoE kernels take {r['moe_ratio']:.2f}× the median "
-                f"({test}); it arrived last at {percent(r['last_share'])} of barriers"
+                f"({test})"
             )
+        # a share nobody measured is left out, never printed as "at unknown of barriers"
+        if r["last_share"] is not None:
+            text += f"; it arrived last at {percent(r['last_share'])} of barriers"
         if imposed_ns:
-            text += f" and alone held them for {text_ns(imposed_ns)} in all (imposed wait)"
+            text += (
+                " and alone held them" if r["last_share"] is not None else "; it alone held barriers"
+            ) + (f" for {text_ns(imposed_ns)} in all (imposed wait)")
         out.append(
             Finding(
                 r["cause"],

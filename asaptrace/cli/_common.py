@@ -7,7 +7,6 @@ import json
 import re
 import shlex
 import sys
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Self, TypeVar
@@ -16,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from asaptrace.cli._layout import print_wrapped
 from asaptrace.errors import AsaptraceError
 from asaptrace.units import more_rows
 
@@ -75,29 +75,20 @@ def print_json(obj: Any) -> None:
 
 
 def print_table(view: TableView) -> None:
-    """Render a :class:`~asaptrace.views.TableView` as a rich table on stdout ("none" when empty,
-    how many rows were left out when cut)."""
-    from rich import box
-    from rich.table import Table
+    """Render a :class:`~asaptrace.views.TableView` as rich tables on stdout, fitted to the terminal's
+    width (:func:`asaptrace.cli._layout.fitted_tables`: split into column groups rather than cut);
+    "none" when empty, how many rows were left out when cut."""
+    from asaptrace.cli._layout import fitted_tables
 
     if view.rows.height == 0:
         out.print(f"[italic]{view.title}[/]: none" + (f" ({escape(view.reason)})" if view.reason else ""))
         return
     headers, rows = view.cells()
-    cells = [max([0] + [len(r[i]) for r in rows]) for i in range(len(headers))]
-    if sum(max(len(h), w) + 2 for h, w in zip(headers, cells, strict=True)) + 2 > out.width:
-        # too wide for the terminal: wrap headers between words ("mean wait" / "(s)"), never inside
-        headers = [
-            "\n".join(textwrap.wrap(h, max(w, *map(len, h.split())), break_long_words=False))
-            for h, w in zip(headers, cells, strict=True)
-        ]
-    table = Table(title=view.title, title_justify="left", box=box.SIMPLE_HEAD)
-    for i, (h, c) in enumerate(zip(headers, view.columns, strict=True)):
-        numeric = i > 0 and view.rows.schema[c].is_numeric()
-        table.add_column(h, justify="right" if numeric else "left")
-    for row in rows:
-        table.add_row(*row)
-    out.print(table)
+    numeric = [i > 0 and view.rows.schema[c].is_numeric() for i, c in enumerate(view.columns)]
+    for table in fitted_tables(view.title, headers, rows, numeric, out.width):
+        out.print(table)
+    if view.caption:
+        print_wrapped(out, "", view.caption, style="dim")
     if view.more:
         out.print(f"[dim]{more_rows(view.more)}[/]")
 

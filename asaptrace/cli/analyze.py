@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
+from rich.text import Text
 
 from asaptrace.cli._common import (
     BatchesOpt,
@@ -17,6 +19,7 @@ from asaptrace.cli._common import (
     out,
     print_json,
     print_table,
+    print_wrapped,
     user_errors,
 )
 
@@ -48,10 +51,11 @@ def analyze(
     if as_json:
         print_json(diag.to_json())
         return
-    out.print(f"[bold]{diag.meta.get('store')}[/]{diagnosis_header(diag)}", soft_wrap=True)
+    print_wrapped(out, f"[bold]{escape(str(diag.meta.get('store')))}[/]  ", diagnosis_header(diag).strip())
     for i, f in enumerate(diag.findings, 1):
-        out.print(f"[bold]{i}.[/] [{_SEVERITY_COLOUR.get(f.severity, 'dim')}]{f.severity}[/] {f.text}")
+        colour = _SEVERITY_COLOUR.get(f.severity, "dim")
+        print_wrapped(out, f"[bold]{i}.[/] ", Text.assemble((f.severity, colour), " ", f.text))
     for note in diag.notes:
-        out.print(f"[dim]note: {note}[/]")
+        print_wrapped(out, "[dim]note:[/] ", note, style="dim")
     for view in diagnosis_tables(diag):
         print_table(view)

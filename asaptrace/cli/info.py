@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from asaptrace.cli._common import JsonOpt, StoreArg, out, print_json, print_table, user_errors
+from rich.markup import escape
+
+from asaptrace.cli._common import JsonOpt, StoreArg, out, print_json, print_table, print_wrapped, user_errors
 
 
 @user_errors
@@ -20,9 +22,9 @@ def info(store: StoreArg, as_json: JsonOpt = False) -> None:
         print_json(data)
         return
     head, accounting = info_summary(data)
-    out.print(f"[bold]{data['store']}[/]{head}")
-    out.print(accounting, soft_wrap=True)
+    print_wrapped(out, f"[bold]{escape(str(data['store']))}[/]  ", head.strip())
+    print_wrapped(out, "", accounting)
     for line in discovery_lines(data):
-        out.print(line, soft_wrap=True)
+        print_wrapped(out, "", line)
     for view in info_tables(data):
         print_table(view)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Self
 
 import typer
+from rich.markup import escape
 
 from asaptrace.cli._common import (
     BatchesOpt,
@@ -18,6 +19,7 @@ from asaptrace.cli._common import (
     out,
     parse_size,
     print_json,
+    print_wrapped,
     user_errors,
 )
 from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED
@@ -45,7 +47,7 @@ def ingest(
         str | None,
         typer.Option(
             help="Where files are read: serial, thread, process (a local pool) or ray "
-            "(`pip install 'asaptrace[ray]'`); default: threads (serial for --jobs 1 or one file)."
+            "(`pip install 'asaptrace\\[ray]'`); default: threads (serial for --jobs 1 or one file)."
         ),
     ] = None,
     ray_address: Annotated[
@@ -138,11 +140,11 @@ def ingest(
     if as_json:
         print_json(info)
         return
-    for line in discovery_lines(info):
+    for line in discovery_lines(info):  # log lines: one each, whole (grep finds them)
         err.print(line, soft_wrap=True, markup=False)
-    out.print(
-        f"wrote [bold]{store.path}[/]: {ingest_summary(info, time.perf_counter() - t0)}", soft_wrap=True
-    )
+    # the path on its own line (folded if it is wider than the terminal), then what was kept
+    out.print(f"wrote [bold]{escape(str(store.path))}[/]:", overflow="fold")
+    print_wrapped(out, "  ", ingest_summary(info, time.perf_counter() - t0))
 
 
 def _said_stale(folder: StaleFolder) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from asaptrace.cli._common import JsonOpt, out, print_json, user_errors
+from asaptrace.cli._layout import print_hanging
 
 
 @user_errors
@@ -19,4 +20,4 @@ def policies(as_json: JsonOpt = False) -> None:
         print_json({"policies": catalogue})
         return
     for line in policies_lines(catalogue):
-        out.print(line, markup=False, highlight=False, soft_wrap=True)
+        print_hanging(out, line)

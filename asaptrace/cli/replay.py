@@ -18,6 +18,7 @@ from asaptrace.cli._common import (
     out,
     print_json,
     print_table,
+    print_wrapped,
     user_errors,
     write_tables,
 )
@@ -135,7 +136,7 @@ def replay(
     print_json(result.to_json()) if as_json else _print_replay(result.to_json())
     write_tables(replay_tables(result.to_json()), csv, parquet)
     for line in result.warnings:
-        err.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
+        print_wrapped(err, "[yellow]warning:[/] ", line)
 
 
 def _replay_params(**options: Any) -> dict[str, Any]:
@@ -158,12 +159,9 @@ def _print_replay(j: dict[str, Any]) -> None:
     )
     for view in replay_views(j):
         print_table(view)
-    out.print(band_text(j), soft_wrap=True)
-    out.print(
-        f"[dim]{escape(consistency_text(j))}; costs: {escape(str(j['costs'].get('source')))}[/]",
-        soft_wrap=True,
-    )
+    print_wrapped(out, "", band_text(j))
+    print_wrapped(out, "", f"{consistency_text(j)}; costs: {j['costs'].get('source')}", style="dim")
     for note in j["notes"]:
-        out.print(f"[dim]note: {escape(note)}[/]")
+        print_wrapped(out, "[dim]note:[/] ", note, style="dim")
     if j["out"]:
         out.print(f"wrote [bold]{escape(j['out'])}[/]")

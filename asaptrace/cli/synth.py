@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from asaptrace.cli._common import PhaseBar, out, user_errors
+from asaptrace.cli._common import PhaseBar, out, print_wrapped, user_errors
 from asaptrace.units import human_bytes, plural
 
 
@@ -34,7 +34,7 @@ def synth(
 
     if list_presets:
         for name, text in presets().items():
-            out.print(f"[bold]{name}[/]  {text}", soft_wrap=True)
+            print_wrapped(out, f"[bold]{name}[/]  ", text)
         return
     if out_dir is None:
         raise typer.BadParameter("is required (unless --list-presets)", param_hint="-o/--out")

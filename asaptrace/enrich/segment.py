@@ -38,7 +38,7 @@ import polars as pl
 from asaptrace.enrich.comm_layers import layers_from_comm_order
 from asaptrace.enrich.taxonomy import Taxonomy
 from asaptrace.schema import Kind
-from asaptrace.units import human_ns
+from asaptrace.units import plural, text_ns
 
 _EXTRA_DTYPE = pl.Struct({"step": pl.Int64, "layer": pl.Int64, "micro_batch": pl.Int64})
 _DIGITS = re.compile(r"\d+")
@@ -460,7 +460,7 @@ def note_steps(notes: SegmentNotes, plan: StepPlan) -> None:
     )
     if n > 1:
         notes.notes.append(
-            f"{n} steps found from idle gaps longer than {human_ns(plan.threshold)} (no step annotations)"
+            f"{plural(n, 'step')} found from idle gaps longer than {text_ns(plan.threshold)} (no step annotations)"
         )
 
 

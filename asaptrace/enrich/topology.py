@@ -29,6 +29,7 @@ import polars as pl
 
 from asaptrace.errors import UsageError
 from asaptrace.schema import Kind, Role
+from asaptrace.units import plural
 
 _PARALLEL = re.compile(r"^\s*(dp|tp|ep|pp)\s*=\s*(\d+)\s*$", re.IGNORECASE)
 
@@ -52,9 +53,9 @@ class ParallelConfig:
         if ep is not None and dp * tp + ep == world:
             return "disaggregated"
         raise UsageError(
-            f"--parallel {self.text()} describes {dp * tp} devices (coupled)"
+            f"--parallel {self.text()} describes {plural(dp * tp, 'device')} (coupled)"
             + (f" or {dp * tp + ep} (disaggregated)" if ep else "")
-            + f", but the store has {world} ranks"
+            + f", but the store has {plural(world, 'rank')}"
         )
 
     def text(self) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 
 from asaptrace.errors import IngestError, UnsupportedFormat, UsageError
 from asaptrace.ingest.base import detect_format, group_sources, looks_like_trace
-from asaptrace.units import text_ns
+from asaptrace.units import plural, text_ns
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def run_warnings(facts: Sequence[SourceFacts]) -> list[str]:
         if len(names) > 1:
             warnings.append(
                 f"{' and '.join(names)} are byte-identical (same sha256): one trace read as "
-                f"{len(names)} ranks"
+                f"{plural(len(names), 'rank')}"
             )
     sizes = sorted({f.world_size for f in facts if f.world_size is not None})
     if len(sizes) > 1:

@@ -100,7 +100,7 @@ class CostModel:
     #: ``replay --vary`` and the fit band, :mod:`asaptrace.replay.offline`); not in the TOML file
     whatif_moe_scale: float = 1.0
     whatif_transfer_scale: float = 1.0
-    source: str = "defaults (DOMAIN.md §3/§6)"
+    source: str = "defaults (the ASAP paper's figures, docs/analyses/replay.md)"
 
     # ------------------------------------------------------------------------------------ costs
     def tp_factor(self, tp: float | None) -> float:
@@ -285,7 +285,7 @@ def fit_warnings(quality: dict[str, dict[str, Any]] | None) -> list[str]:
     out: list[str] = []
     for part, q in (quality or {}).items():
         if q.get("status") == "default":
-            out.append(f"cost part {part} kept the defaults (DOMAIN §3): {q.get('reason', 'not fitted')}")
+            out.append(f"cost part {part} kept the paper's defaults: {q.get('reason', 'not fitted')}")
         elif q.get("r2") is not None and float(q["r2"]) < R2_WARN:
             out.append(
                 f"cost part {part} fits poorly (R² {float(q['r2']):.2f} < {R2_WARN}, residual p95 "
@@ -395,12 +395,12 @@ def fit_costs(work: Any, *, base: CostModel | None = None) -> CostFit:
         quality["transfer"] = default_quality(xf.height, why)
     fitted = [p for p, q in quality.items() if q["status"] == "fitted"]
     src = (
-        f"fitted to {work.source} ({', '.join(fitted)}; the rest DOMAIN §3 defaults)"
+        f"fitted to {work.source} ({', '.join(fitted)}; the rest the paper's defaults)"
         if fitted and len(fitted) < 3
         else (
             f"fitted to {work.source}"
             if fitted
-            else f"DOMAIN §3 defaults (nothing in {work.source} could be fitted)"
+            else f"the paper's defaults (nothing in {work.source} could be fitted)"
         )
     )
     return CostFit(replace(model, **changes, source=src), quality)

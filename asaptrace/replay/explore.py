@@ -35,6 +35,7 @@ from asaptrace.replay.measured import MeasuredWork
 from asaptrace.replay.policies import PipelinedPolicy
 from asaptrace.replay.policies._base import parse_attention
 from asaptrace.replay.run import replay_measured_work
+from asaptrace.units import plural
 
 #: replay --vary knobs: alias → CostModel field(s) ("costs" switches fitted ↔ default)
 VARY_KNOBS: dict[str, tuple[str, ...]] = {
@@ -54,7 +55,9 @@ def split_candidates(
     """Every D×T + E at the store's device total (and m for afd-pingpong); ``groups``: only those D."""
     total, t = wl.world_size, int(tp or wl.tp)
     if total < 2 or t >= total:
-        raise UsageError(f"--split auto needs room for attention and experts: {total} devices, TP {t}")
+        raise UsageError(
+            f"--split auto needs room for attention and experts: {plural(total, 'device')}, TP {t}"
+        )
     out: list[PipelinedPolicy] = []
     for d in groups if groups is not None else range(1, (total - 1) // t + 1):
         base = replace(policy, attention=f"{d}x{t}", experts=total - d * t)

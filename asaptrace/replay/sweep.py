@@ -476,7 +476,7 @@ def _paper_for(paper: dict[str, Any], policies: tuple[str, ...]) -> dict[str, An
 def costs_from(sc: Scenario) -> str:
     """Where the scenario's costs came from, in words the reading quotes.
 
-    * the shipped figures untouched: "the paper's own cost figures (DOMAIN.md §3) at face value";
+    * the shipped figures untouched: "the paper's own cost figures (docs/analyses/replay.md) at face value";
     * a ``--costs`` file: "the costs in FILE (fitted to STORE (…); fitted: attention, moe; kept
       the paper's defaults: transfer)" from its header line and its ``[fit]`` tables;
     * cost knobs that differ (from the paper's figures, or from the file when one was given) are
@@ -499,7 +499,7 @@ def costs_from(sc: Scenario) -> str:
         text = f"the costs in {sc.cost_source.removeprefix('file ')} ({'; '.join(inner)})"
         changed = set_by_user
     else:
-        text = "the paper's own cost figures (DOMAIN.md §3)"
+        text = "the paper's own cost figures (docs/analyses/replay.md)"
         paper = CostModel()
         changed = {k: getattr(sc, k) for k in COST_KNOBS if getattr(sc, k) != getattr(paper, k)}
     if changed:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from asaptrace.report.sections import Section, table_of
-from asaptrace.units import text_ns
+from asaptrace.units import plural, text_ns
 from asaptrace.views import advice_lines, advice_view
 
 
@@ -19,7 +19,7 @@ def advice_section(j: dict[str, Any]) -> Section:
     applying = [w for w in j["whatifs"] if w["applies"]]
     if applying:
         text = (
-            f"What each change would win back on this {j['deployment']} run of {j['devices']} devices, "
+            f"What each change would win back on this {j['deployment']} run of {plural(j['devices'], 'device')}, "
             f"replayed against the reference replay's makespan of {text_ns(j['reference_makespan_ns'])} "
             "(each at its best setting, with the range over what the store cannot pin and the cost fit it "
             "rests on; `asaptrace advise` prints the same, `--json` for machines)."

@@ -37,7 +37,7 @@ from asaptrace.analyze.compare import HEADLINE_METRICS, compare, headline
 from asaptrace.info import deployment_phrase, steps_text
 from asaptrace.report.replay_sweep import replay_provenance
 from asaptrace.report.sections import FigureView, Section, TableView, table_of
-from asaptrace.units import format_table, human_ns, metric_value, more_rows
+from asaptrace.units import format_table, human_ns, metric_label, metric_value, more_rows
 from asaptrace.views import compare_views, shown_tables
 from asaptrace.viz import barrier, breakdown, imbalance, timeline
 
@@ -198,6 +198,7 @@ def _headline_rows(h: pl.DataFrame) -> list[dict[str, Any]]:
     return [
         {
             "metric": m,
+            "label": metric_label(m),
             "meaning": meaning[m],
             "value": metric_value(u, m, v),
             "raw": "" if v is None else repr(v),

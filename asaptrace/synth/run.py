@@ -32,6 +32,7 @@ from asaptrace.synth.disaggregated import disaggregated_ranks, simulate_disaggre
 from asaptrace.synth.schedule import plan_coupled, plan_disaggregated
 from asaptrace.synth.timeline import RankMeta, Timeline, TimelineBuilder
 from asaptrace.synth.truth import assemble, write_truth
+from asaptrace.units import plural
 from asaptrace.userfiles import check_output_dir
 from asaptrace.workload.requests import make_requests
 
@@ -168,7 +169,7 @@ def readme_text(cfg: SynthConfig, out: Path, tl: Timeline) -> str:
     }[cfg.run.format]
     return (
         f"# {cfg.preset or 'custom'}: {cfg.description or shape}\n\n"
-        f"Synthetic MoE prefill traces ({shape}, {tl.world_size} ranks, {cfg.run.steps} steps, seed "
+        f"Synthetic MoE prefill traces ({shape}, {plural(tl.world_size, 'rank')}, {plural(cfg.run.steps, 'step')}, seed "
         f"{cfg.run.seed}), written by asaptrace synth. Traces: `{layout}`; `truth.json` is the generator's "
         f"ground truth (for tests only); `config.toml` the resolved configuration.\n\n"
         f"Regenerate (bit-for-bit): `{reproduce_command(cfg, out)}`\n"

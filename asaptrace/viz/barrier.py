@@ -13,12 +13,15 @@ import plotly.graph_objects as go
 import polars as pl
 
 from asaptrace.viz.theme import (
+    HEATMAP_ROW_PX,
     WAIT_COLOUR,
     WAIT_SCALE,
     empty_figure,
     instance_label,
+    label_every,
     plain,
     rank_label,
+    rows_height,
     scaled,
     styled,
     time_unit,
@@ -75,9 +78,10 @@ def wait_heatmap(
         )
     )
     fig.update_yaxes(autorange="reversed", type="category")
-    return styled(
-        fig, title=title, x_title="layer", y_title="rank (grouped by DP group)", height=_rows_height(len(z))
-    )
+    height = rows_height(len(z), per_row=HEATMAP_ROW_PX)
+    if height - 200 >= HEATMAP_ROW_PX * len(z):  # room for every rank's name (else plotly picks)
+        label_every(fig, "y", labels)
+    return styled(fig, title=title, x_title="layer", y_title="rank (grouped by DP group)", height=height)
 
 
 def instance_wait_heatmap(barrier_instances: pl.DataFrame, *, step: int | None = None) -> go.Figure:
@@ -119,12 +123,11 @@ def instance_wait_heatmap(barrier_instances: pl.DataFrame, *, step: int | None =
     )
     fig.update_xaxes(type="category")
     fig.update_yaxes(autorange="reversed", type="category")
+    height = rows_height(rows.height, per_row=HEATMAP_ROW_PX)
+    if height - 200 >= HEATMAP_ROW_PX * rows.height:  # room for every rank's name (else plotly picks)
+        label_every(fig, "y", [rank_label(r, g) for r, g in rows.iter_rows()])
     return styled(
-        fig,
-        title=title,
-        x_title="collective instance (in arrival order)",
-        y_title="rank",
-        height=_rows_height(rows.height),
+        fig, title=title, x_title="collective instance (in arrival order)", y_title="rank", height=height
     )
 
 
@@ -153,24 +156,25 @@ def imposed_wait_ranking(barrier_by_group: pl.DataFrame, *, by_rank: pl.DataFram
         return empty_figure(title, why)
     t = t.sort("imposed_wait_ns", "dp_group", descending=[False, True])  # largest on top
     unit, div = time_unit(t.get_column("imposed_wait_ns"))
+    x = scaled(t.get_column("imposed_wait_ns"), div)
+    groups = [f"{prefix}{g}" for g in t.get_column("dp_group")]
     fig = go.Figure(
         go.Bar(
-            x=scaled(t.get_column("imposed_wait_ns"), div),
-            y=[f"{prefix}{g}" for g in t.get_column("dp_group")],
+            x=x,
+            y=groups,
             orientation="h",
             marker_color=WAIT_COLOUR,
+            # beside the bar, at the axis labels' size (inside, plotly shrank it to fit a thin bar)
             text=[f"last at {100 * s:.0f}%" for s in t.get_column("last_share").fill_null(0.0)],
-            textposition="auto",
+            textposition="outside",
+            cliponaxis=False,
             name="imposed wait",
             hovertemplate="%{y}: %{x} " + unit + " imposed, %{text} of barriers<extra></extra>",
         )
     )
-    fig.update_yaxes(type="category")
+    label_every(fig, "y", groups)
+    top = max((v for v in x if v is not None), default=0.0) or 1.0
+    fig.update_xaxes(range=[0, top * 1.25])  # room for the text beside the longest bar
     return styled(
-        fig, title=title, x_title=f"imposed wait ({unit})", y_title=who, height=_rows_height(t.height)
+        fig, title=title, x_title=f"imposed wait ({unit})", y_title=who, height=rows_height(t.height)
     )
-
-
-def _rows_height(n_rows: int) -> int:
-    """Figure height for a figure with one row per item (readable, bounded)."""
-    return int(min(max(260, 120 + 14 * n_rows), 1400))

@@ -11,7 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from asaptrace.viz.theme import WAIT_COLOUR, empty_figure, styled, time_unit
+from asaptrace.viz.theme import WAIT_COLOUR, empty_figure, label_every, rows_height, styled, time_unit
 
 #: Bars of the step figure: (key of a step row, legend name, colour).
 STEP_BARS = (
@@ -98,5 +98,7 @@ def recovered_tornado(result: dict[str, Any]) -> go.Figure:
         )
     )
     fig.add_vline(x=0.0, line={"color": "#333333", "dash": "dot", "width": 1})
-    fig.update_yaxes(type="category")
-    return styled(fig, title=title, x_title=f"recovered time ({unit})", y_title="knob")
+    label_every(fig, "y", [str(r["knob"]) for r in rows])
+    return styled(
+        fig, title=title, x_title=f"recovered time ({unit})", y_title="knob", height=rows_height(len(rows))
+    )

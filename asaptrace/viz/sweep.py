@@ -15,7 +15,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from asaptrace.viz.theme import WAIT_COLOUR, empty_figure, plain, styled
+from asaptrace.viz.theme import WAIT_COLOUR, empty_figure, label_every, plain, rows_height, styled
 
 #: One colour per policy, in the order the sweep lists them.
 POLICY_COLOURS = ("#7F7F7F", "#FF7F0E", "#2CA02C", "#1F77B4", "#9467BD", "#8C564B")
@@ -109,5 +109,7 @@ def sensitivity_tornado(result: dict[str, Any]) -> go.Figure:
         )
     )
     fig.add_vline(x=1.0, line={"color": "#333333", "dash": "dot", "width": 1})
-    fig.update_yaxes(type="category")
-    return styled(fig, title=title, x_title="ratio of SLO throughputs", y_title="knob")
+    label_every(fig, "y", [plain(r["knob"]) for r in rows])
+    return styled(
+        fig, title=title, x_title="ratio of SLO throughputs", y_title="knob", height=rows_height(len(rows))
+    )

@@ -9,6 +9,7 @@ and the dashboard. Times are int64 ns in every table; they become ms or s **only
 from __future__ import annotations
 
 import html
+import textwrap
 from collections.abc import Iterable
 
 import plotly.graph_objects as go
@@ -48,6 +49,16 @@ STEP_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star", "cros
 
 FONT = "Liberation Sans, Arial, Helvetica, sans-serif"
 
+#: where a figure's title starts, from its top: below the modebar
+TITLE_TOP_PX = 38
+#: pixels per category row of a bar chart (a 12 px label, its bar and the text beside it) or heatmap
+ROW_PX = 28
+HEATMAP_ROW_PX = 16
+#: the width a figure is laid out for (a report column, a dashboard page); narrower: fit_top
+WIDTH_PX = 1000
+#: the top margin a figure is given before fit_top sizes it
+DEFAULT_TOP_PX = 100
+
 #: The template every figure uses (small on purpose: it is serialised into each figure).
 TEMPLATE = go.layout.Template(
     layout=go.Layout(
@@ -82,11 +93,17 @@ TEMPLATE = go.layout.Template(
         title={
             "x": 0,
             "xanchor": "left",
-            "y": 0.985,
+            "xref": "container",
+            "y": 1,
             "yanchor": "top",
             "yref": "container",
+            # below the modebar (≈ 28 px, top right, shown on hover): a long title never runs under it
+            "pad": {"t": TITLE_TOP_PX, "l": 8},
             "font": {"size": 15},
+            "subtitle": {"font": {"size": 11, "color": "#555555"}},
         },
+        # text inside or beside a bar is never smaller than the axis labels (12 px)
+        uniformtext={"minsize": 12, "mode": "show"},
     )
 )
 
@@ -124,12 +141,69 @@ def scaled(series: pl.Series, divisor: int) -> list[float | None]:
     return [None if v is None else float(f"{v / divisor:.6g}") for v in series.to_list()]
 
 
-def styled(fig: go.Figure, *, title: str, x_title: str, y_title: str, height: int | None = None) -> go.Figure:
-    """Apply the template, the title and the axis titles (with their units) to a figure."""
-    fig.update_layout(template=TEMPLATE, title={"text": title}, height=height)
+def styled(
+    fig: go.Figure,
+    *,
+    title: str,
+    x_title: str,
+    y_title: str,
+    height: int | None = None,
+    subtitle: str | None = None,
+) -> go.Figure:
+    """Apply the template, the title (and a smaller subtitle) and the axis titles (with their units)
+    to a figure. The top margin holds the title below the modebar and the legend's rows above the
+    plot, so neither covers the other (:func:`fit_top`, for a figure :data:`WIDTH_PX` wide)."""
+    fig.update_layout(
+        template=TEMPLATE,
+        title={"text": title, **({"subtitle": {"text": subtitle}} if subtitle else {})},
+        height=height,
+    )
     fig.update_xaxes(title_text=x_title)
     fig.update_yaxes(title_text=y_title)
+    return fit_top(fig, WIDTH_PX)
+
+
+def fit_top(fig: go.Figure, width_px: int) -> go.Figure:
+    """Make room above the plot for a figure ``width_px`` wide: the title and subtitle wrapped
+    between words to that width (plotly never wraps them: a long title ran off the figure), then
+    the legend's rows (estimated from its entries' text), below the modebar. A figure of fixed
+    height grows by the room added, so its rows keep their size. A face that shows a figure
+    narrower than :data:`WIDTH_PX` (side by side) calls this again with its width."""
+    title = fig.layout.title
+    base = fig.layout.height
+    old_top = fig.layout.margin.t if fig.layout.margin.t is not None else DEFAULT_TOP_PX
+    text = _wrap_title((title.text or "").replace("<br>", " "), (width_px - 16) // 8)
+    sub = _wrap_title((title.subtitle.text or "").replace("<br>", " "), (width_px - 16) // 6)
+    names = [t.name for t in fig.data if t.name and t.showlegend is not False]
+    rows, used = (0, width_px) if len(names) < 2 else (1, 0)
+    for name in names if rows else ():
+        w = 40 + 7 * len(name)  # symbol, gap and about 7 px a character at 12 px
+        if used and used + w > width_px - 80:
+            rows, used = rows + 1, 0
+        used += w
+    lines = text.count("<br>") + 1 if text else 0
+    top = TITLE_TOP_PX + 20 * lines + (15 * (sub.count("<br>") + 1) if sub else 0) + 24 * rows + 14
+    fig.update_layout(title={"text": text, "subtitle": {"text": sub or None}}, margin={"t": top})
+    if base is not None:
+        fig.update_layout(height=int(base + top - old_top))
     return fig
+
+
+def _wrap_title(text: str, chars: int) -> str:
+    return "<br>".join(textwrap.wrap(text, max(chars, 20), break_long_words=False)) if text else ""
+
+
+def rows_height(n_rows: int, *, per_row: int = ROW_PX, other_px: int = 200, cap: int = 4000) -> int:
+    """A figure's height for ``n_rows`` category rows: ``per_row`` pixels each plus the title,
+    legend and axis (``other_px``), at least 260 px; ∝ N up to ``cap`` (then rows get thinner)."""
+    return int(min(max(260, other_px + per_row * n_rows), cap))
+
+
+def label_every(fig: go.Figure, axis: str, categories: list[str]) -> None:
+    """Name every category on ``axis`` ("x" or "y"), in order: plotly skips labels it finds
+    crowded, which left the dominant bar of a chart unnamed."""
+    update = fig.update_xaxes if axis == "x" else fig.update_yaxes
+    update(type="category", tickmode="array", tickvals=categories, ticktext=categories)
 
 
 def empty_figure(title: str, message: str) -> go.Figure:

@@ -219,7 +219,8 @@ def timeline_figure(
         fig.add_vrect(x0=round(lo, X_DECIMALS), x1=round(hi, X_DECIMALS), fillcolor=WAIT_COLOUR, opacity=0.12)
     return styled(
         fig,
-        title=f"{title}<br><sup>{sub}</sup>",
+        title=title,
+        subtitle=sub,
         x_title=f"time since window start ({unit})",
         y_title="rank · stream (wait band last)",
         height=height,

@@ -47,7 +47,7 @@ SOURCES = {
     },
 }
 
-#: The production-like profile of DOMAIN.md §3 (ASAP paper, Huawei Cloud prompts): min 31,
+#: The production-like profile of the ASAP paper (Huawei Cloud prompts): min 31,
 #: mean ≈ 5K, truncated at 32K. No public file holds it, so it is a lognormal clipped to
 #: [PROD_MIN, PROD_MAX] with PROD_SIGMA fixed and mu solved for the target mean.
 PROD_MIN, PROD_MAX, PROD_MEAN, PROD_SIGMA = 31, 32768, 5000.0, 1.0
@@ -150,7 +150,7 @@ def render(workloads: Path) -> str:
     out += [
         '[profiles."production"]',
         f'source = "parametric: lognormal(mu={mu:.4f}, sigma={PROD_SIGMA}) clipped to [{PROD_MIN}, {PROD_MAX}]; '
-        'DOMAIN.md §3 (ASAP paper, Huawei Cloud prompts: min 31, mean ~5K, truncated at 32K)"',
+        'the ASAP paper (Huawei Cloud prompts: min 31, mean ~5K, truncated at 32K)"',
         "licence = 'n/a (parametric)'",
         f"mean = {PROD_MEAN}",
         f"quantiles = {_fmt(q)}",

@@ -9,10 +9,13 @@ from dash import Input, Output, dcc, html
 
 from asaptrace import views
 from asaptrace.viz.breakdown import group_stacked_bars
+from asaptrace.viz.theme import fit_top
 from dashboards.components import graph, message, table
 from dashboards.state import Stores, StoreUnavailable
 
 PATH, TITLE = "/compare", "Compare"
+#: the width of each of the two figures side by side, on a narrow screen (their titles and legends fit it)
+HALF_WIDTH_PX = 420
 
 
 def layout(stores: Stores) -> html.Div:
@@ -52,8 +55,11 @@ def compare_body(stores: Stores, a: Any, b: Any) -> list:
                         html.H4(f"A: {la.label}"),
                         graph(
                             "cmp-bars-a",
-                            group_stacked_bars(
-                                la.diag.tables["step_breakdown"], la.diag.tables["stragglers"]
+                            fit_top(
+                                group_stacked_bars(
+                                    la.diag.tables["step_breakdown"], la.diag.tables["stragglers"]
+                                ),
+                                HALF_WIDTH_PX,
                             ),
                         ),
                     ]
@@ -63,8 +69,11 @@ def compare_body(stores: Stores, a: Any, b: Any) -> list:
                         html.H4(f"B: {lb.label}"),
                         graph(
                             "cmp-bars-b",
-                            group_stacked_bars(
-                                lb.diag.tables["step_breakdown"], lb.diag.tables["stragglers"]
+                            fit_top(
+                                group_stacked_bars(
+                                    lb.diag.tables["step_breakdown"], lb.diag.tables["stragglers"]
+                                ),
+                                HALF_WIDTH_PX,
                             ),
                         ),
                     ]

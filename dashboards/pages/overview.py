@@ -7,7 +7,7 @@ from typing import Any
 from dash import Input, Output, dcc, html
 
 from asaptrace import views
-from asaptrace.units import human_bytes
+from asaptrace.units import human_bytes, plural
 from dashboards.components import message, table, text_table
 from dashboards.state import Stores, StoreUnavailable
 
@@ -47,7 +47,7 @@ def overview_body(stores: Stores, key: Any) -> list:
     provenance = [
         ("store", s.label),
         ("deployment", views.diagnosis_header(diag).strip()),
-        ("ranks, events", f"{info['n_ranks']} ranks, {info['n_events']:,} events"),
+        ("ranks, events", f"{plural(info['n_ranks'], 'rank')}, {plural(info['n_events'], 'event')}"),
         ("accounting", f"read {acc['read']:,} = kept {acc['kept']:,} + rejected ({rejected})"),
         ("clock", str((meta.get("clock") or {}).get("status", "-"))),
         ("batches", str(diag.meta.get("batches_source") or "-")),

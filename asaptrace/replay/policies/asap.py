@@ -1,4 +1,4 @@
-"""``asap``: ASAP's disaggregated, asynchronous prefill (DOMAIN.md §2, §6).
+"""``asap``: ASAP's disaggregated, asynchronous prefill (docs/analyses/replay.md).
 
 D×T attention dies (``attention="DxT"``) and an E-die MoE pool (``experts``), defaulting to the
 measured device total split in half (a 32-die store: 4×4 + 16). Dispatch and combine are
