@@ -164,9 +164,11 @@ def step_phases(chain: Chain) -> dict[Any, set[str]]:
 
 
 def step_batch(chain: Chain, step: Any) -> tuple[int, int]:
-    """(batch size, new tokens) of ``step`` from the store's batches table: one row per request."""
+    """(batch size, new tokens) of ``step`` from the store's batches table: one row per request,
+    new tokens = seq_len − cached_len (the prompt part not served from cache)."""
     batches = open_store(chain.store_path).read("batches").filter(pl.col("step") == step)
-    return batches.height, int(batches["seq_len"].sum() or 0)
+    new = batches.select((pl.col("seq_len") - pl.col("cached_len").fill_null(0)).sum()).item()
+    return batches.height, int(new or 0)
 
 
 def _by_rank(rows: list[dict], key: str) -> dict[Any, float]:
@@ -253,9 +255,9 @@ def test_vllm_step_read_from_the_new_annotation_form(corpus):
     phases = step_phases(chain)
     assert list(phases.values()) == [{"mixed"}], f"vllm: step → phase {phases}, expected one mixed step"
     (step,) = phases
-    n_requests, tokens = step_batch(chain, step)
-    assert n_requests == 9 + 37, (
-        f"vllm: step {step} has {n_requests} requests in batches, expected 46 (9 + 37)"
+    assert step_batch(chain, step) == (9 + 37, 8_155 + 37), (
+        f"vllm: step {step} batch (requests, new tokens) = {step_batch(chain, step)}, expected (46, 8192): "
+        "9 context requests of 8,155 new tokens and 37 generation requests of one token each"
     )
 
 
