@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+#: ``../shared/data`` beside the checkout; ASAPTRACE_SHARED_DATA names it for a checkout elsewhere
+#: (a git worktree one folder deeper)
+SHARED_DATA = Path(
+    os.environ.get("ASAPTRACE_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
+)
 
 
 @pytest.fixture(scope="session")
