@@ -195,8 +195,11 @@ def test_vllm_real_trace_steps_from_the_new_annotation_form(tmp_path):
     assert steps.select("phase", "requests", "new_tokens", "source").rows() == [
         ("mixed", 46, 8192, "annotation:vllm")
     ]
+    # new tokens = seq_len − cached_len (the context, sk − sq, is the cached prefix): 8,155 + 37
     b = store.read("batches")
-    assert (b.height, b.get_column("seq_len").sum()) == (46, 8155 + 37)
+    new = (b.get_column("seq_len") - b.get_column("cached_len").fill_null(0)).sum()
+    assert (b.height, new) == (46, 8155 + 37)
+    assert b.get_column("cached_len").sum() == (8430 - 8155) + (34489 - 37)
 
 
 @pytest.mark.parametrize(

@@ -136,11 +136,12 @@ def test_duckdb_and_pandas_read_the_store_tables(stores, which):
         f"FROM read_parquet('{parts}') GROUP BY kind"
     ).fetchall()
     assert {k: n for k, n, _ in rows} == events_by_kind
-    assert {k: int(t) for k, _, t in rows} == time_by_kind
+    # annotations are listed apart from device time (info's annotation_time_ns): labels, not work
+    assert {k: int(t) for k, _, t in rows if k != "annotation"} == time_by_kind
     assert sum(events_by_kind.values()) > 0 and sum(time_by_kind.values()) > 0
 
     df = pd.read_parquet(store.path / "events")
     df["kind"] = df["kind"].astype(str)
     assert df.groupby("kind").size().to_dict() == events_by_kind
     device = df[df["is_device"]].groupby("kind")["dur_ns"].sum()
-    assert {k: int(device.get(k, 0)) for k in events_by_kind} == time_by_kind
+    assert {k: int(device.get(k, 0)) for k in events_by_kind if k != "annotation"} == time_by_kind

@@ -72,6 +72,7 @@ def test_mistyped_events_are_counted_not_fatal(tmp_path):
         "kept": 1,
         "kept_by_table": {"events": 1},
         "rejected": {"bad_dur": 1, "bad_ts": 1},
+        "files_unreadable": 0,  # no file skipped (ingest --skip-bad lists them)
     }
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import polars as pl
 
+from asaptrace.analyze._common import share
 from asaptrace.units import plural
 
 #: The headline metrics, in display order: (metric, unit, meaning).
@@ -94,8 +95,8 @@ def by_group(tables: Tables) -> pl.DataFrame:
         pl.col("step_time_ns").mean().alias("mean_step_time_ns"),
         (pl.col("wait_ns").sum() / pl.col("rank").n_unique()).alias("exposed_wait_ns"),
     )
-    overlap = ov.group_by("dp_group").agg(
-        (pl.col("overlapped_ns").sum() / pl.col("comm_ns").sum()).alias("overlap_efficiency")
+    overlap = ov.group_by("dp_group").agg(  # null, never NaN, for a group without communication
+        share(pl.col("overlapped_ns").sum(), pl.col("comm_ns").sum()).alias("overlap_efficiency")
     )
     return (
         steps.join(overlap, on="dp_group", how="full", coalesce=True, nulls_equal=True)

@@ -30,7 +30,7 @@ from asaptrace.analyze.straggler import straggler_groups, stragglers
 from asaptrace.analyze.ttft import ttft_by_bucket, ttft_requests
 from asaptrace.display import HtmlRepr
 from asaptrace.enrich.instances import match_instances
-from asaptrace.info import phase_counts
+from asaptrace.info import phase_counts, steps_of
 
 SCHEMA_VERSION = 1
 
@@ -140,7 +140,7 @@ def diagnose(
         "barrier_by_step": bw.wait_by_step(barrier, breakdown),
         "barrier_by_rank_layer": bw.wait_by_rank_layer(waits),
         "receive_waits": receive,
-        "step_breakdown": breakdown,
+        "step_breakdown": _with_phase(breakdown, meta),
         "imbalance_by_group": by_group_imb,
         "imbalance_by_step": imbalance_by_step(by_group_imb),
         "imbalance_fit": fit_attention(by_group_imb),
@@ -172,3 +172,12 @@ def diagnose(
         )
     findings = rank_findings(t, rk, meta)
     return Diagnosis(tables=t, findings=findings, notes=notes, meta=meta)
+
+
+def _with_phase(breakdown: pl.DataFrame, meta: dict[str, Any]) -> pl.DataFrame:
+    """The step breakdown with each step's phase (prefill, decode, mixed, training; ``unknown``
+    where the trace does not say), so every per-step row names what it measured."""
+    steps = steps_of(meta).select(pl.col("step").cast(breakdown.schema["step"]), "phase")
+    out = breakdown.join(steps, on="step", how="left") if steps.height else breakdown
+    phase = pl.col("phase").fill_null("unknown") if "phase" in out.columns else pl.lit("unknown")
+    return out.with_columns(phase.alias("phase"))

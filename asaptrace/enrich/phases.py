@@ -169,7 +169,8 @@ def _keep_sumsq(total: int, n: int, sumsq: int | None) -> list[int]:
 
 
 def _requests_of(row: dict[str, Any]) -> list[tuple[int, int | None]]:
-    """(new tokens, cached tokens) of each derived request of one step annotation."""
+    """(seq_len, cached_len) of each derived request of one step annotation: the batches table's
+    seq_len is the whole prompt (prefix included), so new tokens = seq_len − cached_len."""
     out: list[tuple[int, int | None]] = []
     pre_n, dec_n = row.get("prefill_requests"), row.get("decode_requests")
     if pre_n is None and dec_n is None:
@@ -185,7 +186,7 @@ def _requests_of(row: dict[str, Any]) -> list[tuple[int, int | None]]:
             continue
         lens = _keep_sumsq(toks, n, sq)
         cached = _equal(max(0, ctx - toks), n) if ctx is not None else [None] * n
-        out += list(zip(lens, cached, strict=True))
+        out += [(s + (c or 0), c) for s, c in zip(lens, cached, strict=True)]
     return out
 
 

@@ -8,15 +8,22 @@ one rank, and never answers files of separate runs (other world sizes, other dev
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal, Protocol
 
 from asaptrace.errors import RankError, UsageError
 from asaptrace.ingest.base import RankInfo, source_name
 from asaptrace.ingest.naming import NameHint
 from asaptrace.userfiles import read_text
 
-if TYPE_CHECKING:
-    from asaptrace.ingest.driver import FileSummary
+
+class RankedFile(Protocol):
+    """What the rank check reads of a file's summary (``driver.FileSummary`` has it): a protocol,
+    so this module needs nothing of the driver that imports it."""
+
+    path: str
+    rank_info: RankInfo
+    notes: dict[str, Any]
+
 
 RankFrom = Literal["auto", "content", "name", "order"]
 
@@ -92,11 +99,14 @@ def explicit_ranks(
     return out
 
 
-def check_unique_ranks(summaries: list[FileSummary]) -> None:
-    seen: dict[int, FileSummary] = {}
+def check_unique_ranks(summaries: list[RankedFile]) -> None:
+    """Two files claiming one rank are refused in one line, saying whether they look like
+    separate runs (world sizes or device types differ) or one run whose files need a rank map."""
+    seen: dict[int, RankedFile] = {}
     for s in summaries:
         r = s.rank_info.rank
-        assert r is not None
+        if r is None:  # resolved before this check; a file without one has nothing to clash with
+            continue
         if r in seen:
             other = seen[r]
             sizes = (other.rank_info.world_size, s.rank_info.world_size)
