@@ -15,9 +15,7 @@ from asaptrace.cli._common import (
     StoreArg,
     check_tables,
     err,
-    out,
     print_json,
-    print_table,
     user_errors,
     write_tables,
 )
@@ -44,9 +42,11 @@ def advise(
 
     Example: asaptrace advise run.store --online
     """
+    from asaptrace.cli._answer import print_answer_table, print_lines, width
     from asaptrace.pipeline import advise_store
     from asaptrace.tables import advice_tables
-    from asaptrace.views import advice_lines, advice_view, human_ns
+    from asaptrace.views import human_ns
+    from asaptrace.views_online import advice_legend, advice_lines, advice_view
 
     check_tables(csv, parquet)
 
@@ -60,19 +60,17 @@ def advise(
     if as_json:
         print_json(j)
         return
-    out.print(
-        f"[bold]{escape(str(store))}[/]: {j['deployment']} run on {j['devices']} devices, measured makespan "
-        f"{human_ns(j['measured_makespan_ns'], sig=True)}; what each change would win back:",
-        soft_wrap=True,
+    print_lines(
+        f"{store}: {j['deployment']} run on {j['devices']} devices, measured makespan "
+        f"{human_ns(j['measured_makespan_ns'], sig=True)}; what each change would win back:"
     )
     if advice.ranked:
-        print_table(advice_view(j))
+        print_answer_table(advice_view(j, width=width()))
+        for line in advice_legend(j, width=width()):
+            print_lines(line, indent="  ", style="dim")
     for i, line in enumerate(advice_lines(j), start=1):
-        out.print(f"{i}. {escape(line)}", soft_wrap=True)
+        print_lines(line, first=f"{i}. ", indent=" " * len(f"{i}. "))
     if j.get("online") and j["online"].get("status") == "run":
-        out.print(
-            f"online: {escape(j['online']['reading'])} Requests: {escape(j['online']['requests'])}.",
-            soft_wrap=True,
-        )
+        print_lines(f"online: {j['online']['reading']} Requests: {j['online']['requests']}.", indent="  ")
     elif j.get("online"):
-        out.print(f"online: not run ({escape(j['online']['reason'])})")
+        print_lines(f"online: not run ({j['online']['reason']})", indent="  ")

@@ -1,7 +1,7 @@
 """The report's Advice section, at the top: the ranked what-ifs of :func:`asaptrace.advise.advise`.
 
 Pure: the advice's JSON in, a :class:`~asaptrace.report.sections.Section` out, with the same
-table (:func:`asaptrace.views.advice_view`) and lines (:func:`asaptrace.views.advice_lines`) the
+table (:func:`asaptrace.views_online.advice_view`) and lines (:func:`asaptrace.views_online.advice_lines`) the
 CLI prints and the dashboard's Overview shows.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from asaptrace.report.sections import Section, table_of
 from asaptrace.units import text_ns
-from asaptrace.views import advice_lines, advice_view
+from asaptrace.views_online import advice_lines, advice_view
 
 
 def advice_section(j: dict[str, Any]) -> Section:

@@ -28,8 +28,8 @@ from asaptrace.views import (
     consistency_text,
     deployment_text,
     replay_views,
-    sweep_views,
 )
+from asaptrace.views_online import sweep_views
 from asaptrace.viz.replay import recovered_tornado, recovered_waterfall, replay_steps
 from asaptrace.viz.sweep import sensitivity_tornado, ttft_curves, ttft_quantiles
 

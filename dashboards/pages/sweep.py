@@ -12,7 +12,7 @@ from typing import Any
 
 from dash import Input, Output, State, dcc, html, no_update
 
-from asaptrace import pipeline, views
+from asaptrace import pipeline, views_online
 from asaptrace.viz.sweep import sensitivity_tornado, ttft_curves
 from dashboards.components import graph, message, table
 from dashboards.jobs import Jobs, JobsBusy
@@ -110,12 +110,15 @@ def start_sweep(jobs: Jobs, policies: Any, rates: Any, duration: Any, vary: Any)
 
 def sweep_result(result: dict[str, Any]) -> list:
     """A finished sweep: its reading, every table as the CLI and the report show them
-    (:func:`asaptrace.views.sweep_views`), the curves and the tornado."""
+    (:func:`asaptrace.views_online.sweep_views`), the curves and the tornado."""
     warnings = [message(f"warning: {w}", kind="info") for w in result.get("cost_warnings") or []]
     return [
         html.P(result.get("reading", ""), id="sw-reading"),
         *warnings,
-        *(table(view, id=f"sw-{view.name.removeprefix('sweep-')}") for view in views.sweep_views(result)),
+        *(
+            table(view, id=f"sw-{view.name.removeprefix('sweep-')}")
+            for view in views_online.sweep_views(result)
+        ),
         graph("sw-curves", ttft_curves(result)),
         graph("sw-tornado", sensitivity_tornado(result)),
     ]
