@@ -418,11 +418,11 @@ def advice_view(j: dict[str, Any], *, width: int | None = None) -> TableView:
 
 def advice_legend(j: dict[str, Any], *, width: int | None = None) -> list[str]:
     """What the advice table's columns mean, one sentence each; narrow (``width`` < :data:`WIDE`)
-    first names every what-if in full beside the short name the table gives it."""
+    first names every what-if in full beside the short name the table gives it, one a line."""
     lines = []
     applying = [w for w in j["whatifs"] if w["applies"]]
     if narrow(width) and applying:
-        lines.append("what-ifs: " + "; ".join(f"{w['name']} = {w['label']}" for w in applying) + ".")
+        lines += [f"{w['name']}: {w['label']}" for w in applying]
     lines.append(
         f"offline ({REPLAY_QUESTION}): recovered = the reference replay's makespan − the what-if's"
         " (negative: it loses time)"

@@ -70,14 +70,18 @@ def print_answer_table(view: TableView) -> None:
 
 def _widths(mins: list[int], natural: list[int], room: int) -> list[int]:
     """Column widths within ``room``: each at least its longest word; the space left goes first to
-    the columns a few characters short of whole (a header on one line), then to the others in
-    proportion to what they still need."""
+    the columns a few characters short of whole (a header on one line), then to the column naming each row, then to the
+    others in proportion to what they still need."""
     widths = list(mins)
     left = room - sum(widths)
-    short = [i for i in range(len(widths)) if natural[i] - mins[i] <= 12]
+    short = [i for i in range(len(widths)) if natural[i] - mins[i] <= 6]
     for i in sorted(short, key=lambda i: natural[i] - mins[i]):
         give = min(natural[i] - widths[i], left)
         widths[i] += give
+        left -= give
+    if len(widths) > 1:  # then the column naming each row (the what-if, the policy), whole if it can be
+        give = min(natural[1] - widths[1], left)
+        widths[1] += give
         left -= give
     need = {i: natural[i] - widths[i] for i in range(len(widths)) if natural[i] > widths[i]}
     total = sum(need.values())
