@@ -31,7 +31,9 @@ def advice_body(stores: Stores, key: Any) -> list:
         return [message(str(e))]
     shown: list = [html.H3("Advice: what to change, and what it buys")]
     if any(w["applies"] for w in j["whatifs"]):
-        shown.append(table(views_online.advice_view(j), id="overview-advice-table"))
+        view = views_online.advice_view(j)
+        shown.append(table(view, id="overview-advice-table"))
+        shown.append(html.P(view.caption, className="note", id="overview-advice-legend"))
     shown.append(
         html.Ol([html.Li(line) for line in views_online.advice_lines(j)], id="overview-advice-lines")
     )
