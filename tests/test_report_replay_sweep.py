@@ -258,3 +258,16 @@ def test_the_report_of_a_replayed_store_names_the_replay_and_its_error_in_the_pr
         f"{result['error_mean_pct']:.2f}% mean, {result['error_max_pct']:.2f}% max"
     )
     assert shown.startswith(f"{Path(result['store']).name} replayed under asap (") and check in shown
+
+
+def test_each_section_says_the_question_its_numbers_answer(report):
+    """One story across faces (issue 26): the advice's offline table and the replay answer "these
+    batches as they arrived", the sweep "the paper's scenario"; findings by name, never by code."""
+    advice = unescape(_section(report, "advice"))
+    assert "The question: these batches as they arrived" in advice
+    headers, rows = _table(report, "table-advice")
+    assert headers[:3] == ["#", "what-if", "offline recovered (s)"] and "answers" in headers
+    answers = [r[headers.index("answers")] for r in rows]
+    assert not any("_" in a for a in answers) and any("barrier wait" in a for a in answers)
+    assert "The question: these batches as they arrived" in unescape(_section(report, "replay-1"))
+    assert "The question: the paper's scenario." in unescape(_section(report, "sweep"))

@@ -11,7 +11,7 @@ from typing import Any
 
 from asaptrace.report.sections import Section, table_of
 from asaptrace.units import text_ns
-from asaptrace.views_online import advice_lines, advice_view
+from asaptrace.views_online import ONLINE_QUESTION, REPLAY_QUESTION, advice_lines, advice_view
 
 
 def advice_section(j: dict[str, Any]) -> Section:
@@ -19,6 +19,8 @@ def advice_section(j: dict[str, Any]) -> Section:
     applying = [w for w in j["whatifs"] if w["applies"]]
     if applying:
         text = (
+            f"The question: {REPLAY_QUESTION} (offline; `asaptrace advise --online` adds {ONLINE_QUESTION},"
+            " each beside its capacity bound and its range over seeds). "
             f"What each change would win back on this {j['deployment']} run of {j['devices']} devices, "
             f"replayed against the reference replay's makespan of {text_ns(j['reference_makespan_ns'])} "
             "(each at its best setting, with the range over what the store cannot pin and the cost fit it "
