@@ -107,6 +107,8 @@ KEY_TABLES: tuple[KeyTable, ...] = (
 )
 #: rows a terminal shows per table
 ROW_LIMIT = 12
+#: the question a replay's numbers answer (the online ones': :mod:`asaptrace.views_online`)
+REPLAY_QUESTION = "these batches as they arrived"
 
 
 @dataclass(frozen=True)
@@ -469,7 +471,7 @@ def replay_makespan_view(j: dict[str, Any]) -> TableView:
         ),
     ]
     return _rows_view(
-        "Makespan (first batch ready → last batch done) and batch latency (ready → done)",
+        f"Makespan (first batch ready → last batch done) and batch latency (ready → done) — {REPLAY_QUESTION}",
         {
             "run": "run",
             "makespan_ns": "makespan",

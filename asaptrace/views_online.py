@@ -18,10 +18,9 @@ from typing import Any
 import polars as pl
 
 from asaptrace.units import rps_text
-from asaptrace.views import TableView, _rows_view
+from asaptrace.views import REPLAY_QUESTION, TableView, _rows_view
 
 #: the question each face's numbers answer, printed beside them (DOMAIN.md §7, §8)
-REPLAY_QUESTION = "these batches as they arrived"
 ONLINE_QUESTION = "served under load, your lengths"
 PAPER_QUESTION = "the paper's scenario"
 QUESTIONS = {"replay": REPLAY_QUESTION, "advise --online": ONLINE_QUESTION, "sweep": PAPER_QUESTION}
