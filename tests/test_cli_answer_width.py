@@ -113,4 +113,4 @@ def test_a_terminal_too_narrow_for_any_table_gets_one_block_per_row(
 ):
     text = _run(["advise", str(coupled_store.path), "--online"], 40, monkeypatch, online_advice)
     _fits(text, 40)
-    assert "what-if: asap-expert-failure" in text and "online RPS: " in text
+    assert "5. asap-expert-failure" in text.splitlines() and "    online RPS: " in text

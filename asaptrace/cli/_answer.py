@@ -42,15 +42,13 @@ def print_answer_table(view: TableView) -> None:
         return
     headers, rows = view.cells()
     print_lines(view.title, indent="  ", style="italic")
-    mins = [
-        max(len(w) for t in (h, *(r[i] for r in rows)) for w in [*t.split(), ""])
-        for i, h in enumerate(headers)
-    ]
+    mins = [max([_unbroken(h, 0)] + [_unbroken(r[i], SHORT) for r in rows]) for i, h in enumerate(headers)]
     room = width() - 2 * len(headers)  # two spaces between columns (one to spare)
     if sum(mins) > room:
+        skip = 2 if headers[0] == "#" else 1  # a ranked table: "1. balanced", then its columns
         for r in rows:
-            print_lines(r[0], first="- ")
-            for h, c in zip(headers[1:], r[1:], strict=True):
+            print_lines(" ".join(r[:skip]) if skip == 1 else f"{r[0]}. {r[1]}")
+            for h, c in zip(headers[skip:], r[skip:], strict=True):
                 print_lines(f"{' '.join(h.split())}: {c}", first="    ", indent="      ")
         return
     widths = _widths(
@@ -66,6 +64,15 @@ def print_answer_table(view: TableView) -> None:
     if view.more:
         out.print(f"[dim]{more_rows(view.more)}[/]")
     out.print()
+
+
+#: a cell this short ("7.61 S", "3.11–3.75") is never wrapped; a longer one wraps between words
+SHORT = 12
+
+
+def _unbroken(text: str, short: int) -> int:
+    """The least width ``text`` can have: whole when at most ``short`` long, else its longest word."""
+    return len(text) if len(text) <= short else max((len(w) for w in text.split()), default=0)
 
 
 def _widths(mins: list[int], natural: list[int], room: int) -> list[int]:
