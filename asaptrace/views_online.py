@@ -433,18 +433,38 @@ def advice_legend(j: dict[str, Any], *, width: int | None = None) -> list[str]:
         + "."
     )
     on = j.get("online") or {}
-    base = (on.get("slo_rps") or {}).get(on.get("measured_policy", "coupled"))
+    who = on.get("measured_policy", "coupled")
+    base = (on.get("slo_rps") or {}).get(who)
     if _has_online(j) and base is not None:
-        who = on.get("measured_policy", "coupled")
         n = len(on.get("seeds") or [])
+        cap = (on.get("capacity") or {}).get(who) or {}
         lines.append(
             f"online ({on.get('question', ONLINE_QUESTION)}): SLO RPS = requests/s at mean TTFT ≤ "
             f"{(on.get('slo_ttft_ns') or 0) / 1e9:g} s, median over {n} seeds; seeds: their min–max;"
             f" bound: the capacity bound, {BOUND_LEGEND}; vs {who if who == 'coupled' else 'measured'}:"
-            f" online RPS / {who}'s"
-            f" {rps_text(base)}; agree: no when offline and online point different ways (its line says why)."
+            f" online RPS / the measured policy's; agree: no when offline and online point different"
+            " ways (its line says why)."
+        )
+        lines.append(
+            f"measured policy {who}: {rps_text(base, bool((on.get('slo_censored') or {}).get(who)))}"
+            f" requests/s (seeds {range_rps_text((on.get('slo_range') or {}).get(who))}; bound"
+            f" {rps_text(cap.get('bound_rps'))}, the {cap.get('binding', '–')})."
+            if cap.get("bound_rps") is not None
+            else f" requests/s (seeds {range_rps_text((on.get('slo_range') or {}).get(who))}; no bound)."
         )
     return lines
+
+
+def online_setup_line(j: dict[str, Any]) -> str:
+    """What the online columns were served on: the requests, the costs, the seeds and arrivals
+    (every number of the online answer is in the table, each beside its bound and range)."""
+    on = j.get("online") or {}
+    if on.get("status") != "run":
+        return f"online: not run ({on.get('reason', '–')})"
+    return (
+        f"online: {on['requests']}; {on['costs_from']}; {len(on.get('seeds') or [])} seeds, at least"
+        f" {on.get('min_arrivals', 0):,} arrivals a rate, every one drained."
+    )
 
 
 def advice_lines(j: dict[str, Any]) -> list[str]:

@@ -65,6 +65,14 @@ def test_advise_online_reads_at_80_and_160_columns(online_advice, coupled_store,
         )
         assert f"{o['range'][0]:.2f}–{o['range'][1]:.2f}" in row
         assert f"{o['bound_rps']:.2f} {BINDING_SHORT[o['binding']]}" in row
+    # the measured policy's own number, with its range and bound, as every other online number
+    on = j["online"]
+    lo, hi = on["slo_range"]["coupled"]
+    cap = on["capacity"]["coupled"]
+    assert (
+        f"measured policy coupled: {on['slo_rps']['coupled']:.2f} requests/s (seeds {lo:.2f}–{hi:.2f};"
+        f" bound {cap['bound_rps']:.2f}, the {cap['binding']})" in flat
+    )
     # each face's question, and the internal finding codes never shown
     assert REPLAY_QUESTION in flat and ONLINE_QUESTION in flat
     assert "sumsq_imbalance" not in text and "barrier_wait" not in text

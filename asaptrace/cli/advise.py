@@ -46,7 +46,7 @@ def advise(
     from asaptrace.pipeline import advise_store
     from asaptrace.tables import advice_tables
     from asaptrace.views import human_ns
-    from asaptrace.views_online import advice_legend, advice_lines, advice_view
+    from asaptrace.views_online import advice_legend, advice_lines, advice_view, online_setup_line
 
     check_tables(csv, parquet)
 
@@ -70,7 +70,5 @@ def advise(
             print_lines(line, indent="  ", style="dim")
     for i, line in enumerate(advice_lines(j), start=1):
         print_lines(line, first=f"{i}. ", indent=" " * len(f"{i}. "))
-    if j.get("online") and j["online"].get("status") == "run":
-        print_lines(f"online: {j['online']['reading']} Requests: {j['online']['requests']}.", indent="  ")
-    elif j.get("online"):
-        print_lines(f"online: not run ({j['online']['reason']})", indent="  ")
+    if j.get("online"):
+        print_lines(online_setup_line(j), indent="  ")
