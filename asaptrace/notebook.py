@@ -10,7 +10,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from asaptrace import views
+from asaptrace import views, views_online
 from asaptrace.display import register_html
 from asaptrace.units import text_ns
 
@@ -49,8 +49,8 @@ def replay_html(result: Any) -> str:
 
 
 def sweep_html(res: Any) -> str:
-    parts = [f"<p>{escape(line)}</p>" for line in views.sweep_header(res)]
-    parts += [table_html(v) for v in views.sweep_views(res)]
+    parts = [f"<p>{escape(line)}</p>" for line in views_online.sweep_header(res)]
+    parts += [table_html(v) for v in views_online.sweep_views(res)]
     parts.append(f"<p>{escape(res['reading'])}</p>")
     return _page("Sweep: SLO-compliant throughput", parts)
 
@@ -59,8 +59,8 @@ def advice_html(advice: Any) -> str:
     j = advice.to_json()
     parts = []
     if advice.ranked:
-        parts.append(table_html(views.advice_view(j)))
-    parts.append(_lines(views.advice_lines(j)))
+        parts.append(table_html(views_online.advice_view(j)))
+    parts.append(_lines(views_online.advice_lines(j)))
     head = f"Advice for {j['store']}: measured makespan {text_ns(j['measured_makespan_ns'])}"
     return _page(head, parts)
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from asaptrace.info import deployment_phrase, phase_counts, steps_text
-from asaptrace.units import format_table, human_ns, metric_label, metric_value, plural, rps_text
+from asaptrace.units import format_table, human_ns, metric_label, metric_value, plural
 
 if TYPE_CHECKING:
     from asaptrace.analyze.diagnosis import Diagnosis
@@ -108,6 +108,8 @@ KEY_TABLES: tuple[KeyTable, ...] = (
 )
 #: rows a terminal shows per table
 ROW_LIMIT = 12
+#: the question a replay's numbers answer (the online ones': :mod:`asaptrace.views_online`)
+REPLAY_QUESTION = "these batches as they arrived"
 
 
 @dataclass(frozen=True)
@@ -472,7 +474,7 @@ def replay_makespan_view(j: dict[str, Any]) -> TableView:
         ),
     ]
     return _rows_view(
-        "Makespan (first batch ready → last batch done) and batch latency (ready → done)",
+        f"Makespan (first batch ready → last batch done) and batch latency (ready → done) — {REPLAY_QUESTION}",
         {
             "run": "run",
             "makespan_ns": "makespan",
@@ -662,236 +664,6 @@ def consistency_text(j: dict[str, Any]) -> str:
     return f"consistency check: the {c['policy']} replay differs from the measured steps by {c['mean_pct']:.2f}% mean, {c['max_pct']:.2f}% max ({how})"
 
 
-# --------------------------------------------------------------------------------------------- sweep
-def sweep_header(res: Any) -> list[str]:
-    """The lines above a sweep's tables: what was swept, the knobs and costs it assumed, the
-    calibration and the length fit (each only when there is one)."""
-    k = res.get("knobs") or {}
-    lines = [
-        f"sweep: scenario {res.get('scenario', '–')}, {res.get('workload', '–')}, "
-        f"{res.get('duration_ns', 0) / 1e9:g} s per rate, SLO mean TTFT ≤ {res['slo_ttft_ns'] / 1e9:g} s, "
-        f"seed {k.get('seed', '–')}"
-    ]
-    if k:
-        lines.append(
-            f"knobs assumed: k_s {k['coupled_k_s']:g}, E_ref {k['moe_e_ref']:g}, φ {k['attn_phi']:g}, "
-            f"coupled routing {k['default_routing']}, cost scale {k['cost_scale']:g} ({k['cost_source']}); "
-            f"coupled {k['default_dp']}×{k['default_tp']}, ASAP {k['asap_dp']}×{k['asap_tp']}+{k['asap_experts']}, "
-            f"{k['layers']} layers"
-        )
-    if res.get("costs_from"):
-        lines.append(f"costs: {res['costs_from']}")
-    if res.get("calibration"):
-        c = res["calibration"]
-        lines.append(
-            f"calibrated: cost scale {c['cost_scale']:g} makes {c['policy']} {c['target_ms']:g} ms at {c['rate']:g}/s"
-        )
-    if res.get("lengths_fit"):
-        f = res["lengths_fit"]
-        qs = "  ".join(f"{q} {f[q]:,.0f}" for q in f if q.startswith("q"))
-        lines.append(
-            f"lengths: log-logistic α {f['alpha']:,.0f} β {f['beta']:.3f} truncated to [{f['lo']}, {f['hi']}]: "
-            f"mean {f['mean']:,.0f}, mode {f['mode']:,.0f}; quantiles {qs}"
-        )
-    return lines
-
-
-#: the capacity bound's binding resource, abbreviated in the tables (the legend says which is which)
-BINDING_SHORT = {
-    "attention groups": "A",
-    "MoE pool": "P",
-    "coupled steps": "S",
-    "MoE on the attention dies": "M",
-}
-BOUND_LEGEND = "its binding resource A attention groups, P MoE pool, S coupled steps"
-
-
-def bound_text(cap: dict[str, Any] | None) -> str:
-    """``7.91 P``: a policy's capacity bound and its binding resource (– when it has none)."""
-    if not cap:
-        return "–"
-    return f"{rps_text(cap['bound_rps'])} {BINDING_SHORT.get(cap['binding'], cap['binding'])}"
-
-
-def range_rps_text(r: list[float] | None) -> str:
-    return "–" if not r else f"{rps_text(r[0])}–{rps_text(r[1])}"
-
-
-def sweep_slo_view(res: Any) -> TableView:
-    """Per policy: our SLO-compliant throughput and its ratio to the first policy, the paper's beside
-    them, and the mean TTFT at 1 request/s (ours, the paper's)."""
-    pols = list(res["policies"])
-    paper = res.get("paper") or {}
-    p_rps, p_1 = paper.get("slo_rps") or {}, paper.get("mean_ttft_ms_at_1rps") or {}
-    base = p_rps.get(pols[0]) if pols else None
-    censored, ratios, at1 = (
-        res.get("slo_censored") or {},
-        res.get("ratios") or {},
-        res.get("mean_ttft_ns_at_1rps") or {},
-    )
-    cap, ranges = res.get("capacity") or {}, res.get("slo_range") or {}
-    seeds = len(res.get("seeds") or []) > 1
-    rows = [
-        (
-            p,
-            rps_text(res["slo_rps"].get(p), bool(censored.get(p))),
-            *((range_rps_text(ranges.get(p)),) if seeds else ()),
-            bound_text(cap.get(p)),
-            ratios.get(p),
-            None if p_rps.get(p) is None else f"{p_rps[p]:g}",
-            p_rps[p] / base if p_rps.get(p) is not None and base else None,
-            at1.get(p),
-            None if p_1.get(p) is None else round(p_1[p] * 1e6),
-        )
-        for p in pols
-    ]
-    question = f" — {res['question']}" if res.get("question") else ""
-    return _rows_view(
-        f"SLO-compliant throughput (requests/s){question}",
-        {
-            "policy": "policy",
-            "slo_rps": "SLO RPS" + (" (median)" if seeds else ""),
-            **({"slo_range": "seeds"} if seeds else {}),
-            "bound": "bound",
-            "ratio": "ratio",
-            "paper_slo_rps": "paper RPS",
-            "paper_ratio": "paper ratio",
-            "ttft_at_1rps_ns": "mean TTFT @1/s",
-            "paper_ttft_at_1rps_ns": "paper @1/s",
-        },
-        rows,
-        name="sweep-slo",
-        caption="≥: the SLO was met at every rate swept (a lower bound); "
-        + (f"seeds: min–max over {len(res['seeds'])} seeds; " if seeds else "")
-        + f"bound: the capacity bound, {BOUND_LEGEND}; ratio = policy / "
-        + (pols[0] if pols else "the first policy"),
-        dtypes={
-            "policy": pl.String,
-            "slo_rps": pl.String,
-            **({"slo_range": pl.String} if seeds else {}),
-            "bound": pl.String,
-            "ratio": pl.Float64,
-            "paper_slo_rps": pl.String,
-            "paper_ratio": pl.Float64,
-            "ttft_at_1rps_ns": pl.Int64,
-            "paper_ttft_at_1rps_ns": pl.Int64,
-        },
-    )
-
-
-def sweep_curves_view(res: Any) -> TableView:
-    """Rate → mean (and p99, up to three policies) TTFT per policy; every quantile is in --json."""
-    pols = list(res["policies"])
-    rates = sorted({row["rate"] for p in pols for row in res["curves"][p]})
-    by = {(p, row["rate"]): row for p in pols for row in res["curves"][p]}
-    p99 = len(pols) <= 3
-    columns = {"rate": "rate /s"}
-    for i, p in enumerate(pols):
-        columns[f"mean_{i}_ns"] = f"{p} mean"
-        if p99:
-            columns[f"p99_{i}_ns"] = f"{p} p99"
-    rows = []
-    for r in rates:
-        row: list[Any] = [r]
-        for p in pols:
-            point = by.get((p, r)) or {}
-            row.append(point.get("mean_ttft_ns"))
-            if p99:
-                row.append(point.get("p99_ttft_ns"))
-        rows.append(tuple(row))
-    dtypes = {c: (pl.Float64 if c == "rate" else pl.Int64) for c in columns}
-    return _rows_view("TTFT by rate", columns, rows, name="sweep-curves", dtypes=dtypes)
-
-
-def sweep_decomposition_view(res: Any) -> TableView:
-    """TTFT = queue + own + sync by prompt length at the decomposition rate (shares of the mean)."""
-    from asaptrace.replay.sweep_result import DECOMPOSITION_SCHEMA  # `ingest` loads no replay module
-
-    rows = [tuple(b[c] for c in DECOMPOSITION_SCHEMA) for b in res.get("decomposition") or []]
-    return _rows_view(
-        f"TTFT decomposition at {res.get('decomposition_rate', 0):g}/s",
-        {
-            "policy": "policy",
-            "bucket": "prompt tokens",
-            "n_requests": "requests",
-            "mean_ttft_ns": "mean TTFT",
-            "queue_share": "queue",
-            "own_share": "own",
-            "sync_share": "sync",
-        },
-        rows,
-        name="sweep-decomposition",
-        caption="queue: arrival → first work; own: its share of the kernels it is in; sync: the rest",
-        dtypes=DECOMPOSITION_SCHEMA,
-    )
-
-
-def sweep_vary_view(res: Any) -> TableView:
-    """One knob at a time: each value's SLO throughput per policy and the headline ratio."""
-    from asaptrace.replay.sweep_result import headline_policy  # `ingest` loads no replay module
-
-    pols = list(res["policies"])
-    columns = {"knob": "knob", "value": "value"}
-    columns |= {f"rps_{i}": f"{p} RPS" for i, p in enumerate(pols)}
-    columns["ratio"] = f"{headline_policy(pols)}/{pols[0]}" if pols else "ratio"
-    rows = [
-        (
-            str(v["knob"]),
-            str(v["value"]),
-            *(rps_text((v.get("slo_rps") or {}).get(p)) for p in pols),
-            v.get("ratio"),
-        )
-        for v in res.get("vary") or []
-    ]
-    dtypes = dict.fromkeys(columns, pl.String) | {"ratio": pl.Float64}
-    return _rows_view("Sensitivity (one knob at a time)", columns, rows, name="sweep-vary", dtypes=dtypes)
-
-
-def sweep_tornado_view(res: Any) -> TableView:
-    """Each varied knob's range of the headline ratio, widest first."""
-    rows = [
-        (
-            e["knob"],
-            e["ratio_min"],
-            str(e["at_min"]),
-            e["ratio_max"],
-            str(e["at_max"]),
-            e["ratio_max"] - e["ratio_min"],
-        )
-        for e in res.get("tornado") or []
-    ]
-    return _rows_view(
-        "Tornado (widest first)",
-        {
-            "knob": "knob",
-            "min_ratio": "lowest ratio",
-            "at_min": "at",
-            "max_ratio": "highest ratio",
-            "at_max": "at",
-            "swing": "swing",
-        },
-        rows,
-        name="sweep-tornado",
-        caption="no rows: no ratio to compare (the SLO was met at every rate swept, or missed at the lowest)",
-        dtypes={
-            "knob": pl.String,
-            "min_ratio": pl.Float64,
-            "at_min": pl.String,
-            "max_ratio": pl.Float64,
-            "at_max": pl.String,
-            "swing": pl.Float64,
-        },
-    )
-
-
-def sweep_views(res: Any) -> list[TableView]:
-    """Every table of a sweep, in the order each face shows them (vary and tornado when asked)."""
-    views = [sweep_slo_view(res), sweep_curves_view(res), sweep_decomposition_view(res)]
-    if res.get("vary"):
-        views += [sweep_vary_view(res), sweep_tornado_view(res)]
-    return views
-
-
 # ------------------------------------------------------------------------------------------- compare
 def compare_views(comparison: dict[str, pl.DataFrame], a: str = "A", b: str = "B") -> list[TableView]:
     """Two stores side by side: each headline metric in its own unit, then per DP group."""
@@ -946,75 +718,3 @@ def policies_lines(catalogue: list[dict[str, Any]]) -> list[str]:
         if p["variants"]:
             lines.append("    named ablations: " + ", ".join(p["variants"]))
     return lines
-
-
-# -------------------------------------------------------------------------------------------- advice
-def advice_view(j: dict[str, Any]) -> TableView:
-    """The ranked what-ifs of an advice (its JSON): recovered time and range, against the reference
-    replay's makespan, the findings each answers, and (``--online``) its SLO throughput."""
-    online = any((w.get("online") or {}).get("slo_rps") is not None for w in j["whatifs"])
-    rows = []
-    for i, w in enumerate((w for w in j["whatifs"] if w["applies"]), start=1):
-        o = w.get("online") or {}
-        rows.append(
-            (
-                i,
-                w["label"],
-                w["recovered_ns"],
-                w["recovered_low_ns"],
-                w["recovered_high_ns"],
-                w["reference_ns"],
-                ", ".join(a["code"] for a in w.get("answers") or []) or "–",
-                "yes" if any(q.get("weak") for q in w.get("fit") or []) else "no",
-                *(
-                    (
-                        rps_text(o.get("slo_rps"), bool(o.get("censored"))) if o else "–",
-                        range_rps_text(o.get("range")),
-                        bound_text({"bound_rps": o["bound_rps"], "binding": o["binding"]})
-                        if o.get("bound_rps") is not None
-                        else "–",
-                    )
-                    if online
-                    else ()
-                ),
-            )
-        )
-    columns = {
-        "rank": "rank",
-        "whatif": "what-if",
-        "recovered_ns": "recovered",
-        "recovered_low_ns": "low",
-        "recovered_high_ns": "high",
-        "reference_ns": "of",
-        "answers": "answers",
-        "weak_fit": "weak fit",
-    }
-    if online:
-        columns |= {"slo_rps": "online RPS", "slo_range": "seeds", "bound": "bound"}
-    dtypes = {c: pl.String for c in columns} | {
-        c: pl.Int64 for c in columns if c.endswith("_ns") or c == "rank"
-    }
-    on = j.get("online") or {}
-    base = (on.get("slo_rps") or {}).get(on.get("measured_policy", "coupled"))
-    caption = (
-        "offline: recovered = the reference replay's makespan − the what-if's on these batches as they"
-        " arrived (negative: it loses time); low/high: its range"
-    )
-    if online and base is not None:
-        caption += (
-            f"; online ({on.get('question', 'served under load')}): SLO RPS median over seeds, their"
-            f" min–max, the capacity bound ({BOUND_LEGEND}), beside the measured policy's {rps_text(base)}"
-        )
-    return _rows_view(
-        "Advice: what to change, and what it buys",
-        columns,
-        rows,
-        name="advice",
-        caption=caption,
-        dtypes=dtypes,
-    )
-
-
-def advice_lines(j: dict[str, Any]) -> list[str]:
-    """Every advice line, ranked, then one per what-if that does not apply (each from its numbers)."""
-    return [w["line"] for w in j["whatifs"]]

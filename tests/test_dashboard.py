@@ -303,7 +303,13 @@ def test_sweep_form_becomes_the_pipeline_call(monkeypatch, coupled_store):
         "knobs": {"duration_s": 30.0},
         "vary": ["k_s=1,2"],
     }
-    for bad in (([], "1", 30, ""), (["asap"], "x", 30, ""), (["asap"], "1", 0, "")):
+    assert sweep.sweep_args(["asap"], "1", 30, "", 5)["seeds"] == 5  # the median over 5, with the range
+    for bad in (
+        ([], "1", 30, ""),
+        (["asap"], "x", 30, ""),
+        (["asap"], "1", 0, ""),
+        (["asap"], "1", 30, "", 0),
+    ):
         with pytest.raises(ValueError):
             sweep.sweep_args(*bad)
 
@@ -327,8 +333,12 @@ def test_sweep_result_shows_slo_table_curves_and_tornado():
     rows = [
         [td.children for td in r.children] for r in _find(shown, "sw-slo").children[1].children[1].children
     ]
-    # the same table as the CLI and the report (views.sweep_slo_view): RPS, ratio, the paper's, TTFT @1/s
-    assert [r[:3] for r in rows] == [["default", "1.50", "1.00×"], ["asap", "< lowest", "–"]]
+    # the same table as the CLI and the report (views_online.sweep_slo_view): RPS, bound (none in
+    # this hand-made result: "–", never a made-up one), ratio, the paper's, TTFT @1/s
+    assert [r[:4] for r in rows] == [["default", "1.50", "–", "1.00×"], ["asap", "< lowest", "–", "–"]]
+    # the question it answers and the legend of its columns
+    assert _find(shown, "sw-question").children.startswith("The question: the paper's scenario.")
+    assert "bound: the capacity bound" in _find(shown, "sw-slo-legend").children
     assert _find(shown, "sw-curves") is not None and _find(shown, "sw-tornado") is not None
 
 
@@ -420,6 +430,12 @@ def test_replay_summary_says_recovered_or_slower():
     assert replay.replay_result(base)[0].children == (
         "asap (4×4 attention + 16 expert dies (32 devices)): measured 10.000 ms, makespan 8.000 ms (-20.0%); "
         "recovered 2.000 ms from the coupled replay"
+    )
+    # and the question it answers, beside the other two faces' questions
+    question = _find(replay.replay_result(base), "rp-question").children
+    assert (
+        question.startswith("The question: these batches as they arrived")
+        and "the paper's scenario" in question
     )
     slower = {**base, "replayed_ns": 12 * ms, "recovered_total_ns": -2 * ms}
     assert replay.replay_result(slower)[0].children.endswith(

@@ -98,6 +98,8 @@ def test_cli_replay_prints_the_consistency_check_and_recovered_time(scenario, tm
     assert res.code == 0
     assert "consistency check: the coupled replay differs from the measured steps by 0.00% mean" in res.stdout
     assert "barrier wait" in res.stdout and "removed" in res.stdout and "Makespan" in res.stdout
+    # the question its numbers answer (the online ones answer another: docs/analyses/advise.md)
+    assert "these batches as they arrived" in " ".join(res.stdout.split())
     res = run_cli("replay", scenario.path, "--policy", "coupled", "--json")
     assert json.loads(res.stdout)["steps"][0]["replayed_ns"] == 850 * US
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from asaptrace import pipeline
+from asaptrace.views_online import BINDING_SHORT
 from tests._cli import run_cli
 
 
@@ -120,13 +121,17 @@ def test_sweep_section_has_the_slo_numbers_and_the_papers(report, sweep_file):
     result, _ = sweep_file
     section = _section(report, "sweep")
     headers, rows = _table(section, "table-sweep-slo")
-    assert headers[:4] == ["policy", "SLO RPS", "ratio", "paper RPS"]  # the CLI's table (views)
+    # the CLI's table (views_online): every SLO throughput beside its capacity bound
+    assert headers[:5] == ["policy", "SLO RPS", "bound", "ratio", "paper RPS"]
     by_policy = {r[0]: r for r in rows}
     for p in ("default", "asap"):
         rps, censored = result["slo_rps"][p], result["slo_censored"][p]
         assert by_policy[p][1] == ("≥ " if censored else "") + f"{rps:.2f}"
         # the paper's figures also under the old name swept (its "Default" is our coupled)
-        assert by_policy[p][3] == f"{result['paper']['slo_rps'][p]:g}"  # 6.8, 20
+        assert by_policy[p][4] == f"{result['paper']['slo_rps'][p]:g}"  # 6.8, 20
+        cap = result["capacity"][p]  # "6.37 S": the bound, its binding resource by its letter
+        assert by_policy[p][2] == f"{cap['bound_rps']:.2f} {BINDING_SHORT[cap['binding']]}"
+        assert rps <= cap["bound_rps"] * 1.05
     assert not result["slo_censored"]["default"]  # default misses at 40/s: a real, bisected number
     assert unescape(result["reading"]) in unescape(section)
     assert "from the paper's own cost figures (docs/analyses/replay.md) at face value and" in unescape(
@@ -210,10 +215,11 @@ def test_hand_made_results_with_vary_rows_add_the_tornado_and_escape_knob_names(
     assert run_cli("report", coupled_store.path, "--sweep", path, "-o", out).code == 0
     html = out.read_text()
     _, rows = _table(html, "table-sweep-slo")
-    # ratio 1.5 shown as 1.50×; the paper's ratio 20 / 6.8 = 2.94×
-    assert [r[:5] for r in rows] == [
-        ["default", "2.00", "1.00×", "6.8", "1.00×"],
-        ["asap", "3.00", "1.50×", "20", "2.94×"],
+    # ratio 1.5 shown as 1.50×; the paper's ratio 20 / 6.8 = 2.94×; a file without capacity
+    # bounds (before schema 3) shows none ("–"), never a made-up one
+    assert [r[:6] for r in rows] == [
+        ["default", "2.00", "–", "1.00×", "6.8", "1.00×"],
+        ["asap", "3.00", "–", "1.50×", "20", "2.94×"],
     ]
     assert '<div id="fig-sweep-tornado">' in html and 'id="table-sweep-vary"' in html
     assert "<script>alert(1)</script>" not in html and "<b>reading</b>" not in html
@@ -254,3 +260,16 @@ def test_the_report_of_a_replayed_store_names_the_replay_and_its_error_in_the_pr
         f"{result['error_mean_pct']:.2f}% mean, {result['error_max_pct']:.2f}% max"
     )
     assert shown.startswith(f"{Path(result['store']).name} replayed under asap (") and check in shown
+
+
+def test_each_section_says_the_question_its_numbers_answer(report):
+    """One story across faces (issue 26): the advice's offline table and the replay answer "these
+    batches as they arrived", the sweep "the paper's scenario"; findings by name, never by code."""
+    advice = unescape(_section(report, "advice"))
+    assert "The question: these batches as they arrived" in advice
+    headers, rows = _table(report, "table-advice")
+    assert headers[:3] == ["#", "what-if", "offline recovered (s)"] and "answers" in headers
+    answers = [r[headers.index("answers")] for r in rows]
+    assert not any("_" in a for a in answers) and any("barrier wait" in a for a in answers)
+    assert "The question: these batches as they arrived" in unescape(_section(report, "replay-1"))
+    assert "The question: the paper's scenario." in unescape(_section(report, "sweep"))

@@ -15,9 +15,7 @@ from asaptrace.cli._common import (
     StoreArg,
     check_tables,
     err,
-    out,
     print_json,
-    print_table,
     user_errors,
     write_tables,
 )
@@ -44,9 +42,11 @@ def advise(
 
     Example: asaptrace advise run.store --online
     """
+    from asaptrace.cli._answer import print_answer_table, print_lines, width
     from asaptrace.pipeline import advise_store
     from asaptrace.tables import advice_tables
-    from asaptrace.views import advice_lines, advice_view, deployment_phrase, human_ns
+    from asaptrace.views import deployment_phrase, human_ns
+    from asaptrace.views_online import advice_legend, advice_lines, advice_view, online_setup_line
 
     check_tables(csv, parquet)
 
@@ -60,22 +60,18 @@ def advise(
     if as_json:
         print_json(j)
         return
-    out.print(
-        f"[bold]{escape(str(store))}[/]: {deployment_phrase({'deployment': j['deployment']}, j['devices'])}, measured makespan "
-        f"{human_ns(j['measured_makespan_ns'], sig=True)}; what each change would win back:",
-        soft_wrap=True,
+    print_lines(
+        f"{store}: {deployment_phrase({'deployment': j['deployment']}, j['devices'])}, measured makespan "
+        f"{human_ns(j['measured_makespan_ns'], sig=True)}; what each change would win back:"
     )
     for note in j.get("notes") or []:
         if "no prefill step" in note:  # why the prefill what-ifs do not apply (a training, decode run)
-            out.print(f"[dim]note: {escape(note)}[/]", soft_wrap=True)
+            print_lines(note, first="note: ", indent="  ", style="dim")
     if advice.ranked:
-        print_table(advice_view(j))
+        print_answer_table(advice_view(j, width=width()))
+        for line in advice_legend(j, width=width()):
+            print_lines(line, indent="  ", style="dim")
     for i, line in enumerate(advice_lines(j), start=1):
-        out.print(f"{i}. {escape(line)}", soft_wrap=True)
-    if j.get("online") and j["online"].get("status") == "run":
-        out.print(
-            f"online: {escape(j['online']['reading'])} Requests: {escape(j['online']['requests'])}.",
-            soft_wrap=True,
-        )
-    elif j.get("online"):
-        out.print(f"online: not run ({escape(j['online']['reason'])})")
+        print_lines(line, first=f"{i}. ", indent=" " * len(f"{i}. "))
+    if j.get("online"):
+        print_lines(online_setup_line(j), indent="  ")

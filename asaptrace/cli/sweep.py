@@ -19,7 +19,6 @@ from asaptrace.cli._common import (
     err,
     out,
     print_json,
-    print_table,
     user_errors,
     write_tables,
 )
@@ -211,21 +210,29 @@ def _progress_line(*, enabled: bool) -> Iterator[Any]:
 
 
 def _print_sweep(res: Any) -> None:
-    """The sweep's tables as every face shows them (:func:`asaptrace.views.sweep_views`), the paper's
-    numbers beside ours, and the reading."""
-    from asaptrace.views import sweep_header, sweep_views
+    """The sweep's tables as every face shows them (:func:`asaptrace.views_online.sweep_views`, in
+    the short layout on a narrow terminal), the paper's numbers beside ours, and the reading, every
+    line wrapped to the terminal."""
+    from asaptrace.cli._answer import print_answer_table, print_lines, width
+    from asaptrace.views_online import narrow, sweep_at_1rps_line, sweep_header, sweep_views
 
     for line in sweep_header(res):
-        out.print(escape(line), soft_wrap=True)
-    for view in sweep_views(res):
-        print_table(view)
+        print_lines(line, indent="  ")
+    for view in sweep_views(res, width=width()):
+        print_answer_table(view)
+        if view.name == "sweep-slo":
+            print_lines(view.caption, indent="  ", style="dim")
+            if narrow(width()):
+                print_lines(sweep_at_1rps_line(res), indent="  ", style="dim")
         if view.name == "sweep-decomposition":
             short = (res.get("paper") or {}).get("short_request_shares")
             if short:
-                out.print(
-                    f"[dim]paper: coupled (its Default) at {short['rate']:g}/s, requests < {short['below_tokens']} "
-                    f"tokens: synchronisation {100 * short['sync']:.0f}%, queueing {100 * short['queue']:.0f}% of TTFT[/]"
+                print_lines(
+                    f"paper: coupled (its Default) at {short['rate']:g}/s, requests < {short['below_tokens']} "
+                    f"tokens: synchronisation {100 * short['sync']:.0f}%, queueing {100 * short['queue']:.0f}% of TTFT",
+                    indent="  ",
+                    style="dim",
                 )
         if view.name == "sweep-tornado" and view.rows.height == 0:
-            out.print(f"[dim]{view.caption}[/]")
-    out.print(escape(res["reading"]), soft_wrap=True)
+            print_lines(view.caption, indent="  ", style="dim")
+    print_lines(res["reading"], indent="  ")

@@ -1,7 +1,7 @@
 """The report's Advice section, at the top: the ranked what-ifs of :func:`asaptrace.advise.advise`.
 
 Pure: the advice's JSON in, a :class:`~asaptrace.report.sections.Section` out, with the same
-table (:func:`asaptrace.views.advice_view`) and lines (:func:`asaptrace.views.advice_lines`) the
+table (:func:`asaptrace.views_online.advice_view`) and lines (:func:`asaptrace.views_online.advice_lines`) the
 CLI prints and the dashboard's Overview shows.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from asaptrace.report.sections import Section, table_of
 from asaptrace.units import plural, text_ns
-from asaptrace.views import advice_lines, advice_view
+from asaptrace.views_online import ONLINE_QUESTION, REPLAY_QUESTION, advice_lines, advice_view
 
 
 def advice_section(j: dict[str, Any]) -> Section:
@@ -19,6 +19,8 @@ def advice_section(j: dict[str, Any]) -> Section:
     applying = [w for w in j["whatifs"] if w["applies"]]
     if applying:
         text = (
+            f"The question: {REPLAY_QUESTION} (offline; `asaptrace advise --online` adds {ONLINE_QUESTION},"
+            " each beside its capacity bound and its range over seeds). "
             f"What each change would win back on this {j['deployment']} run of {plural(j['devices'], 'device')}, "
             f"replayed against the reference replay's makespan of {text_ns(j['reference_makespan_ns'])} "
             "(each at its best setting, with the range over what the store cannot pin and the cost fit it "

@@ -28,8 +28,8 @@ from asaptrace.views import (
     consistency_text,
     deployment_text,
     replay_views,
-    sweep_views,
 )
+from asaptrace.views_online import PAPER_QUESTION, REPLAY_QUESTION, sweep_views
 from asaptrace.viz.replay import recovered_tornado, recovered_waterfall, replay_steps
 from asaptrace.viz.sweep import sensitivity_tornado, ttft_curves, ttft_quantiles
 
@@ -91,6 +91,7 @@ def replay_section(
     )
     warnings = " ".join(f"Warning: {w}." for w in res.get("warnings") or [])
     text = (
+        f"The question: {REPLAY_QUESTION}, under another deployment. "
         f"{label} replays {_store_name(res.get('of'))} under the {res['policy']} policy "
         f"({_params_text(res.get('params'))}) on {on}. Its makespan (first batch ready → last done) is "
         f"{human_ns(res['makespan_ns'])} against the reference replay's {human_ns(res['reference_makespan_ns'])}: "
@@ -120,6 +121,7 @@ def sweep_section(result: dict[str, Any], label: str) -> Section:
     """The Sweep section of a sweep results object (``label``: its file name)."""
     slo = result["slo_ttft_ns"]
     text = (
+        f"The question: {result.get('question') or PAPER_QUESTION}. "
         f"{label}: scenario {result.get('scenario', '–')}, {result.get('workload', '–')}, "
         f"SLO mean TTFT ≤ {slo / 1e9:g} s. {result.get('reading') or ''}"
     ).strip()

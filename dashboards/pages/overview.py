@@ -6,7 +6,7 @@ from typing import Any
 
 from dash import Input, Output, dcc, html
 
-from asaptrace import views
+from asaptrace import views, views_online
 from asaptrace.units import human_bytes, plural
 from dashboards.components import message, table, text_table
 from dashboards.state import Stores, StoreUnavailable
@@ -31,8 +31,12 @@ def advice_body(stores: Stores, key: Any) -> list:
         return [message(str(e))]
     shown: list = [html.H3("Advice: what to change, and what it buys")]
     if any(w["applies"] for w in j["whatifs"]):
-        shown.append(table(views.advice_view(j), id="overview-advice-table"))
-    shown.append(html.Ol([html.Li(line) for line in views.advice_lines(j)], id="overview-advice-lines"))
+        view = views_online.advice_view(j)
+        shown.append(table(view, id="overview-advice-table"))
+        shown.append(html.P(view.caption, className="note", id="overview-advice-legend"))
+    shown.append(
+        html.Ol([html.Li(line) for line in views_online.advice_lines(j)], id="overview-advice-lines")
+    )
     return shown
 
 

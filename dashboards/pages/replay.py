@@ -11,6 +11,7 @@ from dash import Input, Output, State, dcc, html, no_update
 from asaptrace import pipeline
 from asaptrace.units import human_ns
 from asaptrace.views import band_text, consistency_text, cost_fit_view, deployment_text, replay_causes_view
+from asaptrace.views_online import ONLINE_QUESTION, PAPER_QUESTION, REPLAY_QUESTION
 from asaptrace.viz.replay import recovered_waterfall, replay_steps
 from dashboards.components import graph, message, table
 from dashboards.jobs import Jobs, JobsBusy
@@ -151,6 +152,13 @@ def replay_result(result: dict[str, Any]) -> list:
             )
             + ("" if reference == measured else f" ({human_ns(reference)})"),
             id="rp-summary",
+        ),
+        html.P(
+            f"The question: {REPLAY_QUESTION}, under another deployment (offline). Served under load,"
+            f" {ONLINE_QUESTION.removeprefix('served under load, ')}, is `asaptrace advise --online`'s"
+            f" question; {PAPER_QUESTION}, the Sweep page's.",
+            id="rp-question",
+            className="note",
         ),
         *([html.P(band_text(result), id="rp-band")] if "band" in result else []),
         html.P(

@@ -12,7 +12,7 @@ from typing import Any
 
 from dash import Input, Output, State, dcc, html, no_update
 
-from asaptrace import pipeline, views
+from asaptrace import pipeline, views_online
 from asaptrace.viz.sweep import sensitivity_tornado, ttft_curves
 from dashboards.components import graph, message, table
 from dashboards.jobs import Jobs, JobsBusy
@@ -27,7 +27,8 @@ CATALOGUE = pipeline.policy_catalogue()
 POLICIES = tuple(s for p in CATALOGUE if p["online"] for s in (p["name"], *p["variants"]))
 CHOSEN = [p["name"] for p in CATALOGUE if p["sweep_default"]]
 #: a small sweep by default: a page run should take seconds, not the paper's 300 s per rate
-DEFAULTS = {"rates": "1,2,4,8", "duration_s": 30, "vary": "k_s=1,2"}
+#: (one seed: no range; 5 seeds give the median and min–max every online answer shows)
+DEFAULTS = {"rates": "1,2,4,8", "duration_s": 30, "vary": "k_s=1,2", "seeds": 1}
 
 
 def available() -> bool:
@@ -56,6 +57,12 @@ def layout(stores: Any = None) -> html.Div:
                     ),
                     html.Label(
                         [
+                            "seeds (the median, with the range over them)",
+                            dcc.Input(id="sw-seeds", type="number", min=1, value=DEFAULTS["seeds"]),
+                        ]
+                    ),
+                    html.Label(
+                        [
                             "vary one knob (KNOB=V1,V2; empty: none)",
                             dcc.Input(id="sw-vary", type="text", value=DEFAULTS["vary"]),
                         ]
@@ -72,7 +79,7 @@ def layout(stores: Any = None) -> html.Div:
     )
 
 
-def sweep_args(policies: Any, rates: Any, duration: Any, vary: Any) -> dict[str, Any]:
+def sweep_args(policies: Any, rates: Any, duration: Any, vary: Any, seeds: Any = 1) -> dict[str, Any]:
     """The form → ``pipeline.sweep``'s keyword arguments (ValueError: the message to show)."""
     pols = [p for p in POLICIES if p in (policies or [])]
     if not pols:
@@ -85,20 +92,23 @@ def sweep_args(policies: Any, rates: Any, duration: Any, vary: Any) -> dict[str,
         raise ValueError("give at least one positive rate")
     if duration is None or float(duration) <= 0:
         raise ValueError("arrivals per rate must be a positive number of seconds")
+    if seeds is None or int(seeds) < 1:
+        raise ValueError("seeds must be a whole number, at least 1")
     return {
         "scenario": "asap-paper",
         "policies": tuple(pols),
         "rates": tuple(rate_list),
         "knobs": {"duration_s": float(duration)},
         "vary": [str(vary).strip()] if vary and str(vary).strip() else [],
+        **({"seeds": int(seeds)} if int(seeds) > 1 else {}),
     }
 
 
-def start_sweep(jobs: Jobs, policies: Any, rates: Any, duration: Any, vary: Any) -> tuple:
+def start_sweep(jobs: Jobs, policies: Any, rates: Any, duration: Any, vary: Any, seeds: Any = 1) -> tuple:
     if not available():
         return no_update, message(UNAVAILABLE, kind="info")
     try:
-        args = sweep_args(policies, rates, duration, vary)
+        args = sweep_args(policies, rates, duration, vary, seeds)
     except ValueError as e:
         return no_update, message(str(e))
     key = "sweep|" + repr(sorted(args.items()))
@@ -109,13 +119,24 @@ def start_sweep(jobs: Jobs, policies: Any, rates: Any, duration: Any, vary: Any)
 
 
 def sweep_result(result: dict[str, Any]) -> list:
-    """A finished sweep: its reading, every table as the CLI and the report show them
-    (:func:`asaptrace.views.sweep_views`), the curves and the tornado."""
+    """A finished sweep: the question it answers, its reading, every table as the CLI and the
+    report show them (:func:`asaptrace.views_online.sweep_views`; the SLO table's legend says what
+    its bound and seeds columns are), the curves and the tornado."""
     warnings = [message(f"warning: {w}", kind="info") for w in result.get("cost_warnings") or []]
+    shown: list = []
+    for view in views_online.sweep_views(result):
+        shown.append(table(view, id=f"sw-{view.name.removeprefix('sweep-')}"))
+        if view.name == "sweep-slo":
+            shown.append(html.P(view.caption, className="note", id="sw-slo-legend"))
     return [
+        html.P(
+            f"The question: {result.get('question') or views_online.PAPER_QUESTION}. "
+            + " ".join(views_online.sweep_header(result)[:1]),
+            id="sw-question",
+        ),
         html.P(result.get("reading", ""), id="sw-reading"),
         *warnings,
-        *(table(view, id=f"sw-{view.name.removeprefix('sweep-')}") for view in views.sweep_views(result)),
+        *shown,
         graph("sw-curves", ttft_curves(result)),
         graph("sw-tornado", sensitivity_tornado(result)),
     ]
@@ -133,11 +154,12 @@ def register(app, stores, jobs: Jobs) -> None:
         State("sw-rates", "value"),
         State("sw-duration", "value"),
         State("sw-vary", "value"),
+        State("sw-seeds", "value"),
         prevent_initial_call=True,
     )
-    def _run(n, policies, rates, duration, vary):
+    def _run(n, policies, rates, duration, vary, seeds):
         if not n:  # the button was (re)drawn, not clicked
             return no_update, no_update
-        return start_sweep(jobs, policies, rates, duration, vary)
+        return start_sweep(jobs, policies, rates, duration, vary, seeds)
 
     register_job_controls(app, jobs, prefix="sw", job_store="sweep-job", render=sweep_result)
