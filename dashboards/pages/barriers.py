@@ -93,6 +93,8 @@ def instance_detail(stores: Stores, key: Any, step: Any, click: Any) -> list:
     layers = None if where["layer"] is None else (where["layer"], where["layer"])
     spans = s.timeline(where["step"], layers, tuple(where["ranks"]))
     title = f"Barrier instance {instance}: {views.instance_where(inst_t, instance)}"
+    if instance_from_label(column) is None:  # a layer's cell: the instance where the rank waited longest
+        title += f", where r{rank} waited longest"
     return [
         graph("bw-timeline", timeline_figure(spans, title=title, highlight_ns=where["window_ns"])),
         table(views.arrival_order(inst_t, instance), id="bw-arrivals"),
