@@ -131,7 +131,9 @@ class TableView:
         return format_table(self.columns, self.rows.iter_rows(named=True), self.labels)
 
 
-def shown_tables(tables: dict[str, pl.DataFrame]) -> list[tuple[KeyTable, pl.DataFrame, str]]:
+def shown_tables(
+    tables: dict[str, pl.DataFrame], batches_source: str | None = None
+) -> list[tuple[KeyTable, pl.DataFrame, str]]:
     """The key tables a human is shown, rows selected and ordered (not cut), each with the reason
     it has no rows ("" when it has some): barrier tables only when there were barriers, per rank
     only when there are no DP groups (per group otherwise); per layer when there are layers, per
@@ -161,7 +163,8 @@ def shown_tables(tables: dict[str, pl.DataFrame]) -> list[tuple[KeyTable, pl.Dat
         elif key.name == "barrier_by_instance":
             t = t.with_columns(short_op())
         t = t.select([c for c in key.columns if c in t.columns])
-        shown.append((key, t, "" if t.height else empty_reason(key.name, tables)))
+        why = "" if t.height else empty_reason(key.name, tables, batches_source)
+        shown.append((key, t, why))
     return shown
 
 
@@ -171,8 +174,9 @@ def short_op() -> pl.Expr:
     return pl.col("op").cast(pl.String).str.split("(").list.first().alias("op")
 
 
-def empty_reason(name: str, tables: dict[str, pl.DataFrame]) -> str:
-    """Why key table ``name`` has no rows, in one line a user can act on."""
+def empty_reason(name: str, tables: dict[str, pl.DataFrame], batches_source: str | None = None) -> str:
+    """Why key table ``name`` has no rows, in one line a user can act on (``batches_source``: the
+    store's, which says whether request lengths are known)."""
     barriers = tables.get("barrier_instances", pl.DataFrame()).height > 0
     no_barrier = "no matched collective instances, so no barrier wait could be measured"
     ranks = tables.get("step_breakdown", pl.DataFrame())
@@ -188,6 +192,8 @@ def empty_reason(name: str, tables: dict[str, pl.DataFrame]) -> str:
     if name == "overlap_by_role":
         return "no device kernels in the store"
     if name == "ttft_by_bucket":
+        if batches_source not in (None, "", "none"):  # lengths known, arrivals not
+            return "no request arrival times, which a TTFT needs: request annotations or --batches give them"
         return "request lengths unknown: no request annotations in the trace and no --batches sidecar"
     return "no rows"
 
@@ -204,7 +210,7 @@ def diagnosis_tables(diag: Diagnosis, limit: int = ROW_LIMIT) -> list[TableView]
             key.name,
             reason=reason,
         )
-        for key, t, reason in shown_tables(diag.tables)
+        for key, t, reason in shown_tables(diag.tables, diag.meta.get("batches_source"))
     ]
 
 

@@ -43,7 +43,7 @@ MIN_INSTANCES = 3
 
 @dataclass
 class ClockNotes:
-    status: str = "not_run"  # aligned | partial | impossible
+    status: str = "not_run"  # aligned | partial | impossible | single_rank
     reference_rank: int | None = None
     n_instances: int = 0
     notes: list[str] = field(default_factory=list)
@@ -67,6 +67,10 @@ def estimate_offsets(
     for _ in range(3):
         use = use.filter(pl.len().over("rank") >= min_instances).filter(pl.len().over("instance") >= 2)
     ranks = sorted(ranks)
+    if len(ranks) == 1:  # one clock: nothing to align, nothing to say
+        notes.status = "single_rank"
+        notes.reference_rank = ranks[0]
+        return _result(ranks, {}, {}, {}), notes
     if use.height == 0 or not ranks:
         notes.status = "impossible"
         notes.notes.append(

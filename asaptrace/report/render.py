@@ -84,7 +84,7 @@ def report_figures(
     return figs
 
 
-def key_tables(tables: dict[str, pl.DataFrame]) -> list[TableView]:
+def key_tables(tables: dict[str, pl.DataFrame], batches_source: str | None = None) -> list[TableView]:
     """The key tables, chosen and ordered by :func:`asaptrace.views.shown_tables` (as in the CLI)."""
     return [
         TableView(
@@ -96,7 +96,7 @@ def key_tables(tables: dict[str, pl.DataFrame]) -> list[TableView]:
             key.caption,
             reason=reason,
         )
-        for key, t, reason in shown_tables(tables)
+        for key, t, reason in shown_tables(tables, batches_source)
     ]
 
 
@@ -286,7 +286,7 @@ def render_report(
         "headline": _headline_rows(h),
         "figures": [{"id": f.id, "caption": f.caption} for f in figures],
         "timeline_window": timeline_window,
-        "tables": [_table_context(v) for v in key_tables(t)],
+        "tables": [_table_context(v) for v in key_tables(t, diagnosis.meta.get("batches_source"))],
         "comparison": comparison,
         "sections": [
             {
