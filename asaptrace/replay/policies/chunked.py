@@ -58,6 +58,8 @@ class Chunked(LockstepPolicy):
     chunk_tokens: int = 8192
 
     def applies(self, wl: MeasuredWork) -> str | None:
+        if wl.layers == 0:  # sub-steps are rebuilt layer by layer from the measured layer costs
+            return "the store has no layers (no MoE dispatch/combine to cut them at): no sub-steps to rebuild"
         return None if wl.batches.height else NO_COMPOSITION
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
