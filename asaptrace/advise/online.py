@@ -8,10 +8,11 @@ and at least :data:`MIN_ARRIVALS` arrivals, every arrival is drained and counted
 backlog outgrows one SLO interval's drain is not compliant, and the answer is the median over
 :data:`SEEDS` seeds with its range, beside each policy's capacity bound (the binding resource named).
 
-Costs are the store's fit (:func:`asaptrace.replay.run.resolve_costs`); the layers and the coupled
-D × T are the store's. Each what-if is served as the very policy object the offline replay ran
-(its split, its chunk, its m: ``policy_of(w.policy, w.params)``), so what ``replay --policy asap
---attention 5x4 --experts 12`` replays is what is served. The measured policy is ``coupled`` on a
+Costs are the store's fit (:func:`asaptrace.replay.run.resolve_costs`); the layers are the
+store's. Each what-if is served as the very policy object the offline replay ran, its deployment
+spelled out on the store (its split, its chunk, its m, a lockstep policy's measured D × T:
+``policy_of(w.policy, w.params).on_store(wl)``), so what ``replay --policy asap --attention 5x4
+--experts 12`` replays is what is served. The measured policy is ``coupled`` on a
 coupled store; on a disaggregated store, asap at its measured split with its measured dual batch and
 no long-prompt rule. A what-if without an online former (a user's replay-only policy) says so.
 """
@@ -57,8 +58,7 @@ def advise_online(
     fit = resolve_costs(wl, costs)
     knobs: dict[str, Any] = {"layers": wl.layers, "duration_s": duration_s}
     if wl.deployment == "coupled":
-        knobs |= {"default_dp": wl.n_groups, "default_tp": wl.tp}
-        measured: Policy = policy_of("coupled")
+        measured: Policy = policy_of("coupled").on_store(wl)
         measured_label = "coupled"
     else:  # the measured runtime: its split, its dual batch or not, no long-prompt rule
         measured = policy_of(
@@ -75,7 +75,7 @@ def advise_online(
     configured: dict[str, Policy] = {measured_label: measured}
     no_former: dict[str, str] = {}
     for w in advice.ranked:
-        pol = policy_of(w.policy, w.params)
+        pol = policy_of(w.policy, w.params).on_store(wl)
         if pol.online():
             configured[w.name] = pol
         else:

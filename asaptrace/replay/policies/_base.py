@@ -119,6 +119,14 @@ class Policy:
     family: ClassVar[str] = ""
     #: named ablations: ``"{name}-{variant}"`` is this policy with these parameters
     variants: ClassVar[dict[str, dict[str, Any]]] = {}
+    #: what ``advise`` calls it (its what-if's label head; "" : the name)
+    label: ClassVar[str] = ""
+    #: the diagnosis findings (codes) its what-if answers; ``advise`` runs a policy that answers
+    #: at least one, or that declares a :meth:`search` (empty and no search: not a what-if)
+    answers: ClassVar[tuple[str, ...]] = ()
+    #: the deployments it re-places requests across: "coupled" (a barriered run's DP groups), or
+    #: None (any store); advise says why it does not apply to the others
+    needs_deployment: ClassVar[str | None] = None
 
     def run(self, wl: MeasuredWork, costs: CostModel) -> PolicyRun:
         """Offline: replay a store's measured work on this policy's deployment."""
@@ -141,7 +149,35 @@ class Policy:
         return cls.serve is not Policy.serve
 
     def params(self) -> dict[str, Any]:
+        """Its settings: every field, but an online-only one (:func:`serve_setting`) only when it
+        differs from its default (what an offline replay reads, and any serving setting given)."""
+        out = asdict(self)
+        for f in fields(self):
+            if f.metadata.get("online") and out[f.name] == f.default:
+                del out[f.name]
+        return out
+
+    def settings(self) -> dict[str, Any]:
+        """Every setting, the online ones included (what a sweep states it served)."""
         return asdict(self)
+
+    #: the settings ``advise`` tries (each combination replayed; it keeps the one that recovers
+    #: most): chunked its chunk sizes; with :attr:`searches_split`, tried at every D×T + E split
+    search_settings: ClassVar[dict[str, tuple[Any, ...]]] = {}
+    #: advise searches its D×T + E split by replay (:func:`asaptrace.replay.explore.best_split`)
+    searches_split: ClassVar[bool] = False
+    #: named ablations advise also runs, at the chosen setting, as robustness what-ifs
+    robustness: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def whatif_label(cls, params: dict[str, Any]) -> str:
+        """Its what-if in a few words at these settings (default: its label, or its name)."""
+        return cls.label or cls.name
+
+    def on_store(self, wl: MeasuredWork) -> Policy:
+        """This policy with its deployment spelled out as its offline replay of ``wl`` runs it (its
+        online ``serve`` then serves that very deployment)."""
+        return self
 
     def counterfactuals(self, wl: MeasuredWork) -> list[tuple[str, Policy]]:
         """(cause, replay) in order from the reference; the last replay is this policy.
@@ -169,10 +205,55 @@ class Policy:
 
 
 # ----------------------------------------------------------------------------------------- lockstep
+def serve_setting(default: Any) -> Any:
+    """A field the online former reads (the offline replay runs the store's own measured setup):
+    listed in :meth:`Policy.params` only when set."""
+    return field(default=default, metadata={"online": True})
+
+
 @dataclass(frozen=True)
 class LockstepPolicy(Policy):
+    """Coupled lockstep steps. Offline on the store's measured D×T; online on ``attention`` (None:
+    the paper's Default, :attr:`serve_attention`), each step taking queued requests FIFO up to
+    ``step_tokens`` (≤ ``group_tokens`` per group), placed at step formation (``routing`` "step") or
+    on arrival ("arrival"), with DeepSeek's two-micro-batch overlap when ``micro_batch_overlap``."""
+
     family: ClassVar[str] = "lockstep"
+    #: the online D×T when ``attention`` is None: the paper's Default (DP8 × TP4, EP32)
+    serve_attention: ClassVar[str] = "8x4"
     k_s: float = 1.0
+    attention: str | None = serve_setting(None)
+    step_tokens: int = serve_setting(262144)
+    group_tokens: int = serve_setting(32768)
+    routing: str = serve_setting("step")
+    micro_batch_overlap: bool = serve_setting(False)
+
+    def __post_init__(self) -> None:
+        from asaptrace.errors import UsageError
+
+        if self.routing not in ROUTINGS:
+            raise UsageError(f"routing must be one of {', '.join(ROUTINGS)}, not {self.routing!r}")
+        if self.attention is not None:
+            parse_attention(self.attention)
+        for k in ("step_tokens", "group_tokens"):
+            if getattr(self, k) <= 0:
+                raise UsageError(f"{self.name} {k} must be positive, not {getattr(self, k)}")
+
+    def serve_groups(self) -> tuple[int, int]:
+        """The online deployment: D groups × T dies (EP over all D·T)."""
+        return parse_attention(self.attention or self.serve_attention)
+
+    def applies(self, wl: MeasuredWork) -> str | None:
+        """A lockstep replay runs the store's own D×T: another ``attention`` is an online setting."""
+        if self.attention is not None and parse_attention(self.attention) != (wl.n_groups, wl.tp):
+            return (
+                f"{self.name} replays the measured {wl.n_groups}×{wl.tp} "
+                f"(attention {self.attention} is a deployment it serves online)"
+            )
+        return None
+
+    def on_store(self, wl: MeasuredWork) -> LockstepPolicy:
+        return replace(self, attention=f"{wl.n_groups}x{wl.tp}")
 
     def online_scenario(self, scenario: Scenario) -> Scenario:
         """The scenario with this policy's own settings over it: its collective factor ``k_s``
@@ -185,16 +266,17 @@ class LockstepPolicy(Policy):
         """Lockstep steps on the scenario's coupled D×T (EP over all dies): a step holds at most its
         token cap, or one longer prompt (:func:`~asaptrace.replay.capacity.coupled_bounds`)."""
         sc = self.online_scenario(scenario)
-        cap = max(min(sc.default_step_tokens, sc.default_dp * sc.default_group_tokens), int(np.max(new)))
+        d, t = self.serve_groups()
+        cap = max(min(self.step_tokens, d * self.group_tokens), int(np.max(new)))
         return coupled_bounds(
             sc.costs,
             new,
             prefix,
             layers=sc.layers,
-            groups=sc.default_dp,
-            tp=sc.default_tp,
+            groups=d,
+            tp=t,
             max_step_tokens=cap,
-            overlap=sc.default_micro_batch_overlap,
+            overlap=self.micro_batch_overlap,
         )
 
     def step_chains(self, wl: MeasuredWork, step: int, costs: CostModel) -> list[StepChain]:
@@ -241,6 +323,9 @@ class LockstepPolicy(Policy):
         """Compute rows drawn inside measured chains (None: draw the gaps themselves)."""
         return wl.busy if wl.chains else None
 
+
+#: the coupled online routings: placed when the step forms, or on arrival (DOMAIN §6)
+ROUTINGS = ("step", "arrival")
 
 #: why a policy that re-places a step's requests cannot run on a store without their lengths
 NO_COMPOSITION = (
@@ -298,6 +383,10 @@ class PipelinedPolicy(Policy):
     family: ClassVar[str] = "pipelined"
     #: try one slot as well as two and keep the faster (see :meth:`run`)
     interleave_choice: ClassVar[bool] = True
+    #: the online D×T + E when ``attention`` / ``experts`` are None: the paper's ASAP (4×4 + 16)
+    serve_attention: ClassVar[str] = "4x4"
+    serve_experts: ClassVar[int] = 16
+    searches_split: ClassVar[bool] = True
     attention: str | None = None  # "DxT"; None: half the measured devices in groups of the measured TP
     experts: int | None = None  # None: the rest of the measured device total
     dual_batch: bool = True
@@ -395,45 +484,42 @@ class PipelinedPolicy(Policy):
     def live_experts(self, dep: Deployment) -> int:
         return dep.experts - 1 if self.expert_failure else dep.experts
 
-    def online_scenario(self, scenario: Scenario) -> Scenario:
-        """The scenario's disaggregated deployment with this policy's own settings over it: its
-        ``attention`` D×T and ``experts`` when given (what ``replay --attention 5x4 --experts 12``
-        replays is what is served), one expert die fewer with ``expert_failure``, its long-prompt
-        rule (``long_tokens``)."""
+    def serve_deployment(self) -> Deployment:
+        """The online deployment: ``attention`` D×T and ``experts`` (None: :attr:`serve_attention`,
+        :attr:`serve_experts`) — what ``replay --attention 5x4 --experts 12`` replays is what is
+        served."""
         from asaptrace.errors import UsageError
 
-        changes: dict[str, Any] = {}
-        if self.attention is not None:
-            d, t = parse_attention(self.attention)
-            changes |= {"asap_dp": d, "asap_tp": t}
-        experts = self.experts if self.experts is not None else scenario.asap_experts
-        if self.expert_failure:
-            if experts < 2:
-                raise UsageError("expert_failure needs at least two expert dies (asap_experts)")
-            experts -= 1
-        if experts != scenario.asap_experts:
-            changes["asap_experts"] = experts
-        if self.long_tokens != scenario.asap_alone_tokens:
-            changes["asap_alone_tokens"] = self.long_tokens
-        return scenario.with_knobs(changes) if changes else scenario
+        d, t = parse_attention(self.attention or self.serve_attention)
+        e = self.experts if self.experts is not None else self.serve_experts
+        if e < 1:
+            raise UsageError(f"{self.name} needs at least one expert die, not {e}")
+        if self.expert_failure and e < 2:
+            raise UsageError("expert_failure needs at least two expert dies")
+        return Deployment("disaggregated", d, t, e)
+
+    def on_store(self, wl: MeasuredWork) -> PipelinedPolicy:
+        dep = resolve_deployment(wl, self.attention, self.experts)
+        return replace(self, attention=f"{dep.groups}x{dep.tp}", experts=dep.experts)
 
     def capacity(self, scenario: Scenario, new: np.ndarray, prefix: np.ndarray) -> dict[str, float] | None:
-        """Attention groups and the pool of the served deployment (items of at most a batch's cap)."""
-        sc = self.online_scenario(scenario)
+        """Attention groups and the pool of the served deployment (items of at most a batch's cap;
+        one expert die fewer with ``expert_failure``)."""
+        dep = self.serve_deployment()
         return disaggregated_bounds(
-            sc.costs,
+            scenario.costs,
             new,
             prefix,
-            layers=sc.layers,
-            groups=sc.asap_dp,
-            tp=sc.asap_tp,
-            experts=sc.asap_experts,
-            max_item_tokens=self.max_item_tokens(sc),
+            layers=scenario.layers,
+            groups=dep.groups,
+            tp=dep.tp,
+            experts=self.live_experts(dep),
+            max_item_tokens=self.max_item_tokens(),
         )
 
-    def max_item_tokens(self, scenario: Scenario) -> int:
-        """The most new tokens the online former puts in one pool item (asap: its batch cap)."""
-        return scenario.asap_max_batch_tokens
+    def max_item_tokens(self) -> int:
+        """The most new tokens the online former puts in one pool item (default: 32K, a prompt's cap)."""
+        return 32768
 
 
 def _makespan(trace: PipelineTrace, ready: dict[int, int]) -> int:

@@ -37,7 +37,7 @@ class Coupled(LockstepPolicy):
         this policy's k_s. An expert failure is an offline what-if only (said, not ignored)."""
         if self.expert_failure:
             raise UsageError("coupled with expert_failure replays stores only: no online former loses a die")
-        return simulate_default(requests, self.online_scenario(scenario))
+        return simulate_default(requests, self.online_scenario(scenario), self)
 
     expert_failure: bool = False
     failed_rank: int = 0
