@@ -136,5 +136,6 @@ def _parse(pol: Policy, kind: str, name: str, raw: Any) -> Any:
         if base == "float":
             return float(text)
     except ValueError:
-        raise UsageError(f"{pol.name} setting {name} is a {base}, not {raw!r}") from None
+        word = {"bool": "true or false", "int": "a whole number", "float": "a number"}[base]
+        raise UsageError(f"{pol.name} setting {name} is {word}, not {raw!r}") from None
     return text
