@@ -20,7 +20,7 @@ gives the same file byte for byte. :func:`vary` re-runs the SLO search per value
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +158,16 @@ def configured_policy(label: str, sc: Scenario, opt: SweepOptions) -> Policy:
     given = dict(opt.configured)
     pol = given[label] if label in given else policy_of(label)
     return apply_settings(pol, opt.settings) if opt.settings else pol
+
+
+def served_settings(pol: Policy) -> dict[str, Any]:
+    """What a policy was served with: its deployment (kind, groups, tp, experts, devices; None
+    when it does not say) and every setting of the policy object."""
+    dep = pol.serve_deployment()
+    return {
+        "deployment": None if dep is None else {**asdict(dep), "devices": dep.devices},
+        "settings": pol.settings(),
+    }
 
 
 def capacity_of(label: str, sc: Scenario, opt: SweepOptions) -> dict[str, Any] | None:
@@ -399,7 +409,7 @@ def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = No
         "decomposition_rate": opt.decomposition_rate,
         "decomposition": decomposition,
         "knobs": sc.knobs(),
-        "policy_settings": {p: configured_policy(p, first, opt).settings() for p in opt.policies},
+        "policy_settings": {p: served_settings(configured_policy(p, first, opt)) for p in opt.policies},
         "lengths_fit": sc.lengths.summary() if opt.workload is None and opt.lengths == "fit" else None,
         "paper": _paper_for(sc.paper_numbers(), opt.policies),
         "costs_from": costs_from(sc),

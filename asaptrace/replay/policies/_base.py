@@ -164,6 +164,8 @@ class Policy:
     #: the settings ``advise`` tries (each combination replayed; it keeps the one that recovers
     #: most): chunked its chunk sizes; with :attr:`searches_split`, tried at every D×T + E split
     search_settings: ClassVar[dict[str, tuple[Any, ...]]] = {}
+    #: how ``advise`` names a searched setting ("chunk sizes"; default: its name)
+    search_words: ClassVar[dict[str, str]] = {}
     #: advise searches its D×T + E split by replay (:func:`asaptrace.replay.explore.best_split`)
     searches_split: ClassVar[bool] = False
     #: named ablations advise also runs, at the chosen setting, as robustness what-ifs
@@ -173,6 +175,10 @@ class Policy:
     def whatif_label(cls, params: dict[str, Any]) -> str:
         """Its what-if in a few words at these settings (default: its label, or its name)."""
         return cls.label or cls.name
+
+    def serve_deployment(self) -> Deployment | None:
+        """The deployment its online former serves on (None: a policy that does not say)."""
+        return None
 
     def on_store(self, wl: MeasuredWork) -> Policy:
         """This policy with its deployment spelled out as its offline replay of ``wl`` runs it (its
@@ -242,6 +248,10 @@ class LockstepPolicy(Policy):
     def serve_groups(self) -> tuple[int, int]:
         """The online deployment: D groups × T dies (EP over all D·T)."""
         return parse_attention(self.attention or self.serve_attention)
+
+    def serve_deployment(self) -> Deployment:
+        d, t = self.serve_groups()
+        return Deployment("coupled", d, t, d * t)
 
     def applies(self, wl: MeasuredWork) -> str | None:
         """A lockstep replay runs the store's own D×T: another ``attention`` is an online setting."""

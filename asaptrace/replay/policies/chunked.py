@@ -59,6 +59,7 @@ class Chunked(LockstepPolicy):
     answers: ClassVar[tuple[str, ...]] = ("sumsq_imbalance", "straggler_group")
     needs_deployment: ClassVar[str | None] = "coupled"
     search_settings: ClassVar[dict[str, tuple]] = {"chunk_tokens": (2048, 4096, 8192, 16384)}
+    search_words: ClassVar[dict[str, str]] = {"chunk_tokens": "chunk sizes"}
     chunk_tokens: int = 8192
 
     @classmethod
