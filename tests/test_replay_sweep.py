@@ -182,7 +182,7 @@ def test_shipped_scenario_sets_every_knob_and_overrides_are_strict():
     with pytest.raises(UsageError, match="whole number"):
         sc.with_knobs({"layers": "6.5"})
     # a deployment is a policy's own setting, not a scenario knob (the old names are routed there)
-    with pytest.raises(UsageError, match="a policy's setting is POLICY.SETTING"):
+    with pytest.raises(UsageError, match=r"a policy.s setting is POLICY\.SETTING"):
         sc.with_knobs({"default_routing": "arrival"})
     coupled = apply_settings(
         policy_of("coupled"), {"default_micro_batch_overlap": "true", "routing": "arrival"}
