@@ -176,7 +176,7 @@ def test_offline_replay_and_online_serve_read_one_configuration():
 
 
 def test_an_unknown_setting_is_one_line():
-    with pytest.raises(UsageError, match="unknown setting 'asap_expert'"):
+    with pytest.raises(UsageError, match="unknown knob or setting 'asap_expert'"):
         SweepOptions(settings=(("asap_expert", 12),))
     with pytest.raises(UsageError, match="policy 'asap' has no setting 'chunk_tokens'"):
         SweepOptions(settings=(("asap.chunk_tokens", 12),))

@@ -71,8 +71,8 @@ def setting_key(key: str, registry: Registry[type[Policy]]) -> str:
     if any(key in cls.param_names() for _, cls in registry):
         return key
     raise UsageError(
-        f"unknown setting {key!r}: a scenario knob (docs/sweep.md), POLICY.SETTING (e.g. asap.experts, "
-        f"chunked.chunk_tokens; `asaptrace policies` lists them) or an old name ({', '.join(OLD_NAMES)})"
+        f"unknown knob or setting {key!r}: a scenario knob, POLICY.SETTING (asap.experts; `asaptrace "
+        "policies` lists them) or an old scenario name such as asap_experts (docs/sweep.md lists all)"
     )
 
 
