@@ -241,6 +241,18 @@ def _parse(name: str, raw: Any) -> Any:
     return value
 
 
+def paper_for(paper: dict[str, Any], policies: tuple[str, ...]) -> dict[str, Any]:
+    """The paper's per-policy figures also under the names swept by an alias (``default``)."""
+    out = {}
+    for k, v in paper.items():
+        if isinstance(v, dict):
+            v = v | {
+                p: v[POLICY_ALIASES[p]] for p in policies if p in POLICY_ALIASES and POLICY_ALIASES[p] in v
+            }
+        out[k] = v
+    return out
+
+
 # --------------------------------------------------------------------------------------- loading
 def shipped_scenarios() -> list[str]:
     root = resources.files("asaptrace.replay").joinpath("scenarios")

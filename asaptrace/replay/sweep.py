@@ -20,7 +20,7 @@ gives the same file byte for byte. :func:`vary` re-runs the SLO search per value
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from asaptrace.replay.capacity import binding
 from asaptrace.replay.costs import CostModel, fit_warnings
 from asaptrace.replay.policies import POLICIES, Policy, policy_of
 from asaptrace.replay.policies.settings import apply_settings, setting_key
-from asaptrace.replay.scenario import COST_KNOBS, POLICY_ALIASES, Scenario
+from asaptrace.replay.scenario import COST_KNOBS, Scenario, paper_for
 from asaptrace.replay.serving import ServingResult, policy_names, serving_policy, simulate
 from asaptrace.replay.sweep_result import SweepResult, headline_policy
 from asaptrace.units import rps_text
@@ -158,16 +158,6 @@ def configured_policy(label: str, sc: Scenario, opt: SweepOptions) -> Policy:
     given = dict(opt.configured)
     pol = given[label] if label in given else policy_of(label)
     return apply_settings(pol, opt.settings) if opt.settings else pol
-
-
-def served_settings(pol: Policy) -> dict[str, Any]:
-    """What a policy was served with: its deployment (kind, groups, tp, experts, devices; None
-    when it does not say) and every setting of the policy object."""
-    dep = pol.serve_deployment()
-    return {
-        "deployment": None if dep is None else {**asdict(dep), "devices": dep.devices},
-        "settings": pol.settings(),
-    }
 
 
 def capacity_of(label: str, sc: Scenario, opt: SweepOptions) -> dict[str, Any] | None:
@@ -409,9 +399,9 @@ def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = No
         "decomposition_rate": opt.decomposition_rate,
         "decomposition": decomposition,
         "knobs": sc.knobs(),
-        "policy_settings": {p: served_settings(configured_policy(p, first, opt)) for p in opt.policies},
+        "policy_settings": {p: configured_policy(p, first, opt).served() for p in opt.policies},
         "lengths_fit": sc.lengths.summary() if opt.workload is None and opt.lengths == "fit" else None,
-        "paper": _paper_for(sc.paper_numbers(), opt.policies),
+        "paper": paper_for(sc.paper_numbers(), opt.policies),
         "costs_from": costs_from(sc),
         "cost_fit": sc.cost_fit,
         "cost_set": dict(sc.cost_set),
@@ -474,18 +464,6 @@ def _median_over_seeds(
         slo[p] = {"slo_rps": round(med, 4), "censored": any(r[p]["censored"] for r in by_seed)}
         ranges[p] = [round(min(x), 4), round(max(x), 4)]
     return slo, capped, ranges, per
-
-
-def _paper_for(paper: dict[str, Any], policies: tuple[str, ...]) -> dict[str, Any]:
-    """The paper's per-policy figures also under the names swept by an alias (``default``)."""
-    out = {}
-    for k, v in paper.items():
-        if isinstance(v, dict):
-            v = v | {
-                p: v[POLICY_ALIASES[p]] for p in policies if p in POLICY_ALIASES and POLICY_ALIASES[p] in v
-            }
-        out[k] = v
-    return out
 
 
 def costs_from(sc: Scenario) -> str:

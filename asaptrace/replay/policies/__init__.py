@@ -21,11 +21,11 @@ from asaptrace.registry import Registry
 from asaptrace.replay.policies._base import (
     Deployment,
     LockstepPolicy,
-    PipelinedPolicy,
     Policy,
     PolicyRun,
     resolve_deployment,
 )
+from asaptrace.replay.policies._pipelined_base import PipelinedPolicy
 from asaptrace.replay.policies.afd_pingpong import AfdPingpong
 from asaptrace.replay.policies.asap import Asap
 from asaptrace.replay.policies.balanced import Balanced

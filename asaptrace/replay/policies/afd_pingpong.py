@@ -34,7 +34,8 @@ from asaptrace.replay.measured import MeasuredWork
 from asaptrace.replay.offline import transfer_factor
 from asaptrace.replay.pipelined import Batch, BatchFormer, PipelineTrace, StaticBatches
 from asaptrace.replay.planner import place_longest_first
-from asaptrace.replay.policies._base import Deployment, PipelinedPolicy, serve_setting
+from asaptrace.replay.policies._base import Deployment, serve_setting
+from asaptrace.replay.policies._pipelined_base import PipelinedPolicy
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving_types import ServingRequests, ServingResult
 

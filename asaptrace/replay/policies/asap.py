@@ -46,14 +46,8 @@ from asaptrace.replay.lockstep import chain_from_costs, run_chain
 from asaptrace.replay.measured import MeasuredWork
 from asaptrace.replay.offline import lockstep_split_steps, offline_batches
 from asaptrace.replay.pipelined import BatchFormer, FifoBatches, StaticBatches
-from asaptrace.replay.policies._base import (
-    Deployment,
-    PipelinedPolicy,
-    Policy,
-    PolicyRun,
-    lockstep_batches,
-    serve_setting,
-)
+from asaptrace.replay.policies._base import Deployment, Policy, PolicyRun, lockstep_batches, serve_setting
+from asaptrace.replay.policies._pipelined_base import PipelinedPolicy
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving_types import ServingRequests, ServingResult
 
