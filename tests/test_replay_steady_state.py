@@ -182,3 +182,28 @@ def test_an_unknown_setting_is_one_line():
         SweepOptions(settings=(("asap.chunk_tokens", 12),))
     with pytest.raises(UsageError, match="setting experts is a whole number"):
         apply_settings(policy_of("asap"), {"asap.experts": "twelve"})
+
+
+def test_the_online_cost_band_moves_each_bound_by_the_fits_residual(tmp_path):
+    """DOMAIN §8 "uncertainty": the SLO rate under the cost fit's band. By hand: on HAND's one group
+    the work per request is attention alone, 100 ms per 1K (bound 10/s). An attention fit with a
+    residual p95 of 10 % sets c1 × 0.9 and × 1.1: work 90 and 110 ms, bounds 10/0.9 = 11.11/s and
+    10/1.1 = 9.09/s; the SLO rate at each end lies under its own bound, the cheaper end's higher."""
+    from asaptrace.advise.online import cost_band
+
+    sc = load_scenario().with_knobs(HAND)
+    one = policy_of("coupled", {"attention": "1x1"})
+    store = _store(tmp_path / "s.store", [1024] * 100)
+    opt = SweepOptions(
+        policies=("coupled",), workload=store, min_arrivals=2000, configured=(("coupled", one),), seeds=(0, 1)
+    )
+    quality = {"attention": {"status": "fitted", "residual_p95_pct": 10.0}, "moe": {"status": "default"}}
+    band = cost_band(sc, opt, quality)
+    assert band["status"] == "fitted" and band["parts"] == {"attention": 0.1} and band["seed"] == 0
+    low, high = band["low_costs"]["coupled"], band["high_costs"]["coupled"]
+    assert low["bound_rps"] == pytest.approx(10 / 0.9, abs=1e-3)
+    assert high["bound_rps"] == pytest.approx(10 / 1.1, abs=1e-3)
+    assert high["slo_rps"] < low["slo_rps"] and low["slo_rps"] <= low["bound_rps"]
+    assert high["slo_rps"] <= high["bound_rps"]
+    # a store whose costs kept the defaults has no band: the range is the seeds' only
+    assert cost_band(sc, opt, {"attention": {"status": "default"}})["status"] == "none"

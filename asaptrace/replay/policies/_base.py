@@ -133,8 +133,9 @@ class Policy:
         raise NotImplementedError
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
-        """Online: the batch former — arrivals → batches → per-request times, on ``scenario``'s
-        deployment for this policy's family (DOMAIN.md §6). Not overridden: replay-only."""
+        """Online: the batch former — arrivals → batches → per-request times on this policy's own
+        deployment and mechanisms (its fields), under ``scenario``'s layers, costs and SLO
+        (DOMAIN.md §6). Not overridden: replay-only."""
         raise NotImplementedError
 
     def capacity(self, scenario: Scenario, new: np.ndarray, prefix: np.ndarray) -> dict[str, float] | None:
@@ -282,7 +283,7 @@ class LockstepPolicy(Policy):
         return scenario.with_knobs({"coupled_k_s": scenario.coupled_k_s * self.k_s})
 
     def capacity(self, scenario: Scenario, new: np.ndarray, prefix: np.ndarray) -> dict[str, float] | None:
-        """Lockstep steps on the scenario's coupled D×T (EP over all dies): a step holds at most its
+        """Lockstep steps on its online D×T (EP over all dies): a step holds at most its
         token cap, or one longer prompt (:func:`~asaptrace.replay.capacity.coupled_bounds`)."""
         sc = self.online_scenario(scenario)
         d, t = self.serve_groups()
