@@ -180,6 +180,12 @@ def test_an_unknown_setting_is_one_line():
         SweepOptions(settings=(("asap_expert", 12),))
     with pytest.raises(UsageError, match="policy 'asap' has no setting 'chunk_tokens'"):
         SweepOptions(settings=(("asap.chunk_tokens", 12),))
+    with pytest.raises(
+        UsageError, match=r"setting 'asap.experts' reaches none of the policies swept \(coupled\)"
+    ):
+        SweepOptions(policies=("coupled",), settings=(("asap.experts", 12),))
+    # an old scenario name may reach none (it was a knob every scenario had): kept silent
+    assert SweepOptions(policies=("coupled",), settings=(("asap_experts", 12),)).settings
     with pytest.raises(UsageError, match="setting experts is a whole number"):
         apply_settings(policy_of("asap"), {"asap.experts": "twelve"})
 

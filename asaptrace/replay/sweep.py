@@ -32,7 +32,7 @@ from asaptrace.replay.arrivals import ArrivalStream, make_stream
 from asaptrace.replay.capacity import binding
 from asaptrace.replay.costs import CostModel, fit_warnings
 from asaptrace.replay.policies import POLICIES, Policy, policy_of
-from asaptrace.replay.policies.settings import apply_settings, setting_key
+from asaptrace.replay.policies.settings import OLD_NAMES, apply_settings, reaches, setting_key
 from asaptrace.replay.scenario import COST_KNOBS, Scenario, paper_for
 from asaptrace.replay.serving import ServingResult, policy_names, serving_policy, simulate
 from asaptrace.replay.sweep_result import SweepResult, headline_policy
@@ -81,14 +81,19 @@ class SweepOptions:
         for key, _ in self.settings:
             setting_key(key, POLICIES)
         given = dict(self.configured)
+        swept: list[Policy] = []
         for p in self.policies:
-            if p in given:
-                serving_policy(given[p])
-                continue
             try:
-                serving_policy(p)
+                pol = given[p] if p in given else policy_of(p)
             except RegistryError:
                 raise UsageError(f"unknown policy {p!r} (known: {', '.join(policy_names())})") from None
+            serving_policy(apply_settings(pol, self.settings))  # a bad setting: one line, before any run
+            swept.append(pol)
+        for key, _ in self.settings:  # a new-style setting must reach a swept policy (old names may not)
+            if key not in OLD_NAMES and not any(reaches(key, pol) for pol in swept):
+                raise UsageError(
+                    f"setting {key!r} reaches none of the policies swept ({', '.join(self.policies)})"
+                )
         if not self.policies:
             raise UsageError("no policies to sweep")
         if self.rates is not None and (not self.rates or min(self.rates) <= 0):

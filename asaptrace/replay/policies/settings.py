@@ -77,6 +77,17 @@ def setting_key(key: str, registry: Registry[type[Policy]]) -> str:
     )
 
 
+def reaches(key: str, pol: Policy) -> bool:
+    """Whether setting ``key`` sets a field of ``pol`` (an old name: of its family)."""
+    head, dot, name = key.partition(".")
+    if key in OLD_NAMES:
+        family, name, _ = OLD_NAMES[key]
+        return isinstance(pol, family) and name in pol.param_names()
+    if dot:
+        return type(pol).name == head and name in pol.param_names()
+    return key in pol.param_names()
+
+
 def is_setting(key: str, registry: Registry[type[Policy]]) -> bool:
     try:
         setting_key(key, registry)
@@ -88,19 +99,9 @@ def is_setting(key: str, registry: Registry[type[Policy]]) -> bool:
 def apply_settings(pol: Policy, settings: dict[str, Any] | tuple[tuple[str, Any], ...]) -> Policy:
     """``pol`` with every setting that reaches it (in order, later winning)."""
     for key, raw in dict(settings).items():
-        head, dot, name = key.partition(".")
-        part = None
-        if key in OLD_NAMES:
-            family, name, part = OLD_NAMES[key]
-            if not isinstance(pol, family):
-                continue
-        elif dot:
-            if type(pol).name != head:
-                continue
-        else:
-            name = key
-        if name not in pol.param_names():
+        if not reaches(key, pol):
             continue
+        name, part = OLD_NAMES[key][1:] if key in OLD_NAMES else (key.partition(".")[2] or key, None)
         pol = _set(pol, name, raw, part)
     return pol
 
