@@ -18,7 +18,7 @@ from typing import Any
 import polars as pl
 
 from asaptrace.units import rps_text
-from asaptrace.views import REPLAY_QUESTION, TableView, _rows_view
+from asaptrace.views import REPLAY_QUESTION, TableView, _rows_view, deployment_text
 
 #: the question each face's numbers answer, printed beside them (DOMAIN.md §7, §8)
 ONLINE_QUESTION = "served under load, your lengths"
@@ -59,11 +59,16 @@ def sweep_header(res: Any) -> list[str]:
         f"seed {k.get('seed', '–')}"
     ]
     if k:
+        served = res.get("policy_settings") or {}
+        deps = ", ".join(
+            f"{p} {deployment_text(s['deployment'], short=True)}"
+            for p, s in served.items()
+            if s.get("deployment")
+        )
         lines.append(
             f"knobs assumed: k_s {k['coupled_k_s']:g}, E_ref {k['moe_e_ref']:g}, φ {k['attn_phi']:g}, "
-            f"coupled routing {k['default_routing']}, cost scale {k['cost_scale']:g} ({k['cost_source']}); "
-            f"coupled {k['default_dp']}×{k['default_tp']}, ASAP {k['asap_dp']}×{k['asap_tp']}+{k['asap_experts']}, "
-            f"{k['layers']} layers"
+            f"cost scale {k['cost_scale']:g} ({k['cost_source']}); {k['layers']} layers"
+            + (f"; served on {deps}" if deps else "")
         )
     if res.get("costs_from"):
         lines.append(f"costs: {res['costs_from']}")

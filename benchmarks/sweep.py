@@ -34,16 +34,24 @@ from concurrent.futures import ProcessPoolExecutor
 from asaptrace.replay.arrivals import make_stream
 from asaptrace.replay.engine import Engine, Event
 from asaptrace.replay.pipelined import ENGINE_ENV, kernel_available
+from asaptrace.replay.policies import Policy, policy_of
+from asaptrace.replay.policies.settings import apply_settings
 from asaptrace.replay.scenario import Scenario, load_scenario
 from asaptrace.replay.serving import simulate
 from asaptrace.replay.sweep import point_stats
 
 POLICIES = ("default", "chunked", "asap")
 RATES = tuple(float(r) for r in range(2, 21, 2))
-SCALE_384 = {"default_dp": 96, "asap_dp": 48, "asap_experts": 192}
+#: the deployments at 384 dies: the policies' own settings (coupled DP96×TP4, asap 48×4 + 192)
+SCALE_384 = {
+    "coupled.attention": "96x4",
+    "chunked.attention": "96x4",
+    "asap.attention": "48x4",
+    "asap.experts": 192,
+}
 
 
-def run_point(args: tuple[str, float, Scenario]) -> tuple[int, int, int, dict]:
+def run_point(args: tuple[str | Policy, float, Scenario]) -> tuple[int, int, int, dict]:
     policy, rate, sc = args
     reqs = make_stream(sc).at_rate(rate, sc.duration_s)
     res = simulate(policy, reqs, sc)
@@ -131,10 +139,10 @@ def main() -> None:
             f"{args.jobs} spawned processes ({engines[-1]} engine): {par:.2f} s = {total / par:.2f}× serial (worth it when > 1)"
         )
     if args.scale:
-        big = sc.with_knobs(SCALE_384)
         for policy in POLICIES:
+            big = apply_settings(policy_of(policy), SCALE_384)
             t = time.perf_counter()
-            done = [run_point((policy, r * 12, big)) for r in RATES[:3]]
+            done = [run_point((big, r * 12, sc)) for r in RATES[:3]]
             dt = time.perf_counter() - t
             n, items = sum(d[0] for d in done), sum(d[1] for d in done)
             print(

@@ -45,7 +45,7 @@ def test_tables_name_the_knobs_and_print_the_papers_numbers_beside_ours():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--set", "k_z=1"], "unknown knob 'k_z'"),
+        (["--set", "k_z=1"], "unknown knob or setting 'k_z'"),
         (["--set", "layers=many"], "knob layers is a number"),
         (["--rates", "1,x"], "--rates takes 'auto' or numbers"),
         (["--duration", "five minutes"], "--duration takes a duration"),

@@ -242,7 +242,7 @@ def _stream(n: int, seed: int):
 
 @pytest.mark.parametrize("variant", ["asap", "asap-no-dual-batch", "asap-no-overlap", "asap-no-super-kernel"])
 def test_serving_variants_give_identical_results_on_both_engines(variant, monkeypatch):
-    from asaptrace.replay._serving_asap import VARIANTS
+    from asaptrace.replay.policies import policy_of
     from asaptrace.replay.scenario import load_scenario
 
     sc = load_scenario("asap-paper").with_knobs({"layers": 7})
@@ -250,7 +250,7 @@ def test_serving_variants_give_identical_results_on_both_engines(variant, monkey
     out = {}
     for engine in ("python", "c"):
         monkeypatch.setenv(pipelined.ENGINE_ENV, engine)
-        out[engine] = VARIANTS[variant](reqs, sc)
+        out[engine] = policy_of(variant).serve(reqs, sc)
     ref, ker = out["python"], out["c"]
     for field in ("start_ns", "end_ns", "own_ns"):
         assert np.array_equal(getattr(ker, field), getattr(ref, field)), field

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from asaptrace.replay.policies import POLICIES, policy_specs
+from asaptrace.replay.policies import POLICIES, policy_of, policy_specs
 from asaptrace.replay.scenario import load_scenario
 from asaptrace.replay.serving import simulate
 from asaptrace.replay.serving_types import ServingRequests
@@ -46,13 +46,12 @@ def test_the_example_online_by_hand(example):
         ("attn_c0_ms", "attn_c2_ms", "moe_plateau_ms", "moe_a_ms", "moe_b_ms", "moe_e_ref"), 0
     )
     sc = load_scenario("asap-paper").with_knobs(
-        zero
-        | {"layers": 1, "default_dp": 1, "default_tp": 1, "attn_tp_ref": 1}
-        | {"attn_c1_ms": 1, "xfer_latency_ms": 0, "xfer_per_k_ms": 2}
+        zero | {"layers": 1, "attn_tp_ref": 1} | {"attn_c1_ms": 1, "xfer_latency_ms": 0, "xfer_per_k_ms": 2}
     )
     req = ServingRequests(np.zeros(1, np.int64), np.array([4096]), np.zeros(1, np.int64))
-    assert simulate("coupled", req, sc).ttft_ns.tolist() == [20 * MS]
-    fast = simulate("fast-network", req, sc)
+    one = {"attention": "1x1"}  # the deployment is the policy's own setting
+    assert simulate(policy_of("coupled", one), req, sc).ttft_ns.tolist() == [20 * MS]
+    fast = simulate(policy_of("fast-network", one), req, sc)
     assert fast.ttft_ns.tolist() == [12 * MS] and fast.policy == "fast-network"
 
 

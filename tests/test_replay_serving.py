@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 import pytest
 
-from asaptrace.replay.scenario import load_scenario
-from asaptrace.replay.serving import ServingRequests, simulate
+from asaptrace.replay.policies import policy_of
+from asaptrace.replay.policies.settings import apply_settings
+from asaptrace.replay.scenario import Scenario, is_knob, load_scenario
+from asaptrace.replay.serving import ServingRequests
+from asaptrace.replay.serving import simulate as serve
 
 MS = 1_000_000
 
@@ -27,8 +32,32 @@ ZERO = {
 }
 
 
+@dataclass(frozen=True)
+class Setup:
+    """A scenario (layers, costs) and the policy settings these cases serve with (``asap_dp=1``,
+    ``default_tp=1``: the old scenario names, routed to each policy's own fields)."""
+
+    sc: Scenario
+    settings: tuple = ()
+
+    def with_knobs(self, values: dict) -> Setup:
+        knobs = {k: v for k, v in values.items() if is_knob(k)}
+        rest = tuple((k, v) for k, v in values.items() if not is_knob(k))
+        return Setup(self.sc.with_knobs(knobs), self.settings + rest)
+
+    def __getattr__(self, name):
+        return getattr(self.sc, name)
+
+
 def scenario(**knobs):
-    return load_scenario("asap-paper").with_knobs(ZERO | knobs)
+    return Setup(load_scenario("asap-paper")).with_knobs(ZERO | knobs)
+
+
+def simulate(spec: str, req, setup: Setup | Scenario):
+    """The registry's policy ``spec`` with the case's settings, served on its scenario."""
+    setup = setup if isinstance(setup, Setup) else Setup(setup)
+    res = serve(apply_settings(policy_of(spec), setup.settings), req, setup.sc)
+    return replace(res, policy=spec)
 
 
 def requests(arrival_ms, tokens, cached=None):

@@ -8,10 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from asaptrace.errors import UsageError
 from asaptrace.replay.policies import policy_of
+from asaptrace.replay.policies.settings import apply_settings
 from asaptrace.replay.scenario import load_scenario
 from asaptrace.replay.serving import simulate
 from asaptrace.replay.serving_types import ServingRequests
@@ -44,8 +47,6 @@ def _store(path: Path, seq_len: list[int]) -> str:
 #: no transfer: every request of 1,024 tokens is 100 ms of work on the one group, however batched
 HAND = {
     "layers": 1,
-    "default_dp": 1,
-    "default_tp": 1,
     "attn_tp_ref": 1,
     "attn_c0_ms": 0.0,
     "attn_c1_ms": 100.0,
@@ -61,6 +62,7 @@ HAND = {
 
 def test_a_burst_passes_the_slo_above_capacity_and_the_steady_state_does_not(tmp_path):
     sc = load_scenario().with_knobs(HAND)
+    one = policy_of("coupled", {"attention": "1x1"})  # one group of one die
     # 100 requests at 20/s (twice the capacity of 1 / 100 ms = 10/s): they arrive over 5 s and are
     # served at 10/s in lockstep steps that double (1, 2, 4, 8, 16, 32 requests: each step takes
     # what arrived during the last, all done at its end), the burst ends near 10 s: request i
@@ -69,13 +71,19 @@ def test_a_burst_passes_the_slo_above_capacity_and_the_steady_state_does_not(tmp
     burst = ServingRequests(
         np.arange(100, dtype=np.int64) * 50_000_000, np.full(100, 1024, np.int64), np.zeros(100, np.int64)
     )
-    res = simulate("coupled", burst, sc)
+    res = simulate(one, burst, sc)
     assert 3.0e9 < res.ttft_ns.mean() < 5.0e9 and res.end_ns.max() >= 10 * 10**9
     # the steady state on the same lengths: the bound is exactly 10/s (attention 100 ms a request);
     # at 20/s the 2,000 arrivals leave a backlog of ~1,000 requests, unstable, so the SLO rate is
     # found below it, never above the bound
     store = _store(tmp_path / "s.store", [1024] * 100)
-    opt = SweepOptions(policies=("coupled",), rates=(5.0, 20.0), workload=store, min_arrivals=2000)
+    opt = SweepOptions(
+        policies=("coupled",),
+        rates=(5.0, 20.0),
+        workload=store,
+        min_arrivals=2000,
+        configured=(("coupled", one),),
+    )
     out = run_sweep(sc, opt)
     assert out["capacity"]["coupled"]["bound_rps"] == 10.0
     assert out["capacity"]["coupled"]["binding"] == "attention groups"
@@ -117,18 +125,20 @@ def test_no_policy_serves_above_its_capacity_bound(
         "moe_plateau_ms": plateau,
         "xfer_latency_ms": lat,
         "xfer_per_k_ms": per_k,
-        "default_dp": coupled[0],
-        "default_tp": coupled[1],
-        "asap_dp": split[0],
-        "asap_tp": split[1],
-        "asap_experts": split[2],
         "duration_s": 5.0,
     }
+    # the deployments are the policies' own settings (coupled's D×T, the split's D×T + E)
+    chosen = (("coupled.attention", f"{coupled[0]}x{coupled[1]}"),)
+    chosen += (("chunked.attention", f"{coupled[0]}x{coupled[1]}"),)
+    chosen += (("asap.attention", f"{split[0]}x{split[1]}"), ("experts", split[2]))
+    chosen += (("afd-pingpong.attention", f"{split[0]}x{split[1]}"),)
     policies = ("coupled", "chunked", "asap", "afd-pingpong-m2")
     with tempfile.TemporaryDirectory() as tmp:
         store = _store(Path(tmp) / "s.store", lens)
         sc = load_scenario().with_knobs(knobs)
-        opt = SweepOptions(policies=policies, workload=store, min_arrivals=1000, bisection_steps=3)
+        opt = SweepOptions(
+            policies=policies, workload=store, min_arrivals=1000, bisection_steps=3, settings=chosen
+        )
         bounds = {p: capacity_of(p, sc, opt)["bound_rps"] for p in policies}
         # an SLO a few single-request service times long, as a user's would be
         sc = sc.with_knobs({"slo_ttft_s": slo_factor / min(bounds.values())})
@@ -141,17 +151,65 @@ def test_no_policy_serves_above_its_capacity_bound(
 def test_offline_replay_and_online_serve_read_one_configuration():
     """``replay --policy asap --attention 5x4 --experts 12`` and its online serve: one object."""
     pol = policy_of("asap", {"attention": "5x4", "experts": 12})
-    sc = load_scenario().with_knobs({"layers": 4, "duration_s": 2.0})  # the scenario says 4×4 + 16
-    on = pol.online_scenario(sc)
-    assert (on.asap_dp, on.asap_tp, on.asap_experts) == (5, 4, 12)
-    # the serve of the configured policy is the serve on a scenario set to its deployment by hand
+    sc = load_scenario().with_knobs({"layers": 4, "duration_s": 2.0})  # no deployment in a scenario
+    assert not any(k.startswith(("asap_", "default_")) or k == "chunk_tokens" for k in sc.knobs())
+    dep = pol.serve_deployment()
+    assert (dep.groups, dep.tp, dep.experts) == (5, 4, 12)
+    # the serve of the configured policy is the serve of asap set to that deployment by name
+    # (``sweep --set asap.attention=5x4 --set asap.experts=12``, or the old asap_dp/asap_experts)
     reqs = ServingRequests(
         np.arange(20, dtype=np.int64) * 100_000_000, np.full(20, 3000, np.int64), np.zeros(20, np.int64)
     )
-    by_hand = sc.with_knobs({"asap_dp": 5, "asap_tp": 4, "asap_experts": 12})
-    assert pol.serve(reqs, sc).end_ns.tolist() == policy_of("asap").serve(reqs, by_hand).end_ns.tolist()
+    by_name = apply_settings(policy_of("asap"), {"asap.attention": "5x4", "asap.experts": "12"})
+    by_old = apply_settings(policy_of("asap"), {"asap_dp": 5, "asap_experts": 12})
+    assert by_name == by_old == pol
+    assert pol.serve(reqs, sc).end_ns.tolist() == by_name.serve(reqs, sc).end_ns.tolist()
     # and the expert-failure what-if serves one die fewer of the same split
     lost = policy_of("asap", {"attention": "5x4", "experts": 12, "expert_failure": True})
-    assert lost.online_scenario(sc).asap_experts == 11
-    # chunked serves its own chunk, not the scenario's knob
-    assert policy_of("chunked", {"chunk_tokens": 2048}).online_scenario(sc).chunk_tokens == 2048
+    assert lost.live_experts(lost.serve_deployment()) == 11
+    assert (
+        lost.capacity(sc, np.full(4, 3000.0), np.zeros(4))["MoE pool"]
+        < pol.capacity(sc, np.full(4, 3000.0), np.zeros(4))["MoE pool"]
+    )
+    # the offline replay's params carry only what it reads, the online settings when set
+    assert "min_batch_tokens" not in pol.params() and pol.settings()["min_batch_tokens"] == 2048
+
+
+def test_an_unknown_setting_is_one_line():
+    with pytest.raises(UsageError, match="unknown knob or setting 'asap_expert'"):
+        SweepOptions(settings=(("asap_expert", 12),))
+    with pytest.raises(UsageError, match="policy 'asap' has no setting 'chunk_tokens'"):
+        SweepOptions(settings=(("asap.chunk_tokens", 12),))
+    with pytest.raises(
+        UsageError, match=r"setting 'asap.experts' reaches none of the policies swept \(coupled\)"
+    ):
+        SweepOptions(policies=("coupled",), settings=(("asap.experts", 12),))
+    # an old scenario name may reach none (it was a knob every scenario had): kept silent
+    assert SweepOptions(policies=("coupled",), settings=(("asap_experts", 12),)).settings
+    with pytest.raises(UsageError, match="setting experts is a whole number"):
+        apply_settings(policy_of("asap"), {"asap.experts": "twelve"})
+
+
+def test_the_online_cost_band_moves_each_bound_by_the_fits_residual(tmp_path):
+    """DOMAIN §8 "uncertainty": the SLO rate under the cost fit's band. By hand: on HAND's one group
+    the work per request is attention alone, 100 ms per 1K (bound 10/s). An attention fit with a
+    residual p95 of 10 % sets c1 × 0.9 and × 1.1: work 90 and 110 ms, bounds 10/0.9 = 11.11/s and
+    10/1.1 = 9.09/s; the SLO rate at each end lies under its own bound, the cheaper end's higher."""
+    from asaptrace.advise.online import cost_band
+
+    sc = load_scenario().with_knobs(HAND)
+    one = policy_of("coupled", {"attention": "1x1"})
+    store = _store(tmp_path / "s.store", [1024] * 100)
+    opt = SweepOptions(
+        policies=("coupled",), workload=store, min_arrivals=2000, configured=(("coupled", one),), seeds=(0, 1)
+    )
+    quality = {"attention": {"status": "fitted", "residual_p95_pct": 10.0}, "moe": {"status": "default"}}
+    band = cost_band(sc, opt, quality)
+    assert band["status"] == "fitted" and band["parts"] == {"attention": 0.1} and band["seed"] == 0
+    low, high = band["low_costs"]["coupled"], band["high_costs"]["coupled"]
+    assert low["bound_rps"] == pytest.approx(10 / 0.9, abs=1e-3)
+    assert high["bound_rps"] == pytest.approx(10 / 1.1, abs=1e-3)
+    assert high["slo_rps"] < low["slo_rps"] and low["slo_rps"] <= low["bound_rps"]
+    assert high["slo_rps"] <= high["bound_rps"]
+    # a store whose costs kept the defaults has no band: the range is the seeds' only
+    assert cost_band(sc, opt, {"attention": {"status": "default"}})["status"] == "none"

@@ -10,7 +10,8 @@ import pytest
 
 from asaptrace.errors import UsageError
 from asaptrace.replay.lengths_fit import LengthTargets, fit_log_logistic
-from asaptrace.replay.policies import POLICIES, LockstepPolicy, Policy, register_policy
+from asaptrace.replay.policies import POLICIES, LockstepPolicy, Policy, policy_of, register_policy
+from asaptrace.replay.policies.settings import apply_settings
 from asaptrace.replay.scenario import knob_names, load_scenario
 from asaptrace.replay.sensitivity import calibrate, tornado, vary
 from asaptrace.replay.serving import ServingResult, policy_names, simulate
@@ -146,7 +147,7 @@ def test_mean_ttft_can_fall_as_the_rate_rises():
     #   TTFT 6, 6.1, 11.5 → mean 23.6/3 = 7.867 ms.
     # Higher rate: A 0–6; B (5.31) and C (5.85) both queued at 6 share one step 6–13 (5 + 2).
     #   TTFT 6, 7.69, 7.15 → mean 20.84/3 = 6.947 ms: lower, at the higher rate.
-    from tests.test_replay_serving import requests, scenario
+    from tests.test_replay_serving import requests, scenario, simulate
 
     sc = scenario(layers=1, default_dp=1, default_tp=1, attn_tp_ref=1, attn_c0_ms=5, attn_c1_ms=1)
     slow = simulate("default", requests([0, 5.9, 6.5], [1024] * 3), sc)
@@ -176,13 +177,19 @@ def test_shipped_scenario_sets_every_knob_and_overrides_are_strict():
     assert set(sc.knobs()) >= set(knob_names())
     assert sc.with_knobs({"k_s": "2.5"}).coupled_k_s == 2.5
     assert sc.with_knobs({"E_ref": "0"}).moe_e_ref == 0.0
-    assert sc.with_knobs({"default_micro_batch_overlap": "true"}).default_micro_batch_overlap is True
     with pytest.raises(UsageError, match="unknown knob 'k_z'"):
         sc.with_knobs({"k_z": "1"})
     with pytest.raises(UsageError, match="whole number"):
         sc.with_knobs({"layers": "6.5"})
-    with pytest.raises(UsageError, match="default_routing"):
-        sc.with_knobs({"routing": "random"})
+    # a deployment is a policy's own setting, not a scenario knob (the old names are routed there)
+    with pytest.raises(UsageError, match=r"a policy.s setting is POLICY\.SETTING"):
+        sc.with_knobs({"default_routing": "arrival"})
+    coupled = apply_settings(
+        policy_of("coupled"), {"default_micro_batch_overlap": "true", "routing": "arrival"}
+    )
+    assert coupled.micro_batch_overlap is True and coupled.routing == "arrival"
+    with pytest.raises(UsageError, match="routing must be one of step, arrival"):
+        apply_settings(policy_of("coupled"), {"routing": "random"})
 
 
 def test_cost_scale_multiplies_every_cost():
@@ -202,7 +209,7 @@ def test_costs_file_replaces_the_cost_constants(tmp_path):
     # ASAP groups one layer of 8K tokens then costs (8/4)·(2·8 + 0.0215·64) = 2·17.376 = 34.752 ms
     f.write_text("[attention]\nc1_ms = 2.0\ntp_ref = 8.0\n")
     sc8 = load_scenario("asap-paper").with_costs_file(f)
-    assert sc8.attn_tp_ref == 8.0 and sc8.costs.attention_ns(8192, tp=sc8.asap_tp) == 34_752_000
+    assert sc8.attn_tp_ref == 8.0 and sc8.costs.attention_ns(8192, tp=4) == 34_752_000
     f.write_text("[attention]\nc9_ms = 2.0\n")
     with pytest.raises(UsageError, match=r"unknown key attention\.c9_ms"):
         load_scenario("asap-paper").with_costs_file(f)

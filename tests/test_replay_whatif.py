@@ -271,6 +271,27 @@ def test_the_fit_band_brackets_the_answer(root):
     assert b["recovered_low_ns"] <= r.recovered_total_ns <= b["recovered_high_ns"]
 
 
+def test_afd_pingpong_has_a_band_a_k_s_range_and_reads_as_its_split(root):
+    """Issue 26 item 6: its range has width and its deployment reads D×T + E (not "groups 1, tp 20")."""
+    from asaptrace.views import deployment_text
+
+    store = sample_store("coupled", root)
+    params = {"attention": "5x4", "experts": 12, "m": 6}
+    r = replay_store(store.path, "afd-pingpong", params=params, vary=["k_s=1,2"], attribute=False)
+    # the fit band scales its modelled pool and transfer costs: dearer costs, a longer makespan
+    assert (
+        r.band["status"] == "fitted"
+        and r.band["makespan_low_ns"] < r.makespan_ns < r.band["makespan_high_ns"]
+    )
+    # a coupled store's measured collectives are synchronous: at k_s 2 the ping-pong's
+    # asynchronous sends cost half of them, so the what-if recovers more
+    k1, k2 = r.vary
+    assert k2["recovered_ns"] > k1["recovered_ns"] and k1["makespan_ns"] == r.makespan_ns
+    dep = r.to_json()["deployment"]
+    assert (dep["groups"], dep["tp"], dep["experts"], dep["devices"]) == (5, 4, 12, 32)
+    assert deployment_text(dep) == "5×4 attention + 12 expert dies (32 devices)"
+
+
 def test_attention_cost_scales_with_tp_in_the_offline_what_if(root):
     # one rule (DOMAIN §7): measured attention × T_measured / T
     store = sample_store("coupled", root)

@@ -173,6 +173,10 @@ def online_text(w: WhatIf) -> str:
         text += f" (seeds {rps_text(lo, prose=True)}–{rps_text(hi, prose=True)}"
         if o.get("bound_rps") is not None:
             text += f"; bound {rps_text(o['bound_rps'], prose=True)}, the {o['binding']}"
+        band = o.get("cost_band")
+        if band:
+            lo, hi = band["slo_rps_high_costs"], band["slo_rps_low_costs"]  # dearer costs: fewer requests
+            text += f"; cost-fit band {rps_text(lo, prose=True)}–{rps_text(hi, prose=True)} on seed {band['seed']}"
         text += ")"
     text += f" against {who}'s {base}"
     ratio = o.get("ratio")

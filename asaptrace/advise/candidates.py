@@ -1,17 +1,19 @@
 """The what-ifs a store is advised on, each at its best setting, with its range and the findings it answers.
 
-For a store's deployment (DOMAIN.md §7; every replay on the store's device total):
+The candidates are the registry's (:data:`asaptrace.replay.policies.POLICIES`): every registered
+policy that declares the findings it answers (``answers``) is a what-if — lockstep ones first,
+then disaggregated ones, in registry order — followed by each one's robustness variants
+(``robustness``: ``asap-expert-failure``, asap's best split with one expert die lost). A policy
+says what its search tries: its ``search_settings`` (chunked's chunk sizes), replayed each and
+the best kept, or with ``searches_split`` every D×T + E of the store's device total
+(``replay --split auto``) × its search settings (afd-pingpong's m). Its label (``whatif_label``),
+the deployments it needs (``needs_deployment``: balanced and chunked re-place requests across a
+coupled run's barriered DP groups) and its findings are the policy's own; a user's registered
+policy gets advice as a built-in does (DOMAIN.md §7; every replay on the store's device total).
 
 A finding of severity "info" (e.g. Σs² imbalance where no barrier couples the groups) costs no
-time and is answered by nothing; ``balanced`` and ``chunked`` apply to coupled stores only.
-
-* ``balanced`` — Σs²-balanced placement (the coupled run, each step's requests re-placed by
-  attention cost); answers Σs² imbalance and a DP group that is last because of its load;
-* ``chunked`` — chunked prefill at the best of :data:`CHUNK_TOKENS`; answers the same;
-* ``asap`` — ASAP at the best D×T + E split (``replay --split auto``); answers the barrier wait,
-  and the stragglers the barrier makes everyone wait for;
-* ``afd-pingpong`` — at its best split and m; answers the barrier wait;
-* ``asap-expert-failure`` — robustness: ASAP's best split with one expert die lost.
+time and is answered by nothing; a lockstep what-if answers a straggler DP group only when its
+cause is its load.
 
 **Range** (what the store cannot pin): a disaggregated what-if on a coupled store is replayed again
 at ``k_s`` ∈ {1, 2} (a measured coupled collective vs an asynchronous send) and with its modelled
@@ -24,6 +26,7 @@ with the one-line reason.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -35,27 +38,28 @@ from asaptrace.errors import UsageError
 from asaptrace.replay.costs import R2_WARN, CostFit, CostModel
 from asaptrace.replay.explore import best_split, vary_replay
 from asaptrace.replay.measured import MeasuredWork
+from asaptrace.replay.policies import POLICIES, Policy
 from asaptrace.replay.run import ReplayResult, replay_measured_work, resolve_costs
 from asaptrace.units import percent, plural
 
-#: chunk sizes tried for chunked prefill (tokens per DP group per sub-step)
-CHUNK_TOKENS = (2048, 4096, 8192, 16384)
 #: attention group counts D replayed per round of the split search beyond which it goes coarse to
 #: fine (a 32-device store's 7 splits are all replayed; 384 devices: ≈ 30 of 95)
 SPLIT_POINTS = 12
 #: k_s values a disaggregated what-if of a coupled store is replayed at (its range)
 K_S_RANGE = ("1", "2")
 
-#: which findings each what-if answers (straggler_group only when its cause is its load)
-ANSWERS: dict[str, tuple[str, ...]] = {
-    "balanced": ("sumsq_imbalance", "straggler_group"),
-    "chunked": ("sumsq_imbalance", "straggler_group"),
-    "asap": ("barrier_wait", "straggler_group", "sumsq_imbalance", "hot_expert", "slow_device"),
-    "afd-pingpong": ("barrier_wait",),
-    "asap-expert-failure": (),
-}
 _LOCKSTEP_PARTS = ("attention",)
 _PIPELINED_PARTS = ("attention", "moe", "transfer")
+
+
+def candidates() -> list[tuple[str, type[Policy], dict[str, Any]]]:
+    """The what-ifs advise runs, from the registry: (name, policy class, the named variant's params
+    — empty for the policy itself), lockstep policies first, each policy's robustness variants last."""
+    classes = [cls for _, cls in POLICIES if cls.answers]
+    classes.sort(key=lambda cls: cls.family != "lockstep")  # stable: registry order within a family
+    out: list[tuple[str, type[Policy], dict[str, Any]]] = [(cls.name, cls, {}) for cls in classes]
+    out += [(f"{cls.name}-{v}", cls, dict(cls.variants[v])) for cls in classes for v in cls.robustness]
+    return out
 
 
 def advise(
@@ -70,22 +74,17 @@ def advise(
     t0 = time.perf_counter()
     say = progress or (lambda _m: None)
     fit = resolve_costs(wl, costs)
-    findings = [f for f in diag.findings if f.code in {c for cs in ANSWERS.values() for c in cs}]
+    cands = candidates()
+    findings = [f for f in diag.findings if f.code in {c for _, cls, _ in cands for c in cls.answers}]
     out: list[WhatIf] = []
-    for name, run in (
-        ("balanced", _balanced),
-        ("chunked", _chunked),
-        ("asap", _asap),
-        ("afd-pingpong", _afd),
-        ("asap-expert-failure", _expert_failure),
-    ):
+    for name, cls, variant in cands:
         say(f"what-if: {name}")
         try:
-            w = run(wl, fit, out)
+            w = _run(name, cls, variant, wl, fit, out)
         except UsageError as e:
-            w = WhatIf(name, _LABELS[name], _POLICY.get(name, name), False, reason=_reason(str(e)))
+            w = WhatIf(name, cls.whatif_label(variant), cls.name, False, reason=_reason(str(e)))
         if w.applies:
-            w = replace(w, answers=_answers(name, findings), fit=_fit(fit, w))
+            w = replace(w, answers=_answers(name, cls, variant, findings), fit=_fit(fit, cls))
         out.append(replace(w, line=whatif_line(w)))
     ranked = sorted((w for w in out if w.applies), key=lambda w: -(w.recovered_ns or 0))
     ref = next((w.reference_ns for w in ranked), None)
@@ -102,14 +101,18 @@ def advise(
     )
 
 
-_LABELS = {
-    "balanced": "Σs²-balanced placement",
-    "chunked": "chunked prefill",
-    "asap": "asap",
-    "afd-pingpong": "afd-pingpong",
-    "asap-expert-failure": "asap with one expert die lost",
-}
-_POLICY = {"asap-expert-failure": "asap"}
+def _run(
+    name: str, cls: type[Policy], variant: dict[str, Any], wl: MeasuredWork, fit: CostFit, done: list[WhatIf]
+) -> WhatIf:
+    """One candidate: a robustness variant at its parent's chosen setting, a split search, or the
+    best of the policy's search settings."""
+    if cls.needs_deployment is not None and wl.deployment != cls.needs_deployment:
+        raise UsageError(_NEEDS.get(cls.needs_deployment, f"it needs a {cls.needs_deployment} store"))
+    if variant:
+        return _robustness(name, cls, variant, wl, fit, done)
+    if cls.searches_split:
+        return _pipelined_whatif(cls, wl, fit, _measured_mechanisms(wl))
+    return _searched(cls, wl, fit)
 
 
 def _reason(message: str) -> str:
@@ -118,32 +121,37 @@ def _reason(message: str) -> str:
 
 
 # ------------------------------------------------------------------------------------ the what-ifs
-#: balanced and chunked re-place requests across a coupled run's barriered DP groups
-_COUPLED_ONLY = "the store is disaggregated: it re-places requests across a coupled run's barriered DP groups"
+#: why a policy that needs a deployment does not apply to another store's
+_NEEDS = {
+    "coupled": "the store is disaggregated: it re-places requests across a coupled run's barriered DP groups"
+}
 
 
-def _balanced(wl: MeasuredWork, fit: CostFit, _done: list[WhatIf]) -> WhatIf:
-    if wl.deployment != "coupled":
-        raise UsageError(_COUPLED_ONLY)
-    r = replay_measured_work(wl, "balanced", costs=fit, attribute=False, band=False)
-    return _lockstep_whatif("balanced", _LABELS["balanced"], r, wl, fit, {})
+def _settings_grid(cls: type[Policy]) -> list[dict[str, Any]]:
+    grid = cls.search_settings
+    return [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
 
 
-def _chunked(wl: MeasuredWork, fit: CostFit, _done: list[WhatIf]) -> WhatIf:
-    if wl.deployment != "coupled":
-        raise UsageError(_COUPLED_ONLY)
+def _searched(cls: type[Policy], wl: MeasuredWork, fit: CostFit) -> WhatIf:
+    """The best of the policy's search settings (fewest makespan; ties: the first tried)."""
     runs = [
-        (
-            c,
-            replay_measured_work(
-                wl, "chunked", params={"chunk_tokens": c}, costs=fit, attribute=False, band=False
-            ),
-        )
-        for c in CHUNK_TOKENS
+        (params, replay_measured_work(wl, cls.name, params=params, costs=fit, attribute=False, band=False))
+        for params in _settings_grid(cls)
     ]
-    c, best = min(runs, key=lambda cr: (cr[1].makespan_ns, cr[0]))
-    w = _lockstep_whatif("chunked", f"chunked prefill at {c:,} tokens", best, wl, fit, {"chunk_tokens": c})
-    return replace(w, chosen_from="best of chunk sizes " + ", ".join(f"{x:,}" for x in CHUNK_TOKENS))
+    i = min(range(len(runs)), key=lambda k: (runs[k][1].makespan_ns, k))
+    params, best = runs[i]
+    label = cls.whatif_label(params)
+    if cls.family == "lockstep":
+        w = _lockstep_whatif(cls.name, label, best, wl, fit, params)
+    else:
+        w = _from_replay(cls.name, label, cls.name, best, [best.recovered_total_ns], [])
+    if len(runs) > 1:
+        tried = "; ".join(
+            f"{cls.search_words.get(k, k.replace('_', ' '))} " + ", ".join(f"{x:,}" for x in values)
+            for k, values in cls.search_settings.items()
+        )
+        w = replace(w, chosen_from=f"best of {tried}")
+    return w
 
 
 def _measured_mechanisms(wl: MeasuredWork) -> dict[str, Any]:
@@ -154,27 +162,26 @@ def _measured_mechanisms(wl: MeasuredWork) -> dict[str, Any]:
     return {"dual_batch": wl.micro_batches > 1, "long_tokens": 0}
 
 
-def _asap(wl: MeasuredWork, fit: CostFit, _done: list[WhatIf]) -> WhatIf:
-    return _pipelined_whatif("asap", wl, fit, _measured_mechanisms(wl))
-
-
-def _afd(wl: MeasuredWork, fit: CostFit, _done: list[WhatIf]) -> WhatIf:
-    return _pipelined_whatif("afd-pingpong", wl, fit, _measured_mechanisms(wl))
-
-
-def _expert_failure(wl: MeasuredWork, fit: CostFit, done: list[WhatIf]) -> WhatIf:
-    asap = next((w for w in done if w.name == "asap"), None)
-    if asap is None or not asap.applies:
-        raise UsageError(asap.reason if asap is not None else "asap did not run")
+def _robustness(
+    name: str, cls: type[Policy], variant: dict[str, Any], wl: MeasuredWork, fit: CostFit, done: list[WhatIf]
+) -> WhatIf:
+    """A named ablation at its policy's chosen setting (asap-expert-failure: the best split, one
+    expert die lost)."""
+    parent = next((w for w in done if w.name == cls.name), None)
+    if parent is None or not parent.applies:
+        raise UsageError(parent.reason if parent is not None else f"{cls.name} did not run")
     params = _measured_mechanisms(wl) | {
-        "attention": asap.params["attention"],
-        "experts": asap.params["experts"],
-        "expert_failure": True,
+        k: parent.params[k] for k in ("attention", "experts") if k in parent.params
     }
-    if int(params["experts"]) < 2:
+    params |= {k: parent.params[k] for k in cls.search_settings if k in parent.params} | variant
+    if params.get("expert_failure") and int(params.get("experts") or 0) < 2:
         raise UsageError("the best split has one expert die: losing it leaves no pool")
-    w = _pipelined_whatif("asap", wl, fit, params, search=False, name="asap-expert-failure")
-    return replace(w, chosen_from=f"robustness of {asap.label}")
+    if cls.searches_split:
+        w = _pipelined_whatif(cls, wl, fit, params, search=False, name=name)
+    else:
+        r = replay_measured_work(wl, cls.name, params=params, costs=fit, attribute=False, band=False)
+        w = _from_replay(name, cls.whatif_label(params), cls.name, r, [r.recovered_total_ns], [])
+    return replace(w, chosen_from=f"robustness of {parent.label}")
 
 
 def _lockstep_whatif(
@@ -198,7 +205,7 @@ def _lockstep_whatif(
 
 
 def _pipelined_whatif(
-    policy: str,
+    cls: type[Policy],
     wl: MeasuredWork,
     fit: CostFit,
     params: dict[str, Any],
@@ -207,6 +214,7 @@ def _pipelined_whatif(
     name: str | None = None,
 ) -> WhatIf:
     """A disaggregated what-if at its best split (or at ``params``), its band and its k_s range."""
+    policy = cls.name
     name = name or policy
     row: dict[str, Any] = {}
     n_splits = 0
@@ -223,14 +231,9 @@ def _pipelined_whatif(
         rows_k = vary_replay(wl, policy, params, fit.model, [("k_s", list(K_S_RANGE))])
         recs += [x["recovered_ns"] for x in rows_k]
         range_from.append("k_s " + "–".join(K_S_RANGE))
-    split = f"{str(r.params['attention']).replace('x', '×')} + {r.params['experts']}"
-    label = f"{policy} at {split}"
-    if policy == "afd-pingpong":
-        label += f", m {r.params['m']}"
-    if name == "asap-expert-failure":
-        label = f"asap at {split} with one expert die lost ({int(r.params['experts']) - 1} serve)"
+    label = cls.whatif_label(r.params)
     coarse = ", searched coarse to fine" if (wl.world_size - 1) // wl.tp > SPLIT_POINTS else ""
-    what = "(split, m)" if policy == "afd-pingpong" else "splits"
+    what = f"(split, {', '.join(cls.search_settings)})" if cls.search_settings else "splits"
     chosen = f"best of {n_splits} {what} of {plural(wl.world_size, 'device')}{coarse}" if search else ""
     return _from_replay(
         name,
@@ -298,17 +301,19 @@ def finding_label(f: Any) -> str:
     return f.code.replace("_", " ")
 
 
-def _answers(name: str, findings: list[Any]) -> list[dict[str, Any]]:
-    """The findings a what-if answers, costliest first (not an "info" one: it costs no time)."""
-    codes = ANSWERS[name]
+def _answers(
+    name: str, cls: type[Policy], variant: dict[str, Any], findings: list[Any]
+) -> list[dict[str, Any]]:
+    """The findings a what-if answers, costliest first (not an "info" one: it costs no time; a
+    robustness variant answers none)."""
+    codes = () if variant else cls.answers
+    lockstep = cls.family == "lockstep"
     picked = [
         f
         for f in findings
         if f.code in codes
         and f.severity != "info"
-        and not (
-            f.code == "straggler_group" and name in ("balanced", "chunked") and f.data.get("cause") != "load"
-        )
+        and not (f.code == "straggler_group" and lockstep and f.data.get("cause") != "load")
     ]
     picked.sort(
         key=lambda f: -((f.cost_ns or 0) - f.data.get("counted_ns", 0))
@@ -316,9 +321,9 @@ def _answers(name: str, findings: list[Any]) -> list[dict[str, Any]]:
     return [{"code": f.code, "label": finding_label(f), "cost_ns": f.cost_ns} for f in picked]
 
 
-def _fit(fit: CostFit, w: WhatIf) -> list[dict[str, Any]]:
+def _fit(fit: CostFit, cls: type[Policy]) -> list[dict[str, Any]]:
     """The cost-fit parts a what-if rests on: status, R², residual p95, and whether it is weak."""
-    parts = _LOCKSTEP_PARTS if w.policy in ("balanced", "chunked") else _PIPELINED_PARTS
+    parts = _LOCKSTEP_PARTS if cls.family == "lockstep" else _PIPELINED_PARTS
     out = []
     for part in parts:
         q = (fit.quality or {}).get(part) or {"status": "default"}
@@ -338,7 +343,7 @@ def _fit(fit: CostFit, w: WhatIf) -> list[dict[str, Any]]:
 def nothing_applies(diag: Diagnosis, reason: str, *, source: str = "") -> Advice:
     """The advice of a store with no work to replay: every what-if does not apply, for ``reason``."""
     why = _reason(reason.split(": ", 1)[-1] if reason.startswith(source) and source else reason)
-    whatifs = [WhatIf(n, _LABELS[n], _POLICY.get(n, n), False, reason=why) for n in ANSWERS]
+    whatifs = [WhatIf(n, cls.whatif_label(v), cls.name, False, reason=why) for n, cls, v in candidates()]
     return Advice(
         store=source,
         deployment=str((diag.meta.get("parallel") or {}).get("deployment", "unknown")),

@@ -8,10 +8,18 @@ and at least :data:`MIN_ARRIVALS` arrivals, every arrival is drained and counted
 backlog outgrows one SLO interval's drain is not compliant, and the answer is the median over
 :data:`SEEDS` seeds with its range, beside each policy's capacity bound (the binding resource named).
 
-Costs are the store's fit (:func:`asaptrace.replay.run.resolve_costs`); the layers and the coupled
-D × T are the store's. Each what-if is served as the very policy object the offline replay ran
-(its split, its chunk, its m: ``policy_of(w.policy, w.params)``), so what ``replay --policy asap
---attention 5x4 --experts 12`` replays is what is served. The measured policy is ``coupled`` on a
+**Cost-fit band** (DOMAIN §8 "uncertainty", the fit's band of §7): every cost is modelled online,
+so each fitted part's constants (attention c0, c1, c2; the pool's plateau, a, b; the transfers'
+latency and per-1K) are set × (1 − e) and × (1 + e), e its residual p95 (capped at 90 %; a part
+left at the paper's defaults has no residuals and no band), and the SLO search is run again at
+both ends on the first seed: ``cost_band`` gives each policy's SLO rate (and capacity bound) at
+the band's low and high costs. A store with no fitted part has no band (``status: "none"``).
+
+Costs are the store's fit (:func:`asaptrace.replay.run.resolve_costs`); the layers are the
+store's. Each what-if is served as the very policy object the offline replay ran, its deployment
+spelled out on the store (its split, its chunk, its m, a lockstep policy's measured D × T:
+``policy_of(w.policy, w.params).on_store(wl)``), so what ``replay --policy asap --attention 5x4
+--experts 12`` replays is what is served. The measured policy is ``coupled`` on a
 coupled store; on a disaggregated store, asap at its measured split with its measured dual batch and
 no long-prompt rule. A what-if without an online former (a user's replay-only policy) says so.
 """
@@ -27,8 +35,8 @@ from asaptrace.replay.costs import CostFit, CostModel
 from asaptrace.replay.measured import MeasuredWork
 from asaptrace.replay.policies import Policy, policy_of
 from asaptrace.replay.run import resolve_costs
-from asaptrace.replay.scenario import load_scenario
-from asaptrace.replay.sweep import SweepOptions, run_sweep
+from asaptrace.replay.scenario import Scenario, load_scenario
+from asaptrace.replay.sweep import SweepOptions, capacity_of, run_sweep, search_slo
 
 #: simulated seconds of arrivals per rate (each rate's run is extended to MIN_ARRIVALS)
 DURATION_S = 60.0
@@ -37,6 +45,12 @@ MIN_ARRIVALS = 2000
 #: the SLO throughput is the median over this many seeds, with its range
 SEEDS = 5
 QUESTION = "served under load, your lengths"
+#: the cost constants each fitted part sets (what its band scales)
+BAND_PARTS = {
+    "attention": ("attn_c0_ms", "attn_c1_ms", "attn_c2_ms"),
+    "moe": ("moe_plateau_ms", "moe_a_ms", "moe_b_ms"),
+    "transfer": ("xfer_latency_ms", "xfer_per_k_ms"),
+}
 
 
 def advise_online(
@@ -57,8 +71,7 @@ def advise_online(
     fit = resolve_costs(wl, costs)
     knobs: dict[str, Any] = {"layers": wl.layers, "duration_s": duration_s}
     if wl.deployment == "coupled":
-        knobs |= {"default_dp": wl.n_groups, "default_tp": wl.tp}
-        measured: Policy = policy_of("coupled")
+        measured: Policy = policy_of("coupled").on_store(wl)
         measured_label = "coupled"
     else:  # the measured runtime: its split, its dual batch or not, no long-prompt rule
         measured = policy_of(
@@ -75,7 +88,7 @@ def advise_online(
     configured: dict[str, Policy] = {measured_label: measured}
     no_former: dict[str, str] = {}
     for w in advice.ranked:
-        pol = policy_of(w.policy, w.params)
+        pol = policy_of(w.policy, w.params).on_store(wl)
         if pol.online():
             configured[w.name] = pol
         else:
@@ -89,6 +102,7 @@ def advise_online(
         configured=tuple(configured.items()),
     )
     res = run_sweep(sc, opt, progress=progress)
+    band = cost_band(sc, opt, fit.quality)
     base = res["slo_rps"][measured_label]
     whatifs = []
     for w in advice.whatifs:
@@ -101,7 +115,7 @@ def advise_online(
             if w.name in configured:
                 mine = res["slo_rps"][w.name]
                 ratio = None if not base or mine is None else round(mine / base, 4)
-                online |= _column(res, w.name) | {"ratio": ratio}
+                online |= _column(res, w.name) | {"ratio": ratio, "cost_band": _band_of(band, w.name)}
             else:
                 online |= {"slo_rps": None, "reason": no_former[w.name]}
             w = replace(w, online=online)
@@ -123,9 +137,56 @@ def advise_online(
         "slo_censored": dict(res["slo_censored"]),
         "capacity": dict(res["capacity"]),
         "arrivals": {p: _arrivals_at(res, p) for p in res["policies"]},
+        "cost_band": band,
         "reading": res["reading"],
     }
     return replace(advice, whatifs=whatifs, online=block)
+
+
+def cost_band(sc: Scenario, opt: SweepOptions, quality: dict[str, Any] | None) -> dict[str, Any]:
+    """Each policy's SLO rate and capacity bound at the fit band's low and high costs (module
+    docstring), on the first seed; ``status: "none"`` with the reason when no part was fitted."""
+    parts = {}
+    for part in BAND_PARTS:
+        q = (quality or {}).get(part) or {}
+        if q.get("status") == "fitted" and q.get("residual_p95_pct") is not None:
+            parts[part] = min(float(q["residual_p95_pct"]) / 100, 0.9)
+    if not parts:
+        return {"status": "none", "reason": "no fitted cost part: the range is the seeds' only"}
+    seed = (opt.seeds or (sc.seed,))[0]
+    one = replace(opt, seeds=None)
+    out: dict[str, Any] = {
+        "status": "fitted",
+        "parts": {p: round(e, 4) for p, e in parts.items()},
+        "seed": seed,
+    }
+    for end, sign in (("low_costs", -1), ("high_costs", 1)):
+        knobs = {k: getattr(sc, k) * (1 + sign * e) for p, e in parts.items() for k in BAND_PARTS[p]}
+        sc_end = sc.with_knobs(knobs | {"seed": seed})
+        slo, _ = search_slo(sc_end, one, reference=False)
+        rows = {}
+        for p in opt.policies:
+            cap = capacity_of(p, sc_end, one) or {}
+            rate, bound = slo[p]["slo_rps"], cap.get("bound_rps")
+            rows[p] = {
+                "slo_rps": None if rate is None else round(min(rate, bound) if bound else rate, 4),
+                "censored": slo[p]["censored"],
+                "bound_rps": bound,
+            }
+        out[end] = rows
+    return out
+
+
+def _band_of(band: dict[str, Any], label: str) -> dict[str, Any] | None:
+    """One policy's SLO rate at the band's low and high costs (None: no band)."""
+    if band.get("status") != "fitted":
+        return None
+    return {
+        "slo_rps_low_costs": band["low_costs"][label]["slo_rps"],
+        "slo_rps_high_costs": band["high_costs"][label]["slo_rps"],
+        "parts": band["parts"],
+        "seed": band["seed"],
+    }
 
 
 def _column(res: Any, label: str) -> dict[str, Any]:

@@ -59,7 +59,10 @@ def sweep(
     ] = 1,
     set_: Annotated[
         list[str],
-        typer.Option("--set", help="Override one knob, KNOB=VALUE (repeatable; see docs/sweep.md)."),
+        typer.Option(
+            "--set",
+            help="Override one knob, KNOB=VALUE, or a policy's setting, POLICY.SETTING=VALUE (asap.experts=12); repeatable, see docs/sweep.md.",
+        ),
     ] = [],  # noqa: B006
     costs: Annotated[
         Path | None,
@@ -76,7 +79,8 @@ def sweep(
     ] = "fit",
     at_rate: Annotated[float, typer.Option(help="Rate of the TTFT decomposition by length bucket.")] = 4.0,
     vary: Annotated[
-        list[str], typer.Option(help="Re-run for each value of one knob, KNOB=V1,V2,… (repeatable).")
+        list[str],
+        typer.Option(help="Re-run for each value of one knob or policy setting, KNOB=V1,V2,… (repeatable)."),
     ] = [],  # noqa: B006
     calibrate_ttft: Annotated[
         str | None, typer.Option(help="POLICY=MS@RATE: solve the cost scale for one measured point.")

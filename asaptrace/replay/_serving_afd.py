@@ -1,12 +1,12 @@
 """afd-pingpong serving: an online former for the attention–FFN ping-pong (MegaScale-Infer, Step-3).
 
-The deployment is the scenario's disaggregated one (D = ``asap_dp`` groups × T = ``asap_tp``
-attention dies, E = ``asap_experts`` FFN dies), but the D groups act as one barriered attention
+The deployment is the policy's D×T attention dies + E FFN dies
+(:meth:`~asaptrace.replay.policies.PipelinedPolicy.serve_deployment`), but the D groups act as one barriered attention
 stage: a micro-batch's attention at a layer takes its slowest group's time. On the pipelined
 mechanics (:mod:`asaptrace.replay.pipelined`) that is one attention "group" with ``m`` slots:
 
 * when the stage is idle (every micro-batch of the previous step done) and requests are queued, a
-  step is cut FIFO up to ``default_step_tokens`` new tokens (at least one request: as the coupled
+  step is cut FIFO up to the policy's ``step_tokens`` new tokens (at least one request: as the coupled
   former), and its requests are dealt longest-first onto ``m`` micro-batches by tokens
   (:func:`~asaptrace.replay.planner.place_longest_first`; a step of fewer than m requests has fewer);
 * within a micro-batch its requests are dealt longest-first by attention weight onto the D groups;
@@ -22,6 +22,7 @@ A request's own time is its share of its micro-batch's items (as ASAP's, :func:`
 from __future__ import annotations
 
 from collections import deque
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,13 +32,18 @@ from asaptrace.replay.planner import place_longest_first
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving_types import ServingRequests, ServingResult
 
+if TYPE_CHECKING:
+    from asaptrace.replay.policies import AfdPingpong
+
 
 class PingpongFormer(OnlineFormer):
     """Cuts a step when the stage is idle, hands out its micro-batches one per free slot."""
 
-    def __init__(self, req: ServingRequests, sc: Scenario, m: int) -> None:
+    def __init__(self, req: ServingRequests, sc: Scenario, pol: AfdPingpong) -> None:
         super().__init__(req, sc)
-        self.m = m
+        dep = pol.serve_deployment()
+        self.m, self.step_tokens = pol.m, pol.step_tokens
+        self.dp, self.tp, self.experts = dep.groups, dep.tp, pol.live_experts(dep)
         self.pending: deque[Batch] = deque()  # the current step's micro-batches not handed out yet
 
     def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
@@ -52,10 +58,10 @@ class PingpongFormer(OnlineFormer):
         return b
 
     def _cut_step(self, now_ns: int) -> None:
-        sc, q = self.sc, self.queue
+        q = self.queue
         reqs: list[int] = []
         tokens = 0
-        while q and (not reqs or tokens + self.new[q[0]] <= sc.default_step_tokens):
+        while q and (not reqs or tokens + self.new[q[0]] <= self.step_tokens):
             i = q.popleft()
             reqs.append(i)
             tokens += self.new[i]
@@ -69,16 +75,14 @@ class PingpongFormer(OnlineFormer):
         sc, costs = self.sc, self.costs
         c = np.array([self.new[i] for i in reqs], np.float64)
         p = np.array([self.cached[i] for i in reqs], np.float64)
-        groups = place_longest_first(costs.attention_weight(c, p), sc.asap_dp)
+        groups = place_longest_first(costs.attention_weight(c, p), self.dp)
         attn = max(
-            int(costs.attention_ns(c[groups == g], p[groups == g], tp=sc.asap_tp))
-            if (groups == g).any()
-            else 0
-            for g in range(sc.asap_dp)
+            int(costs.attention_ns(c[groups == g], p[groups == g], tp=self.tp)) if (groups == g).any() else 0
+            for g in range(self.dp)
         )
         tokens = float(c.sum())
-        xfer = int(costs.transfer_ns(tokens / (sc.asap_dp * sc.asap_tp)))
-        moe = int(costs.moe_ns(tokens, sc.asap_experts))
+        xfer = int(costs.transfer_ns(tokens / (self.dp * self.tp)))
+        moe = int(costs.moe_ns(tokens, self.experts))
         layers = sc.layers
         bid = len(self.members)
         self.members.append(reqs)
@@ -92,9 +96,9 @@ class PingpongFormer(OnlineFormer):
         )
 
 
-def simulate_afd(req: ServingRequests, sc: Scenario, *, m: int, name: str = "afd-pingpong") -> ServingResult:
-    former = PingpongFormer(req, sc, m)
+def simulate_afd(req: ServingRequests, sc: Scenario, pol: AfdPingpong) -> ServingResult:
+    former = PingpongFormer(req, sc, pol)
     cfg = PipelineConfig(
-        groups=1, slots=m, buffer_slots=_UNBOUNDED, overlap=True, comm_share=sc.asap_tp / sc.asap_experts
+        groups=1, slots=pol.m, buffer_slots=_UNBOUNDED, overlap=True, comm_share=former.tp / former.experts
     )
-    return serve_on_pipeline(req, sc, cfg, former, name)
+    return serve_on_pipeline(req, sc, cfg, former, pol.name)

@@ -1,16 +1,17 @@
 """ASAP serving: an online batch former on the replay's pipelined mechanics (DOMAIN.md §6).
 
-The deployment and its per-layer semantics are :mod:`asaptrace.replay.pipelined`'s (D =
-``asap_dp`` groups of T = ``asap_tp`` dies with two slots sharing each group's compute FCFS, one
-E = ``asap_experts``-die pool serving (batch, layer) items one at a time, FIFO, any group and
-layer; attention → dispatch → pool → combine → next layer; no barrier). This module is only the
-batch-formation hook (:class:`ServingFormer`) that the pipeline calls whenever a group has a
-free slot (least-occupied group first) and at every arrival:
+The deployment and its per-layer semantics are :mod:`asaptrace.replay.pipelined`'s, on the
+policy's own D×T + E (:meth:`~asaptrace.replay.policies.PipelinedPolicy.serve_deployment`: D
+groups of T dies with two slots sharing each group's compute FCFS, one E-die pool serving (batch,
+layer) items one at a time, FIFO, any group and layer; attention → dispatch → pool → combine →
+next layer; no barrier). Every setting is read off the :class:`~asaptrace.replay.policies.Asap`
+object served. This module is only the batch-formation hook (:class:`ServingFormer`) that the
+pipeline calls whenever a group has a free slot (least-occupied group first) and at every arrival:
 
-* a batch is cut from the queue of arrived requests FIFO until it holds ≥
-  ``asap_min_batch_tokens`` new tokens (never more than ``asap_max_batch_tokens``; with less queued
-  it takes what is there: work-conserving, no timeout);
-* with dual-batch, a batch holding a prompt of more than ``asap_alone_tokens`` new tokens runs
+* a batch is cut from the queue of arrived requests FIFO until it holds ≥ the policy's
+  ``min_batch_tokens`` new tokens (never more than ``max_batch_tokens``; with less queued it takes
+  what is there: work-conserving, no timeout);
+* with dual-batch, a batch holding a prompt of more than ``long_tokens`` new tokens runs
   alone on an idle group: cut for a busy group, it reserves that group, which then takes no other
   batch until it has drained and the long batch has started;
 * each batch's per-layer costs come from :func:`asaptrace.replay.pipelined.batch_costs`, and each
@@ -18,16 +19,16 @@ free slot (least-occupied group first) and at every arrival:
   tokens).
 
 Sends never block compute here (the pipeline's receive buffer is unbounded). Ablations are the
-pipeline's switches: ``no_dual_batch`` one slot, ``no_overlap`` the pool also serialises
-(T/E)·(dispatch + combine) per item, ``no_super_kernel`` + ``launch_ms`` per pool item.
+policy's switches read by the pipeline: ``dual_batch`` off one slot, ``overlap`` off the pool also
+serialises (T/E)·(dispatch + combine) per item, ``super_kernel`` off + ``launch_ms`` per pool item,
+``expert_failure`` E − 1 dies serve.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
-from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -35,14 +36,10 @@ from asaptrace.replay.pipelined import Batch, PipelineConfig, batch_costs, run_r
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving_types import ServingRequests, ServingResult
 
+if TYPE_CHECKING:
+    from asaptrace.replay.policies import Asap
+
 _UNBOUNDED = 1 << 62  # receive-buffer slots: sends never block
-
-
-@dataclass(frozen=True)
-class Mechanisms:
-    dual_batch: bool = True
-    overlap: bool = True
-    super_kernel: bool = True
 
 
 class OnlineFormer:
@@ -75,9 +72,11 @@ class OnlineFormer:
 class ServingFormer(OnlineFormer):
     """Cuts batches from arrived requests when the pipeline offers a free slot."""
 
-    def __init__(self, req: ServingRequests, sc: Scenario, *, dual_batch: bool) -> None:
+    def __init__(self, req: ServingRequests, sc: Scenario, pol: Asap) -> None:
         super().__init__(req, sc)
-        self.dual = dual_batch
+        dep = pol.serve_deployment()
+        self.pol, self.tp, self.experts = pol, dep.tp, pol.live_experts(dep)
+        self.dual = pol.dual_batch
         self.reserved: dict[int, Batch] = {}  # group → a long batch waiting for it to drain
 
     def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
@@ -95,12 +94,11 @@ class ServingFormer(OnlineFormer):
         return self._hand_out(batch, now_ns)
 
     def _cut(self, now_ns: int) -> Batch:
-        sc, q = self.sc, self.queue
+        sc, q, pol = self.sc, self.queue, self.pol
         reqs: list[int] = []
         tokens = 0
         while q and (
-            not reqs
-            or (tokens < sc.asap_min_batch_tokens and tokens + self.new[q[0]] <= sc.asap_max_batch_tokens)
+            not reqs or (tokens < pol.min_batch_tokens and tokens + self.new[q[0]] <= pol.max_batch_tokens)
         ):
             i = q.popleft()
             reqs.append(i)
@@ -108,11 +106,11 @@ class ServingFormer(OnlineFormer):
         c = np.array([self.new[i] for i in reqs], np.float64)
         p = np.array([self.cached[i] for i in reqs], np.float64)
         attn, disp, moe, comb = batch_costs(
-            self.costs, c, p, layers=sc.layers, dense_layers=0, tp=sc.asap_tp, experts=sc.asap_experts
+            self.costs, c, p, layers=sc.layers, dense_layers=0, tp=self.tp, experts=self.experts
         )
         bid = len(self.members)
         self.members.append(reqs)
-        alone = self.dual and max(self.new[i] for i in reqs) > sc.asap_alone_tokens
+        alone = self.dual and max(self.new[i] for i in reqs) > pol.long_tokens
         return Batch(bid, now_ns, attn, disp, moe, comb, alone=alone)
 
     def _hand_out(self, b: Batch, now_ns: int) -> Batch:
@@ -167,19 +165,20 @@ def _own_shares(former: OnlineFormer, batches: dict[int, Batch], cfg: PipelineCo
     former.own[reqs] += share
 
 
-def simulate_asap(
-    req: ServingRequests, sc: Scenario, *, mech: Mechanisms = Mechanisms(), name: str = "asap"
-) -> ServingResult:
-    former = ServingFormer(req, sc, dual_batch=mech.dual_batch)
+def simulate_asap(req: ServingRequests, sc: Scenario, pol: Asap) -> ServingResult:
+    """Serve ``req`` on the policy's D×T + E with its mechanisms (the policy object is the whole
+    configuration: its deployment, batch budgets, long-prompt rule and switches)."""
+    former = ServingFormer(req, sc, pol)
+    dep = pol.serve_deployment()
     cfg = PipelineConfig(
-        groups=sc.asap_dp,
-        slots=2 if mech.dual_batch else 1,
+        groups=dep.groups,
+        slots=pol.slots(),
         buffer_slots=_UNBOUNDED,
-        overlap=mech.overlap,
-        comm_share=sc.asap_tp / sc.asap_experts,
-        launch_ns=0 if mech.super_kernel else sc.costs.launch_ns,
+        overlap=pol.overlap,
+        comm_share=dep.tp / pol.live_experts(dep),
+        launch_ns=0 if pol.super_kernel else sc.costs.launch_ns,
     )
-    return serve_on_pipeline(req, sc, cfg, former, name)
+    return serve_on_pipeline(req, sc, cfg, former, pol.name)
 
 
 def serve_on_pipeline(
@@ -205,15 +204,3 @@ def serve_on_pipeline(
         layer_items=nb * sc.layers,
         events=trace.events,
     )
-
-
-VARIANTS = {
-    "asap": partial(simulate_asap, name="asap"),
-    "asap-no-dual-batch": partial(
-        simulate_asap, mech=Mechanisms(dual_batch=False), name="asap-no-dual-batch"
-    ),
-    "asap-no-overlap": partial(simulate_asap, mech=Mechanisms(overlap=False), name="asap-no-overlap"),
-    "asap-no-super-kernel": partial(
-        simulate_asap, mech=Mechanisms(super_kernel=False), name="asap-no-super-kernel"
-    ),
-}

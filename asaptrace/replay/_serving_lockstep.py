@@ -1,6 +1,6 @@
 """Default and ChunkedPrefill serving: lockstep steps on the coupled deployment (DOMAIN.md §6).
 
-D = ``default_dp`` groups of T = ``default_tp`` dies run attention; EP over all D·T dies runs the
+D groups of T dies (the policy's ``attention``, :meth:`LockstepPolicy.serve_groups`) run attention; EP over all D·T dies runs the
 MoE layer. A step starts as soon as the previous one ends and a request is queued (work-
 conserving). Every layer of a step costs the same (the same pieces are in it), so
 
@@ -11,18 +11,18 @@ conserving). Every layer of a step costs the same (the same pieces are in it), s
 M MoE of :class:`~asaptrace.replay.costs.CostModel`; dispatch and
 combine cost k_s × X for the largest group, after the barrier), run as a one-layer chain of the
 replay's lockstep mechanics (:func:`asaptrace.replay.lockstep.chain_from_costs`). With
-``default_micro_batch_overlap`` each group's pieces are split longest-first into two
+the policy's ``micro_batch_overlap`` each group's pieces are split longest-first into two
 micro-batches and the L layers run on the replay's two-micro-batch chain
 (:func:`asaptrace.replay.lockstep.chain_from_costs_two_mb`: compute attention A, B, MoE A, B per
 layer; each collective after its micro-batch's barrier). All requests of a
 step finish at its end (a chunked request at the end of the step holding its last chunk).
 
-Placement (``default_routing = "step"``): the step takes queued requests FIFO up to
-``default_step_tokens`` and places them longest-first on the group with the fewest tokens
-(≤ ``default_group_tokens`` per group; a request that does not fit goes back to the queue's
+Placement (the policy's ``routing = "step"``): the step takes queued requests FIFO up to
+its ``step_tokens`` and places them longest-first on the group with the fewest tokens
+(≤ ``group_tokens`` per group; a request that does not fit goes back to the queue's
 front, keeping FIFO order). ``"arrival"``: each request joins, when it arrives, the queue of the
 group with the fewest outstanding (queued or running) tokens, and each group fills its step from
-its own queue FIFO. ChunkedPrefill: a budget of ``chunk_tokens`` per group and step; a prompt is
+its own queue FIFO. ChunkedPrefill: a budget of its ``chunk_tokens`` per group and step; a prompt is
 cut to fill it, and its tail stays on its group and goes first next step. ``balanced`` (the
 replay's oracle, online): Default whose step places the heaviest attention work first onto the
 group with the least attention work (:meth:`CostModel.attention_weight`, the variable cost
@@ -33,6 +33,8 @@ to the lowest group index; among equal weights the FIFO order is kept (a stable 
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,26 +44,48 @@ from asaptrace.replay.planner import place_longest_first
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving_types import ServingRequests, ServingResult
 
+if TYPE_CHECKING:
+    from asaptrace.replay.policies import Chunked, LockstepPolicy
+
 # a piece: (request, new tokens c, prefix P)
 Piece = tuple[int, int, int]
 
 
-def simulate_default(req: ServingRequests, sc: Scenario) -> ServingResult:
-    return _run(req, sc, chunk=0, name="default")
+@dataclass(frozen=True)
+class _Served:
+    """The coupled deployment one run serves on: read once from the policy (its D×T, step and group
+    budgets, routing, overlap) and the scenario (its layers)."""
+
+    layers: int
+    dp: int
+    tp: int
+    step_tokens: int
+    group_tokens: int
+    routing: str
+    overlap: bool
+
+    @classmethod
+    def of(cls, sc: Scenario, pol: LockstepPolicy) -> _Served:
+        d, t = pol.serve_groups()
+        return cls(sc.layers, d, t, pol.step_tokens, pol.group_tokens, pol.routing, pol.micro_batch_overlap)
 
 
-def simulate_chunked(req: ServingRequests, sc: Scenario) -> ServingResult:
-    return _run(req, sc, chunk=sc.chunk_tokens, name="chunked")
+def simulate_default(req: ServingRequests, sc: Scenario, pol: LockstepPolicy) -> ServingResult:
+    return _run(req, sc, _Served.of(sc, pol), chunk=0, name="default")
 
 
-def simulate_balanced(req: ServingRequests, sc: Scenario) -> ServingResult:
-    return _run(req, sc, chunk=0, name="balanced", balance=True)
+def simulate_chunked(req: ServingRequests, sc: Scenario, pol: Chunked) -> ServingResult:
+    return _run(req, sc, _Served.of(sc, pol), chunk=pol.chunk_tokens, name="chunked")
+
+
+def simulate_balanced(req: ServingRequests, sc: Scenario, pol: LockstepPolicy) -> ServingResult:
+    return _run(req, sc, _Served.of(sc, pol), chunk=0, name="balanced", balance=True)
 
 
 def _run(
-    req: ServingRequests, sc: Scenario, *, chunk: int, name: str, balance: bool = False
+    req: ServingRequests, sc: Scenario, st: _Served, *, chunk: int, name: str, balance: bool = False
 ) -> ServingResult:
-    n, d = len(req), sc.default_dp
+    n, d = len(req), st.dp
     arrival = req.arrival_ns.tolist()
     new = req.new_tokens.tolist()
     remaining = list(new)
@@ -70,7 +94,7 @@ def _run(
     end = np.full(n, -1, np.int64)
     own = np.zeros(n, np.float64)
     costs = sc.costs
-    by_arrival = sc.default_routing == "arrival" and not balance
+    by_arrival = st.routing == "arrival" and not balance
     queue: deque[int] = deque()
     gqueues: list[deque[int]] = [deque() for _ in range(d)]
     outstanding = [0] * d  # arrival routing: queued + running new tokens per group
@@ -97,12 +121,12 @@ def _run(
             t = max(t, arrival[ptr])
             continue
         if by_arrival:
-            groups = _fill_own_queues(gqueues, carry, remaining, done, sc, chunk)
+            groups = _fill_own_queues(gqueues, carry, remaining, done, st, chunk)
         elif chunk:
             groups = _fill_chunked(queue, carry, remaining, done, d, chunk)
         else:
-            groups = _fill_default(queue, remaining, done, sc, balance=costs if balance else None)
-        step_ns, shares = _step_cost(groups, costs, sc)
+            groups = _fill_default(queue, remaining, done, st, balance=costs if balance else None)
+        step_ns, shares = _step_cost(groups, costs, st)
         t_end = t + step_ns
         steps += 1
         for g, pieces in enumerate(groups):
@@ -131,7 +155,7 @@ def _run(
         own_ns=np.rint(own).astype(np.int64),
         new_tokens=req.new_tokens,
         steps=steps,
-        layer_items=steps * sc.layers * d,
+        layer_items=steps * st.layers * d,
     )
 
 
@@ -140,16 +164,16 @@ def _fill_default(
     queue: deque[int],
     remaining: list[int],
     done: list[int],
-    sc: Scenario,
+    st: _Served,
     *,
     balance: CostModel | None = None,
 ) -> list[list[Piece]]:
     """FIFO up to the step budget, then longest-first onto the group with the fewest tokens (with
     ``balance``: the heaviest attention first onto the group with the least attention work)."""
-    d, cap = sc.default_dp, sc.default_group_tokens
+    d, cap = st.dp, st.group_tokens
     taken: list[int] = []
     total = 0
-    while queue and (not taken or total + remaining[queue[0]] <= sc.default_step_tokens):
+    while queue and (not taken or total + remaining[queue[0]] <= st.step_tokens):
         i = queue.popleft()
         taken.append(i)
         total += remaining[i]
@@ -218,11 +242,11 @@ def _fill_own_queues(
     carry: list[int],
     remaining: list[int],
     done: list[int],
-    sc: Scenario,
+    st: _Served,
     chunk: int,
 ) -> list[list[Piece]]:
     """Arrival routing: each group fills its step from its own queue (its tail first)."""
-    cap = chunk or sc.default_group_tokens
+    cap = chunk or st.group_tokens
     groups: list[list[Piece]] = []
     for g, q in enumerate(gqueues):
         pieces: list[Piece] = []
@@ -270,23 +294,23 @@ def _attention_shares(groups: list[list[Piece]], attn: np.ndarray, costs: CostMo
     return out
 
 
-def _step_cost(groups: list[list[Piece]], costs: CostModel, sc: Scenario) -> tuple[int, list[list[float]]]:
+def _step_cost(groups: list[list[Piece]], costs: CostModel, st: _Served) -> tuple[int, list[list[float]]]:
     """Step time (ns) and each piece's own kernel time in it (ns, float), per group."""
-    if sc.default_micro_batch_overlap:
-        return _step_cost_overlapped(groups, costs, sc)
-    t, k_s = sc.default_tp, costs.coupled_k_s
+    if st.overlap:
+        return _step_cost_overlapped(groups, costs, st)
+    t, k_s = st.tp, costs.coupled_k_s
     tok, quad, cnt = _group_sums(groups)
     attn = np.where(cnt > 0, costs.attention_sums_ns(tok, quad, cnt, tp=t), 0)
     n_total = float(tok.sum())
     xfer_g = k_s * costs.transfer_ns(tok / t).astype(np.float64)  # each group's own collective
     xfer = round(k_s * int(costs.transfer_ns(tok.max() / t)))
-    moe = int(costs.moe_ns(n_total, sc.default_dp * t))
+    moe = int(costs.moe_ns(n_total, st.dp * t))
     layer = _layer_ns(attn, moe, xfer, t)
     shares = _attention_shares(groups, attn, costs)
     for g, pieces in enumerate(groups):
         for k, (_, c, _) in enumerate(pieces):
-            shares[g][k] = sc.layers * (shares[g][k] + 2 * xfer_g[g] * c / tok[g] + moe * c / n_total)
-    return sc.layers * layer, shares
+            shares[g][k] = st.layers * (shares[g][k] + 2 * xfer_g[g] * c / tok[g] + moe * c / n_total)
+    return st.layers * layer, shares
 
 
 def _layer_ns(attn: np.ndarray, moe: int, xfer: int, tp: int) -> int:
@@ -308,11 +332,11 @@ def _split_micro_batches(pieces: list[Piece]) -> tuple[list[Piece], list[Piece]]
 
 
 def _step_cost_overlapped(
-    groups: list[list[Piece]], costs: CostModel, sc: Scenario
+    groups: list[list[Piece]], costs: CostModel, st: _Served
 ) -> tuple[int, list[list[float]]]:
     """Two micro-batches on the replay's two-micro-batch lockstep chain, L layers."""
     halves = [_split_micro_batches(p) for p in groups]
-    t, k_s, e = sc.default_tp, costs.coupled_k_s, sc.default_dp * sc.default_tp
+    t, k_s, e = st.tp, costs.coupled_k_s, st.dp * st.tp
     a_ns, x_ns, m_ns, shares_mb = [], [], [], []
     for k in (0, 1):
         mgroups = [h[k] for h in halves]
@@ -327,9 +351,9 @@ def _step_cost_overlapped(
         sh = _attention_shares(mgroups, attn, costs)
         for g, pieces in enumerate(mgroups):
             for j, (_, c, _) in enumerate(pieces):
-                sh[g][j] = sc.layers * (sh[g][j] + 2 * xfer_g[g] * c / tok[g] + moe * c / tok.sum())
+                sh[g][j] = st.layers * (sh[g][j] + 2 * xfer_g[g] * c / tok[g] + moe * c / tok.sum())
         shares_mb.append((mgroups, sh))
-    n_l = sc.layers
+    n_l = st.layers
     attn_gl = np.repeat(np.stack(a_ns).astype(np.int64)[:, :, None], n_l, axis=2)  # (2, G, L)
     moe_l = np.repeat(np.array(m_ns, np.int64)[:, None], n_l, axis=1)  # (2, L)
     xfer_l = np.repeat(np.array(x_ns, np.int64)[:, None], n_l, axis=1)

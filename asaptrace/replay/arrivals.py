@@ -171,7 +171,7 @@ def make_stream(
     or a trace file's requests when ``workload`` is given (resampled at a rate it is too short for)."""
     if workload is not None:
         path = Path(workload)
-        arrival, seq, cached = _trace_requests(path)
+        arrival, seq, cached, groups = _trace_requests(path)
         if len(seq) < 1:
             raise UsageError("a request trace needs at least one request", path=workload)
         seq = np.minimum(seq, sc.len_max)
@@ -180,7 +180,7 @@ def make_stream(
             order = np.argsort(arrival, kind="stable")
             arrival, seq, cached = arrival[order], seq[order], cached[order]
         what = f"the store's own requests ({workload})" if path.is_dir() else str(workload)
-        fallback = resampled_stream(sc.seed, seq, cached, arrival, groups=sc.default_dp, source=what)
+        fallback = resampled_stream(sc.seed, seq, cached, arrival, groups=groups, source=what)
         if path.is_dir() or arrival is None or len(arrival) < 2:
             return fallback
         return TraceStream(arrival, seq, cached, str(workload), fallback)
@@ -196,14 +196,20 @@ def make_stream(
     return ArrivalStream(sc.seed, draw, prof.sample_cached if sc.prefix_cache else None)
 
 
-def _trace_requests(path: Path) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
-    """(arrival_ns, seq_len, cached_len) of a Mooncake / Azure file, or of a store's ``batches``
-    (a directory: each request once; arrival_ns None when any request has no arrival time)."""
+#: DP groups a request file is taken to have been served on (the paper's Default, DP8): its
+#: inter-arrival shape is kept when it holds at least two arrivals per group
+FILE_GROUPS = 8
+
+
+def _trace_requests(path: Path) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, int]:
+    """(arrival_ns, seq_len, cached_len, DP groups) of a Mooncake / Azure file, or of a store's
+    ``batches`` (a directory: each request once; arrival_ns None when any request has no arrival
+    time; its own DP groups)."""
     if not path.is_dir():
         from asaptrace.workload.requests import replay_requests
 
         reqs = replay_requests(path)
-        return reqs.arrival_ns, reqs.seq_len, reqs.cached_len
+        return reqs.arrival_ns, reqs.seq_len, reqs.cached_len, FILE_GROUPS
     from asaptrace.store import TraceStore
 
     b = TraceStore.open(path).read("batches")
@@ -213,4 +219,5 @@ def _trace_requests(path: Path) -> tuple[np.ndarray | None, np.ndarray, np.ndarr
         b = b.unique("request_id", keep="first", maintain_order=True)
     cached = b["cached_len"].fill_null(0).to_numpy()
     arrival = None if b["arrival_ns"].null_count() else b["arrival_ns"].to_numpy()
-    return arrival, b["seq_len"].to_numpy(), cached
+    groups = int(b["dp_group"].n_unique()) if "dp_group" in b.columns else FILE_GROUPS
+    return arrival, b["seq_len"].to_numpy(), cached, groups

@@ -1,8 +1,8 @@
 """Around one what-if: the best attention/expert split (``--split auto``) and the answer's range (``--vary``).
 
 * :func:`search_splits` replays a disaggregated policy on every D×T + E of the store's device
-  total N (T the measured TP unless given; D = 1 … ⌊(N − 1)/T⌋, E = N − D·T ≥ 1; afd-pingpong
-  also over m), without attribution, and lists each split's makespan, mean / p99 batch latency
+  total N (T the measured TP unless given; D = 1 … ⌊(N − 1)/T⌋, E = N − D·T ≥ 1; at each, every
+  combination of the policy's own ``search_settings``: afd-pingpong's m), without attribution, and lists each split's makespan, mean / p99 batch latency
   and the pool's and the busiest attention group's utilisation, the best (smallest makespan)
   marked. A split is *bandwidth-bound* when the pool is far from busy yet the makespan does not
   fall with more expert dies (the attention/FFN "dead zone"); ``binding`` names the resource
@@ -46,13 +46,19 @@ VARY_KNOBS: dict[str, tuple[str, ...]] = {
     "costs": (),
 }
 _ALIASES = {"coupled_k_s": "k_s", "e_ref": "moe_e_ref", "E_ref": "moe_e_ref", "φ": "phi", "attn_phi": "phi"}
-AFD_M = (2, 3, 4, 6)
+
+
+def _settings_grid(policy: PipelinedPolicy) -> list[dict[str, Any]]:
+    """Every combination of the policy's ``search_settings`` (one empty one when it has none)."""
+    grid = type(policy).search_settings
+    return [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
 
 
 def split_candidates(
     wl: MeasuredWork, policy: PipelinedPolicy, tp: int | None = None, groups: Sequence[int] | None = None
 ) -> list[PipelinedPolicy]:
-    """Every D×T + E at the store's device total (and m for afd-pingpong); ``groups``: only those D."""
+    """Every D×T + E at the store's device total (× the policy's search settings: afd-pingpong's
+    m); ``groups``: only those D."""
     total, t = wl.world_size, int(tp or wl.tp)
     if total < 2 or t >= total:
         raise UsageError(
@@ -61,8 +67,7 @@ def split_candidates(
     out: list[PipelinedPolicy] = []
     for d in groups if groups is not None else range(1, (total - 1) // t + 1):
         base = replace(policy, attention=f"{d}x{t}", experts=total - d * t)
-        ms = AFD_M if hasattr(policy, "m") else (None,)
-        out += [base if m is None else replace(base, m=m) for m in ms]  # type: ignore[call-arg]
+        out += [replace(base, **combo) for combo in _settings_grid(policy)]
     return out
 
 
@@ -114,8 +119,7 @@ def best_split(
     rows = search_splits(wl, pol, costs, tp=tp, executor=executor, at_most=at_most)
     best = next(r for r in rows if r["best"])
     chosen = params | {"attention": best["attention"], "experts": best["experts"]}
-    if "m" in best:
-        chosen["m"] = best["m"]
+    chosen |= {k: best[k] for k in type(pol).search_settings}
     return rows, chosen
 
 
@@ -156,13 +160,13 @@ def split_row(wl: MeasuredWork, costs: CostModel, cand: PipelinedPolicy) -> dict
     run = cand.run(wl, costs)
     dep = run.deployment
     d, t = parse_attention(str(cand.attention))
-    m = getattr(cand, "m", None)
+    searched = {k: getattr(cand, k) for k in type(cand).search_settings}
     pool = int(run.work.get("pool_ns", 0))
     attn = max(run.work.get("attention_ns", {}).values(), default=0)
     ms = run.makespan_ns
     latency = run.latency_ns()
     row: dict[str, Any] = {
-        "split": f"{d}×{t} + {dep.experts}" + ("" if m is None else f", m {m}"),
+        "split": f"{d}×{t} + {dep.experts}" + "".join(f", {k} {v}" for k, v in searched.items()),
         "attention": f"{d}x{t}",
         "experts": dep.experts,
         "deployment": {"groups": d, "tp": t, "experts": dep.experts, "devices": d * t + dep.experts},
@@ -172,8 +176,7 @@ def split_row(wl: MeasuredWork, costs: CostModel, cand: PipelinedPolicy) -> dict
         "pool_utilisation": round(pool / ms, 4) if ms else 0.0,
         "attention_utilisation": round(attn / ms, 4) if ms else 0.0,
     }
-    if m is not None:
-        row["m"] = m
+    row |= searched
     row["binding"] = "pool" if row["pool_utilisation"] >= row["attention_utilisation"] else "attention"
     return row
 

@@ -55,7 +55,7 @@ def _joined(wl: MeasuredWork) -> pl.DataFrame:
     )
 
 
-def _transfer_factor(wl: MeasuredWork, costs: CostModel, asynchronous: bool) -> float:
+def transfer_factor(wl: MeasuredWork, costs: CostModel, asynchronous: bool) -> float:
     """What a measured transfer becomes: coupled store → async ÷ k_s; disaggregated → lockstep × k_s."""
     k_s = costs.coupled_k_s
     if wl.deployment == "coupled":
@@ -93,7 +93,7 @@ def item_costs(
     else:
         moe_all = pool * _r(costs, experts) / _r(costs, wl.expert_ranks)
         moe = moe_all / max(wl.n_groups, 1)
-    xs = _transfer_factor(wl, costs, asynchronous) * costs.whatif_transfer_scale
+    xs = transfer_factor(wl, costs, asynchronous) * costs.whatif_transfer_scale
     moe_s = costs.whatif_moe_scale
     return pl.DataFrame(
         {

@@ -1,6 +1,10 @@
-"""A serving scenario: every knob of an online evaluation, loaded from TOML package data.
+"""A serving scenario: the workload, cost and SLO knobs of an online evaluation, loaded from TOML package data.
 
-The ASAP paper's evaluation is ``scenarios/asap-paper.toml`` (DOMAIN.md §6, knob by knob). A
+A scenario holds what is served (the model's layers, the request lengths, arrivals, the costs) and
+the SLO it is judged by; *how* it is served — each deployment and its mechanisms (D×T, E, batch
+budgets, chunk size, routing) — is the policy object's own settings
+(:mod:`asaptrace.replay.policies`; ``sweep --set asap.experts=12``). The ASAP paper's evaluation
+is ``scenarios/asap-paper.toml`` (DOMAIN.md §6, knob by knob) with the policies' defaults. A
 scenario file must name every knob of :class:`Scenario` exactly once (an unknown or missing knob is
 a one-line :class:`UsageError` naming the file), so the shipped file *is* the list of defaults.
 Overrides come in three layers, later winning: the scenario file, a cost model TOML written by
@@ -40,15 +44,10 @@ ALIASES = {
     "phi": "attn_phi",
     "tp_ref": "attn_tp_ref",
     "φ": "attn_phi",
-    "routing": "default_routing",
     "scale": "cost_scale",
-    # the default_* knobs set the coupled deployment (named after the paper's "Default" policy)
-    **{f"coupled_{k}": f"default_{k}" for k in ("dp", "tp", "step_tokens", "group_tokens", "routing")},
-    "coupled_micro_batch_overlap": "default_micro_batch_overlap",
 }
 #: old policy names kept working (the paper, and the sweep before one registry, said "default")
 POLICY_ALIASES = {"default": "coupled"}
-ROUTINGS = ("step", "arrival")
 
 
 @dataclass(frozen=True)
@@ -60,19 +59,6 @@ class Scenario:
     #: the cost knobs (COST_KNOBS), held as the cost model itself: ``sc.attn_c1_ms`` reads it
     cost_model: CostModel
     cost_scale: float
-    default_dp: int
-    default_tp: int
-    default_step_tokens: int
-    default_group_tokens: int
-    default_routing: str
-    default_micro_batch_overlap: bool
-    chunk_tokens: int
-    asap_dp: int
-    asap_tp: int
-    asap_experts: int
-    asap_min_batch_tokens: int
-    asap_max_batch_tokens: int
-    asap_alone_tokens: int
     len_mean: float
     len_mode: float
     len_p90_at: float
@@ -113,22 +99,8 @@ class Scenario:
         return replace(self, **changes)
 
     def __post_init__(self) -> None:
-        if self.default_routing not in ROUTINGS:
-            raise UsageError(
-                f"default_routing must be one of {', '.join(ROUTINGS)}, not {self.default_routing!r}"
-            )
-        positive = (
-            "layers",
-            "default_dp",
-            "default_tp",
-            "chunk_tokens",
-            "asap_dp",
-            "asap_tp",
-            "asap_experts",
-        )
-        for k in (*positive, "default_group_tokens", "default_step_tokens", "asap_max_batch_tokens"):
-            if getattr(self, k) <= 0:
-                raise UsageError(f"knob {k} must be positive, not {getattr(self, k)}")
+        if self.layers <= 0:
+            raise UsageError(f"knob layers must be positive, not {self.layers}")
         if self.attn_tp_ref <= 0:
             raise UsageError(f"knob attn_tp_ref must be positive, not {self.attn_tp_ref}")
         if self.cost_scale <= 0 or self.duration_s <= 0 or self.slo_ttft_s <= 0:
@@ -218,13 +190,21 @@ def knob_names() -> list[str]:
 
 
 def knob_name(key: str) -> str:
-    """The knob a user's key means (aliases like k_s, E_ref, phi accepted); unknown → UsageError."""
+    """The knob a user's key means (aliases like k_s, E_ref, phi accepted); unknown → UsageError
+    (a policy's setting, ``asap.experts`` or an old name like ``asap_experts``, is not a scenario
+    knob: :func:`asaptrace.replay.policies.settings.setting_key` reads those)."""
     name = ALIASES.get(key, key)
     if name not in knob_names():
         raise UsageError(
-            f"unknown knob {key!r} (known: {', '.join(knob_names())}; aliases: {', '.join(ALIASES)})"
+            f"unknown knob {key!r} (scenario knobs: {', '.join(knob_names())}; aliases: "
+            f"{', '.join(ALIASES)}; a policy's setting is POLICY.SETTING, e.g. asap.experts)"
         )
     return name
+
+
+def is_knob(key: str) -> bool:
+    """Whether ``key`` names a scenario knob (or an alias of one)."""
+    return ALIASES.get(key, key) in knob_names()
 
 
 _TYPES = {f.name: f.type for f in fields(Scenario)} | {f.name: f.type for f in fields(CostModel)}
@@ -259,6 +239,18 @@ def _parse(name: str, raw: Any) -> Any:
     if kind == "str" and not isinstance(value, str):
         raise UsageError(f"knob {name} is a string, not {raw!r}")
     return value
+
+
+def paper_for(paper: dict[str, Any], policies: tuple[str, ...]) -> dict[str, Any]:
+    """The paper's per-policy figures also under the names swept by an alias (``default``)."""
+    out = {}
+    for k, v in paper.items():
+        if isinstance(v, dict):
+            v = v | {
+                p: v[POLICY_ALIASES[p]] for p in policies if p in POLICY_ALIASES and POLICY_ALIASES[p] in v
+            }
+        out[k] = v
+    return out
 
 
 # --------------------------------------------------------------------------------------- loading

@@ -2,7 +2,8 @@
 
 The paper does not say how it got from its cost figures to its throughput numbers, and the
 answer moves with a few knobs it leaves open (k_s, E_ref, φ, the Default routing, a global cost
-scale). :func:`vary` re-runs the SLO search for each value of one knob and reports each policy's
+scale). :func:`vary` re-runs the SLO search for each value of one knob (a scenario knob, or a
+policy's setting: ``asap.experts``, or its old name ``asap_experts``) and reports each policy's
 SLO throughput and the ratio of ``asap`` (or the last policy) to the first; :func:`tornado`
 gives each knob's swing.
 :func:`calibrate` finds the ``cost_scale`` at which one policy's mean TTFT at one rate equals a
@@ -12,10 +13,13 @@ measured value (the paper gives ASAP 350 ms at 1 RPS); the sweep then runs at th
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from asaptrace.errors import UsageError
-from asaptrace.replay.scenario import Scenario, knob_name
+from asaptrace.replay.policies import POLICIES
+from asaptrace.replay.policies.settings import is_setting, setting_key
+from asaptrace.replay.scenario import Scenario, is_knob, knob_name
 from asaptrace.replay.sweep import (
     MIN_ARRIVALS,
     Progress,
@@ -33,11 +37,15 @@ def vary(
     sc: Scenario, opt: SweepOptions, knob: str, values: list[str], *, progress: Progress | None = None
 ) -> list[dict[str, Any]]:
     """SLO throughput per policy and the asap (or last) / first ratio for each value of one knob."""
-    name = knob_name(knob)
+    setting = not is_knob(knob) and is_setting(knob, POLICIES)
+    name = setting_key(knob, POLICIES) if setting else knob_name(knob)
     rows = []
     for value in values:
-        s = sc.with_knobs({name: value})
-        slo, _ = search_slo(s, opt, progress=progress)
+        if setting:
+            s, o = sc, replace(opt, settings=(*opt.settings, (name, value)))
+        else:
+            s, o = sc.with_knobs({name: value}), opt
+        slo, _ = search_slo(s, o, progress=progress)
         rps = {p: slo[p]["slo_rps"] for p in opt.policies}
         ratio = slo_ratio(slo[headline_policy(opt.policies)], slo[opt.policies[0]])
         rows.append({"knob": name, "value": str(value), "slo_rps": rps, "ratio": ratio})
@@ -107,12 +115,16 @@ def parse_calibration(text: str) -> tuple[str, float, float]:
 
 
 def parse_vary(text: str) -> tuple[str, list[str]]:
-    """'k_s=1,2,4' → ("coupled_k_s", ["1", "2", "4"]) (the knob checked)."""
+    """'k_s=1,2,4' → ("coupled_k_s", ["1", "2", "4"]) (the knob checked); a policy's setting
+    (``asap.experts=8,12``, ``asap_experts=8,12``) is kept as given."""
     knob, sep, values = text.partition("=")
     vals = [v.strip() for v in values.split(",") if v.strip()]
     if not sep or not vals:
         raise UsageError(f"--vary takes KNOB=V1,V2,… (e.g. k_s=1,2,4), not {text!r}")
-    return knob_name(knob.strip()), vals
+    knob = knob.strip()
+    if not is_knob(knob) and is_setting(knob, POLICIES):
+        return knob, vals
+    return knob_name(knob), vals
 
 
 def sweep_with_sensitivity(
@@ -168,7 +180,8 @@ def sweep_scenario(
 
     sc = load_scenario(scenario)
     sc = sc.with_costs_file(costs) if costs else sc
-    first = sc.with_knobs(knobs or {}).seed
+    knobs, settings = split_settings(knobs or {})
+    first = sc.with_knobs(knobs).seed
     opt = SweepOptions(
         tuple(policies or DEFAULT_POLICIES),
         tuple(rates) if rates else None,
@@ -182,13 +195,27 @@ def sweep_scenario(
         # paper's scenario keeps its fixed duration
         min_arrivals=MIN_ARRIVALS if workload else 0,
         seeds=tuple(first + k for k in range(seeds)) if seeds > 1 else None,
+        settings=tuple(settings.items()),
     )
     ray = executor == "ray"
     with session(resolve_executor(executor, jobs=jobs, address=ray_address)) if ray else nullcontext():
         return sweep_with_sensitivity(
-            sc.with_knobs(knobs or {}),
+            sc.with_knobs(knobs),
             opt,
             vary_specs=list(vary),
             calibrate_spec=calibrate,
             progress=progress,
         )
+
+
+def split_settings(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``--set`` pairs → (scenario knobs, policy settings); a key that is neither is one line
+    naming both forms."""
+    knobs: dict[str, Any] = {}
+    settings: dict[str, Any] = {}
+    for key, value in values.items():
+        if is_knob(key):
+            knobs[key] = value
+        else:
+            settings[setting_key(key, POLICIES)] = value
+    return knobs, settings

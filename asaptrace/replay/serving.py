@@ -37,7 +37,6 @@ __all__ = [
     "policy_names",
     "serving_policy",
     "simulate",
-    "spec_on",
 ]
 
 
@@ -53,22 +52,13 @@ def serving_policy(spec: str | Policy) -> Policy:
 
 
 def simulate(policy: str | Policy, requests: ServingRequests, scenario: Scenario) -> ServingResult:
-    """Run ``requests`` through ``policy``'s online former under ``scenario`` (drained to the end);
+    """Run ``requests`` through ``policy``'s online former under ``scenario`` (drained to the end):
+    the policy object is the deployment and mechanisms served, the scenario the layers and costs;
     the result is labelled with the spec as given (``asap-no-dual-batch``, ``default``)."""
-    pol = serving_policy(policy if not isinstance(policy, str) else spec_on(policy, scenario))
+    pol = serving_policy(policy)
     label = policy if isinstance(policy, str) else pol.name
     res = pol.serve(requests, scenario)
     return check_identity(res if res.policy == label else replace(res, policy=label))
-
-
-def spec_on(spec: str, scenario: Scenario) -> Policy:
-    """The policy a spec names, served on a scenario: the scenario's old deployment knobs that are
-    now the policy's own settings give it their values (``chunk_tokens`` → chunked's budget,
-    ``asap_alone_tokens`` → asap's ``long_tokens``), so ``--set chunk_tokens=4096`` still works."""
-    pol = policy_of(spec)
-    knobs = {"chunk_tokens": scenario.chunk_tokens, "long_tokens": scenario.asap_alone_tokens}
-    mine = {k: v for k, v in knobs.items() if k in pol.param_names()}
-    return policy_of(spec, mine) if mine else pol
 
 
 def policy_names() -> list[str]:

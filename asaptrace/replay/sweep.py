@@ -31,9 +31,10 @@ from asaptrace.ingest.executors import map_ordered, resolve_executor, session
 from asaptrace.replay.arrivals import ArrivalStream, make_stream
 from asaptrace.replay.capacity import binding
 from asaptrace.replay.costs import CostModel, fit_warnings
-from asaptrace.replay.policies import Policy
-from asaptrace.replay.scenario import COST_KNOBS, POLICY_ALIASES, Scenario
-from asaptrace.replay.serving import ServingResult, policy_names, serving_policy, simulate, spec_on
+from asaptrace.replay.policies import POLICIES, Policy, policy_of
+from asaptrace.replay.policies.settings import OLD_NAMES, apply_settings, reaches, setting_key
+from asaptrace.replay.scenario import COST_KNOBS, Scenario, paper_for
+from asaptrace.replay.serving import ServingResult, policy_names, serving_policy, simulate
 from asaptrace.replay.sweep_result import SweepResult, headline_policy
 from asaptrace.units import rps_text
 
@@ -72,17 +73,27 @@ class SweepOptions:
     #: configured policy objects by label (advise: each what-if at its setting); a label not here
     #: is a spec of the registry (``asap``, ``afd-pingpong-m4``)
     configured: tuple[tuple[str, Policy], ...] = ()
+    #: policy settings over every swept policy they reach (``asap.experts`` → 12; old names such as
+    #: ``asap_experts`` routed: :mod:`asaptrace.replay.policies.settings`)
+    settings: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
+        for key, _ in self.settings:
+            setting_key(key, POLICIES)
         given = dict(self.configured)
+        swept: list[Policy] = []
         for p in self.policies:
-            if p in given:
-                serving_policy(given[p])
-                continue
             try:
-                serving_policy(p)
+                pol = given[p] if p in given else policy_of(p)
             except RegistryError:
                 raise UsageError(f"unknown policy {p!r} (known: {', '.join(policy_names())})") from None
+            serving_policy(apply_settings(pol, self.settings))  # a bad setting: one line, before any run
+            swept.append(pol)
+        for key, _ in self.settings:  # a new-style setting must reach a swept policy (old names may not)
+            if key not in OLD_NAMES and not any(reaches(key, pol) for pol in swept):
+                raise UsageError(
+                    f"setting {key!r} reaches none of the policies swept ({', '.join(self.policies)})"
+                )
         if not self.policies:
             raise UsageError("no policies to sweep")
         if self.rates is not None and (not self.rates or min(self.rates) <= 0):
@@ -147,13 +158,11 @@ def point_stats(res: ServingResult, rate: float, seq_len: np.ndarray) -> dict[st
 
 
 def configured_policy(label: str, sc: Scenario, opt: SweepOptions) -> Policy:
-    """The policy object a label serves: a configured one, or the registry's spec (``chunked``
-    named by a sweep takes the scenario's ``chunk_tokens`` knob as its budget, ``asap`` its
-    ``asap_alone_tokens`` as its long-prompt rule)."""
+    """The policy object a label serves: a configured one, or the registry's spec, with the
+    options' settings that reach it (``--set asap.experts=12``)."""
     given = dict(opt.configured)
-    if label in given:
-        return given[label]
-    return spec_on(label, sc)
+    pol = given[label] if label in given else policy_of(label)
+    return apply_settings(pol, opt.settings) if opt.settings else pol
 
 
 def capacity_of(label: str, sc: Scenario, opt: SweepOptions) -> dict[str, Any] | None:
@@ -395,8 +404,9 @@ def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = No
         "decomposition_rate": opt.decomposition_rate,
         "decomposition": decomposition,
         "knobs": sc.knobs(),
+        "policy_settings": {p: configured_policy(p, first, opt).served() for p in opt.policies},
         "lengths_fit": sc.lengths.summary() if opt.workload is None and opt.lengths == "fit" else None,
-        "paper": _paper_for(sc.paper_numbers(), opt.policies),
+        "paper": paper_for(sc.paper_numbers(), opt.policies),
         "costs_from": costs_from(sc),
         "cost_fit": sc.cost_fit,
         "cost_set": dict(sc.cost_set),
@@ -459,18 +469,6 @@ def _median_over_seeds(
         slo[p] = {"slo_rps": round(med, 4), "censored": any(r[p]["censored"] for r in by_seed)}
         ranges[p] = [round(min(x), 4), round(max(x), 4)]
     return slo, capped, ranges, per
-
-
-def _paper_for(paper: dict[str, Any], policies: tuple[str, ...]) -> dict[str, Any]:
-    """The paper's per-policy figures also under the names swept by an alias (``default``)."""
-    out = {}
-    for k, v in paper.items():
-        if isinstance(v, dict):
-            v = v | {
-                p: v[POLICY_ALIASES[p]] for p in policies if p in POLICY_ALIASES and POLICY_ALIASES[p] in v
-            }
-        out[k] = v
-    return out
 
 
 def costs_from(sc: Scenario) -> str:

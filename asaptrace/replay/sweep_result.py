@@ -24,7 +24,8 @@ from asaptrace.userfiles import write_atomic
 #: 2: costs_from, cost_fit, cost_set, cost_warnings (a file of version 1 is read, those unknown)
 #: 3: question, capacity, slo_median/slo_range/slo_by_seed, seeds, min_arrivals, slo_capped;
 #: per point n_requests (arrivals), backlog_tokens, stable (files of versions 1–2 are read)
-SCHEMA_VERSION = 3
+#: 4: policy_settings; the deployment knobs (default_*, chunk_tokens, asap_*) left knobs for it
+SCHEMA_VERSION = 4
 #: the keys a file must have to be read as a sweep result
 REQUIRED = ("schema_version", "policies", "curves", "slo_rps", "slo_ttft_ns")
 _SHAPES = {"policies": list, "curves": dict, "slo_rps": dict, "slo_ttft_ns": (int, float)}
@@ -62,6 +63,9 @@ class SweepResult(HtmlRepr, Mapping[str, Any]):
     decomposition_rate: float
     decomposition: list[dict[str, Any]]
     knobs: dict[str, Any] = field(default_factory=dict)
+    #: per policy every setting it was served with (its deployment and mechanisms: the policy
+    #: object's fields, defaults and ``--set POLICY.SETTING`` included)
+    policy_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     lengths_fit: dict[str, Any] | None = None
     paper: dict[str, Any] | None = None
     costs_from: str | None = None
@@ -125,7 +129,7 @@ class SweepResult(HtmlRepr, Mapping[str, Any]):
         wrong = [k for k, t in _SHAPES.items() if not isinstance(data[k], t)]
         if wrong:
             raise UsageError(f"is not a sweep results JSON ({', '.join(wrong)} of the wrong type)", path=path)
-        if data["schema_version"] not in (1, 2, SCHEMA_VERSION):
+        if data["schema_version"] not in (1, 2, 3, SCHEMA_VERSION):
             raise UsageError(
                 f"sweep results schema_version {data['schema_version']!r} (expects 1 to {SCHEMA_VERSION})",
                 path=path,

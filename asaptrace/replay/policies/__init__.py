@@ -21,11 +21,11 @@ from asaptrace.registry import Registry
 from asaptrace.replay.policies._base import (
     Deployment,
     LockstepPolicy,
-    PipelinedPolicy,
     Policy,
     PolicyRun,
     resolve_deployment,
 )
+from asaptrace.replay.policies._pipelined_base import PipelinedPolicy
 from asaptrace.replay.policies.afd_pingpong import AfdPingpong
 from asaptrace.replay.policies.asap import Asap
 from asaptrace.replay.policies.balanced import Balanced
@@ -76,7 +76,9 @@ def policy_of(spec: str, params: dict[str, Any] | None = None) -> Policy:
 
 def catalogue() -> list[dict[str, Any]]:
     """Every registered policy for a face's form or listing: name, family, whether it serves
-    online, its named ablations, its parameters with their defaults, and its docstring's first line."""
+    online, its named ablations, its parameters with their defaults (``online_params``: those only
+    its online former reads), its docstring's first line, and what ``advise`` reads of it (its
+    label, the findings it answers, the settings its search tries)."""
     from dataclasses import MISSING, fields
 
     out = []
@@ -91,7 +93,12 @@ def catalogue() -> list[dict[str, Any]]:
                 "online": cls.online(),
                 "variants": {f"{name}-{v}": p for v, p in cls.variants.items()},
                 "params": {f.name: (None if f.default is MISSING else f.default) for f in fields(cls)},
+                "online_params": [f.name for f in fields(cls) if f.metadata.get("online")],
                 "summary": summary,
+                "label": cls.label or name,
+                "answers": list(cls.answers),
+                "search": {k: list(v) for k, v in cls.search_settings.items()}
+                | ({"split": "every D×T + E of the store's devices"} if cls.searches_split else {}),
             }
         )
     return out

@@ -5,10 +5,10 @@
   :meth:`LockstepPolicy.step_chains` — which chain(s) a measured step becomes (coupled: the
   measured chain, with k_s and an expert failure applied; balanced: attention rebalanced across
   groups; chunked: one chain per chunk sub-step built from costs).
-* :class:`PipelinedPolicy` — disaggregated, asynchronous deployments on the event engine
-  (:mod:`asaptrace.replay.pipelined`). Hook: :meth:`PipelinedPolicy.former` — the batch former
-  (asap: the store's batches on D groups; afd-pingpong: each step split into m micro-batches on
-  one barriered attention group).
+* :class:`~asaptrace.replay.policies._pipelined_base.PipelinedPolicy` (its own module) —
+  disaggregated, asynchronous deployments on the event engine (:mod:`asaptrace.replay.pipelined`).
+  Hook: ``PipelinedPolicy.former`` — the batch former (asap: the store's batches on D groups;
+  afd-pingpong: each step split into m micro-batches on one barriered attention group).
 
 Every policy is a frozen dataclass whose fields are its parameters (``params()``; an ablation is a
 parameter, and a named ablation such as ``asap-no-dual-batch`` is an entry of ``variants``). A
@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import polars as pl
 
-from asaptrace.replay.capacity import coupled_bounds, disaggregated_bounds
+from asaptrace.replay.capacity import coupled_bounds
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import ChainTimes, chain_from_costs, run_chain
 from asaptrace.replay.measured import MeasuredWork, StepChain
-from asaptrace.replay.pipelined import BatchFormer, PipelineConfig, PipelineTrace, ServiceOrder, run_pipeline
 
 if TYPE_CHECKING:
+    from asaptrace.replay.pipelined import PipelineTrace
     from asaptrace.replay.scenario import Scenario
     from asaptrace.replay.serving_types import ServingRequests, ServingResult
 
@@ -119,14 +119,23 @@ class Policy:
     family: ClassVar[str] = ""
     #: named ablations: ``"{name}-{variant}"`` is this policy with these parameters
     variants: ClassVar[dict[str, dict[str, Any]]] = {}
+    #: what ``advise`` calls it (its what-if's label head; "" : the name)
+    label: ClassVar[str] = ""
+    #: the diagnosis findings (codes) its what-if answers; ``advise`` runs a policy that answers
+    #: at least one, or that declares a :meth:`search` (empty and no search: not a what-if)
+    answers: ClassVar[tuple[str, ...]] = ()
+    #: the deployments it re-places requests across: "coupled" (a barriered run's DP groups), or
+    #: None (any store); advise says why it does not apply to the others
+    needs_deployment: ClassVar[str | None] = None
 
     def run(self, wl: MeasuredWork, costs: CostModel) -> PolicyRun:
         """Offline: replay a store's measured work on this policy's deployment."""
         raise NotImplementedError
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
-        """Online: the batch former — arrivals → batches → per-request times, on ``scenario``'s
-        deployment for this policy's family (DOMAIN.md §6). Not overridden: replay-only."""
+        """Online: the batch former — arrivals → batches → per-request times on this policy's own
+        deployment and mechanisms (its fields), under ``scenario``'s layers, costs and SLO
+        (DOMAIN.md §6). Not overridden: replay-only."""
         raise NotImplementedError
 
     def capacity(self, scenario: Scenario, new: np.ndarray, prefix: np.ndarray) -> dict[str, float] | None:
@@ -141,7 +150,50 @@ class Policy:
         return cls.serve is not Policy.serve
 
     def params(self) -> dict[str, Any]:
+        """Its settings: every field, but an online-only one (:func:`serve_setting`) only when it
+        differs from its default (what an offline replay reads, and any serving setting given)."""
+        out = asdict(self)
+        for f in fields(self):
+            if f.metadata.get("online") and out[f.name] == f.default:
+                del out[f.name]
+        return out
+
+    def settings(self) -> dict[str, Any]:
+        """Every setting, the online ones included (what a sweep states it served)."""
         return asdict(self)
+
+    #: the settings ``advise`` tries (each combination replayed; it keeps the one that recovers
+    #: most): chunked its chunk sizes; with :attr:`searches_split`, tried at every D×T + E split
+    search_settings: ClassVar[dict[str, tuple[Any, ...]]] = {}
+    #: how ``advise`` names a searched setting ("chunk sizes"; default: its name)
+    search_words: ClassVar[dict[str, str]] = {}
+    #: advise searches its D×T + E split by replay (:func:`asaptrace.replay.explore.best_split`)
+    searches_split: ClassVar[bool] = False
+    #: named ablations advise also runs, at the chosen setting, as robustness what-ifs
+    robustness: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def whatif_label(cls, params: dict[str, Any]) -> str:
+        """Its what-if in a few words at these settings (default: its label, or its name)."""
+        return cls.label or cls.name
+
+    def serve_deployment(self) -> Deployment | None:
+        """The deployment its online former serves on (None: a policy that does not say)."""
+        return None
+
+    def served(self) -> dict[str, Any]:
+        """What it is served with (a sweep's ``policy_settings``): its deployment (kind, groups,
+        tp, experts, devices; None when it does not say) and every setting."""
+        dep = self.serve_deployment()
+        return {
+            "deployment": None if dep is None else {**asdict(dep), "devices": dep.devices},
+            "settings": self.settings(),
+        }
+
+    def on_store(self, wl: MeasuredWork) -> Policy:
+        """This policy with its deployment spelled out as its offline replay of ``wl`` runs it (its
+        online ``serve`` then serves that very deployment)."""
+        return self
 
     def counterfactuals(self, wl: MeasuredWork) -> list[tuple[str, Policy]]:
         """(cause, replay) in order from the reference; the last replay is this policy.
@@ -169,10 +221,59 @@ class Policy:
 
 
 # ----------------------------------------------------------------------------------------- lockstep
+def serve_setting(default: Any) -> Any:
+    """A field the online former reads (the offline replay runs the store's own measured setup):
+    listed in :meth:`Policy.params` only when set."""
+    return field(default=default, metadata={"online": True})
+
+
 @dataclass(frozen=True)
 class LockstepPolicy(Policy):
+    """Coupled lockstep steps. Offline on the store's measured D×T; online on ``attention`` (None:
+    the paper's Default, :attr:`serve_attention`), each step taking queued requests FIFO up to
+    ``step_tokens`` (≤ ``group_tokens`` per group), placed at step formation (``routing`` "step") or
+    on arrival ("arrival"), with DeepSeek's two-micro-batch overlap when ``micro_batch_overlap``."""
+
     family: ClassVar[str] = "lockstep"
+    #: the online D×T when ``attention`` is None: the paper's Default (DP8 × TP4, EP32)
+    serve_attention: ClassVar[str] = "8x4"
     k_s: float = 1.0
+    attention: str | None = serve_setting(None)
+    step_tokens: int = serve_setting(262144)
+    group_tokens: int = serve_setting(32768)
+    routing: str = serve_setting("step")
+    micro_batch_overlap: bool = serve_setting(False)
+
+    def __post_init__(self) -> None:
+        from asaptrace.errors import UsageError
+
+        if self.routing not in ROUTINGS:
+            raise UsageError(f"routing must be one of {', '.join(ROUTINGS)}, not {self.routing!r}")
+        if self.attention is not None:
+            parse_attention(self.attention)
+        for k in ("step_tokens", "group_tokens"):
+            if getattr(self, k) <= 0:
+                raise UsageError(f"{self.name} {k} must be positive, not {getattr(self, k)}")
+
+    def serve_groups(self) -> tuple[int, int]:
+        """The online deployment: D groups × T dies (EP over all D·T)."""
+        return parse_attention(self.attention or self.serve_attention)
+
+    def serve_deployment(self) -> Deployment:
+        d, t = self.serve_groups()
+        return Deployment("coupled", d, t, d * t)
+
+    def applies(self, wl: MeasuredWork) -> str | None:
+        """A lockstep replay runs the store's own D×T: another ``attention`` is an online setting."""
+        if self.attention is not None and parse_attention(self.attention) != (wl.n_groups, wl.tp):
+            return (
+                f"{self.name} replays the measured {wl.n_groups}×{wl.tp} "
+                f"(attention {self.attention} is a deployment it serves online)"
+            )
+        return None
+
+    def on_store(self, wl: MeasuredWork) -> LockstepPolicy:
+        return replace(self, attention=f"{wl.n_groups}x{wl.tp}")
 
     def online_scenario(self, scenario: Scenario) -> Scenario:
         """The scenario with this policy's own settings over it: its collective factor ``k_s``
@@ -182,19 +283,20 @@ class LockstepPolicy(Policy):
         return scenario.with_knobs({"coupled_k_s": scenario.coupled_k_s * self.k_s})
 
     def capacity(self, scenario: Scenario, new: np.ndarray, prefix: np.ndarray) -> dict[str, float] | None:
-        """Lockstep steps on the scenario's coupled D×T (EP over all dies): a step holds at most its
+        """Lockstep steps on its online D×T (EP over all dies): a step holds at most its
         token cap, or one longer prompt (:func:`~asaptrace.replay.capacity.coupled_bounds`)."""
         sc = self.online_scenario(scenario)
-        cap = max(min(sc.default_step_tokens, sc.default_dp * sc.default_group_tokens), int(np.max(new)))
+        d, t = self.serve_groups()
+        cap = max(min(self.step_tokens, d * self.group_tokens), int(np.max(new)))
         return coupled_bounds(
             sc.costs,
             new,
             prefix,
             layers=sc.layers,
-            groups=sc.default_dp,
-            tp=sc.default_tp,
+            groups=d,
+            tp=t,
             max_step_tokens=cap,
-            overlap=sc.default_micro_batch_overlap,
+            overlap=self.micro_batch_overlap,
         )
 
     def step_chains(self, wl: MeasuredWork, step: int, costs: CostModel) -> list[StepChain]:
@@ -241,6 +343,9 @@ class LockstepPolicy(Policy):
         """Compute rows drawn inside measured chains (None: draw the gaps themselves)."""
         return wl.busy if wl.chains else None
 
+
+#: the coupled online routings: placed when the step forms, or on arrival (DOMAIN §6)
+ROUTINGS = ("step", "arrival")
 
 #: why a policy that re-places a step's requests cannot run on a store without their lengths
 NO_COMPOSITION = (
@@ -290,171 +395,6 @@ def chain_of_items(wl: MeasuredWork, step: int) -> StepChain:
     comb[xf["layer"].to_numpy()] = xf["combine_ns"].to_numpy()
     start = int(wl.steps.filter(pl.col("step") == step)["start_ns"][0])
     return chain_from_costs(attn, moe, disp, comb, tp=wl.tp, step=step, start_ns=start)
-
-
-# ---------------------------------------------------------------------------------------- pipelined
-@dataclass(frozen=True)
-class PipelinedPolicy(Policy):
-    family: ClassVar[str] = "pipelined"
-    #: try one slot as well as two and keep the faster (see :meth:`run`)
-    interleave_choice: ClassVar[bool] = True
-    attention: str | None = None  # "DxT"; None: half the measured devices in groups of the measured TP
-    experts: int | None = None  # None: the rest of the measured device total
-    dual_batch: bool = True
-    overlap: bool = True
-    super_kernel: bool = True
-    long_tokens: int = 16384
-    buffer_slots: int = 64
-    expert_failure: bool = False
-
-    def former(self, wl: MeasuredWork, costs: CostModel, dep: Deployment) -> BatchFormer:
-        """The hook: who forms the batches and what each costs on ``dep``."""
-        raise NotImplementedError
-
-    def slots(self) -> int:
-        return 2 if self.dual_batch else 1
-
-    def deployment(self, wl: MeasuredWork) -> Deployment:
-        return resolve_deployment(wl, self.attention, self.experts)
-
-    def applies(self, wl: MeasuredWork) -> str | None:
-        """Why this disaggregated what-if does not apply to the store (None: it does)."""
-        if wl.world_size < 2:
-            return f"the store has {wl.world_size} device: nothing to split into attention and expert dies"
-        if wl.pool.height == 0 or int(wl.pool["pool_ns"].sum()) == 0:
-            return "the store has no MoE layers (no expert work measured): nothing to disaggregate"
-        return None
-
-    def at_devices(self, wl: MeasuredWork, total: int) -> PipelinedPolicy:
-        """The same policy on ``total`` devices: the same attention D×T with the rest as experts, or
-        (when that leaves no expert die) the default split of ``total``."""
-        dep = resolve_deployment(wl, self.attention, self.experts)
-        if dep.groups * dep.tp < total:
-            return replace(self, attention=f"{dep.groups}x{dep.tp}", experts=total - dep.groups * dep.tp)
-        d = max(1, (total // 2) // dep.tp)
-        return replace(self, attention=f"{d}x{dep.tp}", experts=max(1, total - d * dep.tp))
-
-    def run(self, wl: MeasuredWork, costs: CostModel) -> PolicyRun:
-        """Simulate; ablations that only lengthen items replay the full run's service order.
-
-        1. the full mechanisms (super kernel, overlap) are simulated first coming, first served —
-           for ASAP with dual batch, both with two slots and with one, keeping the one of smaller
-           makespan (a runtime that can interleave can also not; DOMAIN §6 already turns it off
-           per batch) — a run-level choice, so an ablation is never faster by construction;
-        2. with the super kernel or the overlap switched off, the same schedule is replayed in the
-           same service order with the longer items (:class:`~asaptrace.replay.pipelined.ServiceOrder`),
-           so an ablation never makes the replay faster.
-        """
-        dep = self.deployment(wl)
-        former = self.former(wl, costs, dep)
-        given = getattr(former, "batches", [])
-        keys = {b.batch_id: (b.step, *b.key) for b in given}
-        ready = {b.batch_id: b.ready_ns for b in given}
-        chosen = self._simulate(dep, former, self.slots(), full=True, launch_ns=costs.launch_ns)
-        if self.interleave_choice and self.slots() > 1:
-            single = self._simulate(dep, former, 1, full=True, launch_ns=costs.launch_ns)
-            if _makespan(single, ready) < _makespan(chosen, ready):
-                chosen = single
-        trace = chosen
-        if not (self.super_kernel and self.overlap):
-            trace = self._simulate(
-                dep,
-                former.placed(chosen.group_of),
-                chosen.slots,
-                full=False,
-                launch_ns=costs.launch_ns,
-                order=ServiceOrder.of(chosen),
-            )
-        return PolicyRun(
-            policy=self.name,
-            params=self.params(),
-            deployment=dep,
-            batches=pipelined_batches(trace, keys, ready),
-            simulated_wait_ns=0,
-            events=trace.events + (chosen.events if trace is not chosen else 0),
-            trace=trace,
-            batch_keys=keys,
-            work=pipeline_work(trace),
-        )
-
-    def _simulate(
-        self, dep: Deployment, former: BatchFormer, slots: int, *, full: bool, launch_ns: int, order=None
-    ) -> PipelineTrace:
-        cfg = PipelineConfig(
-            groups=dep.groups,
-            slots=slots,
-            buffer_slots=self.buffer_slots,
-            overlap=True if full else self.overlap,
-            comm_share=dep.tp / max(self.live_experts(dep), 1),
-            launch_ns=0 if (full or self.super_kernel) else launch_ns,
-        )
-        trace = run_pipeline(cfg, former.fresh(), order=order)
-        trace.slots = slots
-        return trace
-
-    def live_experts(self, dep: Deployment) -> int:
-        return dep.experts - 1 if self.expert_failure else dep.experts
-
-    def online_scenario(self, scenario: Scenario) -> Scenario:
-        """The scenario's disaggregated deployment with this policy's own settings over it: its
-        ``attention`` D×T and ``experts`` when given (what ``replay --attention 5x4 --experts 12``
-        replays is what is served), one expert die fewer with ``expert_failure``, its long-prompt
-        rule (``long_tokens``)."""
-        from asaptrace.errors import UsageError
-
-        changes: dict[str, Any] = {}
-        if self.attention is not None:
-            d, t = parse_attention(self.attention)
-            changes |= {"asap_dp": d, "asap_tp": t}
-        experts = self.experts if self.experts is not None else scenario.asap_experts
-        if self.expert_failure:
-            if experts < 2:
-                raise UsageError("expert_failure needs at least two expert dies (asap_experts)")
-            experts -= 1
-        if experts != scenario.asap_experts:
-            changes["asap_experts"] = experts
-        if self.long_tokens != scenario.asap_alone_tokens:
-            changes["asap_alone_tokens"] = self.long_tokens
-        return scenario.with_knobs(changes) if changes else scenario
-
-    def capacity(self, scenario: Scenario, new: np.ndarray, prefix: np.ndarray) -> dict[str, float] | None:
-        """Attention groups and the pool of the served deployment (items of at most a batch's cap)."""
-        sc = self.online_scenario(scenario)
-        return disaggregated_bounds(
-            sc.costs,
-            new,
-            prefix,
-            layers=sc.layers,
-            groups=sc.asap_dp,
-            tp=sc.asap_tp,
-            experts=sc.asap_experts,
-            max_item_tokens=self.max_item_tokens(sc),
-        )
-
-    def max_item_tokens(self, scenario: Scenario) -> int:
-        """The most new tokens the online former puts in one pool item (asap: its batch cap)."""
-        return scenario.asap_max_batch_tokens
-
-
-def _makespan(trace: PipelineTrace, ready: dict[int, int]) -> int:
-    return max(trace.done.values()) - min(ready[b] for b in trace.done)
-
-
-def pipelined_batches(trace: PipelineTrace, keys: dict[int, tuple], ready: dict[int, int]) -> pl.DataFrame:
-    """Batches of a pipelined replay: each measured batch's key, ready time and completion."""
-    rows = []
-    for bid, done in sorted(trace.done.items()):
-        step, g, mb = keys[bid][:3]
-        rows.append((step, g, None if mb is None or mb < 0 else mb, ready[bid], done))
-    return batch_rows(rows)
-
-
-def pipeline_work(trace: PipelineTrace) -> dict[str, Any]:
-    """The pool's and each attention group's total busy time (what a makespan cannot be below)."""
-    attn: dict[int, int] = {}
-    for _b, g, _layer, t0, t1 in trace.attention:
-        attn[g] = attn.get(g, 0) + t1 - t0
-    return {"pool_ns": sum(t1 - t0 for *_x, t0, t1 in trace.moe), "attention_ns": attn}
 
 
 def resolve_deployment(wl: MeasuredWork, attention: str | None, experts: int | None) -> Deployment:

@@ -10,8 +10,13 @@ once m is large enough to keep the bottleneck busy (m ≥ 2(1 + T_c/T_f) when T_
 
 Costs of a micro-batch at a layer: attention = max over the D groups of the step's attention
 (measured groups dealt longest-first onto D groups, × T_meas/T) / m; MoE and transfers as in
-:mod:`asaptrace.replay.offline` for 1/m of the step's tokens. Runs on the pipelined mechanics with
-one attention group of ``m`` slots. Hook: :meth:`AfdPingpong.former`.
+:mod:`asaptrace.replay.offline` for 1/m of the step's tokens — the stages' sends are asynchronous,
+so a coupled store's measured collectives are ÷ k_s, and the modelled pool and transfer costs take
+the fit band's and ``--vary scale``'s factors (``whatif_*_scale``), as asap's do. Runs on the
+pipelined mechanics with one attention group of ``m`` slots; its deployment reads D×T + E
+(:meth:`AfdPingpong.deployment`). Hook: :meth:`AfdPingpong.former`.
+
+Online (:mod:`asaptrace.replay._serving_afd`) a step is cut FIFO up to ``step_tokens`` new tokens.
 """
 
 from __future__ import annotations
@@ -26,11 +31,16 @@ from asaptrace.errors import UsageError
 from asaptrace.replay._serving_afd import simulate_afd
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.measured import MeasuredWork
-from asaptrace.replay.pipelined import Batch, BatchFormer, StaticBatches
+from asaptrace.replay.offline import transfer_factor
+from asaptrace.replay.pipelined import Batch, BatchFormer, PipelineTrace, StaticBatches
 from asaptrace.replay.planner import place_longest_first
-from asaptrace.replay.policies._base import Deployment, PipelinedPolicy
+from asaptrace.replay.policies._base import Deployment, serve_setting
+from asaptrace.replay.policies._pipelined_base import PipelinedPolicy
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving_types import ServingRequests, ServingResult
+
+#: the m values its search and its named settings try
+M_VALUES = (2, 3, 4, 6)
 
 
 def pingpong_batches(
@@ -63,32 +73,43 @@ class AfdPingpong(PipelinedPolicy):
     name: ClassVar[str] = "afd-pingpong"
     interleave_choice: ClassVar[bool] = False
     #: named settings of m (the sweep takes policies by name: ``afd-pingpong-m4``)
-    variants: ClassVar[dict[str, dict]] = {f"m{m}": {"m": m} for m in (2, 3, 4, 6)}
+    variants: ClassVar[dict[str, dict]] = {f"m{m}": {"m": m} for m in M_VALUES}
+    answers: ClassVar[tuple[str, ...]] = ("barrier_wait",)
+    search_settings: ClassVar[dict[str, tuple]] = {"m": M_VALUES}
     m: int = 2
+    #: online: a step takes queued requests FIFO up to this many new tokens
+    step_tokens: int = serve_setting(262144)
+
+    @classmethod
+    def whatif_label(cls, params: dict) -> str:
+        split = f"{str(params.get('attention')).replace('x', '×')} + {params.get('experts')}"
+        return f"{cls.name} at {split}, m {params.get('m')}" if "attention" in params else cls.name
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
         """Online: steps cut FIFO when the attention stage is idle, split into m micro-batches that
-        ping-pong with the FFN pool on the scenario's D×T + E (:mod:`asaptrace.replay._serving_afd`)."""
+        ping-pong with the FFN pool on its D×T + E (:mod:`asaptrace.replay._serving_afd`)."""
         if self.m < 1:
             raise UsageError(f"--m must be at least 1, not {self.m}")
-        scenario = self.online_scenario(scenario)
-        return simulate_afd(requests, scenario, m=self.m, name=self.name)
+        return simulate_afd(requests, scenario, self)
 
-    def max_item_tokens(self, scenario: Scenario) -> int:
+    def max_item_tokens(self) -> int:
         """A micro-batch holds at most a step's tokens (or one longer prompt)."""
-        return scenario.default_step_tokens
+        return self.step_tokens
 
     def slots(self) -> int:
         return self.m
 
-    def deployment(self, wl: MeasuredWork) -> Deployment:
-        dep = super().deployment(wl)
-        return Deployment(dep.kind, 1, dep.groups * dep.tp, dep.experts)
+    def _simulate(self, dep: Deployment, former: BatchFormer, slots: int, **kw) -> PipelineTrace:
+        """The D×T attention dies run as one barriered stage: one group of m slots."""
+        return super()._simulate(
+            Deployment(dep.kind, 1, dep.groups * dep.tp, dep.experts), former, slots, **kw
+        )
 
     def former(self, wl: MeasuredWork, costs: CostModel, dep: Deployment) -> BatchFormer:
         if self.m < 1:
             raise UsageError(f"--m must be at least 1, not {self.m}")
-        inner = super().deployment(wl)
+        inner = dep
+        xs = transfer_factor(wl, costs, asynchronous=True) * costs.whatif_transfer_scale
         starts = dict(zip(wl.steps["step"].to_list(), wl.steps["start_ns"].to_list(), strict=True))
         batches: list[Batch] = []
         for step in wl.steps["step"].to_list():
@@ -116,7 +137,7 @@ class AfdPingpong(PipelinedPolicy):
                 if wl.has_tokens
                 else wl.expert_ranks / self.live_experts(inner) / self.m
             )
-            moe[pool["layer"].to_numpy()] = pool["pool_ns"].to_numpy() * scale
+            moe[pool["layer"].to_numpy()] = pool["pool_ns"].to_numpy() * scale * costs.whatif_moe_scale
             xf = (
                 wl.transfers.filter(pl.col("step") == step)
                 .group_by("layer")
@@ -133,7 +154,7 @@ class AfdPingpong(PipelinedPolicy):
                 )
             else:
                 xr = 1.0 / self.m
-            x[xf["layer"].to_numpy()] = xf["x"].to_numpy() * xr
+            x[xf["layer"].to_numpy()] = xf["x"].to_numpy() * xr * xs
             batches += pingpong_batches(
                 np.rint(attn),
                 np.rint(moe),

@@ -40,13 +40,14 @@ from typing import ClassVar
 import numpy as np
 
 from asaptrace.errors import UsageError
-from asaptrace.replay._serving_asap import Mechanisms, simulate_asap
+from asaptrace.replay._serving_asap import simulate_asap
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import chain_from_costs, run_chain
 from asaptrace.replay.measured import MeasuredWork
 from asaptrace.replay.offline import lockstep_split_steps, offline_batches
 from asaptrace.replay.pipelined import BatchFormer, FifoBatches, StaticBatches
-from asaptrace.replay.policies._base import Deployment, PipelinedPolicy, Policy, PolicyRun, lockstep_batches
+from asaptrace.replay.policies._base import Deployment, Policy, PolicyRun, lockstep_batches, serve_setting
+from asaptrace.replay.policies._pipelined_base import PipelinedPolicy
 from asaptrace.replay.scenario import Scenario
 from asaptrace.replay.serving_types import ServingRequests, ServingResult
 
@@ -60,10 +61,34 @@ class Asap(PipelinedPolicy):
         "no-super-kernel": {"super_kernel": False},
         "expert-failure": {"expert_failure": True},
     }
+    answers: ClassVar[tuple[str, ...]] = (
+        "barrier_wait",
+        "straggler_group",
+        "sumsq_imbalance",
+        "hot_expert",
+        "slow_device",
+    )
+    robustness: ClassVar[tuple[str, ...]] = ("expert-failure",)
     asynchronous: bool = True
     #: "fifo": a ready batch goes to the least-occupied group with a free slot (DOMAIN §7);
     #: "measured": each batch on the group it ran on (the reference replay of a disaggregated store)
     placement: str = "fifo"
+    #: online: a batch is cut FIFO until it holds ≥ min_batch_tokens new tokens (less when less is
+    #: queued: work-conserving), never more than max_batch_tokens
+    min_batch_tokens: int = serve_setting(2048)
+    max_batch_tokens: int = serve_setting(32768)
+
+    @classmethod
+    def whatif_label(cls, params: dict) -> str:
+        if "attention" not in params:
+            return "asap with one expert die lost" if params.get("expert_failure") else cls.name
+        split = f"{str(params['attention']).replace('x', '×')} + {params['experts']}"
+        if params.get("expert_failure"):
+            return f"asap at {split} with one expert die lost ({int(params['experts']) - 1} serve)"
+        return f"asap at {split}"
+
+    def max_item_tokens(self) -> int:
+        return self.max_batch_tokens
 
     def former(self, wl: MeasuredWork, costs: CostModel, dep: Deployment) -> BatchFormer:
         long = self.long_tokens if self.dual_batch else None
@@ -80,14 +105,11 @@ class Asap(PipelinedPolicy):
         return super().run(wl, costs) if self.asynchronous else self._run_lockstep(wl, costs)
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
-        """Online: batches cut from arrivals (:mod:`asaptrace.replay._serving_asap`) on the
-        scenario's D×T + E (this policy's ``attention`` and ``experts`` when given), with this policy's
-        mechanisms; ``expert_failure``: E − 1 expert dies."""
+        """Online: batches cut from arrivals (:mod:`asaptrace.replay._serving_asap`) on its D×T + E
+        (:meth:`serve_deployment`), with its mechanisms; ``expert_failure``: E − 1 expert dies."""
         if not self.asynchronous:
             raise UsageError("asap online runs asynchronously (asynchronous=false is an offline step)")
-        scenario = self.online_scenario(scenario)
-        mech = Mechanisms(dual_batch=self.dual_batch, overlap=self.overlap, super_kernel=self.super_kernel)
-        return simulate_asap(requests, scenario, mech=mech, name=self.name)
+        return simulate_asap(requests, scenario, self)
 
     def _run_lockstep(self, wl: MeasuredWork, costs: CostModel) -> PolicyRun:
         """The split in lockstep: each measured (step, micro-batch) a barriered sub-step, in order."""

@@ -31,15 +31,20 @@ from asaptrace.schema import Kind
 @dataclass(frozen=True)
 class Balanced(LockstepPolicy):
     name: ClassVar[str] = "balanced"
+    label: ClassVar[str] = "Σs²-balanced placement"
+    answers: ClassVar[tuple[str, ...]] = ("sumsq_imbalance", "straggler_group")
+    needs_deployment: ClassVar[str | None] = "coupled"
 
     def applies(self, wl: MeasuredWork) -> str | None:
+        if (why := super().applies(wl)) is not None:
+            return why
         if wl.n_groups < 2:
             return "the store has one DP group: nothing to balance across"
         return None if wl.batches.height else NO_COMPOSITION
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
         """Online: coupled steps, the heaviest attention first onto the least-loaded group."""
-        return simulate_balanced(requests, self.online_scenario(scenario))
+        return simulate_balanced(requests, self.online_scenario(scenario), self)
 
     def step_chains(self, wl: MeasuredWork, step: int, costs: CostModel) -> list[StepChain]:
         chain = scale_transfers(super().step_chains(wl, step, costs)[0], self.k_s)

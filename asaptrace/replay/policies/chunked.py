@@ -55,37 +55,40 @@ def chunk_pieces(seq_len: list[int], cached: list[int], budget: int) -> list[lis
 @dataclass(frozen=True)
 class Chunked(LockstepPolicy):
     name: ClassVar[str] = "chunked"
+    label: ClassVar[str] = "chunked prefill"
+    answers: ClassVar[tuple[str, ...]] = ("sumsq_imbalance", "straggler_group")
+    needs_deployment: ClassVar[str | None] = "coupled"
+    search_settings: ClassVar[dict[str, tuple]] = {"chunk_tokens": (2048, 4096, 8192, 16384)}
+    search_words: ClassVar[dict[str, str]] = {"chunk_tokens": "chunk sizes"}
     chunk_tokens: int = 8192
+
+    @classmethod
+    def whatif_label(cls, params: dict) -> str:
+        c = params.get("chunk_tokens")
+        return f"chunked prefill at {c:,} tokens" if c else cls.label
 
     def applies(self, wl: MeasuredWork) -> str | None:
         if wl.layers == 0:  # sub-steps are rebuilt layer by layer from the measured layer costs
             return "the store has no layers (no MoE dispatch/combine to cut them at): no sub-steps to rebuild"
-        return None if wl.batches.height else NO_COMPOSITION
+        return super().applies(wl) or (None if wl.batches.height else NO_COMPOSITION)
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
         """Online: coupled sub-steps of at most this policy's ``chunk_tokens`` per group."""
-        return simulate_chunked(requests, self.online_scenario(scenario))
-
-    def online_scenario(self, scenario: Scenario) -> Scenario:
-        """Its k_s as coupled's, and its own chunk budget (the scenario's ``chunk_tokens`` knob is
-        only what a sweep names ``chunked`` with)."""
-        sc = super().online_scenario(scenario)
-        return (
-            sc if sc.chunk_tokens == self.chunk_tokens else sc.with_knobs({"chunk_tokens": self.chunk_tokens})
-        )
+        return simulate_chunked(requests, self.online_scenario(scenario), self)
 
     def capacity(self, scenario: Scenario, new: np.ndarray, prefix: np.ndarray) -> dict[str, float] | None:
         """A sub-step holds at most D × chunk_tokens new tokens."""
         sc = self.online_scenario(scenario)
+        d, t = self.serve_groups()
         return coupled_bounds(
             sc.costs,
             new,
             prefix,
             layers=sc.layers,
-            groups=sc.default_dp,
-            tp=sc.default_tp,
-            max_step_tokens=sc.default_dp * sc.chunk_tokens,
-            overlap=sc.default_micro_batch_overlap,
+            groups=d,
+            tp=t,
+            max_step_tokens=d * self.chunk_tokens,
+            overlap=self.micro_batch_overlap,
         )
 
     def step_chains(self, wl: MeasuredWork, step: int, costs: CostModel) -> list[StepChain]:

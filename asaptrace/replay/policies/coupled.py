@@ -33,11 +33,11 @@ class Coupled(LockstepPolicy):
     name: ClassVar[str] = "coupled"
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
-        """Online: FIFO steps on the scenario's coupled deployment, longest-first onto groups, with
+        """Online: FIFO steps on its coupled D×T (``attention``), longest-first onto groups, with
         this policy's k_s. An expert failure is an offline what-if only (said, not ignored)."""
         if self.expert_failure:
             raise UsageError("coupled with expert_failure replays stores only: no online former loses a die")
-        return simulate_default(requests, self.online_scenario(scenario))
+        return simulate_default(requests, self.online_scenario(scenario), self)
 
     expert_failure: bool = False
     failed_rank: int = 0
