@@ -15,6 +15,12 @@ class Run:
     stdout: str
     stderr: str
 
+    @property
+    def text(self) -> str:
+        """stdout with its white space folded: a sentence as the user reads it, whatever the
+        terminal's width wrapped it to."""
+        return " ".join(self.stdout.split())
+
 
 def run_cli(*args: str) -> Run:
     result = CliRunner().invoke(app, [str(a) for a in args])

@@ -174,7 +174,7 @@ def test_skip_bad_keeps_the_readable_files_and_lists_the_rest(tmp_path):
     assert (acc["files_read"], acc["files_unreadable"]) == (2, 2)
     assert acc["kept_by_table"]["events"] == 2 and acc["read"] == acc["kept"] + sum(acc["rejected"].values())
     assert [s["rank"] for s in meta["sources"]] == [0, 1]
-    assert "2 unreadable files left out" in run_cli("info", out).stdout
+    assert "2 unreadable files left out" in run_cli("info", out).text
 
 
 def test_skip_bad_with_no_readable_file_is_one_line(tmp_path):

@@ -18,8 +18,16 @@ def test_list_presets_names_the_required_ones():
 
 
 def test_list_presets_gives_every_preset_one_line_with_its_description():
-    # DeepSeek-V3's DP4×TP8 / EP32 and the 384-rank run among them, each "name  description"
-    lines = dict(line.split("  ", 1) for line in run_cli("synth", "--list-presets").stdout.splitlines())
+    # DeepSeek-V3's DP4×TP8 / EP32 and the 384-rank run among them, each "name  description" (a
+    # description wrapped to the terminal goes on in indented lines)
+    lines: dict[str, str] = {}
+    for line in run_cli("synth", "--list-presets").stdout.splitlines():
+        if line.startswith(" ") and lines:
+            last = next(reversed(lines))
+            lines[last] += " " + line.strip()
+        elif line.strip():
+            name, text = line.split("  ", 1)
+            lines[name] = text
     assert "DP4xTP8 / EP32" in lines["coupled-tp8"]
     assert "DP96xTP4 / EP384" in lines["coupled-384"]
     assert set(lines) == set(presets()) and all(text.strip() for text in lines.values())

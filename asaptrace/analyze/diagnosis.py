@@ -160,7 +160,9 @@ def diagnose(
     if b is not None and b.height:
         known = set(rk.get_column("dp_group").drop_nulls().to_list())
         stray = sorted(set(b.get_column("dp_group").drop_nulls().to_list()) - known)
-        if stray and known:  # a store without DP groups has no imbalance analysis to leave them out of
+        # batches derived from the store's own step annotations name its one implicit group 0
+        derived = "derived" in str(meta.get("batches_source") or "")
+        if stray and (known or not derived):
             notes.append(
                 f"the batches name DP groups {', '.join(map(str, stray[:8]))}{' …' if len(stray) > 8 else ''} "
                 "that no rank of the store belongs to; their requests are left out of the imbalance analysis"

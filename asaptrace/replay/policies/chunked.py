@@ -68,9 +68,11 @@ class Chunked(LockstepPolicy):
         return f"chunked prefill at {c:,} tokens" if c else cls.label
 
     def applies(self, wl: MeasuredWork) -> str | None:
+        if wl.batches.height == 0:
+            return NO_COMPOSITION
         if wl.layers == 0:  # sub-steps are rebuilt layer by layer from the measured layer costs
             return "the store has no layers (no MoE dispatch/combine to cut them at): no sub-steps to rebuild"
-        return super().applies(wl) or (None if wl.batches.height else NO_COMPOSITION)
+        return super().applies(wl)
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
         """Online: coupled sub-steps of at most this policy's ``chunk_tokens`` per group."""
