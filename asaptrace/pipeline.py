@@ -26,7 +26,7 @@ from asaptrace.enrich.streaming import EnrichProgress, enrich_streaming, ingest_
 from asaptrace.enrich.taxonomy import Profile, Taxonomy, load_profile
 from asaptrace.enrich.topology import ParallelConfig, parse_parallel
 from asaptrace.errors import OutputError, UsageError
-from asaptrace.info import not_prefill_reason, store_info
+from asaptrace.info import deployment_phrase, not_prefill_reason, store_info
 from asaptrace.ingest.driver import hold_budget, ingest_paths
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, open_store
 from asaptrace.userfiles import check_output_dir, check_output_file, write_atomic
@@ -250,7 +250,7 @@ def advise_store(
     reason = not_prefill_reason(store.meta)  # e.g. a training or decode run: said in one line
     if reason:
         advice.notes.insert(0, reason)
-    return advice
+    return replace(advice, deployment_phrase=deployment_phrase(store.meta.get("parallel")))
 
 
 def replay_policies() -> dict[str, dict[str, Any]]:

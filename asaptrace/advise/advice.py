@@ -55,7 +55,7 @@ class Advice(HtmlRepr):
     """A store's advice: the measured run, its ranked what-ifs, those that do not apply."""
 
     store: str
-    deployment: str  # coupled | disaggregated
+    deployment: str  # coupled | disaggregated (what the what-ifs replay it as)
     devices: int
     measured_makespan_ns: int
     reference_makespan_ns: int
@@ -64,6 +64,9 @@ class Advice(HtmlRepr):
     online: dict[str, Any] | None = None  # the sweep's scenario, SLO and the measured policy's RPS
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: the store's deployment as every command names it (``info.deployment_phrase``): "unknown
+    #: deployment, 8 devices" where the what-ifs replay it as coupled
+    deployment_phrase: str = ""
     schema_version: int = SCHEMA_VERSION
 
     @property

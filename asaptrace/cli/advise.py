@@ -61,7 +61,8 @@ def advise(
         print_json(j)
         return
     print_lines(
-        f"{store}: {deployment_phrase({'deployment': j['deployment']}, j['devices'])}, measured makespan "
+        f"{store}: {j.get('deployment_phrase') or deployment_phrase({'deployment': j['deployment']}, j['devices'])}, "
+        "measured makespan "
         f"{human_ns(j['measured_makespan_ns'], sig=True)}; what each change would win back:"
     )
     for note in j.get("notes") or []:

@@ -21,7 +21,7 @@ def advice_section(j: dict[str, Any]) -> Section:
         text = (
             f"The question: {REPLAY_QUESTION} (offline; `asaptrace advise --online` adds {ONLINE_QUESTION},"
             " each beside its capacity bound and its range over seeds). "
-            f"What each change would win back on this {j['deployment']} run of {plural(j['devices'], 'device')}, "
+            f"What each change would win back on this run ({j.get('deployment_phrase') or plural(j['devices'], 'device')}), "
             f"replayed against the reference replay's makespan of {text_ns(j['reference_makespan_ns'])} "
             "(each at its best setting, with the range over what the store cannot pin and the cost fit it "
             "rests on; `asaptrace advise` prints the same, `--json` for machines)."
