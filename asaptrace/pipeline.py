@@ -248,7 +248,7 @@ def advise_store(
     diag = diagnosis or diagnose_store(store)
     advice = advise_store_workload(store, diag, costs=costs, online=online, source=label, progress=progress)
     reason = not_prefill_reason(store.meta)  # e.g. a training or decode run: said in one line
-    if reason:
+    if reason and not all(w.reason and reason in w.reason for w in advice.whatifs):
         advice.notes.insert(0, reason)
     return replace(advice, deployment_phrase=deployment_phrase(store.meta.get("parallel")))
 

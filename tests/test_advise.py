@@ -142,10 +142,11 @@ def test_dlrm_says_which_whatifs_do_not_apply_and_why(shared_data, tmp_path):
     r = run_cli("advise", store, "--json")
     assert r.code == 0, r.stderr
     j = json.loads(r.stdout)
-    assert all(not w["applies"] for w in j["whatifs"])  # no MoE layers, no request annotations
-    reasons = {w["name"]: w["reason"] for w in j["whatifs"]}
-    assert "no MoE layers" in reasons["asap"] and "no MoE layers" in reasons["afd-pingpong"]
-    assert "no batch composition" in reasons["balanced"] and "no batch composition" in reasons["chunked"]
+    # DLRM is a training run (its backward kernels say so): no what-if of MoE prefill applies, and
+    # each says that first (it also has no MoE layers and no request annotations)
+    assert all(not w["applies"] for w in j["whatifs"])
+    assert all("no prefill step (1 training step)" in w["reason"] for w in j["whatifs"])
+    assert j["deployment_phrase"] == "unknown deployment, 8 devices" and j["measured_makespan_ns"] > 0
     text = run_cli("advise", store)
     lines = [ln for ln in text.stdout.splitlines() if re.match(r"^\d+\. ", ln)]
     assert len(lines) == 5 and all("does not apply — " in ln for ln in lines)

@@ -222,3 +222,31 @@ def test_no_step_is_shorter_than_its_rank_longest_kernel_on_real_traces(tmp_path
         .join(_device(store).group_by("rank").agg(pl.col("dur_ns").max().alias("longest")), on="rank")
     )
     assert per.filter(pl.col("span") < pl.col("longest")).height == 0
+
+
+def test_the_replay_takes_only_the_prefill_steps_and_says_what_it_left_out(tmp_path):
+    from asaptrace.errors import UsageError
+    from asaptrace.replay.measured import extract_measured_work
+
+    # SGLang serving: one EXTEND step (0-1000 µs) then two DECODE steps; the what-ifs model prefill
+    t = RankTrace(rank=0, world=1)
+    t.annotation("step[EXTEND bs=2 toks=10]", 0, 1000)
+    t.kernel(GEMM, 100, 500, launch_at=50)
+    for i in range(2):
+        t.annotation("step[DECODE bs=2 toks=2]", 2000 + 1000 * i, 500)
+        t.kernel(GEMM, 2100 + 1000 * i, 100, launch_at=2050 + 1000 * i)
+    store = _one_rank(tmp_path, t)
+    assert steps_of(store.meta).get_column("phase").to_list() == ["prefill", "decode", "decode"]
+    wl = extract_measured_work(store)
+    assert wl.steps.get_column("step").to_list() == [0]  # the prefill step alone
+    assert wl.steps.get_column("measured_ns").to_list() == [500 * US]  # its kernel, 100-600 µs
+    assert set(wl.batches.get_column("step").to_list()) == {0}
+    assert any("2 decode steps left out" in n for n in wl.notes)
+
+    # decode only: nothing to replay, said in one line
+    d = RankTrace(rank=0, world=1)
+    d.annotation("step[DECODE bs=2 toks=2]", 0, 500)
+    d.kernel(GEMM, 100, 100, launch_at=50)
+    only_decode = _one_rank(tmp_path / "d", d)
+    with pytest.raises(UsageError, match=r"no prefill step \(1 decode step\)"):
+        extract_measured_work(only_decode)

@@ -344,11 +344,13 @@ def nothing_applies(diag: Diagnosis, reason: str, *, source: str = "") -> Advice
     """The advice of a store with no work to replay: every what-if does not apply, for ``reason``."""
     why = _reason(reason.split(": ", 1)[-1] if reason.startswith(source) and source else reason)
     whatifs = [WhatIf(n, cls.whatif_label(v), cls.name, False, reason=why) for n, cls, v in candidates()]
+    bd = diag.tables.get("step_breakdown")
+    span = int(bd["end_ns"].max() - bd["start_ns"].min()) if bd is not None and bd.height else 0
     return Advice(
         store=source,
         deployment=str((diag.meta.get("parallel") or {}).get("deployment", "unknown")),
-        devices=0,
-        measured_makespan_ns=0,
+        devices=int(bd["rank"].n_unique()) if bd is not None and bd.height else 0,
+        measured_makespan_ns=span,  # the measured run, first step start → last step end
         reference_makespan_ns=0,
         whatifs=[replace(w, line=whatif_line(w)) for w in whatifs],
         findings=[f.to_json() for f in diag.findings],

@@ -45,9 +45,11 @@ import polars as pl
 from asaptrace.analyze.barrier import barrier_wait
 from asaptrace.enrich.instances import match_instances
 from asaptrace.errors import UsageError
+from asaptrace.info import not_prefill_reason, phase_counts, prefill_steps
 from asaptrace.replay.costs import causal_pairs
 from asaptrace.schema import COMM_KINDS, Kind, Role
 from asaptrace.store import TraceStore
+from asaptrace.units import plural
 
 _COMM = [str(k) for k in COMM_KINDS]
 
@@ -169,6 +171,7 @@ def extract_measured_work(store: TraceStore) -> MeasuredWork:
     if dev.height == 0:
         raise UsageError("store has no device work inside steps: nothing to replay", path=store.path)
     notes: list[str] = []
+    dev, batches = _prefill_only(store, dev, store.read("batches"), notes)
     if ranks["dp_group"].null_count() == ranks.height and Role.ATTENTION.value not in ranks["role"].to_list():
         ranks = ranks.with_columns(dp_group=pl.col("rank"), tp_index=pl.lit(0, pl.Int32))
         notes.append(
@@ -192,7 +195,6 @@ def extract_measured_work(store: TraceStore) -> MeasuredWork:
         .with_columns(measured_ns=pl.col("end_ns") - pl.col("start_ns"))
         .sort("step")
     )
-    batches = store.read("batches")
     chains: dict[int, StepChain] = {}
     busy, idle = _empty_busy(), _empty_idle()
     bw = None
@@ -222,6 +224,27 @@ def extract_measured_work(store: TraceStore) -> MeasuredWork:
         notes=notes,
         batches_source=str(store.meta.get("batches_source") or "") if batches.height else "",
     )
+
+
+def _prefill_only(
+    store: TraceStore, dev: pl.DataFrame, batches: pl.DataFrame, notes: list[str]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The prefill work of the run: the what-ifs model MoE prefill, so the steps the trace marks
+    decode or training are left out (said in a note); mixed steps are kept whole, their decode
+    tokens with them (said too). A store without phases keeps every step."""
+    keep = prefill_steps(store.meta)
+    if keep is None:
+        return dev, batches
+    if not keep:
+        raise UsageError(not_prefill_reason(store.meta) or "the store has no prefill step", path=store.path)
+    counts = phase_counts(store.meta)
+    left = {p: n for p, n in counts.items() if p in ("decode", "training")}
+    if left:
+        said = " and ".join(plural(n, f"{p} step") for p, n in left.items())
+        notes.append(f"{said} left out: the what-ifs model prefill, and replay only the prefill steps")
+    if counts.get("mixed"):
+        notes.append(f"{plural(counts['mixed'], 'mixed step')} replayed whole, their decode tokens with them")
+    return dev.filter(pl.col("step").is_in(keep)), batches.filter(pl.col("step").is_in(keep))
 
 
 # ------------------------------------------------------------------------------------------ chains
