@@ -344,8 +344,11 @@ def report_store(
         extra.insert(0, advice_section(advise_store(store, diagnosis=diag).to_json()))
     sections = [*sections, *extra]
     other = None
-    if compare_path is not None:
+    if compare_path is not None:  # refused, as by `compare`, when the runs have nothing in common
         other = (Path(compare_path).name, diagnose_store(TraceStore.open(compare_path)))
+        _, refusal = comparability_of(diag, other[1], (Path(store_path).name, other[0]))
+        if refusal is not None:
+            raise UsageError(refusal)
     spans, window = None, ""
     if fmt == "html":
         step, layers = worst_window(diag.tables["barrier_by_rank_layer"], diag.tables["step_breakdown"])

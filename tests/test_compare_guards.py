@@ -58,7 +58,8 @@ def test_cli_refuses_the_moe_sample_beside_dlrm_and_force_compares(coupled_store
     assert run.code == 2 and run.stdout == "", run
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: nothing to compare: "), lines
-    assert "(32 ranks, coupled, MoE layers)" in lines[0] and "dlrm.store (8 ranks," in lines[0]
+    assert "(32 ranks, coupled, MoE layers, prefill steps)" in lines[0] and "dlrm.store (8 ranks," in lines[0]
+    assert "training steps)" in lines[0]  # what each run did, as its trace says
     forced = run_cli("compare", coupled_store.path, dlrm, "--force", "--json")
     assert forced.code == 0, forced
     said = json.loads(forced.stdout)["warnings"]
@@ -71,3 +72,32 @@ def test_cli_refuses_the_moe_sample_beside_dlrm_and_force_compares(coupled_store
 def test_cli_compares_a_store_with_itself_without_warnings(coupled_store):
     run = run_cli("compare", coupled_store.path, coupled_store.path, "--json")
     assert run.code == 0 and json.loads(run.stdout)["warnings"] == [], run
+
+
+def test_a_training_run_beside_a_prefill_run_differs_in_its_work():
+    # the same 32 coupled ranks with MoE layers, but its steps are training steps: warned, compared
+    training = RunSummary(32, "coupled", ("fused",), True, 2, phases=("training",))
+    prefill = RunSummary(32, "coupled", ("fused",), True, 2, phases=("prefill",))
+    warnings, refusal = comparability(prefill, training, ("p.store", "t.store"))
+    assert warnings == ["the runs differ in phase: prefill steps in p.store, training steps in t.store"]
+    assert refusal is None
+    # on another layout as well, nothing is comparable; a run that says no phase is not held against
+    training8 = RunSummary(8, "unknown", ("unknown",), True, 1, phases=("training",))
+    assert comparability(prefill, training8)[1] is not None
+    assert comparability(MOE_PREFILL, training8)[1] is None
+
+
+def test_report_and_dashboard_refuse_what_compare_refuses(coupled_store, shared_data, tmp_path):
+    from dashboards.pages.compare import compare_body
+    from dashboards.state import Stores
+
+    dlrm = tmp_path / "dlrm.store"
+    assert run_cli("ingest", shared_data / "traces" / "kineto-dlrm-8rank", "-o", dlrm).code == 0
+    out = tmp_path / "r.html"
+    run = run_cli("report", coupled_store.path, "--compare", dlrm, "-o", out)
+    assert run.code == 2 and "nothing to compare" in run.stderr and not out.exists(), run
+    stores = Stores([coupled_store.path, dlrm])
+    keys = list(stores.keys)
+    body = compare_body(stores, keys[0], keys[1])
+    assert [getattr(c, "id", None) for c in body] == ["cmp-refused"]
+    assert "nothing to compare" in body[0].children

@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from asaptrace.analyze._common import share
+from asaptrace.info import phase_counts
 from asaptrace.units import plural
 
 #: The headline metrics, in display order: (metric, unit, meaning).
@@ -144,6 +145,7 @@ class RunSummary:
     roles: tuple[str, ...]  # the ranks' roles, sorted
     moe_layers: bool  # the steps were cut into (MoE) layers
     steps: int
+    phases: tuple[str, ...] = ()  # the steps' phases the trace says (prefill, decode, training …)
 
 
 def run_summary(tables: Tables, meta: Mapping[str, Any]) -> RunSummary:
@@ -156,6 +158,7 @@ def run_summary(tables: Tables, meta: Mapping[str, Any]) -> RunSummary:
         roles=tuple(sorted(ov.get_column("role").drop_nulls().unique().to_list())) if ov.height else (),
         moe_layers=layers not in (None, "none"),
         steps=bd.get_column("step").n_unique() if bd.height else 0,
+        phases=tuple(p for p in phase_counts(meta) if p != "unknown"),
     )
 
 
@@ -167,6 +170,8 @@ def _aspects(s: RunSummary) -> dict[str, tuple[str, str]]:
         "roles": ("detail", "roles " + (", ".join(s.roles) or "none")),
         "MoE layers": ("work", "MoE layers" if s.moe_layers else "no MoE layers"),
         "steps": ("detail", plural(s.steps, "step")),
+        # what the steps did: a training run beside a prefill run is other work
+        "phase": ("work", " and ".join(s.phases) + " steps" if s.phases else ""),
     }
 
 
@@ -178,12 +183,14 @@ def comparability(
     in their whole layout (every ``layout`` aspect: rank count and deployment)."""
     sa, sb = _aspects(a), _aspects(b)
     differ = {k: sa[k][0] for k in sa if sa[k][1] != sb[k][1]}
+    if not (a.phases and b.phases):  # a run whose trace says no phase may have done either
+        differ.pop("phase", None)
     warnings = [f"the runs differ in {k}: {sa[k][1]} in {names[0]}, {sb[k][1]} in {names[1]}" for k in differ]
     layout = [k for k, (kind, _) in sa.items() if kind == "layout"]
     if "work" in differ.values() and all(k in differ for k in layout):
 
         def said(s: dict[str, tuple[str, str]]) -> str:
-            return ", ".join(text for kind, text in s.values() if kind != "detail")
+            return ", ".join(text for kind, text in s.values() if kind != "detail" and text)
 
         return warnings, (
             f"nothing to compare: {names[0]} ({said(sa)}) and {names[1]} ({said(sb)}) share neither their "

@@ -7,7 +7,7 @@ from typing import Any
 
 from dash import Input, Output, dcc, html
 
-from asaptrace import views
+from asaptrace import pipeline, views
 from asaptrace.viz.breakdown import group_stacked_bars
 from asaptrace.viz.theme import fit_top
 from dashboards.components import graph, message, table
@@ -39,12 +39,17 @@ def layout(stores: Stores) -> html.Div:
 
 def compare_body(stores: Stores, a: Any, b: Any) -> list:
     try:
-        tables = stores.compare(a, b)
         la, lb = stores.get(a), stores.get(b)
+        # as `asaptrace compare` does: runs with nothing in common are refused, differences said
+        warnings, refusal = pipeline.comparability_of(la.diag, lb.diag, (la.label, lb.label))
+        if refusal is not None:
+            return [message(refusal, id="cmp-refused")]
+        tables = stores.compare(a, b)
     except StoreUnavailable as e:
         return [message(str(e))]
     overall, by_group = views.compare_views(tables, "A", "B")
     return [
+        *(message(w, kind="info", id=f"cmp-warning-{i}") for i, w in enumerate(warnings)),
         html.H4(f"A = {la.label}, B = {lb.label} (delta = B − A)"),
         table(overall, id="cmp-overall"),
         table(by_group, id="cmp-groups"),
