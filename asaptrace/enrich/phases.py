@@ -42,7 +42,7 @@ from typing import Any
 
 import polars as pl
 
-from asaptrace.enrich.taxonomy import Taxonomy
+from asaptrace.enrich.taxonomy import STEP_COUNTS, Taxonomy
 from asaptrace.info import STEPS_SCHEMA, steps_json, steps_of
 
 __all__ = [
@@ -54,17 +54,7 @@ __all__ = [
     "steps_of",
 ]
 
-_COUNTS = (
-    "requests",
-    "tokens",
-    "prefill_requests",
-    "prefill_tokens",
-    "prefill_context",
-    "prefill_sumsq",
-    "decode_requests",
-    "decode_tokens",
-    "decode_context",
-)
+_COUNTS = STEP_COUNTS
 NAME_SCHEMA: dict[str, Any] = {
     "step_name": pl.String,
     "name_phase": pl.String,

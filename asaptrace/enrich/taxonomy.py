@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from asaptrace.errors import UsageError
+from asaptrace.info import PHASES
 from asaptrace.registry import Registry
 from asaptrace.schema import KINDS, Kind
 from asaptrace.userfiles import read_text
@@ -82,24 +83,20 @@ _PROFILE_KEYS = {
 _RULE_KEYS = {"match", "kind", "context"}
 _STEP_KEYS = {"match", "phase", "modes"}
 _MARKER_KEYS = {"match", "phase"}
-#: Phases a step can have (``unknown`` when the trace does not say).
-PHASES = ("prefill", "decode", "mixed", "training", "unknown")
-#: Named groups a ``[[step]]`` regex may use.
-STEP_GROUPS = frozenset(
-    {
-        "step",
-        "mode",
-        "requests",
-        "tokens",
-        "prefill_requests",
-        "prefill_tokens",
-        "prefill_context",
-        "prefill_sumsq",
-        "decode_requests",
-        "decode_tokens",
-        "decode_context",
-    }
+#: What a ``[[step]]`` regex's named groups may count (besides ``step`` and ``mode``).
+STEP_COUNTS = (
+    "requests",
+    "tokens",
+    "prefill_requests",
+    "prefill_tokens",
+    "prefill_context",
+    "prefill_sumsq",
+    "decode_requests",
+    "decode_tokens",
+    "decode_context",
 )
+#: Named groups a ``[[step]]`` regex may use.
+STEP_GROUPS = frozenset({"step", "mode", *STEP_COUNTS})
 
 
 @dataclass(frozen=True)

@@ -287,7 +287,6 @@ class LockstepPolicy(Policy):
         token cap, or one longer prompt (:func:`~asaptrace.replay.capacity.coupled_bounds`)."""
         sc = self.online_scenario(scenario)
         d, t = self.serve_groups()
-        cap = max(min(self.step_tokens, d * self.group_tokens), int(np.max(new)))
         return coupled_bounds(
             sc.costs,
             new,
@@ -295,9 +294,13 @@ class LockstepPolicy(Policy):
             layers=sc.layers,
             groups=d,
             tp=t,
-            max_step_tokens=cap,
+            max_step_tokens=self.step_token_cap(d, new),
             overlap=self.micro_batch_overlap,
         )
+
+    def step_token_cap(self, groups: int, new: np.ndarray) -> int:
+        """The most new tokens one online step holds: its token cap, or one longer prompt."""
+        return max(min(self.step_tokens, groups * self.group_tokens), int(np.max(new)))
 
     def step_chains(self, wl: MeasuredWork, step: int, costs: CostModel) -> list[StepChain]:
         """The hook: the chain(s) measured step ``step`` replays as (default: the measured one)."""

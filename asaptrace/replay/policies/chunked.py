@@ -24,7 +24,6 @@ import polars as pl
 
 from asaptrace.errors import UsageError
 from asaptrace.replay._serving_lockstep import simulate_chunked
-from asaptrace.replay.capacity import coupled_bounds
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.lockstep import chain_from_costs
 from asaptrace.replay.measured import MeasuredWork, StepChain
@@ -78,20 +77,9 @@ class Chunked(LockstepPolicy):
         """Online: coupled sub-steps of at most this policy's ``chunk_tokens`` per group."""
         return simulate_chunked(requests, self.online_scenario(scenario), self)
 
-    def capacity(self, scenario: Scenario, new: np.ndarray, prefix: np.ndarray) -> dict[str, float] | None:
-        """A sub-step holds at most D × chunk_tokens new tokens."""
-        sc = self.online_scenario(scenario)
-        d, t = self.serve_groups()
-        return coupled_bounds(
-            sc.costs,
-            new,
-            prefix,
-            layers=sc.layers,
-            groups=d,
-            tp=t,
-            max_step_tokens=d * self.chunk_tokens,
-            overlap=self.micro_batch_overlap,
-        )
+    def step_token_cap(self, groups: int, new: np.ndarray) -> int:
+        """A sub-step holds at most D × chunk_tokens new tokens (a longer prompt is cut)."""
+        return groups * self.chunk_tokens
 
     def step_chains(self, wl: MeasuredWork, step: int, costs: CostModel) -> list[StepChain]:
         b = wl.batches.filter(pl.col("step") == step) if wl.batches.height else wl.batches
