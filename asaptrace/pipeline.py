@@ -212,7 +212,9 @@ def replay_store(
         check_store_target(out, overwrite=overwrite)
     runner = resolve_executor(executor, jobs=jobs, address=ray_address)  # a bad name fails here too
     (progress or (lambda _m: None))("extracting the workload")
-    wl = extract_measured_work(TraceStore.open(store_path))
+    # the coupled replay re-runs what was measured, whatever its phase (a consistency check, on
+    # a training run too); every other policy is a what-if of MoE prefill: prefill steps only
+    wl = extract_measured_work(TraceStore.open(store_path), prefill_only=policy != "coupled")
     result = replay_explored(
         wl,
         policy,

@@ -124,8 +124,9 @@ def test_real_dlrm_trace(shared_data, tmp_path):
         pytest.skip(f"{folder} is absent")
     store = enrich_store(ingest_paths([folder], tmp_path / "dlrm", jobs=1))
     r = replay_store(store.path, "coupled", attribute=False, out=tmp_path / "replayed")
-    # asap needs MoE layers: one line saying so
-    with pytest.raises(UsageError, match="asap does not apply: the store has no MoE layers"):
+    # the coupled consistency check replays the training step; asap, a what-if of MoE prefill,
+    # does not apply to a training run: one line saying so
+    with pytest.raises(UsageError, match=r"no prefill step \(1 training step\)"):
         replay_store(store.path, "asap", attribute=False)
     assert len(r.steps) >= 1 and r.error_mean_pct <= 3 and r.error_max_pct <= 6
     assert r.simulated_wait_ns > 0

@@ -144,8 +144,10 @@ class MeasuredWork:
         return self.items.height > 0 and self.items["tokens"].null_count() == 0
 
 
-def extract_measured_work(store: TraceStore) -> MeasuredWork:
-    """Read an enriched store's work (see the module docstring); UsageError if there is none."""
+def extract_measured_work(store: TraceStore, *, prefill_only: bool = True) -> MeasuredWork:
+    """Read an enriched store's work (see the module docstring); UsageError if there is none.
+    ``prefill_only``: the steps the trace says are prefill (or mixed, or unknown) alone, as every
+    what-if of MoE prefill needs; False keeps every step (the coupled consistency check)."""
     if not store.meta.get("enriched"):
         raise UsageError("store is not enriched (ingest it without --no-enrich)", path=store.path)
     ranks = store.read("ranks").select("rank", "role", "dp_group", "tp_index", "ep_index")
@@ -171,7 +173,9 @@ def extract_measured_work(store: TraceStore) -> MeasuredWork:
     if dev.height == 0:
         raise UsageError("store has no device work inside steps: nothing to replay", path=store.path)
     notes: list[str] = []
-    dev, batches = _prefill_only(store, dev, store.read("batches"), notes)
+    batches = store.read("batches")
+    if prefill_only:
+        dev, batches = _prefill_only(store, dev, batches, notes)
     if ranks["dp_group"].null_count() == ranks.height and Role.ATTENTION.value not in ranks["role"].to_list():
         ranks = ranks.with_columns(dp_group=pl.col("rank"), tp_index=pl.lit(0, pl.Int32))
         notes.append(
