@@ -604,11 +604,14 @@ def _rank_parts(group: list[int], tables: dict[str, pl.DataFrame]) -> Iterator[t
 
 
 def _by_rank(table: pl.DataFrame) -> dict[int, pl.DataFrame]:
-    """Each rank's rows, in their order: one stable sort, then zero-copy slices (no query per rank)."""
+    """Each rank's rows, in their order: one stable sort (only when out of rank order), then
+    zero-copy slices (no query per rank)."""
     if not table.height:
         return {}
-    table = table.sort("rank", maintain_order=True)
     rank = table.get_column("rank").to_numpy()
+    if (rank[1:] < rank[:-1]).any():  # events come sorted from finish_ranks: a sort copies every column
+        table = table.sort("rank", maintain_order=True)
+        rank = table.get_column("rank").to_numpy()
     starts = np.flatnonzero(np.r_[True, rank[1:] != rank[:-1]])
     ends = np.r_[starts[1:], len(rank)]
     return {int(rank[a]): table.slice(a, b - a) for a, b in zip(starts, ends, strict=True)}
