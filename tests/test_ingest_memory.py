@@ -24,7 +24,7 @@ def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096 / 2**20
 if sys.argv[1] == "fixed":
-    from asaptrace.ingest.memory import keep_mmap_threshold
+    from asaptrace.memory import keep_mmap_threshold
     assert keep_mmap_threshold()
 big = bytearray(16 * 2**20)
 del big
@@ -62,7 +62,7 @@ def test_fixed_mmap_threshold_gives_freed_blocks_back():
 
 @pytest.mark.skipif(not _glibc(), reason="glibc's malloc only")
 def test_user_threshold_is_left_alone():
-    code = "from asaptrace.ingest.memory import keep_mmap_threshold; print(keep_mmap_threshold())"
+    code = "from asaptrace.memory import keep_mmap_threshold; print(keep_mmap_threshold())"
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
     assert out.stdout.strip() == "False"
@@ -110,8 +110,8 @@ SAMPLE = ROOT / "sample_traces" / "coupled" / "kineto"
 
 def test_memory_budget_note_names_the_largest_file(tmp_path):
     from asaptrace.ingest.driver import ingest_paths
-    from asaptrace.ingest.memory import whole_file_peak
     from asaptrace.ingest.source import GZIP_RATIO
+    from asaptrace.memory import whole_file_peak
 
     files = sorted(SAMPLE.glob("*.json.gz"))[:3]
     notes = []
@@ -141,3 +141,23 @@ def test_memory_budget_bounds_the_reading_threads(tmp_path, monkeypatch):
     files = sorted(SAMPLE.glob("*.json.gz"))[:2]
     driver.ingest_paths(files, tmp_path / "s.store", jobs=2, memory_budget=300 * 2**20)
     assert seen == [300 * 2**20]
+
+
+def test_rank_facts_hold_only_what_the_decision_reads(tmp_path):
+    """The facts every rank keeps until the run-wide decision are what bounds the memory of a
+    many-rank ingest: collective kernels keep their names as categoricals (a string per kernel
+    of 32 ranks × 10 steps was 30 MB) and the step spans' args only (rank, eid, extra) where
+    extra is set (the dp groups and batches read nothing else)."""
+    from asaptrace.enrich.frames import facts_of, fill_ranks, segment_ranks, taxonomy_for
+    from asaptrace.pipeline import build_store
+
+    store = build_store([SAMPLE], tmp_path / "raw.store", enrich=False, jobs=1)
+    ev, args, ranks = store.read("events"), store.read("args"), store.read("ranks")
+    ev, args = ev.filter(pl.col("rank") < 2), args.filter(pl.col("rank") < 2)
+    tax = taxonomy_for(ev.get_column("name").cast(pl.String).unique().to_list(), None)
+    seg = segment_ranks(ev, args, ranks, tax)
+    filled, notes = fill_ranks(seg, None)
+    facts = facts_of(seg, filled, notes, args)
+    assert facts.comm.height > 0 and facts.comm.schema["name"] == pl.Categorical
+    assert facts.span_args.columns == ["rank", "eid", "extra"]
+    assert facts.span_args.height > 0 and facts.span_args.get_column("extra").null_count() == 0

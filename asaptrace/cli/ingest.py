@@ -22,8 +22,8 @@ from asaptrace.cli._common import (
     print_wrapped,
     user_errors,
 )
-from asaptrace.ingest.memory import DEFAULT_BUDGET
 from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED
+from asaptrace.memory import DEFAULT_BUDGET
 from asaptrace.units import human_bytes
 
 if TYPE_CHECKING:

@@ -56,6 +56,7 @@ from asaptrace.enrich.frames import (
 from asaptrace.enrich.segment import StepPlan, same_cut
 from asaptrace.enrich.taxonomy import Profile, Taxonomy
 from asaptrace.enrich.topology import ParallelConfig
+from asaptrace.memory import give_back
 from asaptrace.schema import TABLE_SCHEMAS
 from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore, scan_parts
 
@@ -347,6 +348,7 @@ def enrich_streaming(
             done += len(group)
             facts.append(group_facts)
         jobs.clear()
+        give_back()  # the first pass's buffers are freed: the decision and writes reuse their pages
         tell("align clocks, roles, batches", 0, 1)
         decision = decide(
             facts,

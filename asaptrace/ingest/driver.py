@@ -38,9 +38,9 @@ from asaptrace.ingest.executors import (
     default_threads,
     make_executor,
 )
-from asaptrace.ingest.memory import DEFAULT_BUDGET, keep_mmap_threshold, over_budget
 from asaptrace.ingest.ranks import RankFrom, check_unique_ranks, explicit_ranks, resolve_rank
 from asaptrace.ingest.source import GZIP_RATIO, is_gzip
+from asaptrace.memory import DEFAULT_BUDGET, give_back, keep_mmap_threshold, over_budget
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role, conform
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, write_part
 from asaptrace.userfiles import StaleFolder
@@ -243,7 +243,7 @@ def ingest_paths(
     file's raw tables as soon as they exist (the pipeline starts enriching a rank there, beside
     the reading of the next files); with another executor it is not called.
 
-    ``memory_budget`` (bytes; default :data:`~asaptrace.ingest.memory.DEFAULT_BUDGET`, 1 GiB)
+    ``memory_budget`` (bytes; default :data:`~asaptrace.memory.DEFAULT_BUDGET`, 1 GiB)
     bounds the files read at once on threads (their estimated peaks together, within half the
     free memory as before). A single rank file is still scanned and enriched whole, so a file
     whose own peak exceeds the budget cannot be kept to it: ``on_memory`` is then told why, once
@@ -260,7 +260,7 @@ def ingest_paths(
     """
     options = options or IngestOptions()
     check_store_target(out, overwrite=overwrite)  # a bad output fails before any file is opened
-    keep_mmap_threshold()  # freed scan buffers go back to the system (asaptrace.ingest.memory)
+    keep_mmap_threshold()  # freed scan buffers go back to the system (asaptrace.memory)
     sources = find_sources(
         paths, skip_bad=skip_bad
     )  # folders walked, non-traces skipped; one path per source
@@ -356,6 +356,7 @@ def ingest_paths(
             ],
         }
         if finish is not None:
+            give_back()  # the reading's buffers are freed: the enrichment reuses their pages
             meta = finish(writer, meta)
         return writer.commit(meta)
 
