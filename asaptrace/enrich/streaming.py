@@ -200,6 +200,7 @@ class EarlyPass:
         in a group with its neighbours (its polars queries paid per group, not per rank)."""
         if events.num_rows < GROUP_EVENTS:
             return
+        give_back()  # the file's scan is freed: its segmentation reuses those pages (−35 MB at 0.5 GB)
         with self.lock:
             if self.taxonomy is None:
                 self.taxonomy = taxonomy_for(_names(events), self.user)
