@@ -23,9 +23,11 @@ from asaptrace.cli._common import (
     user_errors,
 )
 from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED
+from asaptrace.memory import DEFAULT_BUDGET
 from asaptrace.units import human_bytes
 
 if TYPE_CHECKING:
+    from asaptrace.ingest.driver import MemoryNote
     from asaptrace.ingest.driver import Progress as IngestProgress
     from asaptrace.userfiles import StaleFolder
 
@@ -65,6 +67,13 @@ def ingest(
     max_size: Annotated[
         str, typer.Option(help="Refuse a file that is (or decompresses to) more than this, e.g. 512M, 8G.")
     ] = f"{DEFAULT_MAX_DECOMPRESSED // 1024**3}G",
+    memory_budget: Annotated[
+        str,
+        typer.Option(
+            help="Memory the files read at once may take together, e.g. 512M, 4G (a larger rank "
+            "file is read whole all the same, and the ingest says so)."
+        ),
+    ] = f"{DEFAULT_BUDGET // 1024**3}G",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing store at OUTPUT.")] = False,
     skip_bad: Annotated[
         bool,
@@ -99,6 +108,7 @@ def ingest(
     from asaptrace.ingest import prefetch
 
     max_bytes = parse_size(max_size)
+    budget = parse_size(memory_budget)
     if executor in (None, "serial", "thread"):  # read in this process: start on the first files now
         prefetch.start(paths, max_bytes=max_bytes)  # while the imports below run
     from asaptrace.info import store_info
@@ -133,6 +143,8 @@ def ingest(
             enrich_progress=bar.enrich,
             executor=runner,
             on_stale=_said_stale,
+            memory_budget=budget,
+            on_memory=_said_memory,
             skip_bad=skip_bad,
             mix_devices=mix_devices,
         )
@@ -150,6 +162,15 @@ def ingest(
 def _said_stale(folder: StaleFolder) -> None:
     err.print(
         f"removed {folder.path} ({human_bytes(folder.size)}), left by an ingest (pid {folder.pid}) that no longer runs",
+        soft_wrap=True,
+        markup=False,
+    )
+
+
+def _said_memory(note: MemoryNote) -> None:
+    err.print(
+        f"memory budget {human_bytes(note.budget)} cannot be kept: {note.path.name} "
+        f"({human_bytes(note.size)}) is read and enriched whole, about {human_bytes(note.peak)} at its peak",
         soft_wrap=True,
         markup=False,
     )

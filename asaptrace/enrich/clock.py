@@ -210,5 +210,8 @@ def _short_list(items: list[int]) -> str:
 
 def apply_offsets(frame: pl.DataFrame, offsets: pl.DataFrame, *, sign: int = -1) -> pl.DataFrame:
     """Shift ``ts_ns`` of a table with a rank column by ``sign`` × the rank's offset."""
-    joined = frame.join(offsets.select("rank", pl.col("offset_ns").alias("_off")), on="rank", how="left")
-    return joined.with_columns(ts_ns=pl.col("ts_ns") + sign * pl.col("_off").fill_null(0)).drop("_off")
+    # one new column, the others shared (a join would copy every column of a whole rank's events)
+    off = pl.col("rank").replace_strict(
+        offsets.get_column("rank"), offsets.get_column("offset_ns"), default=None, return_dtype=pl.Int64
+    )
+    return frame.with_columns(ts_ns=pl.col("ts_ns") + sign * off.fill_null(0))

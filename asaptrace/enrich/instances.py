@@ -56,7 +56,9 @@ def match_instances(
         "layer",
         "micro_batch",
         kind.alias("kind"),
-        pl.col("name").cast(pl.String),
+        # only a collective's name names its op (dispatch/combine go by kind): DeepEP's long
+        # kernel names are not made a string per kernel of the run for nothing
+        pl.when(kind == Kind.COLLECTIVE).then(pl.col("name").cast(pl.String)).alias("name"),
         "ts_ns",
         (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"),
     )

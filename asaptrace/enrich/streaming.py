@@ -56,6 +56,7 @@ from asaptrace.enrich.frames import (
 from asaptrace.enrich.segment import StepPlan, same_cut
 from asaptrace.enrich.taxonomy import Profile, Taxonomy
 from asaptrace.enrich.topology import ParallelConfig
+from asaptrace.memory import give_back
 from asaptrace.schema import TABLE_SCHEMAS
 from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore, scan_parts
 
@@ -199,6 +200,7 @@ class EarlyPass:
         in a group with its neighbours (its polars queries paid per group, not per rank)."""
         if events.num_rows < GROUP_EVENTS:
             return
+        give_back()  # the file's scan is freed: its segmentation reuses those pages (−35 MB at 0.5 GB)
         with self.lock:
             if self.taxonomy is None:
                 self.taxonomy = taxonomy_for(_names(events), self.user)
@@ -347,6 +349,7 @@ def enrich_streaming(
             done += len(group)
             facts.append(group_facts)
         jobs.clear()
+        give_back()  # the first pass's buffers are freed: the decision and writes reuse their pages
         tell("align clocks, roles, batches", 0, 1)
         decision = decide(
             facts,
@@ -604,11 +607,14 @@ def _rank_parts(group: list[int], tables: dict[str, pl.DataFrame]) -> Iterator[t
 
 
 def _by_rank(table: pl.DataFrame) -> dict[int, pl.DataFrame]:
-    """Each rank's rows, in their order: one stable sort, then zero-copy slices (no query per rank)."""
+    """Each rank's rows, in their order: one stable sort (only when out of rank order), then
+    zero-copy slices (no query per rank)."""
     if not table.height:
         return {}
-    table = table.sort("rank", maintain_order=True)
     rank = table.get_column("rank").to_numpy()
+    if (rank[1:] < rank[:-1]).any():  # events come sorted from finish_ranks: a sort copies every column
+        table = table.sort("rank", maintain_order=True)
+        rank = table.get_column("rank").to_numpy()
     starts = np.flatnonzero(np.r_[True, rank[1:] != rank[:-1]])
     ends = np.r_[starts[1:], len(rank)]
     return {int(rank[a]): table.slice(a, b - a) for a, b in zip(starts, ends, strict=True)}

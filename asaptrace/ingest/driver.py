@@ -33,12 +33,14 @@ from asaptrace.ingest.discovery import SourceFacts, find_sources, run_refusal, r
 from asaptrace.ingest.executors import (
     MEMORY_PER_BYTE,
     Executor,
+    ThreadExecutor,
     available_memory,
     default_threads,
     make_executor,
 )
 from asaptrace.ingest.ranks import RankFrom, check_unique_ranks, explicit_ranks, resolve_rank
 from asaptrace.ingest.source import GZIP_RATIO, is_gzip
+from asaptrace.memory import DEFAULT_BUDGET, give_back, keep_mmap_threshold, over_budget
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role, conform
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, write_part
 from asaptrace.userfiles import StaleFolder
@@ -217,6 +219,8 @@ def ingest_paths(
     after_read: AfterRead | None = None,
     skip_bad: bool = False,
     mix_devices: bool = False,
+    memory_budget: int | None = None,
+    on_memory: Callable[[MemoryNote], None] | None = None,
 ) -> TraceStore:
     """Ingest trace files (or folders of them) into a new store at ``out``; returns the opened store.
 
@@ -239,6 +243,12 @@ def ingest_paths(
     file's raw tables as soon as they exist (the pipeline starts enriching a rank there, beside
     the reading of the next files); with another executor it is not called.
 
+    ``memory_budget`` (bytes; default :data:`~asaptrace.memory.DEFAULT_BUDGET`, 1 GiB)
+    bounds the files read at once on threads (their estimated peaks together, within half the
+    free memory as before). A single rank file is still scanned and enriched whole, so a file
+    whose own peak exceeds the budget cannot be kept to it: ``on_memory`` is then told why, once
+    (:class:`MemoryNote`), and the ingest goes on.
+
     ``on_stale`` is told of each temporary folder a killed earlier ingest to ``out`` left behind,
     removed before this one starts (see :class:`~asaptrace.store.StoreWriter`).
 
@@ -250,6 +260,7 @@ def ingest_paths(
     """
     options = options or IngestOptions()
     check_store_target(out, overwrite=overwrite)  # a bad output fails before any file is opened
+    keep_mmap_threshold()  # freed scan buffers go back to the system (asaptrace.memory)
     sources = find_sources(
         paths, skip_bad=skip_bad
     )  # folders walked, non-traces skipped; one path per source
@@ -265,6 +276,14 @@ def ingest_paths(
         runner = make_executor("serial" if jobs == 1 else "thread", jobs=jobs)
     else:
         runner = executor
+    budget = DEFAULT_BUDGET if memory_budget is None else memory_budget
+    if isinstance(runner, ThreadExecutor) and runner.memory is None:
+        runner.memory = min(budget, (available_memory() or 2**62) // 2)
+    largest = max(range(len(files)), key=lambda i: _decompressed(files[i], sizes[i], options), default=None)
+    if largest is not None and on_memory is not None:
+        size = _decompressed(files[largest], sizes[largest], options)
+        if (peak := over_budget(budget, size)) is not None:
+            on_memory(MemoryNote(files[largest], size, budget, peak))
     in_process = getattr(runner, "in_process", False)
     hold = _held(sizes, files, options) if finish is not None and in_process else []
     with StoreWriter(out, overwrite=overwrite, on_stale=on_stale) as writer:
@@ -337,14 +356,30 @@ def ingest_paths(
             ],
         }
         if finish is not None:
+            give_back()  # the reading's buffers are freed: the enrichment reuses their pages
             meta = finish(writer, meta)
         return writer.commit(meta)
 
 
+def _decompressed(path: Path, size: int, options: IngestOptions) -> int:
+    """The (estimated) decompressed size of ``path``."""
+    return int(min(size * GZIP_RATIO, options.max_decompressed_bytes) if is_gzip(path) else size)
+
+
 def _memory_bytes(path: Path, size: int, options: IngestOptions) -> int:
     """What reading ``path`` holds at its peak, for the thread executor's memory bound."""
-    raw = min(size * GZIP_RATIO, options.max_decompressed_bytes) if is_gzip(path) else size
-    return int(raw * MEMORY_PER_BYTE)
+    return int(_decompressed(path, size, options) * MEMORY_PER_BYTE)
+
+
+@dataclass(frozen=True)
+class MemoryNote:
+    """The memory budget cannot be kept: ``path`` (``size`` bytes decompressed) is read and
+    enriched whole, about ``peak`` bytes at its peak."""
+
+    path: Path
+    size: int
+    budget: int
+    peak: int
 
 
 #: A file's canonical tables take about this share of its decompressed size (Kineto: 0.3–0.4).
