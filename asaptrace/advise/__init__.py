@@ -29,8 +29,8 @@ def advise_store_workload(
 
     try:
         wl = extract_measured_work(store)
-    except UsageError as e:
-        return nothing_applies(diag, str(e), source=source)
+    except UsageError as e:  # its message alone: the store is named once, in the advice's header
+        return nothing_applies(diag, e.message, source=source)
     advice = advise(wl, diag, costs=costs, source=source, progress=progress)
     if online:
         from asaptrace.advise.online import advise_online
