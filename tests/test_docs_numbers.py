@@ -115,3 +115,17 @@ def test_the_paper_scenario_table_is_what_sweep_says(paper_sweep):
         assert bound == f"{cap['bound_rps']:.2f} {letter[cap['binding']]}", policy
         assert ratio == f"{paper_sweep['ratios'][policy]:.2f}×", policy
         assert ttft == f"{paper_sweep['mean_ttft_ns_at_1rps'][policy] / 1e6:.0f} ms", policy
+
+
+def test_the_readmes_speed_figures_are_the_performance_pages():
+    # the status line quotes the ingest goals; docs/performance.md holds the measurements
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    sentence = re.search(r"The ingest speed goals.*?\)\. ", readme)
+    assert sentence, "README.md lost its sentence on the ingest speed goals"
+    figures = re.findall(r"\d[\d.]*(?:–[\d.]+)?(?: MB/s|×)", sentence.group(0))
+    assert len(figures) == 6, figures  # 159–165 MB/s, 150 MB/s, 5.4–5.5×, 20×, 16×, 1.5×
+    perf = " ".join((ROOT / "docs" / "performance.md").read_text().split())
+    summary = re.search(r"\*\*In short:\*\*[^*]*", perf)
+    assert summary, "docs/performance.md lost its summary of the ingest goals"
+    missing = [f for f in figures if f not in summary.group(0)]
+    assert missing == [], f"README.md quotes {missing}, which docs/performance.md's summary does not say"
