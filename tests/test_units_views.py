@@ -16,7 +16,7 @@ from asaptrace.units import (
     plural,
     text_ns,
 )
-from asaptrace.views import diagnosis_tables
+from asaptrace.views.diagnosis import diagnosis_tables
 
 
 def test_durations_in_the_largest_unit_they_fill():

@@ -43,10 +43,16 @@ def advise(
     Example: asaptrace advise run.store --online
     """
     from asaptrace.cli._answer import print_answer_table, print_lines, width
+    from asaptrace.info import deployment_phrase
     from asaptrace.pipeline import advise_store
-    from asaptrace.tables import advice_tables
-    from asaptrace.views import deployment_phrase, human_ns
-    from asaptrace.views_online import advice_legend, advice_lines, advice_view, online_setup_line
+    from asaptrace.units import human_ns
+    from asaptrace.views.advice import (
+        advice_legend,
+        advice_lines,
+        advice_tables,
+        advice_view,
+        online_setup_line,
+    )
 
     check_tables(csv, parquet)
 
