@@ -43,10 +43,9 @@ def advise(
     Example: asaptrace advise run.store --online
     """
     from asaptrace.cli._answer import print_answer_table, print_lines, width
-    from asaptrace.info import deployment_phrase
     from asaptrace.pipeline import advise_store
-    from asaptrace.units import human_ns
     from asaptrace.views.advice import (
+        advice_header,
         advice_legend,
         advice_lines,
         advice_tables,
@@ -66,11 +65,7 @@ def advise(
     if as_json:
         print_json(j)
         return
-    print_lines(
-        f"{store}: {j.get('deployment_phrase') or deployment_phrase({'deployment': j['deployment']}, j['devices'])}, "
-        "measured makespan "
-        f"{human_ns(j['measured_makespan_ns'], sig=True)}; what each change would win back:"
-    )
+    print_lines(advice_header(j, store))
     for note in j.get("notes") or []:
         if "no prefill step" in note:  # why the prefill what-ifs do not apply (a training, decode run)
             print_lines(note, first="note: ", indent="  ", style="dim")

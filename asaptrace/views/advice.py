@@ -11,7 +11,8 @@ from typing import Any
 
 import polars as pl
 
-from asaptrace.units import rps_text
+from asaptrace.info import deployment_phrase
+from asaptrace.units import human_ns, rps_text
 from asaptrace.views.sweep import BOUND_LEGEND, bound_text, range_rps_text
 from asaptrace.views.table import ONLINE_QUESTION, REPLAY_QUESTION, TableView, flat_frame, narrow, rows_view
 
@@ -43,6 +44,17 @@ def disagrees(w: dict[str, Any]) -> bool | None:
 
 def _has_online(j: dict[str, Any]) -> bool:
     return any((w.get("online") or {}).get("slo_rps") is not None for w in j["whatifs"])
+
+
+def advice_header(j: dict[str, Any], store: Any) -> str:
+    """The line above the advice: the store, its deployment and the makespan every what-if is measured against."""
+    deployment = j.get("deployment_phrase") or deployment_phrase(
+        {"deployment": j["deployment"]}, j["devices"]
+    )
+    return (
+        f"{store}: {deployment}, measured makespan "
+        f"{human_ns(j['measured_makespan_ns'], sig=True)}; what each change would win back:"
+    )
 
 
 def advice_view(j: dict[str, Any], *, width: int | None = None) -> TableView:
