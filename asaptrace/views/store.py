@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from asaptrace.units import human_ns, plural
+from asaptrace.units import human_bytes, human_ns, plural
+from asaptrace.views.diagnosis import diagnosis_header
 from asaptrace.views.table import TableView
+
+if TYPE_CHECKING:
+    from asaptrace.analyze.diagnosis import Diagnosis
 
 
 def info_tables(info: dict[str, Any], limit: int = 32) -> list[TableView]:
@@ -116,3 +120,39 @@ def policies_lines(catalogue: list[dict[str, Any]]) -> list[str]:
         if p["variants"]:
             lines.append("    named ablations: " + ", ".join(p["variants"]))
     return lines
+
+
+def store_provenance(
+    label: str, diag: Diagnosis, info: dict[str, Any], meta: dict[str, Any]
+) -> list[tuple[str, str]]:
+    """Where a store came from, as (what, value) lines: its deployment, ranks and events, the
+    accounting identity, the clock, the batches and the version that wrote it (the dashboard's overview)."""
+    acc = info["accounting"]
+    rejected = ", ".join(f"{k}: {v:,}" for k, v in acc["rejected"].items()) or "none"
+    provenance = [
+        ("store", label),
+        ("deployment", diagnosis_header(diag).strip()),
+        ("ranks, events", f"{plural(info['n_ranks'], 'rank')}, {plural(info['n_events'], 'event')}"),
+        ("accounting", f"read {acc['read']:,} = kept {acc['kept']:,} + rejected ({rejected})"),
+        ("clock", str((meta.get("clock") or {}).get("status", "-"))),
+        ("batches", str(diag.meta.get("batches_source") or "-")),
+        (
+            "written by",
+            f"asaptrace {meta.get('asaptrace_version', '?')}, format v{meta.get('format_version')}",
+        ),
+    ]
+    return provenance
+
+
+def store_sources(meta: dict[str, Any]) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The trace files a store was read from: headers and one row per file (name, format, rank, size)."""
+    sources = [
+        (
+            str(src.get("path", "")).rsplit("/", 1)[-1],
+            src.get("format", "-"),
+            src.get("rank", "-"),
+            human_bytes(int(src.get("size", 0))),
+        )
+        for src in meta.get("sources", [])
+    ]
+    return ["file", "format", "rank", "size"], sources

@@ -6,9 +6,9 @@ from typing import Any
 
 from dash import Input, Output, dcc, html
 
-from asaptrace.units import human_bytes, plural
 from asaptrace.views.advice import advice_lines, advice_view
-from asaptrace.views.diagnosis import diagnosis_header, findings_view, headline_rows
+from asaptrace.views.diagnosis import findings_view, headline_rows
+from asaptrace.views.store import store_provenance, store_sources
 from dashboards.components import message, table, text_table
 from dashboards.state import Stores, StoreUnavailable
 
@@ -45,29 +45,8 @@ def overview_body(stores: Stores, key: Any) -> list:
     except StoreUnavailable as e:
         return [message(str(e))]
     diag, info, meta = s.diag, s.info, s.store.meta
-    acc = info["accounting"]
-    rejected = ", ".join(f"{k}: {v:,}" for k, v in acc["rejected"].items()) or "none"
-    provenance = [
-        ("store", s.label),
-        ("deployment", diagnosis_header(diag).strip()),
-        ("ranks, events", f"{plural(info['n_ranks'], 'rank')}, {plural(info['n_events'], 'event')}"),
-        ("accounting", f"read {acc['read']:,} = kept {acc['kept']:,} + rejected ({rejected})"),
-        ("clock", str((meta.get("clock") or {}).get("status", "-"))),
-        ("batches", str(diag.meta.get("batches_source") or "-")),
-        (
-            "written by",
-            f"asaptrace {meta.get('asaptrace_version', '?')}, format v{meta.get('format_version')}",
-        ),
-    ]
-    sources = [
-        (
-            str(src.get("path", "")).rsplit("/", 1)[-1],
-            src.get("format", "-"),
-            src.get("rank", "-"),
-            human_bytes(int(src.get("size", 0))),
-        )
-        for src in meta.get("sources", [])
-    ]
+    provenance = store_provenance(s.label, diag, info, meta)
+    source_headers, sources = store_sources(meta)
     return [
         html.H2(f"{s.label}"),
         table(findings_view(diag), id="overview-findings"),
@@ -78,7 +57,7 @@ def overview_body(stores: Stores, key: Any) -> list:
         html.Details(
             [
                 html.Summary(f"{len(sources)} source files"),
-                text_table(["file", "format", "rank", "size"], sources, id="overview-sources"),
+                text_table(source_headers, sources, id="overview-sources"),
             ]
         ),
         *(html.P(f"note: {n}", className="note") for n in diag.notes),
