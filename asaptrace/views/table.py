@@ -15,23 +15,12 @@ from asaptrace.units import format_table
 
 #: rows a terminal shows per table
 ROW_LIMIT = 12
-
-
 #: a terminal this wide (columns) shows every column; narrower ones the short layout
 WIDE = 120
-
-
-#: the question a replay's numbers answer (beside the online ones below)
-REPLAY_QUESTION = "these batches as they arrived"
-
-
 #: the question each face's numbers answer, printed beside them (DOMAIN.md §7, §8)
+REPLAY_QUESTION = "these batches as they arrived"
 ONLINE_QUESTION = "served under load, your lengths"
-
-
 PAPER_QUESTION = "the paper's scenario"
-
-
 QUESTIONS = {"replay": REPLAY_QUESTION, "advise --online": ONLINE_QUESTION, "sweep": PAPER_QUESTION}
 
 
