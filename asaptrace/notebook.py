@@ -10,13 +10,17 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from asaptrace import views, views_online
 from asaptrace.display import register_html
 from asaptrace.units import text_ns
+from asaptrace.views.advice import advice_lines, advice_view
+from asaptrace.views.diagnosis import diagnosis_tables, findings_view
+from asaptrace.views.replay import band_text, consistency_text, deployment_text, replay_views
+from asaptrace.views.sweep import sweep_header, sweep_views
+from asaptrace.views.table import TableView
 
 
-def table_html(view: views.TableView) -> str:
-    """A :class:`~asaptrace.views.TableView` as an HTML table (cells by the one rule, escaped)."""
+def table_html(view: TableView) -> str:
+    """A :class:`~asaptrace.views.table.TableView` as an HTML table (cells by the one rule, escaped)."""
     if view.rows.height == 0:  # never bare headers: say why there is nothing
         return f"<h4>{escape(view.title)}</h4><p>No rows: {escape(view.reason or 'none')}.</p>"
     headers, rows = view.cells()
@@ -36,21 +40,21 @@ def _lines(lines: list[str]) -> str:
 
 
 def diagnosis_html(diag: Any) -> str:
-    parts = [table_html(views.findings_view(diag))]
-    parts += [table_html(v) for v in views.diagnosis_tables(diag)]
+    parts = [table_html(findings_view(diag))]
+    parts += [table_html(v) for v in diagnosis_tables(diag)]
     return _page(f"Diagnosis of {diag.meta.get('store', 'a store')}", parts)
 
 
 def replay_html(result: Any) -> str:
     j = result.to_json()
-    parts = [f"<p>{escape(views.band_text(j))}. {escape(views.consistency_text(j))}.</p>"]
-    parts += [table_html(v) for v in views.replay_views(j)]
-    return _page(f"Replay: {j['policy']} on {views.deployment_text(j['deployment'])}", parts)
+    parts = [f"<p>{escape(band_text(j))}. {escape(consistency_text(j))}.</p>"]
+    parts += [table_html(v) for v in replay_views(j)]
+    return _page(f"Replay: {j['policy']} on {deployment_text(j['deployment'])}", parts)
 
 
 def sweep_html(res: Any) -> str:
-    parts = [f"<p>{escape(line)}</p>" for line in views_online.sweep_header(res)]
-    parts += [table_html(v) for v in views_online.sweep_views(res)]
+    parts = [f"<p>{escape(line)}</p>" for line in sweep_header(res)]
+    parts += [table_html(v) for v in sweep_views(res)]
     parts.append(f"<p>{escape(res['reading'])}</p>")
     return _page("Sweep: SLO-compliant throughput", parts)
 
@@ -59,8 +63,8 @@ def advice_html(advice: Any) -> str:
     j = advice.to_json()
     parts = []
     if advice.ranked:
-        parts.append(table_html(views_online.advice_view(j)))
-    parts.append(_lines(views_online.advice_lines(j)))
+        parts.append(table_html(advice_view(j)))
+    parts.append(_lines(advice_lines(j)))
     head = f"Advice for {j['store']}: measured makespan {text_ns(j['measured_makespan_ns'])}"
     return _page(head, parts)
 

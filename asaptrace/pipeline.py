@@ -165,8 +165,8 @@ def analyze_store(
 
 
 def write_tables_csv(tables: dict[str, pl.DataFrame], folder: str | Path) -> list[Path]:
-    """Write every table as ``folder/<table>.csv``, all or nothing (:func:`asaptrace.tables.write_tables`)."""
-    from asaptrace.tables import write_tables
+    """Write every table as ``folder/<table>.csv``, all or nothing (:func:`asaptrace.views.files.write_tables`)."""
+    from asaptrace.views.files import write_tables
 
     return write_tables(tables, folder, "csv")
 
@@ -324,7 +324,7 @@ def report_store(
     from asaptrace.replay.sweep_result import SweepResult
     from asaptrace.report.render import render_report
     from asaptrace.report.replay_sweep import replay_section, sweep_section
-    from asaptrace.views import window_text
+    from asaptrace.views.barriers import window_text
     from asaptrace.viz.timeline import worst_window
 
     fmt = report_format(output, fmt)

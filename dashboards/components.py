@@ -12,7 +12,7 @@ from typing import Any
 
 from dash import dcc, html
 
-from asaptrace.views import TableView
+from asaptrace.views.table import TableView
 
 #: Rows a dashboard table shows (the whole table stays in `asaptrace analyze --json`).
 MAX_ROWS = 40

@@ -13,14 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from asaptrace.cli import app
-from asaptrace.views_online import (
-    BINDING_SHORT,
-    ONLINE_QUESTION,
-    PAPER_QUESTION,
-    REPLAY_QUESTION,
-    advice_view,
-    disagrees,
-)
+from asaptrace.views.advice import advice_view, disagrees
+from asaptrace.views.sweep import BINDING_SHORT
+from asaptrace.views.table import ONLINE_QUESTION, PAPER_QUESTION, REPLAY_QUESTION
 
 
 @pytest.fixture(scope="module")

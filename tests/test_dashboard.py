@@ -336,7 +336,7 @@ def test_sweep_result_shows_slo_table_curves_and_tornado():
     rows = [
         [td.children for td in r.children] for r in _find(shown, "sw-slo").children[1].children[1].children
     ]
-    # the same table as the CLI and the report (views_online.sweep_slo_view): RPS, bound (none in
+    # the same table as the CLI and the report (views.sweep.sweep_slo_view): RPS, bound (none in
     # this hand-made result: "–", never a made-up one), ratio, the paper's, TTFT @1/s
     assert [r[:4] for r in rows] == [["default", "1.50", "–", "1.00×"], ["asap", "< lowest", "–", "–"]]
     # the question it answers and the legend of its columns

@@ -275,7 +275,7 @@ def test_the_fit_band_brackets_the_answer(root):
 
 def test_afd_pingpong_has_a_band_a_k_s_range_and_reads_as_its_split(root):
     """Issue 26 item 6: its range has width and its deployment reads D×T + E (not "groups 1, tp 20")."""
-    from asaptrace.views import deployment_text
+    from asaptrace.views.replay import deployment_text
 
     store = sample_store("coupled", root)
     params = {"attention": "5x4", "experts": 12, "m": 6}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from asaptrace import pipeline
-from asaptrace.views_online import BINDING_SHORT
+from asaptrace.views.sweep import BINDING_SHORT
 from tests._cli import run_cli
 
 
@@ -121,7 +121,7 @@ def test_sweep_section_has_the_slo_numbers_and_the_papers(report, sweep_file):
     result, _ = sweep_file
     section = _section(report, "sweep")
     headers, rows = _table(section, "table-sweep-slo")
-    # the CLI's table (views_online): every SLO throughput beside its capacity bound
+    # the CLI's table (views.sweep): every SLO throughput beside its capacity bound
     assert headers[:5] == ["policy", "SLO RPS", "bound", "ratio", "paper RPS"]
     by_policy = {r[0]: r for r in rows}
     for p in ("default", "asap"):

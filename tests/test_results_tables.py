@@ -86,7 +86,7 @@ def test_advise_tables_are_its_whatifs_and_answers(coupled_store, tmp_path):
 
 def test_a_full_disk_leaves_no_folder_and_says_so_in_one_line(monkeypatch, tmp_path):
     from asaptrace.errors import OutputError
-    from asaptrace.tables import write_tables
+    from asaptrace.views.files import write_tables
 
     calls = {"n": 0}
     real = pl.DataFrame.write_csv

@@ -16,7 +16,7 @@ from asaptrace.units import (
     plural,
     text_ns,
 )
-from asaptrace.views import diagnosis_tables
+from asaptrace.views.diagnosis import diagnosis_tables
 
 
 def test_durations_in_the_largest_unit_they_fill():
@@ -132,3 +132,42 @@ def test_views_show_outliers_and_last_arrivers_and_hide_barriers_without_barrier
     ]
     # cut to two rows: the one left out is counted
     assert diagnosis_tables(_diag(s, barriers=3), limit=2)[2].more == 1
+
+
+def test_one_table_view_for_every_face():
+    """The terminal, the report and the dashboard show one TableView: the terminal's is the report's
+    cut to its row limit, with the rows left out counted; the dashboard picks no columns itself."""
+    from asaptrace.report.render import _table_context, key_tables
+    from asaptrace.views.diagnosis import imbalance_steps_view, key_table, overlap_roles_view
+
+    s = pl.DataFrame(
+        {
+            "rank": list(range(6)),
+            "dp_group": [0, 0, 1, 1, 2, 2],
+            "last_share": [0.1] * 6,
+            "compute_ratio": [1.0] * 6,
+            "moe_ratio": [1.0] * 6,
+            "cause": ["load"] * 6,
+            "outlier": [False] * 6,
+            "last_count": [6, 5, 4, 3, 2, 1],
+        }
+    )
+    diag = _diag(s, barriers=3)
+    report = {v.name: v for v in key_tables(diag.tables)}
+    terminal = {v.name: v for v in diagnosis_tables(diag, limit=4)}
+    assert list(report) == list(terminal)
+    # six ranks were ever last: the report shows all six, the terminal four and counts the other two
+    assert report["stragglers"].rows.height == 6 and report["stragglers"].more == 0
+    assert terminal["stragglers"].rows.height == 4 and terminal["stragglers"].more == 2
+    for name, v in terminal.items():
+        r = report[name]
+        assert (v.title, v.columns, v.caption, v.reason) == (r.title, r.columns, r.caption, r.reason)
+    # the report's HTML id comes from the view's name (stable ids keep reports reproducible)
+    assert _table_context(report["stragglers"])["id"] == "table-stragglers"
+    # the dashboard's imbalance table: the key table's ratios, not its wait (the figures show that)
+    by_step = pl.DataFrame(
+        {"step": [0], "n_groups": [2], "tokens_ratio": [1.5], "wait_ns": [10], "extra": [1]}
+    )
+    assert imbalance_steps_view(by_step).columns == ["step", "n_groups", "tokens_ratio"]
+    roles = pl.DataFrame({c: [1] for c in [*key_table("overlap_by_role").columns, "extra"]})
+    assert overlap_roles_view({"overlap_by_role": roles}).rows.columns == key_table("overlap_by_role").columns

@@ -1,6 +1,6 @@
 """How ``advise`` and ``sweep`` print their answer at any terminal width: tables whose cells are
 never cut (a column is at least as wide as its longest word; a narrow terminal gets the views'
-short layout, :mod:`asaptrace.views_online`) and lines wrapped to the terminal between words,
+short layout, :mod:`asaptrace.views.sweep`, :mod:`asaptrace.views.advice`) and lines wrapped to the terminal between words,
 continuation lines indented under their number, as the findings read."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from asaptrace.cli._common import out
 from asaptrace.units import more_rows
 
 if TYPE_CHECKING:
-    from asaptrace.views import TableView
+    from asaptrace.views.table import TableView
 
 
 def width() -> int:
@@ -23,14 +23,14 @@ def width() -> int:
 
 def print_lines(text: str, *, first: str = "", indent: str = "", style: str = "") -> None:
     """``first + text`` wrapped to the terminal, its continuation lines indented by ``indent``."""
-    from asaptrace.views_online import wrap
+    from asaptrace.views.table import wrap
 
     for line in wrap(text, width(), first=first, indent=indent):
         out.print(f"[{style}]{escape(line)}[/]" if style else escape(line), soft_wrap=True)
 
 
 def print_answer_table(view: TableView) -> None:
-    """A :class:`~asaptrace.views.TableView` as a rich table that wraps a cell between its words
+    """A :class:`~asaptrace.views.table.TableView` as a rich table that wraps a cell between its words
     and never inside one (no "…"): each column's minimum width is its longest word. When even
     those minimums do not fit the terminal, one block per row instead (its first cell, then each
     column's header and cell), so nothing is ever cut."""

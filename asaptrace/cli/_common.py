@@ -20,7 +20,7 @@ from asaptrace.errors import AsaptraceError
 from asaptrace.units import more_rows
 
 if TYPE_CHECKING:
-    from asaptrace.views import TableView
+    from asaptrace.views.table import TableView
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -75,7 +75,7 @@ def print_json(obj: Any) -> None:
 
 
 def print_table(view: TableView) -> None:
-    """Render a :class:`~asaptrace.views.TableView` as rich tables on stdout, fitted to the terminal's
+    """Render a :class:`~asaptrace.views.table.TableView` as rich tables on stdout, fitted to the terminal's
     width (:func:`asaptrace.cli._layout.fitted_tables`: split into column groups rather than cut);
     "none" when empty, how many rows were left out when cut."""
     from asaptrace.cli._layout import fitted_tables
@@ -152,7 +152,7 @@ ParquetOpt = Annotated[
 
 def check_tables(csv: Path | None, parquet: Path | None) -> None:
     """Refuse a bad --csv / --parquet folder before the work, not after it."""
-    from asaptrace.tables import check_tables_target
+    from asaptrace.views.files import check_tables_target
 
     check_tables_target(csv, "csv")
     check_tables_target(parquet, "parquet")
@@ -160,7 +160,7 @@ def check_tables(csv: Path | None, parquet: Path | None) -> None:
 
 def write_tables(tables: Any, csv: Path | None, parquet: Path | None) -> None:
     """Write ``tables`` (a name → frame dict) as CSV and/or Parquet, saying where."""
-    from asaptrace.tables import write_tables as write
+    from asaptrace.views.files import write_tables as write
 
     for folder, fmt in ((csv, "csv"), (parquet, "parquet")):
         if folder is not None:

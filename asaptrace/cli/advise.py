@@ -44,9 +44,14 @@ def advise(
     """
     from asaptrace.cli._answer import print_answer_table, print_lines, width
     from asaptrace.pipeline import advise_store
-    from asaptrace.tables import advice_tables
-    from asaptrace.views import deployment_phrase, human_ns
-    from asaptrace.views_online import advice_legend, advice_lines, advice_view, online_setup_line
+    from asaptrace.views.advice import (
+        advice_header,
+        advice_legend,
+        advice_lines,
+        advice_tables,
+        advice_view,
+        online_setup_line,
+    )
 
     check_tables(csv, parquet)
 
@@ -60,11 +65,7 @@ def advise(
     if as_json:
         print_json(j)
         return
-    print_lines(
-        f"{store}: {j.get('deployment_phrase') or deployment_phrase({'deployment': j['deployment']}, j['devices'])}, "
-        "measured makespan "
-        f"{human_ns(j['measured_makespan_ns'], sig=True)}; what each change would win back:"
-    )
+    print_lines(advice_header(j, store))
     for note in j.get("notes") or []:
         if "no prefill step" in note:  # why the prefill what-ifs do not apply (a training, decode run)
             print_lines(note, first="note: ", indent="  ", style="dim")

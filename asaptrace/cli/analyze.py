@@ -1,4 +1,4 @@
-"""``asaptrace analyze``: the diagnosis (:func:`asaptrace.pipeline.diagnose_store`, shown by :mod:`asaptrace.views`)."""
+"""``asaptrace analyze``: the diagnosis (:func:`asaptrace.pipeline.diagnose_store`, shown by :mod:`asaptrace.views.diagnosis`)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def analyze(
     """
     from asaptrace.pipeline import analyze_store
     from asaptrace.units import plural
-    from asaptrace.views import diagnosis_header, diagnosis_tables
+    from asaptrace.views.diagnosis import diagnosis_header, diagnosis_tables
 
     diag, written = analyze_store(store, csv=csv, parallel=parallel, batches=batches, taxonomy=taxonomy)
     if csv is not None:

@@ -40,8 +40,7 @@ def compare(
     Example: asaptrace compare measured.store replayed.store --json
     """
     from asaptrace.pipeline import comparability_of, compare_stores
-    from asaptrace.tables import compare_tables
-    from asaptrace.views import compare_views
+    from asaptrace.views.compare import compare_tables, compare_views
 
     check_tables(csv, parquet)
     tables, a, b = compare_stores(a_store, b_store, force=force)

@@ -1,4 +1,4 @@
-"""``asaptrace info``: what a store holds (:func:`asaptrace.info.store_info`, shown by :mod:`asaptrace.views`)."""
+"""``asaptrace info``: what a store holds (:func:`asaptrace.info.store_info`, shown by :mod:`asaptrace.views.store`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def info(store: StoreArg, as_json: JsonOpt = False) -> None:
     """
     from asaptrace.info import store_info
     from asaptrace.store import TraceStore
-    from asaptrace.views import discovery_lines, info_summary, info_tables
+    from asaptrace.views.store import discovery_lines, info_summary, info_tables
 
     data = store_info(TraceStore.open(store))
     if as_json:

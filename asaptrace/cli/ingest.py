@@ -116,7 +116,7 @@ def ingest(
     from asaptrace.ingest.executors import make_executor
     from asaptrace.ingest.ranks import load_rank_map
     from asaptrace.pipeline import build_store
-    from asaptrace.views import discovery_lines, ingest_summary
+    from asaptrace.views.store import discovery_lines, ingest_summary
 
     if rank_from not in ("auto", "content", "name", "order"):
         raise typer.BadParameter("must be one of auto, content, name, order", param_hint="--rank-from")

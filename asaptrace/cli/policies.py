@@ -13,7 +13,7 @@ def policies(as_json: JsonOpt = False) -> None:
     Example: asaptrace policies --json
     """
     from asaptrace.pipeline import policy_catalogue
-    from asaptrace.views import policies_lines
+    from asaptrace.views.store import policies_lines
 
     catalogue = policy_catalogue()
     if as_json:

@@ -102,7 +102,7 @@ def replay(
     """
     from asaptrace.pipeline import replay_store
     from asaptrace.replay.run import save_result_costs
-    from asaptrace.tables import replay_tables
+    from asaptrace.views.replay import replay_tables
 
     check_tables(csv, parquet)
     params = _replay_params(
@@ -151,7 +151,7 @@ def _replay_params(**options: Any) -> dict[str, Any]:
 
 
 def _print_replay(j: dict[str, Any]) -> None:
-    from asaptrace.views import band_text, consistency_text, deployment_text, replay_views
+    from asaptrace.views.replay import band_text, consistency_text, deployment_text, replay_views
 
     out.print(
         f"[bold]{escape(j['store'])}[/] replayed as [bold]{j['policy']}[/] on {deployment_text(j['deployment'])}"

@@ -116,7 +116,7 @@ def sweep(
     Example: asaptrace sweep --scenario asap-paper --rates 1,2,4,6,8 --vary k_s=1,2,4 -o sweep.json
     """
     from asaptrace.pipeline import sweep as run_sweep
-    from asaptrace.tables import sweep_tables
+    from asaptrace.views.sweep import sweep_tables
 
     check_tables(csv, parquet)
     if ray_address is not None and executor != "ray":
@@ -214,11 +214,12 @@ def _progress_line(*, enabled: bool) -> Iterator[Any]:
 
 
 def _print_sweep(res: Any) -> None:
-    """The sweep's tables as every face shows them (:func:`asaptrace.views_online.sweep_views`, in
+    """The sweep's tables as every face shows them (:func:`asaptrace.views.sweep.sweep_views`, in
     the short layout on a narrow terminal), the paper's numbers beside ours, and the reading, every
     line wrapped to the terminal."""
     from asaptrace.cli._answer import print_answer_table, print_lines, width
-    from asaptrace.views_online import narrow, sweep_at_1rps_line, sweep_header, sweep_views
+    from asaptrace.views.sweep import paper_shares_line, sweep_at_1rps_line, sweep_header, sweep_views
+    from asaptrace.views.table import narrow
 
     for line in sweep_header(res):
         print_lines(line, indent="  ")
@@ -229,14 +230,9 @@ def _print_sweep(res: Any) -> None:
             if narrow(width()):
                 print_lines(sweep_at_1rps_line(res), indent="  ", style="dim")
         if view.name == "sweep-decomposition":
-            short = (res.get("paper") or {}).get("short_request_shares")
-            if short:
-                print_lines(
-                    f"paper: coupled (its Default) at {short['rate']:g}/s, requests < {short['below_tokens']} "
-                    f"tokens: synchronisation {100 * short['sync']:.0f}%, queueing {100 * short['queue']:.0f}% of TTFT",
-                    indent="  ",
-                    style="dim",
-                )
+            paper = paper_shares_line(res)
+            if paper:
+                print_lines(paper, indent="  ", style="dim")
         if view.name == "sweep-tornado" and view.rows.height == 0:
             print_lines(view.caption, indent="  ", style="dim")
     print_lines(res["reading"], indent="  ")

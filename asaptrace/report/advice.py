@@ -1,7 +1,7 @@
 """The report's Advice section, at the top: the ranked what-ifs of :func:`asaptrace.advise.advise`.
 
 Pure: the advice's JSON in, a :class:`~asaptrace.report.sections.Section` out, with the same
-table (:func:`asaptrace.views_online.advice_view`) and lines (:func:`asaptrace.views_online.advice_lines`) the
+table (:func:`asaptrace.views.advice.advice_view`) and lines (:func:`asaptrace.views.advice.advice_lines`) the
 CLI prints and the dashboard's Overview shows.
 """
 
@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from asaptrace.report.sections import Section, table_of
+from asaptrace.report.sections import Section
 from asaptrace.units import plural, text_ns
-from asaptrace.views_online import ONLINE_QUESTION, REPLAY_QUESTION, advice_lines, advice_view
+from asaptrace.views.advice import advice_lines, advice_view
+from asaptrace.views.table import ONLINE_QUESTION, REPLAY_QUESTION
 
 
 def advice_section(j: dict[str, Any]) -> Section:
@@ -29,5 +30,5 @@ def advice_section(j: dict[str, Any]) -> Section:
     else:
         text = "No what-if applies to this store; each says why."
     view = advice_view(j)
-    tables = (table_of(view, "table-advice"),) if applying else ()
+    tables = (view,) if applying else ()
     return Section("advice", "Advice", text, tables=tables, lines=tuple(advice_lines(j)), top=True)

@@ -36,9 +36,11 @@ from asaptrace import __version__
 from asaptrace.analyze.compare import HEADLINE_METRICS, compare, headline
 from asaptrace.info import deployment_phrase, steps_text
 from asaptrace.report.replay_sweep import replay_provenance
-from asaptrace.report.sections import FigureView, Section, TableView, table_of
+from asaptrace.report.sections import FigureView, Section
 from asaptrace.units import format_table, human_ns, metric_label, metric_value, more_rows
-from asaptrace.views import compare_views, shown_tables
+from asaptrace.views.compare import compare_views
+from asaptrace.views.diagnosis import shown_tables
+from asaptrace.views.table import TableView
 from asaptrace.viz import barrier, breakdown, imbalance, timeline
 
 if TYPE_CHECKING:
@@ -85,31 +87,21 @@ def report_figures(
 
 
 def key_tables(tables: dict[str, pl.DataFrame], batches_source: str | None = None) -> list[TableView]:
-    """The key tables, chosen and ordered by :func:`asaptrace.views.shown_tables` (as in the CLI)."""
-    return [
-        TableView(
-            f"table-{key.name.replace('_', '-')}",
-            key.title,
-            t,
-            key.columns,
-            key.max_rows,
-            key.caption,
-            reason=reason,
-        )
-        for key, t, reason in shown_tables(tables, batches_source)
-    ]
+    """The key tables, chosen and ordered by :func:`asaptrace.views.diagnosis.shown_tables` (as in the CLI)."""
+    return shown_tables(tables, batches_source)
 
 
 def _table_context(v: TableView) -> dict[str, Any]:
-    cols = list(v.columns) or v.table.columns
+    """A table as the template shows it: at most ``max_rows`` rows, its HTML id ``table-<name>``."""
+    cols = list(v.columns) or v.rows.columns
     labels = None
-    if v.labels and len(v.labels) == len(cols) and all(c in v.table.columns for c in cols):
+    if v.labels and len(v.labels) == len(cols) and all(c in v.rows.columns for c in cols):
         labels = list(v.labels)
-    cols = [c for c in cols if c in v.table.columns]
-    headers, rows = format_table(cols, v.table.head(v.max_rows).iter_rows(named=True), labels)
-    more = max(v.table.height - v.max_rows, 0)
+    cols = [c for c in cols if c in v.rows.columns]
+    headers, rows = format_table(cols, v.rows.head(v.max_rows).iter_rows(named=True), labels)
+    more = max(v.rows.height - v.max_rows, 0)
     return {
-        "id": v.id,
+        "id": "table-" + v.name.replace("_", "-"),
         "title": v.title,
         "caption": v.caption,
         "columns": headers,
@@ -274,8 +266,8 @@ def render_report(
         overall, by_group = compare_views(compare(t, other.tables), f"{label} (a)", f"{other_label} (b)")
         comparison = {
             "label": other_label,
-            "overall": _table_context(table_of(overall, "table-compare-overall")),
-            "by_group": _table_context(table_of(by_group, "table-compare-by-group")),
+            "overall": _table_context(overall),
+            "by_group": _table_context(by_group),
         }
     context = {
         "title": title or f"asaptrace report: {label}",

@@ -14,22 +14,19 @@ stores and files). Every string is rendered by the report's autoescaping templat
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import PurePath
 from typing import Any
 
 import polars as pl
 
 from asaptrace.replay.replayed_store import REPLAY_KEYS
-from asaptrace.report.sections import FigureView, Section, table_of
+from asaptrace.report.sections import FigureView, Section
 from asaptrace.units import human_ns
-from asaptrace.views import (
-    band_text,
-    compare_views,
-    consistency_text,
-    deployment_text,
-    replay_views,
-)
-from asaptrace.views_online import PAPER_QUESTION, REPLAY_QUESTION, sweep_views
+from asaptrace.views.compare import compare_views
+from asaptrace.views.replay import band_text, consistency_text, deployment_text, replay_views
+from asaptrace.views.sweep import sweep_views
+from asaptrace.views.table import PAPER_QUESTION, REPLAY_QUESTION
 from asaptrace.viz.replay import recovered_tornado, recovered_waterfall, replay_steps
 from asaptrace.viz.sweep import sensitivity_tornado, ttft_curves, ttft_quantiles
 
@@ -101,7 +98,7 @@ def replay_section(
     views = replay_views(res)
     if comparison is not None:
         views += compare_views(comparison, "measured", "replayed")
-    tables = [table_of(view, f"table-{sid}-{view.name}") for view in views]
+    tables = [replace(view, name=f"{sid}-{view.name}") for view in views]
     figures = [
         FigureView(f"fig-{sid}-steps", replay_steps(res)),
         FigureView(f"fig-{sid}-recovered", recovered_waterfall(res)),
@@ -140,7 +137,7 @@ def sweep_section(result: dict[str, Any], label: str) -> Section:
             "the points of each policy's TTFT CDF shown",
         ),
     ]
-    tables = [table_of(view, f"table-{view.name}") for view in sweep_views(result)]
+    tables = sweep_views(result)
     if result.get("vary"):
         figures.append(FigureView("fig-sweep-tornado", sensitivity_tornado(result)))
     return Section(

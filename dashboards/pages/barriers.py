@@ -11,7 +11,13 @@ from typing import Any
 
 from dash import Input, Output, State, dcc, html
 
-from asaptrace import views
+from asaptrace.views.barriers import (
+    arrival_order,
+    instance_at,
+    instance_where,
+    instance_window,
+    instances_view,
+)
 from asaptrace.viz.barrier import imposed_wait_ranking, wait_heatmap
 from asaptrace.viz.theme import instance_from_label, rank_from_label
 from asaptrace.viz.timeline import timeline_figure
@@ -60,7 +66,7 @@ def barriers_body(stores: Stores, key: Any, step: Any) -> list:
         ),
         graph("bw-imposed", imposed_wait_ranking(t["barrier_by_group"], by_rank=t["barrier_by_rank"])),
     ]
-    view = views.instances_view(t, step=st, limit=INSTANCE_ROWS)
+    view = instances_view(t, step=st, limit=INSTANCE_ROWS)
     if view is not None:
         out.append(table(view, id="bw-instances"))
     return out
@@ -84,20 +90,20 @@ def instance_detail(stores: Stores, key: Any, step: Any, click: Any) -> list:
     instance = instance_from_label(column)  # a column of the per-instance heatmap (runs without layers)
     if instance is None:
         layer = int(column)
-        instance = views.instance_at(inst_t, step=st, rank=rank, layer=layer)
+        instance = instance_at(inst_t, step=st, rank=rank, layer=layer)
         if instance is None:
             return [message(f"r{rank} waited at no barrier in layer {layer}", kind="info")]
     elif inst_t.filter((inst_t["instance"] == instance) & (inst_t["rank"] == rank)).height == 0:
         return [message(f"r{rank} took no part in collective instance {instance}", kind="info")]
-    where = views.instance_window(inst_t, instance)
+    where = instance_window(inst_t, instance)
     layers = None if where["layer"] is None else (where["layer"], where["layer"])
     spans = s.timeline(where["step"], layers, tuple(where["ranks"]))
-    title = f"Barrier instance {instance}: {views.instance_where(inst_t, instance)}"
+    title = f"Barrier instance {instance}: {instance_where(inst_t, instance)}"
     if instance_from_label(column) is None:  # a layer's cell: the instance where the rank waited longest
         title += f", where r{rank} waited longest"
     return [
         graph("bw-timeline", timeline_figure(spans, title=title, highlight_ns=where["window_ns"])),
-        table(views.arrival_order(inst_t, instance), id="bw-arrivals"),
+        table(arrival_order(inst_t, instance), id="bw-arrivals"),
     ]
 
 

@@ -7,7 +7,8 @@ from typing import Any
 
 from dash import Input, Output, dcc, html
 
-from asaptrace import pipeline, views
+from asaptrace import pipeline
+from asaptrace.views.compare import compare_views
 from asaptrace.viz.breakdown import group_stacked_bars
 from asaptrace.viz.theme import fit_top
 from dashboards.components import graph, message, table
@@ -47,7 +48,7 @@ def compare_body(stores: Stores, a: Any, b: Any) -> list:
         tables = stores.compare(a, b)
     except StoreUnavailable as e:
         return [message(str(e))]
-    overall, by_group = views.compare_views(tables, "A", "B")
+    overall, by_group = compare_views(tables, "A", "B")
     return [
         *(message(w, kind="info", id=f"cmp-warning-{i}") for i, w in enumerate(warnings)),
         html.H4(f"A = {la.label}, B = {lb.label} (delta = B − A)"),

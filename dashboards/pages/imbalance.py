@@ -7,13 +7,12 @@ from typing import Any
 import polars as pl
 from dash import Input, Output, dcc, html
 
-from asaptrace.views import TableView
+from asaptrace.views.diagnosis import imbalance_steps_view
 from asaptrace.viz.imbalance import attention_vs_sum_sq, imbalance_ratios
 from dashboards.components import graph, message, table
 from dashboards.state import Stores, StoreUnavailable
 
 PATH, TITLE = "/imbalance", "Imbalance"
-STEP_COLUMNS = ["step", "n_groups", "tokens_ratio", "sum_sq_ratio", "attention_ratio", "max_sum_sq_group"]
 
 
 def layout(stores: Any = None) -> html.Div:
@@ -48,11 +47,10 @@ def imbalance_body(stores: Stores, key: Any, step: Any) -> list:
     if step not in (None, "all"):
         by_group = by_group.filter(pl.col("step") == int(step))
     by_step = t["imbalance_by_step"]
-    cols = [c for c in STEP_COLUMNS if c in by_step.columns]
     return [
         graph("imb-scatter", attention_vs_sum_sq(by_group, t["imbalance_fit"])),
         graph("imb-ratios", imbalance_ratios(by_step)),
-        table(TableView("imbalance per step", cols, by_step.select(cols)), id="imb-table"),
+        table(imbalance_steps_view(by_step), id="imb-table"),
     ]
 
 

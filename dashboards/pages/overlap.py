@@ -7,7 +7,7 @@ from typing import Any
 
 from dash import Input, Output, html
 
-from asaptrace.views import KEY_TABLES, TableView
+from asaptrace.views.diagnosis import overlap_roles_view
 from asaptrace.viz.breakdown import group_stacked_bars, overlap_per_device
 from dashboards.components import graph, message, table
 from dashboards.state import Stores, StoreUnavailable
@@ -25,11 +25,10 @@ def overlap_body(stores: Stores, key: Any) -> list:
     except StoreUnavailable as e:
         return [message(str(e))]
     t = s.diag.tables
-    cols = list(next(k.columns for k in KEY_TABLES if k.name == "overlap_by_role"))
     return [
         graph("ov-devices", overlap_per_device(t["overlap_by_rank"])),
         graph("ov-groups", group_stacked_bars(t["step_breakdown"], t["stragglers"])),
-        table(TableView("overlap by role", cols, t["overlap_by_role"].select(cols)), id="ov-table"),
+        table(overlap_roles_view(t), id="ov-table"),
     ]
 
 

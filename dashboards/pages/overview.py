@@ -6,8 +6,9 @@ from typing import Any
 
 from dash import Input, Output, dcc, html
 
-from asaptrace import views, views_online
-from asaptrace.units import human_bytes, plural
+from asaptrace.views.advice import advice_lines, advice_view
+from asaptrace.views.diagnosis import findings_view, headline_rows
+from asaptrace.views.store import store_provenance, store_sources
 from dashboards.components import message, table, text_table
 from dashboards.state import Stores, StoreUnavailable
 
@@ -31,12 +32,10 @@ def advice_body(stores: Stores, key: Any) -> list:
         return [message(str(e))]
     shown: list = [html.H3("Advice: what to change, and what it buys")]
     if any(w["applies"] for w in j["whatifs"]):
-        view = views_online.advice_view(j)
+        view = advice_view(j)
         shown.append(table(view, id="overview-advice-table"))
         shown.append(html.P(view.caption, className="note", id="overview-advice-legend"))
-    shown.append(
-        html.Ol([html.Li(line) for line in views_online.advice_lines(j)], id="overview-advice-lines")
-    )
+    shown.append(html.Ol([html.Li(line) for line in advice_lines(j)], id="overview-advice-lines"))
     return shown
 
 
@@ -46,40 +45,19 @@ def overview_body(stores: Stores, key: Any) -> list:
     except StoreUnavailable as e:
         return [message(str(e))]
     diag, info, meta = s.diag, s.info, s.store.meta
-    acc = info["accounting"]
-    rejected = ", ".join(f"{k}: {v:,}" for k, v in acc["rejected"].items()) or "none"
-    provenance = [
-        ("store", s.label),
-        ("deployment", views.diagnosis_header(diag).strip()),
-        ("ranks, events", f"{plural(info['n_ranks'], 'rank')}, {plural(info['n_events'], 'event')}"),
-        ("accounting", f"read {acc['read']:,} = kept {acc['kept']:,} + rejected ({rejected})"),
-        ("clock", str((meta.get("clock") or {}).get("status", "-"))),
-        ("batches", str(diag.meta.get("batches_source") or "-")),
-        (
-            "written by",
-            f"asaptrace {meta.get('asaptrace_version', '?')}, format v{meta.get('format_version')}",
-        ),
-    ]
-    sources = [
-        (
-            str(src.get("path", "")).rsplit("/", 1)[-1],
-            src.get("format", "-"),
-            src.get("rank", "-"),
-            human_bytes(int(src.get("size", 0))),
-        )
-        for src in meta.get("sources", [])
-    ]
+    provenance = store_provenance(s.label, diag, info, meta)
+    source_headers, sources = store_sources(meta)
     return [
         html.H2(f"{s.label}"),
-        table(views.findings_view(diag), id="overview-findings"),
+        table(findings_view(diag), id="overview-findings"),
         html.H4("headline numbers"),
-        text_table(["metric", "meaning", "value"], views.headline_rows(diag), id="overview-headline"),
+        text_table(["metric", "meaning", "value"], headline_rows(diag), id="overview-headline"),
         html.H4("provenance"),
         text_table(["", ""], provenance, id="overview-provenance"),
         html.Details(
             [
                 html.Summary(f"{len(sources)} source files"),
-                text_table(["file", "format", "rank", "size"], sources, id="overview-sources"),
+                text_table(source_headers, sources, id="overview-sources"),
             ]
         ),
         *(html.P(f"note: {n}", className="note") for n in diag.notes),

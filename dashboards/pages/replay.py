@@ -10,8 +10,14 @@ from dash import Input, Output, State, dcc, html, no_update
 
 from asaptrace import pipeline
 from asaptrace.units import human_ns
-from asaptrace.views import band_text, consistency_text, cost_fit_view, deployment_text, replay_causes_view
-from asaptrace.views_online import ONLINE_QUESTION, PAPER_QUESTION, REPLAY_QUESTION
+from asaptrace.views.replay import (
+    band_text,
+    consistency_text,
+    cost_fit_view,
+    deployment_text,
+    replay_causes_view,
+)
+from asaptrace.views.table import ONLINE_QUESTION, PAPER_QUESTION, REPLAY_QUESTION
 from asaptrace.viz.replay import recovered_waterfall, replay_steps
 from dashboards.components import graph, message, table
 from dashboards.jobs import Jobs, JobsBusy

@@ -12,7 +12,9 @@ from typing import Any
 
 from dash import Input, Output, State, dcc, html, no_update
 
-from asaptrace import pipeline, views_online
+from asaptrace import pipeline
+from asaptrace.views.sweep import sweep_header, sweep_views
+from asaptrace.views.table import PAPER_QUESTION
 from asaptrace.viz.sweep import sensitivity_tornado, ttft_curves
 from dashboards.components import graph, message, table
 from dashboards.jobs import Jobs, JobsBusy
@@ -120,18 +122,18 @@ def start_sweep(jobs: Jobs, policies: Any, rates: Any, duration: Any, vary: Any,
 
 def sweep_result(result: dict[str, Any]) -> list:
     """A finished sweep: the question it answers, its reading, every table as the CLI and the
-    report show them (:func:`asaptrace.views_online.sweep_views`; the SLO table's legend says what
+    report show them (:func:`asaptrace.views.sweep.sweep_views`; the SLO table's legend says what
     its bound and seeds columns are), the curves and the tornado."""
     warnings = [message(f"warning: {w}", kind="info") for w in result.get("cost_warnings") or []]
     shown: list = []
-    for view in views_online.sweep_views(result):
+    for view in sweep_views(result):
         shown.append(table(view, id=f"sw-{view.name.removeprefix('sweep-')}"))
         if view.name == "sweep-slo":
             shown.append(html.P(view.caption, className="note", id="sw-slo-legend"))
     return [
         html.P(
-            f"The question: {result.get('question') or views_online.PAPER_QUESTION}. "
-            + " ".join(views_online.sweep_header(result)[:1]),
+            f"The question: {result.get('question') or PAPER_QUESTION}. "
+            + " ".join(sweep_header(result)[:1]),
             id="sw-question",
         ),
         html.P(result.get("reading", ""), id="sw-reading"),
