@@ -196,11 +196,11 @@ def replay_store(
     store's device total (:func:`asaptrace.replay.explore.search_splits`) and replays the best;
     each ``vary`` spec (``KNOB=V1,V2``) re-runs the what-if per value (the range, a tornado).
     The splits and the values are independent replays, one task each on ``executor``
-    (:func:`~asaptrace.ingest.executors.resolve_executor`: ``local`` with ``jobs`` processes, or
+    (:func:`~asaptrace.executors.resolve_executor`: ``local`` with ``jobs`` processes, or
     ``ray`` on ``ray_address`` / a local instance); the result does not depend on it.
     ``progress`` is told each stage as it starts.
     """
-    from asaptrace.ingest.executors import resolve_executor
+    from asaptrace.executors import resolve_executor
     from asaptrace.replay.explore import parse_vary, replay_explored
     from asaptrace.replay.measured import extract_measured_work
 

@@ -105,15 +105,15 @@ def ingest(
 
     Example: asaptrace ingest traces/ -o run.store
     """
-    from asaptrace.ingest import prefetch
+    from asaptrace.ingest.kineto import prefetch
 
     max_bytes = parse_size(max_size)
     budget = parse_size(memory_budget)
     if executor in (None, "serial", "thread"):  # read in this process: start on the first files now
         prefetch.start(paths, max_bytes=max_bytes)  # while the imports below run
+    from asaptrace.executors import make_executor
     from asaptrace.info import store_info
     from asaptrace.ingest.base import IngestOptions
-    from asaptrace.ingest.executors import make_executor
     from asaptrace.ingest.ranks import load_rank_map
     from asaptrace.pipeline import build_store
     from asaptrace.views import discovery_lines, ingest_summary

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from asaptrace.errors import AsaptraceError
-from asaptrace.ingest.executors import available_memory
+from asaptrace.executors import available_memory
 from asaptrace.ingest.kineto import c_scanner
 from asaptrace.ingest.source import GZIP_MAGIC, GZIP_RATIO, decompressed
 from asaptrace.memory import keep_mmap_threshold
