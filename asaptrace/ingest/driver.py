@@ -113,12 +113,6 @@ class Progress:
     last: FileSummary | Unreadable
 
 
-def discover(paths: Iterable[str | Path]) -> list[Path]:
-    """The sources ``paths`` name (folders walked; files in them that are not traces skipped):
-    :func:`asaptrace.ingest.discovery.find_sources`, without the account of what was skipped."""
-    return find_sources(paths).files
-
-
 def _sha256_in_thread(path: Path) -> tuple[threading.Thread, dict[str, str]]:
     """Hash the file on a second thread (hashlib releases the GIL), overlapping the parse."""
     out: dict[str, str] = {}
