@@ -12,34 +12,40 @@ streaming a group of ranks at a time (:mod:`asaptrace.enrich.streaming`).
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import polars as pl
-
-from asaptrace.enrich.batches import read_batches_sidecar
-from asaptrace.enrich.frames import enrich_frames
-from asaptrace.enrich.streaming import EnrichProgress, enrich_streaming, ingest_enrichment
-from asaptrace.enrich.taxonomy import Profile, Taxonomy, load_profile
-from asaptrace.enrich.topology import ParallelConfig, parse_parallel
 from asaptrace.errors import OutputError, UsageError
-from asaptrace.info import deployment_phrase, not_prefill_reason, store_info
-from asaptrace.ingest.driver import hold_budget, ingest_paths
-from asaptrace.store import StoreWriter, TraceStore, check_store_target, open_store
+from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED
+from asaptrace.memory import DEFAULT_BUDGET
 from asaptrace.userfiles import check_output_dir, check_output_file, write_atomic
 
-if TYPE_CHECKING:  # the diagnosis and the replay are imported by the calls that need them (a fast `ingest`)
+if TYPE_CHECKING:  # every layer is imported by the calls that need it: importing this module is cheap
+    import polars as pl
+
     from asaptrace.advise import Advice
     from asaptrace.analyze.diagnosis import Diagnosis
+    from asaptrace.enrich.streaming import EnrichProgress
+    from asaptrace.enrich.taxonomy import Profile, Taxonomy
+    from asaptrace.enrich.topology import ParallelConfig
+    from asaptrace.executors import Executor
+    from asaptrace.info import store_info
     from asaptrace.replay.costs import CostModel
     from asaptrace.replay.run import ReplayResult
     from asaptrace.replay.sweep_result import SweepResult
     from asaptrace.report.sections import Section
+    from asaptrace.store import TraceStore
+    from asaptrace.synth import load_config as synth_config
+    from asaptrace.synth import presets as synth_presets
+    from asaptrace.synth import synthesize
 
 __all__ = [
+    "DEFAULT_BUDGET",
+    "DEFAULT_MAX_DECOMPRESSED",
     "advise_store",
     "analyze_store",
     "build_store",
@@ -51,18 +57,53 @@ __all__ = [
     "export_store",
     "open_store",
     "policy_catalogue",
+    "read_ahead",
     "read_tables",
-    "replay_policies",
     "replay_store",
     "report_format",
     "report_store",
     "store_info",
     "sweep",
+    "synth_config",
+    "synth_presets",
+    "synthesize",
     "timeline_of",
     "write_tables_csv",
 ]
 
 TABLES = ("events", "args", "flows", "streams", "ranks", "batches")
+#: A layer's own function a face calls as it is, imported on first use (:func:`__getattr__`)
+FORWARDED = {
+    "store_info": ("asaptrace.info", "store_info"),  # what a store holds (``asaptrace info --json``)
+    "synth_presets": ("asaptrace.synth", "presets"),  # name → what the preset simulates
+    "synth_config": ("asaptrace.synth", "load_config"),  # a preset + a TOML + overrides
+    "synthesize": ("asaptrace.synth", "synthesize"),  # a synthetic run's traces and truth.json
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The names of :data:`FORWARDED`, imported on first use: importing this module stays cheap
+    (``asaptrace ingest`` starts reading files before numpy, pyarrow and polars are imported)."""
+    if name in FORWARDED:
+        module, attr = FORWARDED[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def open_store(path: str | Path) -> TraceStore:
+    """The store at ``path``, checked as it is opened (:meth:`asaptrace.store.TraceStore.open`)."""
+    from asaptrace.store import TraceStore
+
+    return TraceStore.open(path)
+
+
+def read_ahead(paths: Sequence[str | Path], *, max_bytes: int) -> int:
+    """Start reading, hashing and scanning the first Kineto files of ``paths`` on a thread while
+    the caller imports the rest of the ingest (:mod:`asaptrace.ingest.kineto.prefetch`; the
+    standard library only); :func:`build_store` takes what was read. Returns the files queued."""
+    from asaptrace.ingest.kineto import prefetch
+
+    return prefetch.start(paths, max_bytes=max_bytes)
 
 
 def read_tables(store: TraceStore) -> dict[str, pl.DataFrame]:
@@ -80,18 +121,39 @@ def build_store(
     taxonomy: Profile | str | Path | None = None,
     batches: pl.DataFrame | str | Path | None = None,
     enrich_progress: EnrichProgress | None = None,
+    max_bytes: int | None = None,
+    rank_map: dict[str, int] | str | Path | None = None,
+    executor: str | Executor | None = None,
+    ray_address: str | None = None,
     **ingest_options: Any,
 ) -> TraceStore:
     """Ingest ``paths`` and enrich them into the store ``out`` — all or nothing, written once.
 
-    ``ingest_options`` go to :func:`asaptrace.ingest.driver.ingest_paths` (``jobs``, ``executor``, ``options``,
-    ``rank_from``, ``rank_map``, ``format``, ``progress``, ``on_stale``). The enrichment options are read and
+    ``ingest_options`` go to :func:`asaptrace.ingest.driver.ingest_paths` (``jobs``, ``options``,
+    ``rank_from``, ``format``, ``progress``, ``on_stale``), with ``max_bytes`` (the largest file,
+    inflated), ``rank_map`` (a file of ``<trace file> <rank>`` lines, or its mapping) and ``executor``
+    (a name, on ``ray_address`` for ``ray``, or an executor). The enrichment options are read and
     validated before any trace is, so a bad option, a bad trace or a failure while enriching
     leaves nothing at ``out`` (and an existing store there untouched). ``enrich_progress(phase,
     done, total)`` is called as the enrichment goes (see :data:`EnrichProgress`).
     """
+    from asaptrace.enrich.batches import read_batches_sidecar
+    from asaptrace.enrich.streaming import ingest_enrichment
+    from asaptrace.enrich.taxonomy import load_profile
+    from asaptrace.enrich.topology import parse_parallel
+    from asaptrace.executors import make_executor
+    from asaptrace.ingest.base import IngestOptions
+    from asaptrace.ingest.driver import hold_budget, ingest_paths
+    from asaptrace.ingest.ranks import load_rank_map
+    from asaptrace.store import check_store_target
+
+    if max_bytes is not None:
+        ingest_options["options"] = IngestOptions(max_decompressed_bytes=max_bytes)
+    ingest_options["rank_map"] = load_rank_map(rank_map) if isinstance(rank_map, (str, Path)) else rank_map
+    if isinstance(executor, str):  # a bad name or a stray address fails before any file is read
+        executor = make_executor(executor, jobs=ingest_options.get("jobs"), address=ray_address)
     if not enrich:
-        return ingest_paths(paths, out, overwrite=overwrite, **ingest_options)
+        return ingest_paths(paths, out, overwrite=overwrite, executor=executor, **ingest_options)
     out = check_store_target(out, overwrite=overwrite)
     par = parse_parallel(parallel) if isinstance(parallel, str) else parallel
     profile = load_profile(taxonomy) if isinstance(taxonomy, (str, Path)) else taxonomy
@@ -101,7 +163,13 @@ def build_store(
         parallel=par, taxonomy=profile, batches=sidecar, progress=enrich_progress, budget=hold_budget()
     )
     return ingest_paths(
-        paths, out, overwrite=overwrite, finish=finish, after_read=after_read, **ingest_options
+        paths,
+        out,
+        overwrite=overwrite,
+        finish=finish,
+        after_read=after_read,
+        executor=executor,
+        **ingest_options,
     )
 
 
@@ -116,6 +184,9 @@ def enrich_store(
 ) -> TraceStore:
     """Enrich ``store`` (streaming, a group of ranks at a time) and write the result atomically: in place
     when ``out`` is None; a store already at another ``out`` is replaced only with ``overwrite``."""
+    from asaptrace.enrich.streaming import enrich_streaming
+    from asaptrace.store import StoreWriter
+
     target = Path(out) if out is not None else store.path
     in_place = target.resolve() == store.path.resolve() or overwrite
     meta = {k: v for k, v in store.meta.items() if k not in ("format_version", "asaptrace_version")}
@@ -136,6 +207,7 @@ def diagnose_store(
     the parallel layout, the batches or the taxonomy, it is enriched in memory first (the store on
     disk is not modified)."""
     from asaptrace.analyze.diagnosis import diagnose, store_context
+    from asaptrace.enrich.frames import enrich_frames
 
     in_memory = not (store.meta.get("enriched") and parallel is None and batches is None and taxonomy is None)
     if not in_memory:
@@ -160,7 +232,7 @@ def analyze_store(
     the diagnosis and the CSV files written."""
     if csv is not None:
         check_output_dir(csv, what="folder of CSV tables")
-    diag = diagnose_store(TraceStore.open(store_path), parallel=parallel, batches=batches, taxonomy=taxonomy)
+    diag = diagnose_store(open_store(store_path), parallel=parallel, batches=batches, taxonomy=taxonomy)
     return diag, (write_tables_csv(diag.tables, csv) if csv is not None else [])
 
 
@@ -187,6 +259,7 @@ def replay_store(
     executor: str = "local",
     jobs: int = 1,
     ray_address: str | None = None,
+    save_costs: str | Path | None = None,
 ) -> ReplayResult:
     """Replay a measured store under ``policy``: open → extract the workload → replay → (write).
 
@@ -196,13 +269,16 @@ def replay_store(
     store's device total (:func:`asaptrace.replay.explore.search_splits`) and replays the best;
     each ``vary`` spec (``KNOB=V1,V2``) re-runs the what-if per value (the range, a tornado).
     The splits and the values are independent replays, one task each on ``executor``
-    (:func:`~asaptrace.ingest.executors.resolve_executor`: ``local`` with ``jobs`` processes, or
+    (:func:`~asaptrace.executors.resolve_executor`: ``local`` with ``jobs`` processes, or
     ``ray`` on ``ray_address`` / a local instance); the result does not depend on it.
-    ``progress`` is told each stage as it starts.
+    ``progress`` is told each stage as it starts. ``save_costs``: the cost model used, with its
+    fit quality, written there as TOML (for ``--costs``).
     """
-    from asaptrace.ingest.executors import resolve_executor
+    from asaptrace.executors import resolve_executor
     from asaptrace.replay.explore import parse_vary, replay_explored
     from asaptrace.replay.measured import extract_measured_work
+    from asaptrace.replay.run import save_result_costs
+    from asaptrace.store import check_store_target
 
     t0 = time.perf_counter()
     specs = [parse_vary(v) for v in vary]  # a bad spec fails before any simulation
@@ -214,7 +290,7 @@ def replay_store(
     (progress or (lambda _m: None))("extracting the workload")
     # the coupled replay re-runs what was measured, whatever its phase (a consistency check, on
     # a training run too); every other policy is a what-if of MoE prefill: prefill steps only
-    wl = extract_measured_work(TraceStore.open(store_path), prefill_only=policy != "coupled")
+    wl = extract_measured_work(open_store(store_path), prefill_only=policy != "coupled")
     result = replay_explored(
         wl,
         policy,
@@ -229,6 +305,8 @@ def replay_store(
         overwrite=overwrite,
         progress=progress,
     )
+    if save_costs is not None:
+        save_result_costs(result, save_costs)
     return replace(result, seconds=time.perf_counter() - t0)
 
 
@@ -244,8 +322,10 @@ def advise_store(
     (:func:`asaptrace.advise.advise`); ``online`` adds the SLO sweep of the same candidates on a
     scenario fitted to the store (:func:`asaptrace.advise.online.advise_online`)."""
     from asaptrace.advise import advise_store_workload
+    from asaptrace.info import deployment_phrase, not_prefill_reason
+    from asaptrace.store import TraceStore
 
-    store = store_path if isinstance(store_path, TraceStore) else TraceStore.open(store_path)
+    store = store_path if isinstance(store_path, TraceStore) else open_store(store_path)
     label = store.path.name if isinstance(store_path, TraceStore) else str(store_path)
     diag = diagnosis or diagnose_store(store)
     advice = advise_store_workload(store, diag, costs=costs, online=online, source=label, progress=progress)
@@ -253,13 +333,6 @@ def advise_store(
     if reason and not all(w.reason and reason in w.reason for w in advice.whatifs):
         advice.notes.insert(0, reason)
     return replace(advice, deployment_phrase=deployment_phrase(store.meta.get("parallel")))
-
-
-def replay_policies() -> dict[str, dict[str, Any]]:
-    """Every registered policy's parameters with their defaults (for a face's form)."""
-    from asaptrace.replay.policies import catalogue
-
-    return {p["name"]: p["params"] for p in catalogue()}
 
 
 def policy_catalogue() -> list[dict[str, Any]]:
@@ -277,6 +350,8 @@ def _waits(diag: Diagnosis) -> pl.DataFrame:
     t = diag.tables
     if t["receive_waits"].height == 0:
         return t["barrier_instances"]
+    import polars as pl
+
     return pl.concat([t["barrier_instances"], t["receive_waits"]])
 
 
@@ -329,8 +404,8 @@ def report_store(
 
     fmt = report_format(output, fmt)
     output = check_output_file(output)
-    store = TraceStore.open(store_path)
-    replayed = [(Path(p), TraceStore.open(p)) for p in replays]
+    store = open_store(store_path)
+    replayed = [(Path(p), open_store(p)) for p in replays]
     blocks = [read_replay_block(s.meta, s.path) for _, s in replayed]
     results = SweepResult.read(sweep_path) if sweep_path is not None else None
     diag = diagnose_store(store)
@@ -347,7 +422,7 @@ def report_store(
     sections = [*sections, *extra]
     other = None
     if compare_path is not None:  # refused, as by `compare`, when the runs have nothing in common
-        other = (Path(compare_path).name, diagnose_store(TraceStore.open(compare_path)))
+        other = (Path(compare_path).name, diagnose_store(open_store(compare_path)))
         _, refusal = comparability_of(diag, other[1], (Path(store_path).name, other[0]))
         if refusal is not None:
             raise UsageError(refusal)
@@ -400,7 +475,7 @@ def export_store(
 
     exporter = EXPORT_FORMATS.get(fmt)
     check_export_target(output, per_rank=per_rank)
-    store = TraceStore.open(store_path)
+    store = open_store(store_path)
     in_flight = in_flight_moe_items(store.events(), store.ranks())
     trace = exporter(
         store.events(),
@@ -418,8 +493,8 @@ def compare_stores(
 ) -> tuple[dict[str, pl.DataFrame], Diagnosis, Diagnosis]:
     """Diagnose two stores and compare them (tables of asaptrace.analyze.compare); runs with
     nothing in common are refused unless ``force`` (:func:`comparability_of` says why)."""
-    a = diagnose_store(TraceStore.open(a_path))
-    b = diagnose_store(TraceStore.open(b_path))
+    a = diagnose_store(open_store(a_path))
+    b = diagnose_store(open_store(b_path))
     _, refusal = comparability_of(a, b, (Path(a_path).name, Path(b_path).name))
     if refusal is not None and not force:
         raise UsageError(refusal)

@@ -22,7 +22,7 @@ class Registry(Generic[T]):
     entry point names its module): they are imported by the first lookup (not by
     :meth:`register`), so importing the registry does not import what it holds — the ingest
     formats' readers pull in numpy, pyarrow and polars, which ``asaptrace ingest`` imports while
-    its first files are already being read (:mod:`asaptrace.ingest.prefetch`).
+    its first files are already being read (:mod:`asaptrace.ingest.kineto.prefetch`).
     """
 
     def __init__(self, what: str, builtins: tuple[str, ...] = ()) -> None:

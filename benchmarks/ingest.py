@@ -314,9 +314,9 @@ def main() -> None:
     work = args.workdir or Path(tempfile.mkdtemp(prefix="asaptrace-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     if args.profile and args.folder:
-        from asaptrace.ingest.driver import discover
+        from asaptrace.ingest.discovery import find_sources
 
-        profile(discover([args.folder]), work)
+        profile(find_sources([args.folder]).files, work)
         return
     trace = work / f"kineto-{args.size_mb}mb.json"
     if not trace.exists():

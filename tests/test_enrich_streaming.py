@@ -20,6 +20,7 @@ import polars as pl
 import pytest
 
 from asaptrace.enrich import enrich_frames, streaming
+from asaptrace.errors import AccountingError
 from asaptrace.pipeline import build_store, enrich_store, read_tables
 from asaptrace.synth.run import synthesize
 from benchmarks._polars_queries import count_queries
@@ -92,3 +93,28 @@ def test_polars_queries_of_an_ingest_do_not_grow_with_ranks(tmp_path):
     assert (small, large) == (4, 16)
     assert q_small < 400
     assert q_large - q_small <= 2 * (large - small), (q_small, q_large)
+
+
+def test_a_rank_lost_or_written_twice_is_an_accounting_error_not_an_assert():
+    # the writing pass must hold every rank of the store once: groups [0, 1] and [3] of ranks
+    # 0-3 lose rank 2; groups [0, 1] and [1, 2] of ranks 0-2 hold rank 1 twice
+    streaming.check_every_rank_once([[0, 1], [2]], [0, 1, 2])  # every rank once: nothing raised
+    with pytest.raises(AccountingError, match=r"ranks \[2\] lost"):
+        streaming.check_every_rank_once([[0, 1], [3]], [0, 1, 2, 3])
+    with pytest.raises(AccountingError, match=r"ranks \[1\] kept more than once"):
+        streaming.check_every_rank_once([[0, 1], [1, 2]], [0, 1, 2])
+
+
+def test_an_enrichment_that_loses_a_rank_writes_no_store(tmp_path, monkeypatch):
+    # a bug that dropped a group before the writing pass (here: rank 0's, a group of its own)
+    # fails the enrichment with the accounting error (an assert would vanish under `python -O`)
+    # and leaves no store
+    from asaptrace.enrich.spill_cache import SpillCache
+
+    raw = ingest(write_traces(tmp_path / "t", moe_scenario()), tmp_path / "raw")
+    real = SpillCache.take_final
+    monkeypatch.setattr(SpillCache, "take_final", lambda self: [g for g in real(self) if 0 not in g[0]])
+    monkeypatch.setattr(streaming, "GROUP_EVENTS", 1)  # a group per rank
+    with pytest.raises(AccountingError, match=r"ranks \[0\] lost"):
+        enrich_store(raw, tmp_path / "streamed")
+    assert not (tmp_path / "streamed").exists()

@@ -14,7 +14,8 @@ from asaptrace.errors import AsaptraceError, CorruptTrace
 from asaptrace.ingest import detect_format
 from asaptrace.ingest.ascend import ascend_sources, read_ascend
 from asaptrace.ingest.ascend.companions import find_companions, folder_facts
-from asaptrace.ingest.driver import discover, ingest_paths
+from asaptrace.ingest.discovery import find_sources
+from asaptrace.ingest.driver import ingest_paths
 from tests._ingest_helpers import (
     CANN,
     HCCL,
@@ -251,7 +252,7 @@ def test_folder_without_timeline_reads_kernel_details(tmp_path):
         ],
     )
     (root / "profiler_info_3.json").write_text("{}")
-    assert ascend_sources(discover([tmp_path])) == [kd.resolve()]
+    assert ascend_sources(find_sources([tmp_path]).files) == [kd.resolve()]
     assert detect_format(kd).name == "ascend"
     r = read_ascend(kd)
     ev = _events(r)
@@ -273,7 +274,7 @@ def test_cluster_folder_one_source_per_rank_through_the_driver(tmp_path):
         )
         (cluster / name / f"PROF_000001_x/device_{4 + r}").mkdir(parents=True)
         write_json(cluster / name / "PROF_000001_x" / "mindstudio_profiler_output" / "msprof_1.json", [])
-    files = discover([cluster])
+    files = find_sources([cluster]).files
     sources = ascend_sources(files)
     assert sources == [
         (

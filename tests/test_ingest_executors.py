@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from asaptrace.errors import RegistryError
-from asaptrace.ingest.executors import EXECUTORS, default_jobs, register_executor
+from asaptrace.executors import EXECUTORS, default_jobs, register_executor
 from asaptrace.store import TraceStore
 from tests._cli import run_cli
 

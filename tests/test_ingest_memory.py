@@ -128,7 +128,8 @@ def test_memory_budget_note_names_the_largest_file(tmp_path):
 
 
 def test_memory_budget_bounds_the_reading_threads(tmp_path, monkeypatch):
-    from asaptrace.ingest import driver, executors
+    from asaptrace import executors
+    from asaptrace.ingest import driver
 
     seen = []
     real = executors.ThreadExecutor.map

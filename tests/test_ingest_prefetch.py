@@ -1,6 +1,6 @@
 """Files read ahead while the CLI imports: used only for the same file, and the same store either way.
 
-``asaptrace ingest`` starts :mod:`asaptrace.ingest.prefetch` before its heavy imports; the reader
+``asaptrace ingest`` starts :mod:`asaptrace.ingest.kineto.prefetch` before its heavy imports; the reader
 takes a file's bytes and scan from it, the driver its sha256. A file that changed since it was
 read ahead, that the prefetch could not read, or that is not Kineto is read by the ingest itself.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from asaptrace.ingest import prefetch
+from asaptrace.ingest.kineto import prefetch
 from asaptrace.pipeline import build_store
 from tests._analysis_helpers import moe_scenario, write_traces
 from tests.conftest import SAMPLES
@@ -96,7 +96,7 @@ def test_the_read_ahead_and_the_cli_import_no_numpy_pyarrow_nor_polars(tmp_path)
     code = (
         "import sys, json\n"
         "import asaptrace.cli.app\n"
-        "from asaptrace.ingest import prefetch\n"
+        "from asaptrace.ingest.kineto import prefetch\n"
         f"n = prefetch.start([{str(src)!r}], max_bytes=1 << 30)\n"
         "prefetch.digest(sorted(__import__('pathlib').Path(sys.argv[1]).glob('*.json'))[0])\n"
         "print(json.dumps([n, sorted(m for m in ('numpy', 'pyarrow', 'polars') if m in sys.modules)]))\n"

@@ -12,7 +12,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from asaptrace.ingest.executors import ThreadExecutor, default_threads
+from asaptrace.executors import ThreadExecutor, default_threads
 from asaptrace.pipeline import build_store
 from asaptrace.store import TraceStore
 from tests.conftest import SAMPLES

@@ -16,7 +16,7 @@ import logging
 import pytest
 
 from asaptrace.errors import UsageError
-from asaptrace.ingest.executors import make_executor, map_ordered, resolve_executor, session
+from asaptrace.executors import make_executor, map_ordered, resolve_executor, session
 from asaptrace.pipeline import replay_store, sweep
 from tests._cli import run_cli
 from tests._replay_helpers import sample_store

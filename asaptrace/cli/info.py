@@ -1,4 +1,4 @@
-"""``asaptrace info``: what a store holds (:func:`asaptrace.info.store_info`, shown by :mod:`asaptrace.views.store`)."""
+"""``asaptrace info``: what a store holds (:func:`asaptrace.pipeline.store_info`, shown by :mod:`asaptrace.views.store`)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ def info(store: StoreArg, as_json: JsonOpt = False) -> None:
 
     Example: asaptrace info run.store --json
     """
-    from asaptrace.info import store_info
-    from asaptrace.store import TraceStore
+    from asaptrace.pipeline import open_store, store_info
     from asaptrace.views.store import discovery_lines, info_summary, info_tables
 
-    data = store_info(TraceStore.open(store))
+    data = store_info(open_store(store))
     if as_json:
         print_json(data)
         return

@@ -22,8 +22,7 @@ from asaptrace.cli._common import (
     print_wrapped,
     user_errors,
 )
-from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED
-from asaptrace.memory import DEFAULT_BUDGET
+from asaptrace.pipeline import DEFAULT_BUDGET, DEFAULT_MAX_DECOMPRESSED  # a cheap import: every layer waits
 from asaptrace.units import human_bytes
 
 if TYPE_CHECKING:
@@ -105,29 +104,21 @@ def ingest(
 
     Example: asaptrace ingest traces/ -o run.store
     """
-    from asaptrace.ingest import prefetch
+    from asaptrace import pipeline
 
     max_bytes = parse_size(max_size)
     budget = parse_size(memory_budget)
     if executor in (None, "serial", "thread"):  # read in this process: start on the first files now
-        prefetch.start(paths, max_bytes=max_bytes)  # while the imports below run
-    from asaptrace.info import store_info
-    from asaptrace.ingest.base import IngestOptions
-    from asaptrace.ingest.executors import make_executor
-    from asaptrace.ingest.ranks import load_rank_map
-    from asaptrace.pipeline import build_store
+        pipeline.read_ahead(paths, max_bytes=max_bytes)  # while the imports below run
     from asaptrace.views.store import discovery_lines, ingest_summary
 
     if rank_from not in ("auto", "content", "name", "order"):
         raise typer.BadParameter("must be one of auto, content, name, order", param_hint="--rank-from")
-    options = IngestOptions(max_decompressed_bytes=max_bytes)
-    mapping = load_rank_map(rank_map) if rank_map else None
     if ray_address is not None and executor != "ray":
         raise typer.BadParameter("needs --executor ray", param_hint="--ray-address")
-    runner = make_executor(executor, jobs=jobs, address=ray_address) if executor else None
     t0 = time.perf_counter()
     with _IngestBar(enabled=not as_json) as bar:
-        store = build_store(
+        store = pipeline.build_store(
             paths,
             output,
             overwrite=force,
@@ -136,19 +127,20 @@ def ingest(
             taxonomy=taxonomy,
             batches=batches,
             jobs=jobs,
-            options=options,
+            max_bytes=max_bytes,
             rank_from=rank_from,
-            rank_map=mapping,
+            rank_map=rank_map,
             progress=bar.update,
             enrich_progress=bar.enrich,
-            executor=runner,
+            executor=executor,
+            ray_address=ray_address,
             on_stale=_said_stale,
             memory_budget=budget,
             on_memory=_said_memory,
             skip_bad=skip_bad,
             mix_devices=mix_devices,
         )
-    info = store_info(store)
+    info = pipeline.store_info(store)
     if as_json:
         print_json(info)
         return

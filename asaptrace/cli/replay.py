@@ -101,7 +101,6 @@ def replay(
     Example: asaptrace replay run.store --policy asap --split auto --vary k_s=1,2 -o asap.store
     """
     from asaptrace.pipeline import replay_store
-    from asaptrace.replay.run import save_result_costs
     from asaptrace.views.replay import replay_tables
 
     check_tables(csv, parquet)
@@ -130,9 +129,8 @@ def replay(
         executor=executor,
         jobs=jobs,
         ray_address=ray_address,
+        save_costs=save_costs,
     )
-    if save_costs is not None:
-        save_result_costs(result, save_costs)
     print_json(result.to_json()) if as_json else _print_replay(result.to_json())
     write_tables(replay_tables(result.to_json()), csv, parquet)
     for line in result.warnings:

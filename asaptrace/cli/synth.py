@@ -1,4 +1,4 @@
-"""``asaptrace synth``: synthetic MoE prefill traces with a ground truth (:func:`asaptrace.synth.synthesize`)."""
+"""``asaptrace synth``: synthetic MoE prefill traces with a ground truth (:func:`asaptrace.pipeline.synthesize`)."""
 
 from __future__ import annotations
 
@@ -30,16 +30,16 @@ def synth(
 
     Example: asaptrace synth --preset coupled -o runs/coupled && asaptrace ingest runs/coupled/kineto -o c.store
     """
-    from asaptrace.synth import load_config, presets, synthesize
+    from asaptrace.pipeline import synth_config, synth_presets, synthesize
 
     if list_presets:
-        for name, text in presets().items():
+        for name, text in synth_presets().items():
             print_wrapped(out, f"[bold]{name}[/]  ", text)
         return
     if out_dir is None:
         raise typer.BadParameter("is required (unless --list-presets)", param_hint="-o/--out")
     with PhaseBar("synth") as bar:
-        res = synthesize(load_config(preset, config, seed=seed, steps=steps, fmt=fmt), out_dir, progress=bar)
+        res = synthesize(synth_config(preset, config, seed=seed, steps=steps, fmt=fmt), out_dir, progress=bar)
     out.print(
         f"wrote [bold]{res.out_dir}[/]: {plural(res.world_size, 'rank')}, {plural(res.steps, 'step')}, "
         f"{plural(res.events, 'event')}, "

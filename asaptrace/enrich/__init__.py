@@ -1,6 +1,13 @@
 """Enrichment: taxonomy (kinds), segmentation (step/layer/micro-batch), topology, clock alignment.
 
 Pure frame → frame functions; enriching a store on disk is :func:`asaptrace.pipeline.enrich_store`.
+
+Modules, in the order data flows through them: ``taxonomy`` (kinds, from ``rules/*.toml``),
+``segment`` and ``comm_layers`` (steps, layers, micro-batches), ``phases``, ``topology`` (roles,
+groups), ``instances`` and ``clock`` (matched collectives, offsets), ``batches``; ``frames`` runs
+them on a group of ranks (pure). Streaming a store through them a group at a time: ``streaming``
+(the passes), ``early_pass`` (a large rank's first pass as its file is read), ``spill_cache``
+(frames between rounds), ``store_parts`` (where each rank's parts are; the writers).
 """
 
 from asaptrace.enrich.frames import enrich_frames

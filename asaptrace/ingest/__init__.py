@@ -4,7 +4,7 @@ Each format is a sub-package that registers a :class:`~asaptrace.ingest.base.For
 detection priority, how it groups files into one source and how a rank is read from a path; the
 driver asks the registry only, so import order does not matter. The registry imports the built-in
 formats on its first lookup, and the names below are imported on first use: importing the
-package (or :mod:`asaptrace.ingest.prefetch`) imports no numpy, pyarrow nor polars.
+package (or :mod:`asaptrace.ingest.kineto.prefetch`) imports no numpy, pyarrow nor polars.
 """
 
 import importlib

@@ -22,15 +22,7 @@ import pyarrow.compute as pc
 
 from asaptrace.accounting import Accounting
 from asaptrace.errors import CorruptTrace, SizeLimitExceeded, UnsupportedFormat, UsageError
-from asaptrace.ingest import prefetch
-from asaptrace.ingest.base import (
-    FORMATS,
-    IngestOptions,
-    RankInfo,
-    detect_format,
-)
-from asaptrace.ingest.discovery import SourceFacts, find_sources, run_refusal, run_warnings
-from asaptrace.ingest.executors import (
+from asaptrace.executors import (
     MEMORY_PER_BYTE,
     Executor,
     ThreadExecutor,
@@ -38,6 +30,14 @@ from asaptrace.ingest.executors import (
     default_threads,
     make_executor,
 )
+from asaptrace.ingest.base import (
+    FORMATS,
+    IngestOptions,
+    RankInfo,
+    detect_format,
+)
+from asaptrace.ingest.discovery import SourceFacts, find_sources, run_refusal, run_warnings
+from asaptrace.ingest.kineto import prefetch
 from asaptrace.ingest.ranks import RankFrom, check_unique_ranks, explicit_ranks, resolve_rank
 from asaptrace.ingest.source import GZIP_RATIO, is_gzip
 from asaptrace.memory import DEFAULT_BUDGET, give_back, keep_mmap_threshold, over_budget
@@ -111,12 +111,6 @@ class Progress:
     bytes_total: int
     events_done: int
     last: FileSummary | Unreadable
-
-
-def discover(paths: Iterable[str | Path]) -> list[Path]:
-    """The sources ``paths`` name (folders walked; files in them that are not traces skipped):
-    :func:`asaptrace.ingest.discovery.find_sources`, without the account of what was skipped."""
-    return find_sources(paths).files
 
 
 def _sha256_in_thread(path: Path) -> tuple[threading.Thread, dict[str, str]]:
@@ -225,10 +219,10 @@ def ingest_paths(
     """Ingest trace files (or folders of them) into a new store at ``out``; returns the opened store.
 
     ``executor`` maps the per-file task over the files: a name registered in
-    :data:`~asaptrace.ingest.executors.EXECUTORS` (``serial``, ``thread``, ``process``, ``ray``)
+    :data:`~asaptrace.executors.EXECUTORS` (``serial``, ``thread``, ``process``, ``ray``)
     or an executor object; ``None`` reads one file after the other when ``jobs`` is 1 and on
     ``jobs`` threads of this process otherwise, bounded by memory (``jobs=None``:
-    :func:`~asaptrace.ingest.executors.default_threads`, one per CPU and at most one per file).
+    :func:`~asaptrace.executors.default_threads`, one per CPU and at most one per file).
     Every executor builds the same store, byte for byte in its tables. The ``process`` executor
     spawns workers, which needs the calling script to run under ``if __name__ == "__main__":``.
 

@@ -15,7 +15,7 @@
   :func:`replay_tornado` gives each knob's swing of the recovered time.
 
 Every split and every knob value is an independent replay: both take an ``executor``
-(:func:`asaptrace.ingest.executors.resolve_executor`; default this process) and run one task per
+(:func:`asaptrace.executors.resolve_executor`; default this process) and run one task per
 split or value — on a Ray cluster, one Ray task each, the workload shipped once — with the rows in
 the same order, so the answer is the same whichever executor ran it.
 """
@@ -29,7 +29,7 @@ from functools import partial
 from typing import Any
 
 from asaptrace.errors import UsageError
-from asaptrace.ingest.executors import Executor, SerialExecutor, map_ordered
+from asaptrace.executors import Executor, SerialExecutor, map_ordered
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.measured import MeasuredWork
 from asaptrace.replay.policies import PipelinedPolicy
@@ -303,7 +303,7 @@ def replay_explored(
     ``executor`` in one session (a process pool or a Ray instance)."""
     from contextlib import nullcontext
 
-    from asaptrace.ingest.executors import session
+    from asaptrace.executors import session
     from asaptrace.replay.replayed_store import write_replay_store
     from asaptrace.replay.run import replay_measured_work, resolve_costs
 

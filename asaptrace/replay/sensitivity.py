@@ -174,7 +174,7 @@ def sweep_scenario(
     (a local pool is opened by each search: its workers hold nothing worth keeping)."""
     from contextlib import nullcontext
 
-    from asaptrace.ingest.executors import resolve_executor, session
+    from asaptrace.executors import resolve_executor, session
     from asaptrace.replay.scenario import load_scenario
     from asaptrace.replay.sweep import DEFAULT_POLICIES
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from asaptrace.errors import RegistryError, UsageError
-from asaptrace.ingest.executors import map_ordered, resolve_executor, session
+from asaptrace.executors import map_ordered, resolve_executor, session
 from asaptrace.replay.arrivals import ArrivalStream, make_stream
 from asaptrace.replay.capacity import binding
 from asaptrace.replay.costs import CostModel, fit_warnings

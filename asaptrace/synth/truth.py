@@ -139,7 +139,3 @@ def _flat(chunks: list) -> list:
 
 def write_truth(truth: dict[str, Any], path: Path) -> None:
     path.write_text(json.dumps(truth, separators=(",", ":"), sort_keys=False) + "\n")
-
-
-def read_truth(path: str | Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())

@@ -44,8 +44,13 @@ KNOBS = (
 _DXT = re.compile(r"^\s*\d+\s*x\s*\d+\s*$")
 
 
+def _params() -> dict[str, dict[str, Any]]:
+    """Every registered policy's parameters with their defaults (the one catalogue)."""
+    return {p["name"]: p["params"] for p in pipeline.policy_catalogue()}
+
+
 def layout(stores: Any = None) -> html.Div:
-    policies = list(pipeline.replay_policies())
+    policies = list(_params())
     return html.Div(
         [
             html.Div(
@@ -86,7 +91,7 @@ def layout(stores: Any = None) -> html.Div:
 
 def knob_state(policy: str) -> tuple:
     """Which knobs the policy has: (disabled per knob..., mechanism options)."""
-    names = pipeline.replay_policies().get(policy, {})
+    names = _params().get(policy, {})
     disabled = tuple(p not in names for p, _, _ in KNOBS)
     options = [{"label": label, "value": n, "disabled": n not in names} for n, label in MECHANISMS]
     return (*disabled, options)
@@ -96,7 +101,7 @@ def replay_params(policy: str, values: dict[str, Any], mechanisms: list[str] | N
     """The form → the policy's parameters (only those it has; empty fields keep its defaults).
 
     Raises ValueError with the message to show when a field cannot be used."""
-    names = pipeline.replay_policies().get(policy)
+    names = _params().get(policy)
     if names is None:
         raise ValueError(f"unknown policy {policy!r}")
     params: dict[str, Any] = {}

@@ -1,7 +1,8 @@
 """The PyTorch profiler / Kineto Chrome-trace reader (registers format ``kineto``).
 
 ``reader`` builds the canonical tables; ``decode`` is the msgspec decoder and the column types
-both decoders fill; ``cscan`` wraps the optional C scanner ``_kscan`` (compiled by ``pip install``).
+both decoders fill; ``cscan`` wraps the optional C scanner ``_kscan`` (compiled by ``pip install``);
+``prefetch`` reads and scans the first files while ``asaptrace ingest`` is still importing.
 """
 
 import importlib

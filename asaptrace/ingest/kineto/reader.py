@@ -40,9 +40,8 @@ import pyarrow.compute as pc
 from asaptrace.accounting import Accounting
 from asaptrace.errors import CorruptTrace
 from asaptrace.ingest import columns as col
-from asaptrace.ingest import prefetch
 from asaptrace.ingest.base import Format, IngestOptions, IngestResult, RankInfo, register_format
-from asaptrace.ingest.kineto import c_scanner_enabled, cscan
+from asaptrace.ingest.kineto import c_scanner_enabled, cscan, prefetch
 from asaptrace.ingest.kineto.decode import (
     EventArgs,
     EventColumns,

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from asaptrace.errors import AsaptraceError
-from asaptrace.ingest.executors import available_memory
+from asaptrace.executors import available_memory
 from asaptrace.ingest.kineto import c_scanner
 from asaptrace.ingest.source import GZIP_MAGIC, GZIP_RATIO, decompressed
 from asaptrace.memory import keep_mmap_threshold
@@ -174,9 +174,10 @@ def _fill(e: Prefetched) -> None:
         e.sha256 = hashlib.sha256(raw).hexdigest()  # of the file as it is on disk
         data = decompressed(raw, Path(e.path), max_bytes=e.max_bytes)
         del raw
+        scanner = c_scanner()
+        if scanner is None:  # switched off since start() (ASAPTRACE_NO_CSCAN): the ingest reads it
+            return
         try:
-            scanner = c_scanner()
-            assert scanner is not None  # start() queued it only then
             e.scan = scanner.scan(data)
         except ValueError:
             e.refused = True

@@ -1,4 +1,5 @@
-"""Executors: how the ingest driver maps its per-file task over the files.
+"""Executors: how the ingest driver maps its per-file task over the files, and the replay its
+independent simulations (a leaf beside the store: ingest and replay both use it).
 
 The driver hands an executor one picklable function (``ingest_file``) and its tasks and gets the
 results back as they finish, in any order; everything else (rank checks, accounting, the atomic
