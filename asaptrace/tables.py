@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from asaptrace.errors import UsageError
-from asaptrace.replay.sweep_result import DECOMPOSITION_SCHEMA
+from asaptrace.replay.whatif.sweep_result import DECOMPOSITION_SCHEMA
 from asaptrace.userfiles import check_output_dir, write_folder_files
 
 FORMATS = ("csv", "parquet")

@@ -223,7 +223,7 @@ def sweep_curves_view(res: Any) -> TableView:
 
 def sweep_decomposition_view(res: Any) -> TableView:
     """TTFT = queue + own + sync by prompt length at the decomposition rate (shares of the mean)."""
-    from asaptrace.replay.sweep_result import DECOMPOSITION_SCHEMA  # `ingest` loads no replay module
+    from asaptrace.replay.whatif.sweep_result import DECOMPOSITION_SCHEMA  # `ingest` loads no replay module
 
     rows = [tuple(b[c] for c in DECOMPOSITION_SCHEMA) for b in res.get("decomposition") or []]
     return _rows_view(
@@ -246,7 +246,7 @@ def sweep_decomposition_view(res: Any) -> TableView:
 
 def sweep_vary_view(res: Any) -> TableView:
     """One knob at a time: each value's SLO throughput per policy and the headline ratio."""
-    from asaptrace.replay.sweep_result import headline_policy  # `ingest` loads no replay module
+    from asaptrace.replay.whatif.sweep_result import headline_policy  # `ingest` loads no replay module
 
     pols = list(res["policies"])
     columns = {"knob": "knob", "value": "value"}

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from asaptrace.errors import UsageError
-from asaptrace.replay.lengths_fit import LengthTargets, fit_log_logistic
 from asaptrace.replay.policies import POLICIES, LockstepPolicy, Policy, policy_of, register_policy
 from asaptrace.replay.policies.settings import apply_settings
-from asaptrace.replay.scenario import knob_names, load_scenario
-from asaptrace.replay.sensitivity import calibrate, tornado, vary
-from asaptrace.replay.serving import ServingResult, policy_names, simulate
-from asaptrace.replay.sweep import (
+from asaptrace.replay.serving.lengths_fit import LengthTargets, fit_log_logistic
+from asaptrace.replay.serving.scenario import knob_names, load_scenario
+from asaptrace.replay.whatif.sensitivity import calibrate, tornado, vary
+from asaptrace.replay.whatif.simulate import ServingResult, policy_names, simulate
+from asaptrace.replay.whatif.sweep import (
     SweepOptions,
     evaluate,
     reading,
@@ -159,7 +159,7 @@ def test_mean_ttft_can_fall_as_the_rate_rises():
 
 def test_rates_share_one_stream():
     """Consistency check: common random numbers by construction (one unit-rate stream, divided by λ)."""
-    from asaptrace.replay.arrivals import make_stream
+    from asaptrace.replay.serving.arrivals import make_stream
 
     sc = load_scenario("asap-paper")
     stream = make_stream(sc)
@@ -243,7 +243,7 @@ def test_one_registry_serves_the_replay_and_the_sweep():
     """A named ablation is its policy with a parameter set, offline and online alike, and the
     online result carries the spec it was asked by."""
     from asaptrace.replay.policies import Asap, policy_of
-    from asaptrace.replay.serving_types import ServingRequests
+    from asaptrace.replay.serving.requests import ServingRequests
 
     assert policy_of("asap-no-dual-batch") == Asap(dual_batch=False)
     assert policy_of("asap-expert-failure", {"overlap": False}) == Asap(expert_failure=True, overlap=False)

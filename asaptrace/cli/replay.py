@@ -101,7 +101,7 @@ def replay(
     Example: asaptrace replay run.store --policy asap --split auto --vary k_s=1,2 -o asap.store
     """
     from asaptrace.pipeline import replay_store
-    from asaptrace.replay.run import save_result_costs
+    from asaptrace.replay.whatif.run import save_result_costs
     from asaptrace.tables import replay_tables
 
     check_tables(csv, parquet)

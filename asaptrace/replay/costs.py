@@ -97,7 +97,7 @@ class CostModel:
     coupled_k_s: float = 1.0
     launch_ms: float = 0.22
     #: multipliers on an offline what-if's *modelled* pool and transfer costs (the ``scale`` knob of
-    #: ``replay --vary`` and the fit band, :mod:`asaptrace.replay.offline`); not in the TOML file
+    #: ``replay --vary`` and the fit band, :mod:`asaptrace.replay.mechanics.offline`); not in the TOML file
     whatif_moe_scale: float = 1.0
     whatif_transfer_scale: float = 1.0
     source: str = "defaults (the ASAP paper's figures, docs/analyses/replay.md)"
@@ -298,7 +298,7 @@ def fit_warnings(quality: dict[str, dict[str, Any]] | None) -> list[str]:
 def fit_costs(work: Any, *, base: CostModel | None = None) -> CostFit:
     """Fit the attention, MoE and transfer constants to a store's measured work.
 
-    ``work`` is a :class:`~asaptrace.replay.measured.MeasuredWork`. Attention is fitted per
+    ``work`` is a :class:`~asaptrace.replay.mechanics.measured.MeasuredWork`. Attention is fitted per
     (step, DP group, layer) on [1, Σc, Σc(2P+c)] (needs the batch composition; the constants then
     hold for the store's TP, ``attn_tp_ref``), the MoE pool per (step, layer) on [1, N] above the
     plateau (the plateau from items below the knee), transfers on [1, tokens per die]. A part with

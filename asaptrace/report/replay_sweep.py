@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from asaptrace.replay.replayed_store import REPLAY_KEYS
+from asaptrace.replay.whatif.replayed_store import REPLAY_KEYS
 from asaptrace.report.sections import FigureView, Section, table_of
 from asaptrace.units import human_ns
 from asaptrace.views import (

@@ -18,20 +18,20 @@ from typing import Any
 
 from asaptrace.errors import UsageError
 from asaptrace.registry import Registry
-from asaptrace.replay.policies._base import (
+from asaptrace.replay.policies.afd_pingpong import AfdPingpong
+from asaptrace.replay.policies.asap import Asap
+from asaptrace.replay.policies.balanced import Balanced
+from asaptrace.replay.policies.base import (
     Deployment,
     LockstepPolicy,
     Policy,
     PolicyRun,
     resolve_deployment,
 )
-from asaptrace.replay.policies._pipelined_base import PipelinedPolicy
-from asaptrace.replay.policies.afd_pingpong import AfdPingpong
-from asaptrace.replay.policies.asap import Asap
-from asaptrace.replay.policies.balanced import Balanced
 from asaptrace.replay.policies.chunked import Chunked
 from asaptrace.replay.policies.coupled import Coupled
-from asaptrace.replay.scenario import POLICY_ALIASES
+from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
+from asaptrace.replay.serving.scenario import POLICY_ALIASES
 
 POLICIES: Registry[type[Policy]] = Registry("policy")
 

@@ -4,7 +4,7 @@
 
 What it does, in order (DOMAIN §7):
 
-1. (the pipeline) extract the workload (:func:`~asaptrace.replay.measured.extract_measured_work`);
+1. (the pipeline) extract the workload (:func:`~asaptrace.replay.mechanics.measured.extract_measured_work`);
 2. take the cost model: a :class:`CostModel`, a TOML file (its ``[fit]`` quality kept), or
    (default) one fitted to the store (:func:`~asaptrace.replay.costs.fit_costs`; each part keeps
    the DOMAIN defaults when the store cannot fit it, and says why); poor or missing fits become
@@ -37,7 +37,7 @@ from typing import Any
 from asaptrace.display import HtmlRepr
 from asaptrace.errors import AccountingError, UsageError
 from asaptrace.replay.costs import CostFit, CostModel, fit_costs, fit_warnings, read_costs, save_costs
-from asaptrace.replay.measured import MeasuredWork
+from asaptrace.replay.mechanics.measured import MeasuredWork
 from asaptrace.replay.policies import Asap, Coupled, Deployment, LockstepPolicy, Policy, PolicyRun, policy_of
 
 SCHEMA_VERSION = 2

@@ -1,8 +1,8 @@
 """The SLO sweep: per policy, the rate → TTFT curve and the highest rate meeting a mean-TTFT SLO.
 
-For each policy the sweep runs the serving simulation (:func:`asaptrace.replay.serving.simulate`)
+For each policy the sweep runs the serving simulation (:func:`asaptrace.replay.whatif.simulate.simulate`)
 at every rate of a grid (given, or auto: 0.5, 1, 2, 4, … until the SLO is missed), all on one
-request stream (common random numbers, :mod:`asaptrace.replay.arrivals`). The SLO-compliant
+request stream (common random numbers, :mod:`asaptrace.replay.serving.arrivals`). The SLO-compliant
 throughput is found by bisection inside the grid bracket [last rate meeting the SLO, first rate
 missing it] (``bisection_steps`` halvings), then linear interpolation of mean TTFT between the
 final bracket's two ends. A policy that meets the SLO at every rate gets the largest rate and
@@ -28,14 +28,14 @@ import numpy as np
 
 from asaptrace.errors import RegistryError, UsageError
 from asaptrace.ingest.executors import map_ordered, resolve_executor, session
-from asaptrace.replay.arrivals import ArrivalStream, make_stream
-from asaptrace.replay.capacity import binding
 from asaptrace.replay.costs import CostModel, fit_warnings
 from asaptrace.replay.policies import POLICIES, Policy, policy_of
 from asaptrace.replay.policies.settings import OLD_NAMES, apply_settings, reaches, setting_key
-from asaptrace.replay.scenario import COST_KNOBS, Scenario, paper_for
-from asaptrace.replay.serving import ServingResult, policy_names, serving_policy, simulate
-from asaptrace.replay.sweep_result import SweepResult, headline_policy
+from asaptrace.replay.serving.arrivals import ArrivalStream, make_stream
+from asaptrace.replay.serving.capacity import binding
+from asaptrace.replay.serving.scenario import COST_KNOBS, Scenario, paper_for
+from asaptrace.replay.whatif.simulate import ServingResult, policy_names, serving_policy, simulate
+from asaptrace.replay.whatif.sweep_result import SweepResult, headline_policy
 from asaptrace.units import rps_text
 
 #: length buckets of the TTFT decomposition (prompt tokens, [lo, hi))

@@ -28,8 +28,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from asaptrace.replay.lockstep import ChainTimes
-from asaptrace.replay.measured import ChainKernels, MeasuredWork
+from asaptrace.replay.mechanics.lockstep import ChainTimes
+from asaptrace.replay.mechanics.measured import ChainKernels, MeasuredWork
 from asaptrace.replay.policies import PolicyRun
 from asaptrace.schema import Kind, Role, conform
 
@@ -387,7 +387,7 @@ def replay_block_of(result: Any) -> dict[str, Any]:
 
 
 def write_replay_store(result: Any, wl: MeasuredWork, out: str | Path, *, overwrite: bool = False) -> Path:
-    """Write a :class:`~asaptrace.replay.run.ReplayResult`'s replay as a store at ``out`` (atomically:
+    """Write a :class:`~asaptrace.replay.whatif.run.ReplayResult`'s replay as a store at ``out`` (atomically:
     one commit of the store writer): its events, ranks, streams and batches in the canonical schema,
     and meta.json with its ``replay`` block."""
     from asaptrace.errors import UsageError

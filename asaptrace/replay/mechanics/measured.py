@@ -9,7 +9,7 @@ From an enriched store (coupled or disaggregated) :func:`extract_measured_work` 
   :func:`asaptrace.enrich.instances.match_instances`), with the *local gap* before each arrival
   (arrival − end of the rank's latest earlier instance, or the rank's step start), the transfer
   x (shortest peer duration) and each rank's tail (end − release). These are what the lockstep
-  replay re-runs (:mod:`asaptrace.replay.lockstep`);
+  replay re-runs (:mod:`asaptrace.replay.mechanics.lockstep`);
 * ``busy`` — per (step, rank, chain position, kind, layer, micro-batch): device compute time
   that precedes that arrival (position −1: after the last one) — what the replayed store draws
   and what the what-ifs rescale;

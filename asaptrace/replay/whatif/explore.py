@@ -31,10 +31,10 @@ from typing import Any
 from asaptrace.errors import UsageError
 from asaptrace.ingest.executors import Executor, SerialExecutor, map_ordered
 from asaptrace.replay.costs import CostModel
-from asaptrace.replay.measured import MeasuredWork
+from asaptrace.replay.mechanics.measured import MeasuredWork
 from asaptrace.replay.policies import PipelinedPolicy
-from asaptrace.replay.policies._base import parse_attention
-from asaptrace.replay.run import replay_measured_work
+from asaptrace.replay.policies.base import parse_attention
+from asaptrace.replay.whatif.run import replay_measured_work
 from asaptrace.units import plural
 
 #: replay --vary knobs: alias → CostModel field(s) ("costs" switches fitted ↔ default)
@@ -107,7 +107,7 @@ def best_split(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """``--split auto``: every split's row (:func:`search_splits`, one task each on ``executor``;
     ``at_most``: coarse to fine over D) and ``params`` set to the best."""
-    from asaptrace.replay.run import make_policy
+    from asaptrace.replay.whatif.run import make_policy
 
     pol = make_policy(policy, params)
     if not isinstance(pol, PipelinedPolicy):
@@ -297,15 +297,15 @@ def replay_explored(
     progress: Any = None,
 ) -> Any:
     """The what-if a user asks ``replay`` for: with ``split="auto"`` at the best split
-    (:func:`best_split`), replayed with its causes (:func:`~asaptrace.replay.run.replay_measured_work`),
+    (:func:`best_split`), replayed with its causes (:func:`~asaptrace.replay.whatif.run.replay_measured_work`),
     re-run at each ``--vary`` value (:func:`vary_replay`, the tornado), and written as a store at
     ``out``. The costs are fitted (or read) once for all of it; the splits and the values run on
     ``executor`` in one session (a process pool or a Ray instance)."""
     from contextlib import nullcontext
 
     from asaptrace.ingest.executors import session
-    from asaptrace.replay.replayed_store import write_replay_store
-    from asaptrace.replay.run import replay_measured_work, resolve_costs
+    from asaptrace.replay.whatif.replayed_store import write_replay_store
+    from asaptrace.replay.whatif.run import replay_measured_work, resolve_costs
 
     say = progress or (lambda _msg: None)
     fit = resolve_costs(wl, costs)

@@ -25,7 +25,7 @@ from typing import Any
 
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel, read_costs
-from asaptrace.replay.lengths_fit import LengthTargets, LogLogistic, fit_log_logistic
+from asaptrace.replay.serving.lengths_fit import LengthTargets, LogLogistic, fit_log_logistic
 
 #: cost knobs: the CostModel fields a scenario sets (all in ms except phi, tp_ref, e_ref, k_s)
 COST_KNOBS = tuple(
@@ -255,7 +255,7 @@ def paper_for(paper: dict[str, Any], policies: tuple[str, ...]) -> dict[str, Any
 
 # --------------------------------------------------------------------------------------- loading
 def shipped_scenarios() -> list[str]:
-    root = resources.files("asaptrace.replay").joinpath("scenarios")
+    root = resources.files("asaptrace.replay.serving").joinpath("scenarios")
     return sorted(p.name.removesuffix(".toml") for p in root.iterdir() if p.name.endswith(".toml"))
 
 
@@ -263,7 +263,7 @@ def load_scenario(name_or_path: str | Path = "asap-paper") -> Scenario:
     """A shipped scenario by name (``asap-paper``) or a scenario TOML file by path."""
     text_path = Path(name_or_path)
     if str(name_or_path) in shipped_scenarios():
-        res = resources.files("asaptrace.replay").joinpath(f"scenarios/{name_or_path}.toml")
+        res = resources.files("asaptrace.replay.serving").joinpath(f"scenarios/{name_or_path}.toml")
         text, where = res.read_text(), f"scenario {name_or_path}"
     elif text_path.is_file():
         text, where = text_path.read_text(), str(text_path)

@@ -1,6 +1,6 @@
 """ASAP serving: an online batch former on the replay's pipelined mechanics (DOMAIN.md §6).
 
-The deployment and its per-layer semantics are :mod:`asaptrace.replay.pipelined`'s, on the
+The deployment and its per-layer semantics are :mod:`asaptrace.replay.mechanics.pipelined`'s, on the
 policy's own D×T + E (:meth:`~asaptrace.replay.policies.PipelinedPolicy.serve_deployment`: D
 groups of T dies with two slots sharing each group's compute FCFS, one E-die pool serving (batch,
 layer) items one at a time, FIFO, any group and layer; attention → dispatch → pool → combine →
@@ -14,7 +14,7 @@ pipeline calls whenever a group has a free slot (least-occupied group first) and
 * with dual-batch, a batch holding a prompt of more than ``long_tokens`` new tokens runs
   alone on an idle group: cut for a busy group, it reserves that group, which then takes no other
   batch until it has drained and the long batch has started;
-* each batch's per-layer costs come from :func:`asaptrace.replay.pipelined.batch_costs`, and each
+* each batch's per-layer costs come from :func:`asaptrace.replay.mechanics.formers.batch_costs`, and each
   request's own kernel time is its share of them (attention by its variable cost, the rest by
   tokens).
 
@@ -32,9 +32,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from asaptrace.replay.pipelined import Batch, PipelineConfig, batch_costs, run_recorded
-from asaptrace.replay.scenario import Scenario
-from asaptrace.replay.serving_types import ServingRequests, ServingResult
+from asaptrace.replay.mechanics.formers import Batch, batch_costs
+from asaptrace.replay.mechanics.pipeline_run import run_recorded
+from asaptrace.replay.mechanics.pipelined import PipelineConfig
+from asaptrace.replay.serving.requests import ServingRequests, ServingResult
+from asaptrace.replay.serving.scenario import Scenario
 
 if TYPE_CHECKING:
     from asaptrace.replay.policies import Asap

@@ -3,12 +3,12 @@
 The deployment is the policy's D×T attention dies + E FFN dies
 (:meth:`~asaptrace.replay.policies.PipelinedPolicy.serve_deployment`), but the D groups act as one barriered attention
 stage: a micro-batch's attention at a layer takes its slowest group's time. On the pipelined
-mechanics (:mod:`asaptrace.replay.pipelined`) that is one attention "group" with ``m`` slots:
+mechanics (:mod:`asaptrace.replay.mechanics.pipelined`) that is one attention "group" with ``m`` slots:
 
 * when the stage is idle (every micro-batch of the previous step done) and requests are queued, a
   step is cut FIFO up to the policy's ``step_tokens`` new tokens (at least one request: as the coupled
   former), and its requests are dealt longest-first onto ``m`` micro-batches by tokens
-  (:func:`~asaptrace.replay.planner.place_longest_first`; a step of fewer than m requests has fewer);
+  (:func:`~asaptrace.replay.mechanics.planner.place_longest_first`; a step of fewer than m requests has fewer);
 * within a micro-batch its requests are dealt longest-first by attention weight onto the D groups;
   its attention at a layer is the slowest group's (``CostModel.attention_ns`` on T dies), its MoE
   item M(its tokens, E), its dispatch and combine X(its tokens / (D·T)) each;
@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from asaptrace.replay._serving_asap import _UNBOUNDED, OnlineFormer, serve_on_pipeline
-from asaptrace.replay.pipelined import Batch, PipelineConfig
-from asaptrace.replay.planner import place_longest_first
-from asaptrace.replay.scenario import Scenario
-from asaptrace.replay.serving_types import ServingRequests, ServingResult
+from asaptrace.replay.mechanics.formers import Batch
+from asaptrace.replay.mechanics.pipelined import PipelineConfig
+from asaptrace.replay.mechanics.planner import place_longest_first
+from asaptrace.replay.serving.asap_serving import _UNBOUNDED, OnlineFormer, serve_on_pipeline
+from asaptrace.replay.serving.requests import ServingRequests, ServingResult
+from asaptrace.replay.serving.scenario import Scenario
 
 if TYPE_CHECKING:
     from asaptrace.replay.policies import AfdPingpong

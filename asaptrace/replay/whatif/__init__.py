@@ -1,0 +1,1 @@
+"""asaptrace.replay.whatif."""
