@@ -201,8 +201,8 @@ def replay_store(
     ``progress`` is told each stage as it starts.
     """
     from asaptrace.ingest.executors import resolve_executor
-    from asaptrace.replay.mechanics.measured import extract_measured_work
     from asaptrace.replay.whatif.explore import parse_vary, replay_explored
+    from asaptrace.replay.whatif.measured import extract_measured_work
 
     t0 = time.perf_counter()
     specs = [parse_vary(v) for v in vary]  # a bad spec fails before any simulation

@@ -56,7 +56,7 @@ def test_the_example_online_by_hand(example):
 
 
 def test_the_example_offline_on_the_coupled_sample(example, coupled_store):
-    from asaptrace.replay.mechanics.measured import extract_measured_work
+    from asaptrace.replay.whatif.measured import extract_measured_work
     from asaptrace.replay.whatif.run import replay_measured_work
 
     wl = extract_measured_work(coupled_store)

@@ -15,15 +15,8 @@ from asaptrace.replay.serving.lengths_fit import LengthTargets, fit_log_logistic
 from asaptrace.replay.serving.scenario import knob_names, load_scenario
 from asaptrace.replay.whatif.sensitivity import calibrate, tornado, vary
 from asaptrace.replay.whatif.simulate import ServingResult, policy_names, simulate
-from asaptrace.replay.whatif.sweep import (
-    SweepOptions,
-    evaluate,
-    reading,
-    run_sweep,
-    slo_rate,
-    slo_ratio,
-    write_results,
-)
+from asaptrace.replay.whatif.sweep import SweepOptions, evaluate, run_sweep, slo_rate, slo_ratio
+from asaptrace.replay.whatif.sweep_reading import reading
 
 # ------------------------------------------------------------------------------------ lengths
 
@@ -118,14 +111,14 @@ def test_same_seed_gives_the_same_results_file_byte_for_byte(tmp_path):
     """Consistency check: determinism (same seed and knobs → same bytes, with or without the pool)."""
     sc = load_scenario("asap-paper").with_knobs(SMALL)
     opt = SweepOptions(rates=(1, 3, 6), bisection_steps=2)
-    a = write_results(run_sweep(sc, opt), tmp_path / "a.json").read_bytes()
-    b = write_results(run_sweep(sc, opt), tmp_path / "b.json").read_bytes()
+    a = run_sweep(sc, opt).write(tmp_path / "a.json").read_bytes()
+    b = run_sweep(sc, opt).write(tmp_path / "b.json").read_bytes()
     assert a == b
-    c = write_results(run_sweep(sc.with_knobs({"seed": 1}), opt), tmp_path / "c.json").read_bytes()
+    c = run_sweep(sc.with_knobs({"seed": 1}), opt).write(tmp_path / "c.json").read_bytes()
     assert c != a  # the seed matters
     # and the process pool changes nothing but the wall time
     pooled = SweepOptions(rates=(1, 3, 6), bisection_steps=2, jobs=2)
-    assert write_results(run_sweep(sc, pooled), tmp_path / "d.json").read_bytes() == a
+    assert run_sweep(sc, pooled).write(tmp_path / "d.json").read_bytes() == a
 
 
 @pytest.mark.parametrize("policy", ["default", "chunked", "asap", "asap-no-dual-batch"])

@@ -36,7 +36,7 @@ from asaptrace.advise.advice import Advice, WhatIf, whatif_line
 from asaptrace.analyze.diagnosis import Diagnosis
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import R2_WARN, CostFit, CostModel
-from asaptrace.replay.mechanics.measured import MeasuredWork
+from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies import POLICIES, Policy
 from asaptrace.replay.whatif.explore import best_split, vary_replay
 from asaptrace.replay.whatif.run import ReplayResult, replay_measured_work, resolve_costs

@@ -32,7 +32,7 @@ from typing import Any
 
 from asaptrace.advise.advice import Advice, whatif_line
 from asaptrace.replay.costs import CostFit, CostModel
-from asaptrace.replay.mechanics.measured import MeasuredWork
+from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies import Policy, policy_of
 from asaptrace.replay.serving.scenario import Scenario, load_scenario
 from asaptrace.replay.whatif.run import resolve_costs

@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from asaptrace.replay.mechanics.lockstep import ChainTimes, run_chain
+from asaptrace.replay.mechanics.planner import StepPlan
 from asaptrace.replay.mechanics.program import ProgramShape, coupled_program
 from asaptrace.synth.config import SynthConfig
 from asaptrace.synth.costs import KernelCosts, kernel_costs
-from asaptrace.synth.schedule import StepPlan
 from asaptrace.synth.timeline import (
     Annotation,
     RankMeta,

@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from asaptrace.replay.mechanics.engine import Engine, Event
+from asaptrace.replay.mechanics.planner import StepPlan
 from asaptrace.replay.mechanics.program import COMPUTE_STREAM
 from asaptrace.synth.config import SynthConfig
 from asaptrace.synth.costs import kernel_costs
-from asaptrace.synth.schedule import StepPlan
 from asaptrace.synth.timeline import (
     Annotation,
     RankMeta,

@@ -38,8 +38,8 @@ import polars as pl
 
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.formers import Batch
-from asaptrace.replay.mechanics.measured import MeasuredWork
 from asaptrace.replay.mechanics.planner import place_longest_first
+from asaptrace.replay.mechanics.work import MeasuredWork
 
 _KEYS = ["step", "layer", "micro_batch"]
 

@@ -30,10 +30,10 @@ import polars as pl
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.formers import Batch, BatchFormer, StaticBatches
-from asaptrace.replay.mechanics.measured import MeasuredWork
 from asaptrace.replay.mechanics.offline import transfer_factor
 from asaptrace.replay.mechanics.pipelined import PipelineTrace
 from asaptrace.replay.mechanics.planner import place_longest_first
+from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies.base import Deployment, serve_setting
 from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
 from asaptrace.replay.serving.afd_serving import simulate_afd

@@ -43,8 +43,8 @@ from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.formers import BatchFormer, FifoBatches, StaticBatches
 from asaptrace.replay.mechanics.lockstep import chain_from_costs, run_chain
-from asaptrace.replay.mechanics.measured import MeasuredWork
 from asaptrace.replay.mechanics.offline import lockstep_split_steps, offline_batches
+from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies.base import Deployment, Policy, PolicyRun, lockstep_batches, serve_setting
 from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
 from asaptrace.replay.serving.asap_serving import simulate_asap

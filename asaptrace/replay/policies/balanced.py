@@ -19,8 +19,8 @@ import polars as pl
 
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.lockstep import scale_transfers
-from asaptrace.replay.mechanics.measured import MeasuredWork, StepChain
 from asaptrace.replay.mechanics.planner import place_longest_first
+from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
 from asaptrace.replay.policies.base import NO_COMPOSITION, LockstepPolicy
 from asaptrace.replay.serving.lockstep_serving import simulate_balanced
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult

@@ -31,7 +31,7 @@ import polars as pl
 
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.lockstep import ChainTimes, chain_from_costs, run_chain
-from asaptrace.replay.mechanics.measured import MeasuredWork, StepChain
+from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
 from asaptrace.replay.serving.capacity import coupled_bounds
 
 if TYPE_CHECKING:

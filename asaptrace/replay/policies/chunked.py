@@ -25,7 +25,7 @@ import polars as pl
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.lockstep import chain_from_costs
-from asaptrace.replay.mechanics.measured import MeasuredWork, StepChain
+from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
 from asaptrace.replay.policies.base import NO_COMPOSITION, LockstepPolicy
 from asaptrace.replay.serving.lockstep_serving import simulate_chunked
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult

@@ -20,7 +20,7 @@ import polars as pl
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.lockstep import scale_transfers
-from asaptrace.replay.mechanics.measured import MeasuredWork, StepChain
+from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
 from asaptrace.replay.policies.base import LockstepPolicy, Policy
 from asaptrace.replay.serving.lockstep_serving import simulate_default
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult

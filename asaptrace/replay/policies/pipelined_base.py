@@ -18,9 +18,9 @@ import polars as pl
 
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.formers import BatchFormer
-from asaptrace.replay.mechanics.measured import MeasuredWork
 from asaptrace.replay.mechanics.pipeline_run import run_pipeline
 from asaptrace.replay.mechanics.pipelined import PipelineConfig, PipelineTrace, ServiceOrder
+from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies.base import (
     Deployment,
     Policy,

@@ -29,7 +29,7 @@ import numpy as np
 from asaptrace.replay.mechanics.formers import Batch
 from asaptrace.replay.mechanics.pipelined import PipelineConfig
 from asaptrace.replay.mechanics.planner import place_longest_first
-from asaptrace.replay.serving.asap_serving import _UNBOUNDED, OnlineFormer, serve_on_pipeline
+from asaptrace.replay.serving.asap_serving import UNBOUNDED, OnlineFormer, serve_on_pipeline
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
 from asaptrace.replay.serving.scenario import Scenario
 
@@ -100,6 +100,6 @@ class PingpongFormer(OnlineFormer):
 def simulate_afd(req: ServingRequests, sc: Scenario, pol: AfdPingpong) -> ServingResult:
     former = PingpongFormer(req, sc, pol)
     cfg = PipelineConfig(
-        groups=1, slots=pol.m, buffer_slots=_UNBOUNDED, overlap=True, comm_share=former.tp / former.experts
+        groups=1, slots=pol.m, buffer_slots=UNBOUNDED, overlap=True, comm_share=former.tp / former.experts
     )
     return serve_on_pipeline(req, sc, cfg, former, pol.name)

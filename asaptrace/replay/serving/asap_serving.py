@@ -41,7 +41,7 @@ from asaptrace.replay.serving.scenario import Scenario
 if TYPE_CHECKING:
     from asaptrace.replay.policies import Asap
 
-_UNBOUNDED = 1 << 62  # receive-buffer slots: sends never block
+UNBOUNDED = 1 << 62  # receive-buffer slots: sends never block
 
 
 class OnlineFormer:
@@ -175,7 +175,7 @@ def simulate_asap(req: ServingRequests, sc: Scenario, pol: Asap) -> ServingResul
     cfg = PipelineConfig(
         groups=dep.groups,
         slots=pol.slots(),
-        buffer_slots=_UNBOUNDED,
+        buffer_slots=UNBOUNDED,
         overlap=pol.overlap,
         comm_share=dep.tp / pol.live_experts(dep),
         launch_ns=0 if pol.super_kernel else sc.costs.launch_ns,

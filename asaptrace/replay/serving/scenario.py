@@ -36,8 +36,9 @@ COST_KNOBS = tuple(
 _SCALED = ("attn_c0_ms", "attn_c1_ms", "attn_c2_ms", "moe_plateau_ms", "moe_a_ms", "moe_b_ms")
 _SCALED += ("xfer_latency_ms", "xfer_per_k_ms", "launch_ms")
 
-#: short names accepted by --set / --vary (the paper's symbols)
-ALIASES = {
+#: the one table of knob spellings: a short name (the paper's symbol) → the scenario / CostModel field
+#: it means; ``sweep --set`` reads it here, ``replay --vary`` maps its knobs through it (explore.py)
+KNOB_ALIASES = {
     "k_s": "coupled_k_s",
     "e_ref": "moe_e_ref",
     "E_ref": "moe_e_ref",
@@ -193,18 +194,18 @@ def knob_name(key: str) -> str:
     """The knob a user's key means (aliases like k_s, E_ref, phi accepted); unknown → UsageError
     (a policy's setting, ``asap.experts`` or an old name like ``asap_experts``, is not a scenario
     knob: :func:`asaptrace.replay.policies.settings.setting_key` reads those)."""
-    name = ALIASES.get(key, key)
+    name = KNOB_ALIASES.get(key, key)
     if name not in knob_names():
         raise UsageError(
             f"unknown knob {key!r} (scenario knobs: {', '.join(knob_names())}; aliases: "
-            f"{', '.join(ALIASES)}; a policy's setting is POLICY.SETTING, e.g. asap.experts)"
+            f"{', '.join(KNOB_ALIASES)}; a policy's setting is POLICY.SETTING, e.g. asap.experts)"
         )
     return name
 
 
 def is_knob(key: str) -> bool:
     """Whether ``key`` names a scenario knob (or an alias of one)."""
-    return ALIASES.get(key, key) in knob_names()
+    return KNOB_ALIASES.get(key, key) in knob_names()
 
 
 _TYPES = {f.name: f.type for f in fields(Scenario)} | {f.name: f.type for f in fields(CostModel)}

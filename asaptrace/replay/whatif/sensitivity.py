@@ -25,12 +25,11 @@ from asaptrace.replay.whatif.sweep import (
     Progress,
     SweepOptions,
     evaluate,
-    headline_policy,
     run_sweep,
     search_slo,
     slo_ratio,
 )
-from asaptrace.replay.whatif.sweep_result import SweepResult
+from asaptrace.replay.whatif.sweep_result import SweepResult, headline_policy
 
 
 def vary(
