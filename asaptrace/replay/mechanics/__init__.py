@@ -4,6 +4,8 @@ Modules, in the order data flows through them:
 
 * :mod:`~asaptrace.replay.mechanics.work` — the replay's input as types (``MeasuredWork``,
   ``StepChain``, ``ChainKernels``); :mod:`asaptrace.replay.whatif.measured` fills them from a store;
+* :mod:`~asaptrace.replay.mechanics.deployment` — ``Deployment``: the simulated devices (attention
+  groups × TP plus expert dies);
 * :mod:`~asaptrace.replay.mechanics.planner` — the batch planner (FIFO admission, longest-first
   balancing), also synth's;
 * :mod:`~asaptrace.replay.mechanics.program` — the coupled step as a kernel program

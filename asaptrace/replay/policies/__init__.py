@@ -33,16 +33,11 @@ from typing import Any
 
 from asaptrace.errors import UsageError
 from asaptrace.registry import Registry
+from asaptrace.replay.mechanics.deployment import Deployment
 from asaptrace.replay.policies.afd_pingpong import AfdPingpong
 from asaptrace.replay.policies.asap import Asap
 from asaptrace.replay.policies.balanced import Balanced
-from asaptrace.replay.policies.base import (
-    Deployment,
-    LockstepPolicy,
-    Policy,
-    PolicyRun,
-    resolve_deployment,
-)
+from asaptrace.replay.policies.base import LockstepPolicy, Policy, PolicyRun, resolve_deployment
 from asaptrace.replay.policies.chunked import Chunked
 from asaptrace.replay.policies.coupled import Coupled
 from asaptrace.replay.policies.pipelined_base import PipelinedPolicy

@@ -29,12 +29,13 @@ import polars as pl
 
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel
+from asaptrace.replay.mechanics.deployment import Deployment
 from asaptrace.replay.mechanics.formers import Batch, BatchFormer, StaticBatches
 from asaptrace.replay.mechanics.offline import transfer_factor
 from asaptrace.replay.mechanics.pipelined import PipelineTrace
 from asaptrace.replay.mechanics.planner import place_longest_first
 from asaptrace.replay.mechanics.work import MeasuredWork
-from asaptrace.replay.policies.base import Deployment, serve_setting
+from asaptrace.replay.policies.base import serve_setting
 from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
 from asaptrace.replay.serving.afd_serving import simulate_afd
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult

@@ -41,11 +41,12 @@ import numpy as np
 
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel
+from asaptrace.replay.mechanics.deployment import Deployment
 from asaptrace.replay.mechanics.formers import BatchFormer, FifoBatches, StaticBatches
 from asaptrace.replay.mechanics.lockstep import chain_from_costs, run_chain
 from asaptrace.replay.mechanics.offline import lockstep_split_steps, offline_batches
 from asaptrace.replay.mechanics.work import MeasuredWork
-from asaptrace.replay.policies.base import Deployment, Policy, PolicyRun, lockstep_batches, serve_setting
+from asaptrace.replay.policies.base import Policy, PolicyRun, lockstep_batches, serve_setting
 from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
 from asaptrace.replay.serving.asap_serving import simulate_asap
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult

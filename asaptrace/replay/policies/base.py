@@ -30,6 +30,7 @@ import numpy as np
 import polars as pl
 
 from asaptrace.replay.costs import CostModel
+from asaptrace.replay.mechanics.deployment import Deployment
 from asaptrace.replay.mechanics.lockstep import ChainTimes, chain_from_costs, run_chain
 from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
 from asaptrace.replay.serving.capacity import coupled_bounds
@@ -38,20 +39,6 @@ if TYPE_CHECKING:
     from asaptrace.replay.mechanics.pipelined import PipelineTrace
     from asaptrace.replay.serving.requests import ServingRequests, ServingResult
     from asaptrace.replay.serving.scenario import Scenario
-
-
-@dataclass(frozen=True)
-class Deployment:
-    """The simulated devices: attention groups × TP plus expert dies (0: fused with attention)."""
-
-    kind: str  # coupled | disaggregated
-    groups: int
-    tp: int
-    experts: int
-
-    @property
-    def devices(self) -> int:
-        return self.groups * self.tp + (self.experts if self.kind == "disaggregated" else 0)
 
 
 @dataclass

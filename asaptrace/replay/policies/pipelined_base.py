@@ -17,18 +17,12 @@ import numpy as np
 import polars as pl
 
 from asaptrace.replay.costs import CostModel
+from asaptrace.replay.mechanics.deployment import Deployment
 from asaptrace.replay.mechanics.formers import BatchFormer
 from asaptrace.replay.mechanics.pipeline_run import run_pipeline
 from asaptrace.replay.mechanics.pipelined import PipelineConfig, PipelineTrace, ServiceOrder
 from asaptrace.replay.mechanics.work import MeasuredWork
-from asaptrace.replay.policies.base import (
-    Deployment,
-    Policy,
-    PolicyRun,
-    batch_rows,
-    parse_attention,
-    resolve_deployment,
-)
+from asaptrace.replay.policies.base import Policy, PolicyRun, batch_rows, parse_attention, resolve_deployment
 from asaptrace.replay.serving.capacity import disaggregated_bounds
 
 if TYPE_CHECKING:

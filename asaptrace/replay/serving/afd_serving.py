@@ -22,7 +22,6 @@ A request's own time is its share of its micro-batch's items (as ASAP's, :func:`
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,17 +29,15 @@ from asaptrace.replay.mechanics.formers import Batch
 from asaptrace.replay.mechanics.pipelined import PipelineConfig
 from asaptrace.replay.mechanics.planner import place_longest_first
 from asaptrace.replay.serving.asap_serving import UNBOUNDED, OnlineFormer, serve_on_pipeline
+from asaptrace.replay.serving.policy_settings import AfdSettings
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
 from asaptrace.replay.serving.scenario import Scenario
-
-if TYPE_CHECKING:
-    from asaptrace.replay.policies import AfdPingpong
 
 
 class PingpongFormer(OnlineFormer):
     """Cuts a step when the stage is idle, hands out its micro-batches one per free slot."""
 
-    def __init__(self, req: ServingRequests, sc: Scenario, pol: AfdPingpong) -> None:
+    def __init__(self, req: ServingRequests, sc: Scenario, pol: AfdSettings) -> None:
         super().__init__(req, sc)
         dep = pol.serve_deployment()
         self.m, self.step_tokens = pol.m, pol.step_tokens
@@ -97,7 +94,7 @@ class PingpongFormer(OnlineFormer):
         )
 
 
-def simulate_afd(req: ServingRequests, sc: Scenario, pol: AfdPingpong) -> ServingResult:
+def simulate_afd(req: ServingRequests, sc: Scenario, pol: AfdSettings) -> ServingResult:
     former = PingpongFormer(req, sc, pol)
     cfg = PipelineConfig(
         groups=1, slots=pol.m, buffer_slots=UNBOUNDED, overlap=True, comm_share=former.tp / former.experts

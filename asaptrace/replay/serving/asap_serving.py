@@ -28,18 +28,15 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from asaptrace.replay.mechanics.formers import Batch, batch_costs
 from asaptrace.replay.mechanics.pipeline_run import run_recorded
 from asaptrace.replay.mechanics.pipelined import PipelineConfig
+from asaptrace.replay.serving.policy_settings import AsapSettings
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
 from asaptrace.replay.serving.scenario import Scenario
-
-if TYPE_CHECKING:
-    from asaptrace.replay.policies import Asap
 
 UNBOUNDED = 1 << 62  # receive-buffer slots: sends never block
 
@@ -74,7 +71,7 @@ class OnlineFormer:
 class ServingFormer(OnlineFormer):
     """Cuts batches from arrived requests when the pipeline offers a free slot."""
 
-    def __init__(self, req: ServingRequests, sc: Scenario, pol: Asap) -> None:
+    def __init__(self, req: ServingRequests, sc: Scenario, pol: AsapSettings) -> None:
         super().__init__(req, sc)
         dep = pol.serve_deployment()
         self.pol, self.tp, self.experts = pol, dep.tp, pol.live_experts(dep)
@@ -167,7 +164,7 @@ def _own_shares(former: OnlineFormer, batches: dict[int, Batch], cfg: PipelineCo
     former.own[reqs] += share
 
 
-def simulate_asap(req: ServingRequests, sc: Scenario, pol: Asap) -> ServingResult:
+def simulate_asap(req: ServingRequests, sc: Scenario, pol: AsapSettings) -> ServingResult:
     """Serve ``req`` on the policy's D×T + E with its mechanisms (the policy object is the whole
     configuration: its deployment, batch budgets, long-prompt rule and switches)."""
     former = ServingFormer(req, sc, pol)

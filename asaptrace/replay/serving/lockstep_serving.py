@@ -34,18 +34,15 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from asaptrace.replay.costs import CostModel, causal_pairs
 from asaptrace.replay.mechanics.lockstep import chain_from_costs, chain_from_costs_two_mb, run_chain
 from asaptrace.replay.mechanics.planner import place_longest_first
+from asaptrace.replay.serving.policy_settings import ChunkedSettings, LockstepSettings
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
 from asaptrace.replay.serving.scenario import Scenario
-
-if TYPE_CHECKING:
-    from asaptrace.replay.policies import Chunked, LockstepPolicy
 
 # a piece: (request, new tokens c, prefix P)
 Piece = tuple[int, int, int]
@@ -65,20 +62,20 @@ class _Served:
     overlap: bool
 
     @classmethod
-    def of(cls, sc: Scenario, pol: LockstepPolicy) -> _Served:
+    def of(cls, sc: Scenario, pol: LockstepSettings) -> _Served:
         d, t = pol.serve_groups()
         return cls(sc.layers, d, t, pol.step_tokens, pol.group_tokens, pol.routing, pol.micro_batch_overlap)
 
 
-def simulate_default(req: ServingRequests, sc: Scenario, pol: LockstepPolicy) -> ServingResult:
+def simulate_default(req: ServingRequests, sc: Scenario, pol: LockstepSettings) -> ServingResult:
     return _run(req, sc, _Served.of(sc, pol), chunk=0, name="default")
 
 
-def simulate_chunked(req: ServingRequests, sc: Scenario, pol: Chunked) -> ServingResult:
+def simulate_chunked(req: ServingRequests, sc: Scenario, pol: ChunkedSettings) -> ServingResult:
     return _run(req, sc, _Served.of(sc, pol), chunk=pol.chunk_tokens, name="chunked")
 
 
-def simulate_balanced(req: ServingRequests, sc: Scenario, pol: LockstepPolicy) -> ServingResult:
+def simulate_balanced(req: ServingRequests, sc: Scenario, pol: LockstepSettings) -> ServingResult:
     return _run(req, sc, _Served.of(sc, pol), chunk=0, name="balanced", balance=True)
 
 
