@@ -35,8 +35,8 @@ if TYPE_CHECKING:  # every layer is imported by the calls that need it: importin
     from asaptrace.executors import Executor
     from asaptrace.info import store_info
     from asaptrace.replay.costs import CostModel
-    from asaptrace.replay.run import ReplayResult
-    from asaptrace.replay.sweep_result import SweepResult
+    from asaptrace.replay.whatif.run import ReplayResult
+    from asaptrace.replay.whatif.sweep_result import SweepResult
     from asaptrace.report.sections import Section
     from asaptrace.store import TraceStore
     from asaptrace.synth import load_config as synth_config
@@ -263,10 +263,10 @@ def replay_store(
 ) -> ReplayResult:
     """Replay a measured store under ``policy``: open → extract the workload → replay → (write).
 
-    See :mod:`asaptrace.replay.run` for what the replay does and its JSON form; with ``out`` the
+    See :mod:`asaptrace.replay.whatif.run` for what the replay does and its JSON form; with ``out`` the
     replay is written as a store in the canonical schema (atomically), so every analysis, report
     and export works on it as on a measured run. ``split="auto"`` first replays every split of the
-    store's device total (:func:`asaptrace.replay.explore.search_splits`) and replays the best;
+    store's device total (:func:`asaptrace.replay.whatif.explore.search_splits`) and replays the best;
     each ``vary`` spec (``KNOB=V1,V2``) re-runs the what-if per value (the range, a tornado).
     The splits and the values are independent replays, one task each on ``executor``
     (:func:`~asaptrace.executors.resolve_executor`: ``local`` with ``jobs`` processes, or
@@ -275,9 +275,9 @@ def replay_store(
     fit quality, written there as TOML (for ``--costs``).
     """
     from asaptrace.executors import resolve_executor
-    from asaptrace.replay.explore import parse_vary, replay_explored
-    from asaptrace.replay.measured import extract_measured_work
-    from asaptrace.replay.run import save_result_costs
+    from asaptrace.replay.whatif.explore import parse_vary, replay_explored
+    from asaptrace.replay.whatif.measured import extract_measured_work
+    from asaptrace.replay.whatif.run import save_result_costs
     from asaptrace.store import check_store_target
 
     t0 = time.perf_counter()
@@ -339,7 +339,7 @@ def policy_catalogue() -> list[dict[str, Any]]:
     """The one registry, for a face: each policy's family, online former, ablations and parameters
     (:func:`asaptrace.replay.policies.catalogue`), and the sweep's default policies."""
     from asaptrace.replay.policies import catalogue
-    from asaptrace.replay.sweep import DEFAULT_POLICIES
+    from asaptrace.replay.whatif.sweep import DEFAULT_POLICIES
 
     return [p | {"sweep_default": p["name"] in DEFAULT_POLICIES} for p in catalogue()]
 
@@ -395,8 +395,8 @@ def report_store(
     Every input is read before anything is written. ``fmt`` (None: what ``output``'s suffix says)
     must agree with the suffix, which is .html or .md (:func:`report_format`).
     """
-    from asaptrace.replay.replayed_store import read_replay_block
-    from asaptrace.replay.sweep_result import SweepResult
+    from asaptrace.replay.whatif.replayed_store import read_replay_block
+    from asaptrace.replay.whatif.sweep_result import SweepResult
     from asaptrace.report.render import render_report
     from asaptrace.report.replay_sweep import replay_section, sweep_section
     from asaptrace.views.barriers import window_text
@@ -541,13 +541,13 @@ def sweep(
     """Online serving sweep: scenario (+ cost file, + knob overrides) → curves, SLO throughput,
     sensitivity (``vary``: ``"KNOB=v1,v2"``) and calibration (``calibrate``: ``"asap=350@1"``).
 
-    Returns a :class:`~asaptrace.replay.sweep_result.SweepResult` (its JSON: docs/reference/sweep-json.md);
+    Returns a :class:`~asaptrace.replay.whatif.sweep_result.SweepResult` (its JSON: docs/reference/sweep-json.md);
     with ``out`` it is also written there atomically. ``jobs``: processes over (policy, rate) points (0: one per core);
     ``executor="ray"`` runs one Ray task per (policy, rate) point instead, on ``ray_address`` or
     a local instance of ``jobs`` CPUs (0: all) — the same results either way. ``seeds``: the SLO
     search on that many seeds from the scenario's (the answer their median, with the range).
     """
-    from asaptrace.replay.sensitivity import sweep_scenario
+    from asaptrace.replay.whatif.sensitivity import sweep_scenario
 
     if out is not None:
         check_output_file(out)  # before the sweep, not after it

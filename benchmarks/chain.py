@@ -18,8 +18,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from asaptrace.replay.lockstep import KernelDeps, chain_from_costs, chain_from_costs_two_mb, run_chain
-from asaptrace.replay.program import ProgramShape, coupled_program
+from asaptrace.replay.mechanics.lockstep import (
+    KernelDeps,
+    chain_from_costs,
+    chain_from_costs_two_mb,
+    run_chain,
+)
+from asaptrace.replay.mechanics.program import ProgramShape, coupled_program
 
 GROUPS, TP, LAYERS = 8, 4, 61
 

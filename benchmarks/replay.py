@@ -32,8 +32,10 @@ from pathlib import Path
 import numpy as np
 
 from asaptrace.replay.costs import CostModel
-from asaptrace.replay.lockstep import chain_from_costs, run_chain
-from asaptrace.replay.pipelined import Batch, PipelineConfig, StaticBatches, batch_costs, run_pipeline
+from asaptrace.replay.mechanics.formers import Batch, StaticBatches, batch_costs
+from asaptrace.replay.mechanics.lockstep import chain_from_costs, run_chain
+from asaptrace.replay.mechanics.pipeline_run import run_pipeline
+from asaptrace.replay.mechanics.pipelined import PipelineConfig
 
 TP = 4
 

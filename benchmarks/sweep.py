@@ -7,7 +7,7 @@ The asap-paper scenario (61 layers, Default DP8×TP4/EP32, ASAP 4×4 + 16 dies) 
   reference) and once on the compiled kernel (``_pkernel``), each policy's wall time, simulated
   requests/s, layer-items/s ((group, layer) items for the lockstep policies, (batch, layer) items
   for ASAP); then the ratio and whether the two sweeps' JSON (every point's
-  :func:`~asaptrace.replay.sweep.point_stats`, buckets included) is identical byte for byte;
+  :func:`~asaptrace.replay.whatif.sweep.point_stats`, buckets included) is identical byte for byte;
 * baseline — the bare event engine handling as many no-op events as the ASAP runs did (the
   floor any Python heap simulation pays), so the ratio says how close each engine's per-event
   work is to that loop;
@@ -31,14 +31,14 @@ import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from asaptrace.replay.arrivals import make_stream
-from asaptrace.replay.engine import Engine, Event
-from asaptrace.replay.pipelined import ENGINE_ENV, kernel_available
+from asaptrace.replay.mechanics.engine import Engine, Event
+from asaptrace.replay.mechanics.pipeline_run import ENGINE_ENV, kernel_available
 from asaptrace.replay.policies import Policy, policy_of
 from asaptrace.replay.policies.settings import apply_settings
-from asaptrace.replay.scenario import Scenario, load_scenario
-from asaptrace.replay.serving import simulate
-from asaptrace.replay.sweep import point_stats
+from asaptrace.replay.serving.arrivals import make_stream
+from asaptrace.replay.serving.scenario import Scenario, load_scenario
+from asaptrace.replay.whatif.simulate import simulate
+from asaptrace.replay.whatif.sweep import point_stats
 
 POLICIES = ("default", "chunked", "asap")
 RATES = tuple(float(r) for r in range(2, 21, 2))

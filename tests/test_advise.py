@@ -186,7 +186,7 @@ def test_online_names_each_candidates_slo_throughput_beside_the_measured_policy(
 def test_the_advice_split_search_goes_coarse_to_fine_and_finds_a_unimodal_best(d_max, best):
     """Known answer: a makespan unimodal in D (|D − best|) is minimised exactly, each D replayed at
     most once and far fewer than d_max of them (the report's advice stays near-linear in ranks)."""
-    from asaptrace.replay.explore import _coarse_to_fine
+    from asaptrace.replay.whatif.explore import _coarse_to_fine
 
     asked: list[int] = []
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from asaptrace.replay.scenario import knob_names, load_scenario
-from asaptrace.replay.sensitivity import sweep_with_sensitivity
-from asaptrace.replay.sweep import SweepOptions
+from asaptrace.replay.serving.scenario import knob_names, load_scenario
+from asaptrace.replay.whatif.sensitivity import sweep_with_sensitivity
+from asaptrace.replay.whatif.sweep import SweepOptions
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

@@ -226,7 +226,7 @@ def test_no_step_is_shorter_than_its_rank_longest_kernel_on_real_traces(tmp_path
 
 def test_the_replay_takes_only_the_prefill_steps_and_says_what_it_left_out(tmp_path):
     from asaptrace.errors import UsageError
-    from asaptrace.replay.measured import extract_measured_work
+    from asaptrace.replay.whatif.measured import extract_measured_work
 
     # SGLang serving: one EXTEND step (0-1000 µs) then two DECODE steps; the what-ifs model prefill
     t = RankTrace(rank=0, world=1)

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 import pytest
 
-from asaptrace.replay.lockstep import scale_transfers
+from asaptrace.replay.mechanics.lockstep import scale_transfers
 from asaptrace.replay.policies import POLICIES, Coupled, register_policy
 from tests._cli import run_cli
 
@@ -54,8 +54,8 @@ def test_replay_takes_the_plugin_by_name(plugin, coupled_store):
     mine = json.loads(run_cli("replay", coupled_store.path, "--policy", NAME, "--json").stdout)
     assert mine["policy"] == NAME
     # the same chains by another road: coupled with every measured collective × 0.5 (k_s)
-    from asaptrace.replay.measured import extract_measured_work
-    from asaptrace.replay.run import replay_measured_work
+    from asaptrace.replay.whatif.measured import extract_measured_work
+    from asaptrace.replay.whatif.run import replay_measured_work
 
     wl = extract_measured_work(coupled_store)
     by_ks = replay_measured_work(wl, "coupled", params={"k_s": 0.5}, attribute=False, band=False)
@@ -96,8 +96,8 @@ def test_advise_offline_and_online_run_the_plugin(plugin, coupled_store):
     # offline: its own label, the finding it declares it answers, the coupled-at-k_s-0.5 answer
     assert w["applies"] and w["label"] == "a 2× faster interconnect" and w["policy"] == NAME
     assert [a["code"] for a in w["answers"]] == ["barrier_wait"]
-    from asaptrace.replay.measured import extract_measured_work
-    from asaptrace.replay.run import replay_measured_work
+    from asaptrace.replay.whatif.measured import extract_measured_work
+    from asaptrace.replay.whatif.run import replay_measured_work
 
     wl = extract_measured_work(coupled_store)
     by_ks = replay_measured_work(wl, "coupled", params={"k_s": 0.5}, attribute=False, band=False)

@@ -10,8 +10,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asaptrace.replay.lockstep import KernelDeps, chain_from_costs, chain_from_costs_two_mb, run_chain
-from asaptrace.replay.program import ProgramShape, coupled_program
+from asaptrace.replay.mechanics.lockstep import (
+    KernelDeps,
+    chain_from_costs,
+    chain_from_costs_two_mb,
+    run_chain,
+)
+from asaptrace.replay.mechanics.program import ProgramShape, coupled_program
 
 # attention per layer: rank 0 takes 10, rank 1 takes 20; MoE 4; dispatch 5, combine 3
 ATTN = np.array([[10, 10], [20, 20]])
@@ -172,7 +177,7 @@ def test_a_kernel_program_is_drawn_kernel_by_kernel_on_its_streams():
     # there — attention 1–5, dispatch 5–6 (its arrival → end), MoE 7–8, combine 10–11, attention
     # 13–17, dispatch 17–18, MoE 19–20, combine 22–23 — on the compute (7), dispatch (20) and
     # combine (21) streams, layers 0 and 1.
-    from asaptrace.replay.replayed_store import _draw_chain
+    from asaptrace.replay.whatif.replayed_store import _draw_chain
 
     attn, moe, x = np.array([[2, 2], [4, 4]]), np.array([1, 1]), np.array([1, 1])
     ct = run_chain(chain_from_costs(attn, moe, x, x, tp=1, deps=KernelDeps(launch_ns=3, launch_latency_ns=1)))

@@ -7,8 +7,8 @@ import pytest
 
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel, fit_costs, load_costs, save_costs
-from asaptrace.replay.measured import extract_measured_work
 from asaptrace.replay.policies.chunked import chunk_pieces
+from asaptrace.replay.whatif.measured import extract_measured_work
 from tests._replay_helpers import sample_store
 
 

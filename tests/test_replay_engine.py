@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import pytest
 
-from asaptrace.replay.engine import Engine, Event
+from asaptrace.replay.mechanics.engine import Engine, Event
 
 
 @dataclass(frozen=True)

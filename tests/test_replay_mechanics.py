@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asaptrace.replay.lockstep import chain_from_costs, run_chain
-from asaptrace.replay.pipelined import Batch, PipelineConfig, StaticBatches, run_pipeline
+from asaptrace.replay.mechanics.formers import Batch, StaticBatches
+from asaptrace.replay.mechanics.lockstep import chain_from_costs, run_chain
+from asaptrace.replay.mechanics.pipeline_run import run_pipeline
+from asaptrace.replay.mechanics.pipelined import PipelineConfig
 from asaptrace.replay.policies.afd_pingpong import pingpong_batches
 
 # Two DP groups of one die each, two MoE layers. Attention per layer: group 0 [10, 4], group 1
@@ -124,7 +126,7 @@ def test_coupled_two_micro_batch_overlap_keeps_the_barriers():
     # dB: after attn B on the compute stream (from dA's arrival): 16, 10 → release 16, ends 17
     # cA: after dA's end and attn B: max(11, 16) + 3 = 19, max(11, 10) + 3 = 14 → 19, ends 20
     # cB: after dB's end and MoE A: max(17, 19) + 3 = 22, max(17, 14) + 3 = 20 → 22, ends 23
-    from asaptrace.replay.lockstep import chain_from_costs_two_mb
+    from asaptrace.replay.mechanics.lockstep import chain_from_costs_two_mb
 
     attn = np.array([[[10], [4]], [[6], [6]]])
     moe = np.full((2, 1), 3)
@@ -145,7 +147,7 @@ def test_two_micro_batch_step_waits_for_the_longer_combine_of_a():
     # cA: after dA's end and attention B (20) + MoE A 10 = 30, ends 30 + 100 = 130.
     # cB: after dB's end (20) and MoE A (30) + MoE B 10 = 40, ends 45.
     # The step is done when both combines are: 130, not 45 (cB is the chain's last instance).
-    from asaptrace.replay.lockstep import chain_from_costs_two_mb
+    from asaptrace.replay.mechanics.lockstep import chain_from_costs_two_mb
 
     attn = np.full((2, 1, 1), 10)
     moe = np.full((2, 1), 10)
@@ -158,7 +160,7 @@ def test_two_micro_batch_step_waits_for_the_longer_combine_of_a():
 
 def test_batch_costs_come_from_the_cost_model():
     from asaptrace.replay.costs import CostModel
-    from asaptrace.replay.pipelined import batch_costs
+    from asaptrace.replay.mechanics.formers import batch_costs
 
     # one 4K prompt (4096 tokens; 1K = 1,024), 2 layers (the first dense), TP4 attention, a 16-die
     # pool (DOMAIN defaults): attention 1.41·4 + 0.0215·16 = 5.984 ms per layer; dispatch/combine

@@ -1,6 +1,6 @@
 """The compiled pipeline kernel against the Python engine, event for event.
 
-The Python :class:`~asaptrace.replay.pipelined.Pipeline` is the reference (its semantics are the
+The Python :class:`~asaptrace.replay.mechanics.pipelined.Pipeline` is the reference (its semantics are the
 hand-worked cases of test_replay_mechanics.py); the kernel must give the *same trace*: every
 attention, dispatch, MoE and combine span, every completion (in completion order), every group
 and slot, and the number of events. Cases: the hand-worked ones again (their answers written
@@ -20,19 +20,14 @@ import numpy as np
 import pytest
 
 from asaptrace.errors import AccountingError, UsageError
-from asaptrace.replay import pipelined
 from asaptrace.replay.costs import CostModel
-from asaptrace.replay.pipelined import (
-    Batch,
-    FifoBatches,
-    PipelineConfig,
-    ServiceOrder,
-    StaticBatches,
-    run_pipeline,
-)
+from asaptrace.replay.mechanics import pipeline_run
+from asaptrace.replay.mechanics.formers import Batch, FifoBatches, StaticBatches
+from asaptrace.replay.mechanics.pipeline_run import run_pipeline
+from asaptrace.replay.mechanics.pipelined import PipelineConfig, ServiceOrder
 
 pytestmark = pytest.mark.skipif(
-    not pipelined.kernel_available(), reason="the compiled pipeline kernel _pkernel is not built"
+    not pipeline_run.kernel_available(), reason="the compiled pipeline kernel _pkernel is not built"
 )
 
 
@@ -230,7 +225,7 @@ def test_batches_of_other_integer_types_and_lists_are_read_the_same():
 
 # ------------------------------------------------------------------------- serving (online former)
 def _stream(n: int, seed: int):
-    from asaptrace.replay.serving import ServingRequests
+    from asaptrace.replay.whatif.simulate import ServingRequests
 
     rng = np.random.default_rng(seed)
     arrival = np.cumsum(rng.exponential(0.08e9, n)).astype(np.int64)
@@ -243,13 +238,13 @@ def _stream(n: int, seed: int):
 @pytest.mark.parametrize("variant", ["asap", "asap-no-dual-batch", "asap-no-overlap", "asap-no-super-kernel"])
 def test_serving_variants_give_identical_results_on_both_engines(variant, monkeypatch):
     from asaptrace.replay.policies import policy_of
-    from asaptrace.replay.scenario import load_scenario
+    from asaptrace.replay.serving.scenario import load_scenario
 
     sc = load_scenario("asap-paper").with_knobs({"layers": 7})
     reqs = _stream(400, seed=len(variant))
     out = {}
     for engine in ("python", "c"):
-        monkeypatch.setenv(pipelined.ENGINE_ENV, engine)
+        monkeypatch.setenv(pipeline_run.ENGINE_ENV, engine)
         out[engine] = policy_of(variant).serve(reqs, sc)
     ref, ker = out["python"], out["c"]
     for field in ("start_ns", "end_ns", "own_ns"):
@@ -270,7 +265,7 @@ def test_offline_asap_replay_json_is_identical_on_both_engines(params, tmp_path_
     store = sample_store("coupled", tmp_path_factory.mktemp("kernel"))
     out = {}
     for engine in ("python", "c"):
-        monkeypatch.setenv(pipelined.ENGINE_ENV, engine)
+        monkeypatch.setenv(pipeline_run.ENGINE_ENV, engine)
         # the DOMAIN cost model, not a fit: a least-squares fit can differ in its last digit from
         # one call to the next (threaded BLAS), which is not what this compares
         res = replay_store(store.path, "asap", params=params, costs=CostModel()).to_json()
@@ -285,12 +280,12 @@ def test_engine_choice_env_and_fallback(monkeypatch):
     b = [_batch(0, [10], [10], [2])]
     with pytest.raises(UsageError, match="pipeline engine must be one of"):
         run_pipeline(PipelineConfig(groups=1), StaticBatches(b), engine="fortran")
-    monkeypatch.setenv(pipelined.ENGINE_ENV, "gpu")
+    monkeypatch.setenv(pipeline_run.ENGINE_ENV, "gpu")
     with pytest.raises(UsageError, match="ASAPTRACE_PIPELINE_ENGINE"):
         run_pipeline(PipelineConfig(groups=1), StaticBatches(b))
     # not built: "auto" falls back to the reference silently, "c" says it was not built
-    monkeypatch.delenv(pipelined.ENGINE_ENV)
-    monkeypatch.setattr(pipelined, "_pkernel", None)
+    monkeypatch.delenv(pipeline_run.ENGINE_ENV)
+    monkeypatch.setattr(pipeline_run, "_pkernel", None)
     assert run_pipeline(PipelineConfig(groups=1), StaticBatches(b)).done == {0: 24}
     with pytest.raises(UsageError, match="was not built"):
         run_pipeline(PipelineConfig(groups=1), StaticBatches(b), engine="c")
@@ -299,7 +294,7 @@ def test_engine_choice_env_and_fallback(monkeypatch):
 def test_the_kernel_is_what_auto_runs(monkeypatch):
     # a tell: the kernel's trace lists are built from its buffers, so patching the Python
     # Pipeline away must not matter to "auto"
-    monkeypatch.setattr(pipelined, "Pipeline", None)
+    monkeypatch.setattr(pipeline_run, "Pipeline", None)
     b = [_batch(0, [10], [10], [2])]
     assert run_pipeline(PipelineConfig(groups=1), StaticBatches(b)).done == {0: 24}
 
@@ -338,8 +333,8 @@ def test_own_shares_at_once_equal_the_per_batch_loop_to_the_bit(costs, overlap, 
     # share = A·w/Σw + R·c/Σc per batch (w ≡ 1 when the attention has no variable cost)
     from types import SimpleNamespace
 
-    from asaptrace.replay._serving_asap import _own_shares
-    from asaptrace.replay.pipelined import batch_costs
+    from asaptrace.replay.mechanics.formers import batch_costs
+    from asaptrace.replay.serving.asap_serving import _own_shares
 
     model = CostModel(**costs)
     rng = np.random.default_rng(7)

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from asaptrace.replay.policies import POLICIES, policy_of, policy_specs
-from asaptrace.replay.scenario import load_scenario
-from asaptrace.replay.serving import simulate
-from asaptrace.replay.serving_types import ServingRequests
+from asaptrace.replay.serving.requests import ServingRequests
+from asaptrace.replay.serving.scenario import load_scenario
+from asaptrace.replay.whatif.simulate import simulate
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "analyses" / "replay.md"
 MS = 1_000_000
@@ -56,8 +56,8 @@ def test_the_example_online_by_hand(example):
 
 
 def test_the_example_offline_on_the_coupled_sample(example, coupled_store):
-    from asaptrace.replay.measured import extract_measured_work
-    from asaptrace.replay.run import replay_measured_work
+    from asaptrace.replay.whatif.measured import extract_measured_work
+    from asaptrace.replay.whatif.run import replay_measured_work
 
     wl = extract_measured_work(coupled_store)
     fast = replay_measured_work(wl, "fast-network", params={"speedup": 2.0}, attribute=False, band=False)

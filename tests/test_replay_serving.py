@@ -9,9 +9,9 @@ import pytest
 
 from asaptrace.replay.policies import policy_of
 from asaptrace.replay.policies.settings import apply_settings
-from asaptrace.replay.scenario import Scenario, is_knob, load_scenario
-from asaptrace.replay.serving import ServingRequests
-from asaptrace.replay.serving import simulate as serve
+from asaptrace.replay.serving.scenario import Scenario, is_knob, load_scenario
+from asaptrace.replay.whatif.simulate import ServingRequests
+from asaptrace.replay.whatif.simulate import simulate as serve
 
 MS = 1_000_000
 

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from asaptrace.errors import UsageError
 from asaptrace.replay.policies import policy_of
 from asaptrace.replay.policies.settings import apply_settings
-from asaptrace.replay.scenario import load_scenario
-from asaptrace.replay.serving import simulate
-from asaptrace.replay.serving_types import ServingRequests
-from asaptrace.replay.sweep import SweepOptions, capacity_of, run_sweep, search_slo
+from asaptrace.replay.serving.requests import ServingRequests
+from asaptrace.replay.serving.scenario import load_scenario
+from asaptrace.replay.whatif.simulate import simulate
+from asaptrace.replay.whatif.sweep import SweepOptions, capacity_of, run_sweep, search_slo
 
 
 def _store(path: Path, seq_len: list[int]) -> str:

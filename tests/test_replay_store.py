@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from asaptrace.pipeline import diagnose_store, enrich_store, replay_store
-from asaptrace.replay.run import SCHEMA_VERSION
+from asaptrace.replay.whatif.run import SCHEMA_VERSION
 from asaptrace.store import TraceStore
 from tests._analysis_helpers import ingest, moe_scenario, write_traces
 from tests._cli import run_cli

@@ -9,21 +9,14 @@ import numpy as np
 import pytest
 
 from asaptrace.errors import UsageError
-from asaptrace.replay.lengths_fit import LengthTargets, fit_log_logistic
 from asaptrace.replay.policies import POLICIES, LockstepPolicy, Policy, policy_of, register_policy
 from asaptrace.replay.policies.settings import apply_settings
-from asaptrace.replay.scenario import knob_names, load_scenario
-from asaptrace.replay.sensitivity import calibrate, tornado, vary
-from asaptrace.replay.serving import ServingResult, policy_names, simulate
-from asaptrace.replay.sweep import (
-    SweepOptions,
-    evaluate,
-    reading,
-    run_sweep,
-    slo_rate,
-    slo_ratio,
-    write_results,
-)
+from asaptrace.replay.serving.lengths_fit import LengthTargets, fit_log_logistic
+from asaptrace.replay.serving.scenario import knob_names, load_scenario
+from asaptrace.replay.whatif.sensitivity import calibrate, tornado, vary
+from asaptrace.replay.whatif.simulate import ServingResult, policy_names, simulate
+from asaptrace.replay.whatif.sweep import SweepOptions, evaluate, run_sweep, slo_rate, slo_ratio
+from asaptrace.replay.whatif.sweep_reading import reading
 
 # ------------------------------------------------------------------------------------ lengths
 
@@ -118,14 +111,14 @@ def test_same_seed_gives_the_same_results_file_byte_for_byte(tmp_path):
     """Consistency check: determinism (same seed and knobs → same bytes, with or without the pool)."""
     sc = load_scenario("asap-paper").with_knobs(SMALL)
     opt = SweepOptions(rates=(1, 3, 6), bisection_steps=2)
-    a = write_results(run_sweep(sc, opt), tmp_path / "a.json").read_bytes()
-    b = write_results(run_sweep(sc, opt), tmp_path / "b.json").read_bytes()
+    a = run_sweep(sc, opt).write(tmp_path / "a.json").read_bytes()
+    b = run_sweep(sc, opt).write(tmp_path / "b.json").read_bytes()
     assert a == b
-    c = write_results(run_sweep(sc.with_knobs({"seed": 1}), opt), tmp_path / "c.json").read_bytes()
+    c = run_sweep(sc.with_knobs({"seed": 1}), opt).write(tmp_path / "c.json").read_bytes()
     assert c != a  # the seed matters
     # and the process pool changes nothing but the wall time
     pooled = SweepOptions(rates=(1, 3, 6), bisection_steps=2, jobs=2)
-    assert write_results(run_sweep(sc, pooled), tmp_path / "d.json").read_bytes() == a
+    assert run_sweep(sc, pooled).write(tmp_path / "d.json").read_bytes() == a
 
 
 @pytest.mark.parametrize("policy", ["default", "chunked", "asap", "asap-no-dual-batch"])
@@ -159,7 +152,7 @@ def test_mean_ttft_can_fall_as_the_rate_rises():
 
 def test_rates_share_one_stream():
     """Consistency check: common random numbers by construction (one unit-rate stream, divided by λ)."""
-    from asaptrace.replay.arrivals import make_stream
+    from asaptrace.replay.serving.arrivals import make_stream
 
     sc = load_scenario("asap-paper")
     stream = make_stream(sc)
@@ -243,7 +236,7 @@ def test_one_registry_serves_the_replay_and_the_sweep():
     """A named ablation is its policy with a parameter set, offline and online alike, and the
     online result carries the spec it was asked by."""
     from asaptrace.replay.policies import Asap, policy_of
-    from asaptrace.replay.serving_types import ServingRequests
+    from asaptrace.replay.serving.requests import ServingRequests
 
     assert policy_of("asap-no-dual-batch") == Asap(dual_batch=False)
     assert policy_of("asap-expert-failure", {"overlap": False}) == Asap(expert_failure=True, overlap=False)

@@ -19,8 +19,8 @@ from asaptrace.errors import UsageError
 from asaptrace.ingest.driver import ingest_paths
 from asaptrace.pipeline import enrich_store, replay_store
 from asaptrace.replay.costs import CostModel, fit_costs
-from asaptrace.replay.measured import extract_measured_work
-from asaptrace.replay.offline import item_costs
+from asaptrace.replay.mechanics.offline import item_costs
+from asaptrace.replay.whatif.measured import extract_measured_work
 from asaptrace.store import TraceStore
 from tests._analysis_helpers import ATTENTION, COMPUTE_STREAM, MOE, RankTrace, ingest, write_traces
 from tests._cli import run_cli

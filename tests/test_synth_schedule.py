@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from asaptrace.replay.mechanics.planner import admit, balance, plan_coupled, plan_disaggregated
 from asaptrace.synth.run import build_timeline
-from asaptrace.synth.schedule import admit, balance, plan_coupled, plan_disaggregated
 from asaptrace.workload.requests import Requests
 from tests._synth_helpers import tiny
 

@@ -25,7 +25,7 @@ def advise_store_workload(
     """The advice of an opened, diagnosed store: its workload's what-ifs (and ``online`` their SLO
     sweep, :func:`asaptrace.advise.online.advise_online`); a store with no work to replay gets
     every what-if "does not apply", for that reason."""
-    from asaptrace.replay.measured import extract_measured_work
+    from asaptrace.replay.whatif.measured import extract_measured_work
 
     try:
         wl = extract_measured_work(store)

@@ -36,10 +36,10 @@ from asaptrace.advise.advice import Advice, WhatIf, whatif_line
 from asaptrace.analyze.diagnosis import Diagnosis
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import R2_WARN, CostFit, CostModel
-from asaptrace.replay.explore import best_split, vary_replay
-from asaptrace.replay.measured import MeasuredWork
+from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies import POLICIES, Policy
-from asaptrace.replay.run import ReplayResult, replay_measured_work, resolve_costs
+from asaptrace.replay.whatif.explore import best_split, vary_replay
+from asaptrace.replay.whatif.run import ReplayResult, replay_measured_work, resolve_costs
 from asaptrace.units import percent, plural
 
 #: attention group counts D replayed per round of the split search beyond which it goes coarse to

@@ -15,7 +15,7 @@ left at the paper's defaults has no residuals and no band), and the SLO search i
 both ends on the first seed: ``cost_band`` gives each policy's SLO rate (and capacity bound) at
 the band's low and high costs. A store with no fitted part has no band (``status: "none"``).
 
-Costs are the store's fit (:func:`asaptrace.replay.run.resolve_costs`); the layers are the
+Costs are the store's fit (:func:`asaptrace.replay.whatif.run.resolve_costs`); the layers are the
 store's. Each what-if is served as the very policy object the offline replay ran, its deployment
 spelled out on the store (its split, its chunk, its m, a lockstep policy's measured D × T:
 ``policy_of(w.policy, w.params).on_store(wl)``), so what ``replay --policy asap --attention 5x4
@@ -32,11 +32,11 @@ from typing import Any
 
 from asaptrace.advise.advice import Advice, whatif_line
 from asaptrace.replay.costs import CostFit, CostModel
-from asaptrace.replay.measured import MeasuredWork
+from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies import Policy, policy_of
-from asaptrace.replay.run import resolve_costs
-from asaptrace.replay.scenario import Scenario, load_scenario
-from asaptrace.replay.sweep import SweepOptions, capacity_of, run_sweep, search_slo
+from asaptrace.replay.serving.scenario import Scenario, load_scenario
+from asaptrace.replay.whatif.run import resolve_costs
+from asaptrace.replay.whatif.sweep import SweepOptions, capacity_of, run_sweep, search_slo
 
 #: simulated seconds of arrivals per rate (each rate's run is extended to MIN_ARRIVALS)
 DURATION_S = 60.0

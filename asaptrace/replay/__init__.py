@@ -1,23 +1,20 @@
-"""asaptrace.replay: re-run a store's measured work under other runtime semantics (docs/analyses/replay.md).
+"""asaptrace.replay: re-run a store's measured work under other runtime semantics, offline and online
+(docs/analyses/replay.md, docs/sweep.md).
 
-Modules, in the order data flows through them:
+Rooms, bottom to top (a room imports only from rooms below it; the import-linter contract "replay
+rooms" in pyproject.toml keeps it so), in the order data flows through them:
 
-* :mod:`~asaptrace.replay.measured` — ``extract_measured_work(store) -> MeasuredWork``: what the run did,
-  wait removed (chains of collective instances, per-layer items, pool and transfer times);
-* :mod:`~asaptrace.replay.costs` — ``CostModel`` (DOMAIN §3/§6 defaults), ``fit_costs``,
-  ``load_costs`` / ``save_costs`` (strict TOML);
-* :mod:`~asaptrace.replay.engine` — the one event engine (``Engine``, ``Event``);
-* :mod:`~asaptrace.replay.lockstep` — coupled mechanics (``run_chain``, ``chain_from_costs``,
-  ``chain_from_costs_two_mb``, their ``KernelDeps``), vectorised over ranks;
-* :mod:`~asaptrace.replay.program` — the coupled step as a kernel program (``coupled_program``),
-  the chain synth's coupled traces are timed on;
-* :mod:`~asaptrace.replay.pipelined` — disaggregated mechanics on the engine (``run_pipeline``,
-  ``PipelineConfig``, the ``BatchFormer`` hook, ``StaticBatches``, ``batch_costs``); its item loop
-  also compiled (``_pkernel.c``), the Python engine kept as the reference;
-* :mod:`~asaptrace.replay.planner` — the batch planner (FIFO admission, longest-first balancing);
-* :mod:`~asaptrace.replay.offline` — a measured batch's costs on another deployment;
-* :mod:`~asaptrace.replay.policies` — ``POLICIES`` registry: coupled, asap, balanced,
-  afd-pingpong, chunked;
-* :mod:`~asaptrace.replay.replayed_store` — a replay drawn as canonical store tables;
-* :mod:`~asaptrace.replay.run` — ``replay_measured_work(wl, policy, ...) -> ReplayResult`` (+ JSON); the pipeline's ``replay_store`` opens, extracts, replays and writes.
+* :mod:`~asaptrace.replay.costs` — ``CostModel`` (DOMAIN §3/§6 defaults, the one TP rule),
+  ``fit_costs``, ``load_costs`` / ``save_costs`` (strict TOML). *A new cost part goes here.*
+* :mod:`~asaptrace.replay.mechanics` — how a deployment executes work: the event engine, the
+  lockstep chain, the pipelined deployment (Python reference and compiled item loop), batch
+  formers, the planner, the measured work's types.
+* :mod:`~asaptrace.replay.serving` — the online serving model: requests and arrivals, the
+  scenario and its TOMLs, each mechanics' serving rule (an online batch former), capacity bounds.
+  *A new serving rule goes here.*
+* :mod:`~asaptrace.replay.policies` — the one ``POLICIES`` registry; each policy its parameters,
+  ``run()`` (offline) and ``serve()`` (online) hooks. *A new policy goes here (module + one line).*
+* :mod:`~asaptrace.replay.whatif` — the questions asked of the policies: a store's measured work
+  extracted and replayed (``ReplayResult``), its explorations (``--split auto``, ``--vary``) and
+  replayed store; the online simulation, the SLO sweep, its result and its sensitivity.
 """

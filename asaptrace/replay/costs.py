@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +97,7 @@ class CostModel:
     coupled_k_s: float = 1.0
     launch_ms: float = 0.22
     #: multipliers on an offline what-if's *modelled* pool and transfer costs (the ``scale`` knob of
-    #: ``replay --vary`` and the fit band, :mod:`asaptrace.replay.offline`); not in the TOML file
+    #: ``replay --vary`` and the fit band, :mod:`asaptrace.replay.mechanics.offline`); not in the TOML file
     whatif_moe_scale: float = 1.0
     whatif_transfer_scale: float = 1.0
     source: str = "defaults (the ASAP paper's figures, docs/analyses/replay.md)"
@@ -298,7 +298,7 @@ def fit_warnings(quality: dict[str, dict[str, Any]] | None) -> list[str]:
 def fit_costs(work: Any, *, base: CostModel | None = None) -> CostFit:
     """Fit the attention, MoE and transfer constants to a store's measured work.
 
-    ``work`` is a :class:`~asaptrace.replay.measured.MeasuredWork`. Attention is fitted per
+    ``work`` is a :class:`~asaptrace.replay.mechanics.work.MeasuredWork`. Attention is fitted per
     (step, DP group, layer) on [1, Σc, Σc(2P+c)] (needs the batch composition; the constants then
     hold for the store's TP, ``attn_tp_ref``), the MoE pool per (step, layer) on [1, N] above the
     plateau (the plateau from items below the knee), transfers on [1, tokens per die]. A part with
@@ -404,8 +404,3 @@ def fit_costs(work: Any, *, base: CostModel | None = None) -> CostFit:
         )
     )
     return CostFit(replace(model, **changes, source=src), quality)
-
-
-def cost_fields() -> list[str]:
-    """Names of the numeric constants (for docs and tests)."""
-    return [f.name for f in fields(CostModel) if f.name != "source" and not f.name.startswith("whatif_")]

@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from asaptrace.replay.replayed_store import REPLAY_KEYS
+from asaptrace.replay.whatif.replayed_store import REPLAY_KEYS
 from asaptrace.report.sections import FigureView, Section
 from asaptrace.units import human_ns
 from asaptrace.views.compare import compare_views
@@ -31,7 +31,7 @@ from asaptrace.viz.replay import recovered_tornado, recovered_waterfall, replay_
 from asaptrace.viz.sweep import sensitivity_tornado, ttft_curves, ttft_quantiles
 
 
-def replay_result(block: dict[str, Any]) -> dict[str, Any]:
+def replay_json_of_block(block: dict[str, Any]) -> dict[str, Any]:
     """The replay block as the replay's JSON form (schema 2 keeps the makespans itself; a schema-1
     block of an older replayed store gets its totals as that schema summed them)."""
     if "makespan_ns" in block:
@@ -78,7 +78,7 @@ def replay_section(
 ) -> Section:
     """The section of one replayed store (``label``: its name; ``comparison``: measured vs replayed,
     the tables of :func:`asaptrace.analyze.compare.compare` with a = measured, b = replayed)."""
-    res = replay_result(block)
+    res = replay_json_of_block(block)
     sid = f"replay-{index}"
     dep = res.get("deployment") or {}
     on = (

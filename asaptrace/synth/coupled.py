@@ -1,11 +1,11 @@
 """Execution model of the coupled deployment: DP attention + EP experts on the same devices.
 
 Every rank runs the same kernel program: the replay's coupled program
-(:func:`asaptrace.replay.program.coupled_program`, here with all its kernels and dependencies on:
+(:func:`asaptrace.replay.mechanics.program.coupled_program`, here with all its kernels and dependencies on:
 the step's all-gather, the router's gate and layout, DeepEP's ``notify_dispatch`` count exchange
 blocking the host before the payload ``dispatch``, the shared expert, dense first layers without
 collectives, host launch cost and latency), timed by the replay's lockstep walk
-(:func:`asaptrace.replay.lockstep.run_chain`) for all ranks at once. A kernel starts when its
+(:func:`asaptrace.replay.mechanics.lockstep.run_chain`) for all ranks at once. A kernel starts when its
 stream is free, its inputs are ready and its launch has reached the device; dispatch and combine
 are collectives over all ranks: each rank's kernel starts at its own arrival and ends at the
 *last* arrival plus the transfer time, so the barrier wait hides inside the early ranks' kernels,
@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from asaptrace.replay.lockstep import ChainTimes, run_chain
-from asaptrace.replay.program import ProgramShape, coupled_program
+from asaptrace.replay.mechanics.lockstep import ChainTimes, run_chain
+from asaptrace.replay.mechanics.planner import StepPlan
+from asaptrace.replay.mechanics.program import ProgramShape, coupled_program
 from asaptrace.synth.config import SynthConfig
 from asaptrace.synth.costs import KernelCosts, kernel_costs
-from asaptrace.synth.schedule import StepPlan
 from asaptrace.synth.timeline import (
     Annotation,
     RankMeta,

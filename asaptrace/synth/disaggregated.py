@@ -5,7 +5,7 @@ by layer) and never waits for another group. A dispatch-send returns once its da
 the MoE devices serve (group, step, layer, batch) work items **in arrival order**, whatever group
 or layer they come from; a group's combine-receive kernel spins until its own results are back.
 
-The model runs on the replay's event engine (:class:`asaptrace.replay.engine.Engine`): group
+The model runs on the replay's event engine (:class:`asaptrace.replay.mechanics.engine.Engine`): group
 programs are generators that yield the work item whose result they need next; the engine pops
 items by (arrival time, send order), runs them on every MoE device
 (receive → grouped GEMM → combine-send, three streams), and resumes the group that waits for the
@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from asaptrace.replay.engine import Engine, Event
-from asaptrace.replay.program import COMPUTE_STREAM
+from asaptrace.replay.mechanics.engine import Engine, Event
+from asaptrace.replay.mechanics.planner import StepPlan
+from asaptrace.replay.mechanics.program import COMPUTE_STREAM
 from asaptrace.synth.config import SynthConfig
 from asaptrace.synth.costs import kernel_costs
-from asaptrace.synth.schedule import StepPlan
 from asaptrace.synth.timeline import (
     Annotation,
     RankMeta,

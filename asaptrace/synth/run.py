@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from asaptrace.errors import UsageError
+from asaptrace.replay.mechanics.planner import plan_coupled, plan_disaggregated
 from asaptrace.synth.config import SynthConfig, config_toml, load_config
 from asaptrace.synth.coupled import coupled_ranks, simulate_coupled
 from asaptrace.synth.disaggregated import disaggregated_ranks, simulate_disaggregated
-from asaptrace.synth.schedule import plan_coupled, plan_disaggregated
 from asaptrace.synth.timeline import RankMeta, Timeline, TimelineBuilder
 from asaptrace.synth.truth import assemble, write_truth
 from asaptrace.units import plural

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from asaptrace.replay.program import COMBINE_STREAM, DISPATCH_STREAM
+from asaptrace.replay.mechanics.program import COMBINE_STREAM, DISPATCH_STREAM
 
 #: Operation codes of kernels (the writers map them to format-specific names).
 OPS: tuple[str, ...] = (

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from asaptrace.replay.mechanics.planner import StepPlan
 from asaptrace.synth.config import SynthConfig
-from asaptrace.synth.schedule import StepPlan
 from asaptrace.synth.timeline import Annotation, RankMeta
 from asaptrace.workload.requests import Requests
 

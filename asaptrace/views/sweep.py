@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from asaptrace.replay.sweep_result import DECOMPOSITION_SCHEMA
+from asaptrace.replay.whatif.sweep_result import DECOMPOSITION_SCHEMA
 from asaptrace.units import rps_text
 from asaptrace.views.replay import deployment_text
 from asaptrace.views.table import TableView, flat_frame, narrow, rows_view
@@ -202,7 +202,7 @@ def sweep_curves_view(res: Any) -> TableView:
 
 def sweep_decomposition_view(res: Any) -> TableView:
     """TTFT = queue + own + sync by prompt length at the decomposition rate (shares of the mean)."""
-    from asaptrace.replay.sweep_result import DECOMPOSITION_SCHEMA  # `ingest` loads no replay module
+    from asaptrace.replay.whatif.sweep_result import DECOMPOSITION_SCHEMA  # `ingest` loads no replay module
 
     rows = [tuple(b[c] for c in DECOMPOSITION_SCHEMA) for b in res.get("decomposition") or []]
     return rows_view(
@@ -225,7 +225,7 @@ def sweep_decomposition_view(res: Any) -> TableView:
 
 def sweep_vary_view(res: Any) -> TableView:
     """One knob at a time: each value's SLO throughput per policy and the headline ratio."""
-    from asaptrace.replay.sweep_result import headline_policy  # `ingest` loads no replay module
+    from asaptrace.replay.whatif.sweep_result import headline_policy  # `ingest` loads no replay module
 
     pols = list(res["policies"])
     columns = {"knob": "knob", "value": "value"}

@@ -1,6 +1,6 @@
 """Replay figures: measured vs replayed step time, and the recovered time by cause as a waterfall.
 
-Input: the JSON form of a replay result (:meth:`asaptrace.replay.run.ReplayResult.to_json`, keys in
+Input: the JSON form of a replay result (:meth:`asaptrace.replay.whatif.run.ReplayResult.to_json`, keys in
 docs/analyses/replay.md) — the same object ``asaptrace replay --json`` prints, so a figure can be drawn
 from a saved result as well as from a live one.
 """

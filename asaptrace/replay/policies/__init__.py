@@ -9,6 +9,21 @@ docs/analyses/replay.md shows a whole example policy.
 A policy is named by a spec (:func:`policy_of`): its registered name (``asap``), or name-variant
 for a named ablation (``asap-no-dual-batch`` = ``asap`` with ``dual_batch=False``); ``default``
 is the sweep's old name of ``coupled`` (kept as an alias).
+
+Modules, in the order data flows through them:
+
+* :mod:`~asaptrace.replay.policies.base` — ``Policy``, ``LockstepPolicy``, ``Deployment``,
+  ``PolicyRun``: what every policy has (fields, label, answers, the lockstep run);
+* :mod:`~asaptrace.replay.policies.pipelined_base` — ``PipelinedPolicy``: the disaggregated run on
+  the pipeline, its deployment and bounds;
+* one module per policy, each its fields and its ``run()`` / ``serve()`` hooks:
+  :mod:`~asaptrace.replay.policies.coupled`, :mod:`~asaptrace.replay.policies.balanced`,
+  :mod:`~asaptrace.replay.policies.chunked`, :mod:`~asaptrace.replay.policies.asap`,
+  :mod:`~asaptrace.replay.policies.afd_pingpong`;
+* :mod:`~asaptrace.replay.policies.settings` — a policy's settings set by name from a face
+  (``sweep --set asap.experts=12``, ``--vary``).
+
+A new policy: its module here, its test, and one ``register_policy`` line below.
 """
 
 from __future__ import annotations
@@ -18,20 +33,15 @@ from typing import Any
 
 from asaptrace.errors import UsageError
 from asaptrace.registry import Registry
-from asaptrace.replay.policies._base import (
-    Deployment,
-    LockstepPolicy,
-    Policy,
-    PolicyRun,
-    resolve_deployment,
-)
-from asaptrace.replay.policies._pipelined_base import PipelinedPolicy
+from asaptrace.replay.mechanics.deployment import Deployment
 from asaptrace.replay.policies.afd_pingpong import AfdPingpong
 from asaptrace.replay.policies.asap import Asap
 from asaptrace.replay.policies.balanced import Balanced
+from asaptrace.replay.policies.base import LockstepPolicy, Policy, PolicyRun, resolve_deployment
 from asaptrace.replay.policies.chunked import Chunked
 from asaptrace.replay.policies.coupled import Coupled
-from asaptrace.replay.scenario import POLICY_ALIASES
+from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
+from asaptrace.replay.serving.scenario import POLICY_ALIASES
 
 POLICIES: Registry[type[Policy]] = Registry("policy")
 

@@ -10,13 +10,13 @@ once m is large enough to keep the bottleneck busy (m ≥ 2(1 + T_c/T_f) when T_
 
 Costs of a micro-batch at a layer: attention = max over the D groups of the step's attention
 (measured groups dealt longest-first onto D groups, × T_meas/T) / m; MoE and transfers as in
-:mod:`asaptrace.replay.offline` for 1/m of the step's tokens — the stages' sends are asynchronous,
+:mod:`asaptrace.replay.mechanics.offline` for 1/m of the step's tokens — the stages' sends are asynchronous,
 so a coupled store's measured collectives are ÷ k_s, and the modelled pool and transfer costs take
 the fit band's and ``--vary scale``'s factors (``whatif_*_scale``), as asap's do. Runs on the
 pipelined mechanics with one attention group of ``m`` slots; its deployment reads D×T + E
 (:meth:`AfdPingpong.deployment`). Hook: :meth:`AfdPingpong.former`.
 
-Online (:mod:`asaptrace.replay._serving_afd`) a step is cut FIFO up to ``step_tokens`` new tokens.
+Online (:mod:`asaptrace.replay.serving.afd_serving`) a step is cut FIFO up to ``step_tokens`` new tokens.
 """
 
 from __future__ import annotations
@@ -28,16 +28,18 @@ import numpy as np
 import polars as pl
 
 from asaptrace.errors import UsageError
-from asaptrace.replay._serving_afd import simulate_afd
 from asaptrace.replay.costs import CostModel
-from asaptrace.replay.measured import MeasuredWork
-from asaptrace.replay.offline import transfer_factor
-from asaptrace.replay.pipelined import Batch, BatchFormer, PipelineTrace, StaticBatches
-from asaptrace.replay.planner import place_longest_first
-from asaptrace.replay.policies._base import Deployment, serve_setting
-from asaptrace.replay.policies._pipelined_base import PipelinedPolicy
-from asaptrace.replay.scenario import Scenario
-from asaptrace.replay.serving_types import ServingRequests, ServingResult
+from asaptrace.replay.mechanics.deployment import Deployment
+from asaptrace.replay.mechanics.formers import Batch, BatchFormer, StaticBatches
+from asaptrace.replay.mechanics.offline import transfer_factor
+from asaptrace.replay.mechanics.pipelined import PipelineTrace
+from asaptrace.replay.mechanics.planner import place_longest_first
+from asaptrace.replay.mechanics.work import MeasuredWork
+from asaptrace.replay.policies.base import serve_setting
+from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
+from asaptrace.replay.serving.afd_serving import simulate_afd
+from asaptrace.replay.serving.requests import ServingRequests, ServingResult
+from asaptrace.replay.serving.scenario import Scenario
 
 #: the m values its search and its named settings try
 M_VALUES = (2, 3, 4, 6)
@@ -87,7 +89,7 @@ class AfdPingpong(PipelinedPolicy):
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
         """Online: steps cut FIFO when the attention stage is idle, split into m micro-batches that
-        ping-pong with the FFN pool on its D×T + E (:mod:`asaptrace.replay._serving_afd`)."""
+        ping-pong with the FFN pool on its D×T + E (:mod:`asaptrace.replay.serving.afd_serving`)."""
         if self.m < 1:
             raise UsageError(f"--m must be at least 1, not {self.m}")
         return simulate_afd(requests, scenario, self)

@@ -9,10 +9,10 @@ kernel (``super_kernel``; off: + the cost model's launch overhead per MoE item).
 ``expert_failure`` one expert die is lost and its experts move to the others (E − 1 dies serve).
 
 Hook: :meth:`Asap.former` hands out the store's measured batches (one per step, DP group and
-micro-batch), costed on the target deployment (:mod:`asaptrace.replay.offline`), each ready when
+micro-batch), costed on the target deployment (:mod:`asaptrace.replay.mechanics.offline`), each ready when
 its measured step began. The online sweep swaps in a former that cuts batches from arrivals.
 With ``asynchronous=False`` the same split runs in lockstep, a barrier at every dispatch and
-combine (:func:`~asaptrace.replay.offline.lockstep_split_steps`): the first step of the
+combine (:func:`~asaptrace.replay.mechanics.offline.lockstep_split_steps`): the first step of the
 counterfactual sequence.
 
 Counterfactual sequence (recovered time by cause, each the drop from the previous replay; every
@@ -40,16 +40,17 @@ from typing import ClassVar
 import numpy as np
 
 from asaptrace.errors import UsageError
-from asaptrace.replay._serving_asap import simulate_asap
 from asaptrace.replay.costs import CostModel
-from asaptrace.replay.lockstep import chain_from_costs, run_chain
-from asaptrace.replay.measured import MeasuredWork
-from asaptrace.replay.offline import lockstep_split_steps, offline_batches
-from asaptrace.replay.pipelined import BatchFormer, FifoBatches, StaticBatches
-from asaptrace.replay.policies._base import Deployment, Policy, PolicyRun, lockstep_batches, serve_setting
-from asaptrace.replay.policies._pipelined_base import PipelinedPolicy
-from asaptrace.replay.scenario import Scenario
-from asaptrace.replay.serving_types import ServingRequests, ServingResult
+from asaptrace.replay.mechanics.deployment import Deployment
+from asaptrace.replay.mechanics.formers import BatchFormer, FifoBatches, StaticBatches
+from asaptrace.replay.mechanics.lockstep import chain_from_costs, run_chain
+from asaptrace.replay.mechanics.offline import lockstep_split_steps, offline_batches
+from asaptrace.replay.mechanics.work import MeasuredWork
+from asaptrace.replay.policies.base import Policy, PolicyRun, lockstep_batches, serve_setting
+from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
+from asaptrace.replay.serving.asap_serving import simulate_asap
+from asaptrace.replay.serving.requests import ServingRequests, ServingResult
+from asaptrace.replay.serving.scenario import Scenario
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ class Asap(PipelinedPolicy):
         return super().run(wl, costs) if self.asynchronous else self._run_lockstep(wl, costs)
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
-        """Online: batches cut from arrivals (:mod:`asaptrace.replay._serving_asap`) on its D×T + E
+        """Online: batches cut from arrivals (:mod:`asaptrace.replay.serving.asap_serving`) on its D×T + E
         (:meth:`serve_deployment`), with its mechanisms; ``expert_failure``: E − 1 expert dies."""
         if not self.asynchronous:
             raise UsageError("asap online runs asynchronously (asynchronous=false is an offline step)")

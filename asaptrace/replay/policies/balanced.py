@@ -17,14 +17,14 @@ from typing import ClassVar
 import numpy as np
 import polars as pl
 
-from asaptrace.replay._serving_lockstep import simulate_balanced
 from asaptrace.replay.costs import CostModel
-from asaptrace.replay.lockstep import scale_transfers
-from asaptrace.replay.measured import MeasuredWork, StepChain
-from asaptrace.replay.planner import place_longest_first
-from asaptrace.replay.policies._base import NO_COMPOSITION, LockstepPolicy
-from asaptrace.replay.scenario import Scenario
-from asaptrace.replay.serving_types import ServingRequests, ServingResult
+from asaptrace.replay.mechanics.lockstep import scale_transfers
+from asaptrace.replay.mechanics.planner import place_longest_first
+from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
+from asaptrace.replay.policies.base import NO_COMPOSITION, LockstepPolicy
+from asaptrace.replay.serving.lockstep_serving import simulate_balanced
+from asaptrace.replay.serving.requests import ServingRequests, ServingResult
+from asaptrace.replay.serving.scenario import Scenario
 from asaptrace.schema import Kind
 
 

@@ -23,13 +23,13 @@ import numpy as np
 import polars as pl
 
 from asaptrace.errors import UsageError
-from asaptrace.replay._serving_lockstep import simulate_chunked
 from asaptrace.replay.costs import CostModel
-from asaptrace.replay.lockstep import chain_from_costs
-from asaptrace.replay.measured import MeasuredWork, StepChain
-from asaptrace.replay.policies._base import NO_COMPOSITION, LockstepPolicy
-from asaptrace.replay.scenario import Scenario
-from asaptrace.replay.serving_types import ServingRequests, ServingResult
+from asaptrace.replay.mechanics.lockstep import chain_from_costs
+from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
+from asaptrace.replay.policies.base import NO_COMPOSITION, LockstepPolicy
+from asaptrace.replay.serving.lockstep_serving import simulate_chunked
+from asaptrace.replay.serving.requests import ServingRequests, ServingResult
+from asaptrace.replay.serving.scenario import Scenario
 
 
 def chunk_pieces(seq_len: list[int], cached: list[int], budget: int) -> list[list[tuple[int, int]]]:

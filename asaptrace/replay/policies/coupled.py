@@ -3,7 +3,7 @@ devices, a barrier at every dispatch/combine (and every other collective), the m
 micro-batch overlap kept as measured.
 
 Hook: :meth:`Coupled.step_chains` returns the measured chain with the coupled collective factor
-k_s applied (:func:`~asaptrace.replay.lockstep.scale_transfers`) and, with ``expert_failure``,
+k_s applied (:func:`~asaptrace.replay.mechanics.lockstep.scale_transfers`) and, with ``expert_failure``,
 the MoE work of ``failed_rank`` moved evenly onto the other ranks at every combine (its attention
 stays: only its experts are lost). Replaying the measured chain unchanged reproduces the measured
 step times — the reproduction error every what-if is quoted with.
@@ -18,13 +18,13 @@ import numpy as np
 import polars as pl
 
 from asaptrace.errors import UsageError
-from asaptrace.replay._serving_lockstep import simulate_default
 from asaptrace.replay.costs import CostModel
-from asaptrace.replay.lockstep import scale_transfers
-from asaptrace.replay.measured import MeasuredWork, StepChain
-from asaptrace.replay.policies._base import LockstepPolicy, Policy
-from asaptrace.replay.scenario import Scenario
-from asaptrace.replay.serving_types import ServingRequests, ServingResult
+from asaptrace.replay.mechanics.lockstep import scale_transfers
+from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
+from asaptrace.replay.policies.base import LockstepPolicy, Policy
+from asaptrace.replay.serving.lockstep_serving import simulate_default
+from asaptrace.replay.serving.requests import ServingRequests, ServingResult
+from asaptrace.replay.serving.scenario import Scenario
 from asaptrace.schema import Kind
 
 

@@ -22,8 +22,8 @@ from typing import Any
 
 from asaptrace.errors import UsageError
 from asaptrace.registry import Registry
-from asaptrace.replay.policies._base import LockstepPolicy, Policy, parse_attention
-from asaptrace.replay.policies._pipelined_base import PipelinedPolicy
+from asaptrace.replay.policies.base import LockstepPolicy, Policy, parse_attention
+from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
 
 #: old scenario knob → (family the setting reaches, field, part: "d" / "t" of a D×T, or None)
 OLD_NAMES: dict[str, tuple[type[Policy], str, str | None]] = {

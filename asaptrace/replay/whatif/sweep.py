@@ -1,8 +1,8 @@
 """The SLO sweep: per policy, the rate → TTFT curve and the highest rate meeting a mean-TTFT SLO.
 
-For each policy the sweep runs the serving simulation (:func:`asaptrace.replay.serving.simulate`)
+For each policy the sweep runs the serving simulation (:func:`asaptrace.replay.whatif.simulate.simulate`)
 at every rate of a grid (given, or auto: 0.5, 1, 2, 4, … until the SLO is missed), all on one
-request stream (common random numbers, :mod:`asaptrace.replay.arrivals`). The SLO-compliant
+request stream (common random numbers, :mod:`asaptrace.replay.serving.arrivals`). The SLO-compliant
 throughput is found by bisection inside the grid bracket [last rate meeting the SLO, first rate
 missing it] (``bisection_steps`` halvings), then linear interpolation of mean TTFT between the
 final bracket's two ends. A policy that meets the SLO at every rate gets the largest rate and
@@ -19,7 +19,8 @@ gives the same file byte for byte. :func:`vary` re-runs the SLO search per value
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,15 +29,15 @@ import numpy as np
 
 from asaptrace.errors import RegistryError, UsageError
 from asaptrace.executors import map_ordered, resolve_executor, session
-from asaptrace.replay.arrivals import ArrivalStream, make_stream
-from asaptrace.replay.capacity import binding
-from asaptrace.replay.costs import CostModel, fit_warnings
+from asaptrace.replay.costs import fit_warnings
 from asaptrace.replay.policies import POLICIES, Policy, policy_of
 from asaptrace.replay.policies.settings import OLD_NAMES, apply_settings, reaches, setting_key
-from asaptrace.replay.scenario import COST_KNOBS, Scenario, paper_for
-from asaptrace.replay.serving import ServingResult, policy_names, serving_policy, simulate
-from asaptrace.replay.sweep_result import SweepResult, headline_policy
-from asaptrace.units import rps_text
+from asaptrace.replay.serving.arrivals import ArrivalStream, make_stream
+from asaptrace.replay.serving.capacity import binding
+from asaptrace.replay.serving.scenario import Scenario, paper_for
+from asaptrace.replay.whatif.simulate import ServingResult, policy_names, serving_policy, simulate
+from asaptrace.replay.whatif.sweep_reading import costs_from, reading
+from asaptrace.replay.whatif.sweep_result import SweepResult
 
 #: length buckets of the TTFT decomposition (prompt tokens, [lo, hi))
 BUCKETS = ((0, 512), (512, 2048), (2048, 8192), (8192, 16384), (16384, None))
@@ -103,15 +104,33 @@ class SweepOptions:
 
 
 # ---------------------------------------------------------------------------------------- points
-_STREAMS: dict[tuple[Any, ...], Any] = {}
+#: the streams built lately, newest last (a sweep's rates, seeds and policies share one); bounded and
+#: keyed by the file's size and mtime: a long-lived process neither grows nor serves a stale file
+_STREAMS: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+_STREAMS_KEPT = 8
 
 
 def _stream(sc: Scenario, opt: SweepOptions) -> Any:
     key = (sc.seed, sc.len_mean, sc.len_mode, sc.len_p90_at, sc.len_p98_at, sc.len_min, sc.len_max)
-    key += (sc.prefix_cache, opt.workload, opt.lengths)
-    if key not in _STREAMS:
-        _STREAMS[key] = make_stream(sc, workload=opt.workload, lengths=opt.lengths)
-    return _STREAMS[key]
+    key += (sc.prefix_cache, opt.workload, _file_stamp(opt.workload), opt.lengths)
+    if key in _STREAMS:
+        _STREAMS.move_to_end(key)
+        return _STREAMS[key]
+    stream = _STREAMS[key] = make_stream(sc, workload=opt.workload, lengths=opt.lengths)
+    while len(_STREAMS) > _STREAMS_KEPT:
+        _STREAMS.popitem(last=False)
+    return stream
+
+
+def _file_stamp(workload: str | Path | None) -> tuple[int, int] | None:
+    """(size, mtime) of a workload file or store; None without one (or when gone: make_stream says so)."""
+    if workload is None:
+        return None
+    try:
+        st = Path(workload).stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
 
 
 def point_stats(res: ServingResult, rate: float, seq_len: np.ndarray) -> dict[str, Any]:
@@ -471,82 +490,6 @@ def _median_over_seeds(
     return slo, capped, ranges, per
 
 
-def costs_from(sc: Scenario) -> str:
-    """Where the scenario's costs came from, in words the reading quotes.
-
-    * the shipped figures untouched: "the paper's own cost figures (docs/analyses/replay.md) at face value";
-    * a ``--costs`` file: "the costs in FILE (fitted to STORE (…); fitted: attention, moe; kept
-      the paper's defaults: transfer)" from its header line and its ``[fit]`` tables;
-    * cost knobs that differ (from the paper's figures, or from the file when one was given) are
-      named with their values, those set by ``--set`` marked so; ``cost_scale`` ≠ 1 is named last.
-    """
-    set_by_user = dict(sc.cost_set)
-    if sc.cost_source.startswith("fitted to "):  # a store's fit, handed over in memory (advise --online)
-        fitted = [p for p, q in (sc.cost_fit or {}).items() if q.get("status") == "fitted"]
-        return f"the costs {sc.cost_source} (fitted: {', '.join(fitted) or 'none'})"
-    if sc.cost_source.startswith("file "):
-        inner = [sc.cost_origin or "no record of what it was fitted to"]
-        if sc.cost_fit:
-            fitted = [p for p, q in sc.cost_fit.items() if q.get("status") == "fitted"]
-            kept = [p for p, q in sc.cost_fit.items() if q.get("status") != "fitted"]
-            inner.append(f"fitted: {', '.join(fitted) or 'none'}")
-            if kept:
-                inner.append(f"kept the paper's defaults: {', '.join(kept)}")
-        else:
-            inner.append("no [fit] tables: hand-written, or not from replay --save-costs")
-        text = f"the costs in {sc.cost_source.removeprefix('file ')} ({'; '.join(inner)})"
-        changed = set_by_user
-    else:
-        text = "the paper's own cost figures (docs/analyses/replay.md)"
-        paper = CostModel()
-        changed = {k: getattr(sc, k) for k in COST_KNOBS if getattr(sc, k) != getattr(paper, k)}
-    if changed:
-        named = ", ".join(
-            f"{k} = {v:g}" + (" (--set)" if k in set_by_user else " (scenario file)")
-            for k, v in changed.items()
-        )
-        text += f" with {named}"
-    if sc.cost_scale != 1:
-        text += f", all × {sc.cost_scale:g} (cost_scale)"
-    elif not changed and not sc.cost_source.startswith("file "):
-        text += " at face value"
-    return text
-
-
-def reading(result: dict[str, Any]) -> str:
-    """The plain-words reading of a result, with the paper's numbers beside ours."""
-    pols = result["policies"]
-    paper = result.get("paper") or {}
-    ours = ", ".join(f"{p} {rps_text(result['slo_rps'][p], prose=True)}" for p in pols)
-    text = f"SLO-compliant throughput (mean TTFT ≤ {result['slo_ttft_ns'] / 1e9:g} s): {ours}."
-    source = result["costs_from"]
-    from_paper = source.startswith("the paper's own cost figures")
-    ref = paper.get("slo_rps") or {}
-    head = headline_policy(pols)
-    if ref and all(p in ref for p in pols) and head != pols[0] and result["ratios"].get(head) is not None:
-        theirs = ", ".join(f"{p} {ref[p]:g}" for p in pols)
-        ratio = result["ratios"][head]
-        paper_ratio = ref[head] / ref[pols[0]]
-        caveat = (
-            "the paper does not say how it got from those figures to its numbers, and "
-            if from_paper
-            else "a fit holds for the store it was fitted to (its TP, its lengths, its hardware), and "
-        )
-        return text + (
-            f" The paper reports {theirs} RPS. Here {head}/{pols[0]} = {ratio:.2f}× against the "
-            f"paper's {paper_ratio:.2f}×, from {source} and the knobs listed; {caveat}the ratio moves "
-            "with k_s, E_ref, φ, the coupled routing and the cost scale (run with --vary to see how far)."
-        )
-    if ref and all(p in ref for p in pols):
-        text += f" The paper reports {', '.join(f'{p} {ref[p]:g}' for p in pols)} RPS."
-        if head != pols[0]:
-            text += (
-                f" No {head}/{pols[0]} ratio: a policy met the SLO at every rate swept (a lower bound)"
-                " or missed it at the lowest; sweep a wider range of --rates."
-            )
-    return text + f" Costs: {source}."
-
-
 def slo_ratio(this: dict[str, Any], base: dict[str, Any]) -> float | None:
     """``this`` policy's SLO throughput over ``base``'s; None when either is missing or censored
     (a lower bound over a lower bound says nothing)."""
@@ -554,9 +497,3 @@ def slo_ratio(this: dict[str, Any], base: dict[str, Any]) -> float | None:
     if a is None or not b or this["censored"] or base["censored"]:
         return None
     return round(a / b, 4)
-
-
-def write_results(result: SweepResult | Mapping[str, Any], path: str | Path) -> Path:
-    """Write a sweep result as JSON (atomically: a temp file renamed into place)."""
-    res = result if isinstance(result, SweepResult) else SweepResult.from_json(result)
-    return res.write(path)

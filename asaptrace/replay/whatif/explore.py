@@ -31,10 +31,11 @@ from typing import Any
 from asaptrace.errors import UsageError
 from asaptrace.executors import Executor, SerialExecutor, map_ordered
 from asaptrace.replay.costs import CostModel
-from asaptrace.replay.measured import MeasuredWork
-from asaptrace.replay.policies import PipelinedPolicy
-from asaptrace.replay.policies._base import parse_attention
-from asaptrace.replay.run import replay_measured_work
+from asaptrace.replay.mechanics.work import MeasuredWork
+from asaptrace.replay.policies import PipelinedPolicy, policy_of
+from asaptrace.replay.policies.base import parse_attention
+from asaptrace.replay.serving.scenario import KNOB_ALIASES
+from asaptrace.replay.whatif.run import replay_measured_work
 from asaptrace.units import plural
 
 #: replay --vary knobs: alias → CostModel field(s) ("costs" switches fitted ↔ default)
@@ -45,7 +46,6 @@ VARY_KNOBS: dict[str, tuple[str, ...]] = {
     "scale": ("whatif_moe_scale", "whatif_transfer_scale"),
     "costs": (),
 }
-_ALIASES = {"coupled_k_s": "k_s", "e_ref": "moe_e_ref", "E_ref": "moe_e_ref", "φ": "phi", "attn_phi": "phi"}
 
 
 def _settings_grid(policy: PipelinedPolicy) -> list[dict[str, Any]]:
@@ -107,9 +107,7 @@ def best_split(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """``--split auto``: every split's row (:func:`search_splits`, one task each on ``executor``;
     ``at_most``: coarse to fine over D) and ``params`` set to the best."""
-    from asaptrace.replay.run import make_policy
-
-    pol = make_policy(policy, params)
+    pol = policy_of(policy, params)
     if not isinstance(pol, PipelinedPolicy):
         raise UsageError(f"--split auto is for disaggregated policies (asap, afd-pingpong), not {policy!r}")
     why = pol.applies(wl)
@@ -194,10 +192,19 @@ def _mark_dead_zone(rows: list[dict[str, Any]]) -> None:
             more["binding"] = "transfer"
 
 
+def _vary_knob(name: str) -> str:
+    """The --vary knob a spelling means: itself, or the knob varying the one field that the
+    scenario's alias (KNOB_ALIASES: k_s, E_ref, φ, …) or field name (coupled_k_s, attn_phi) names."""
+    if name in VARY_KNOBS:
+        return name
+    field = KNOB_ALIASES.get(name, name)
+    return next((k for k, f in VARY_KNOBS.items() if f == (field,)), name)
+
+
 def parse_vary(text: str) -> tuple[str, list[str]]:
     """'k_s=1,2,4' → ("k_s", ["1", "2", "4"]); an unknown knob is one line naming the known ones."""
     knob, sep, values = text.partition("=")
-    knob = _ALIASES.get(knob.strip(), knob.strip())
+    knob = _vary_knob(knob.strip())
     vals = [v.strip() for v in values.split(",") if v.strip()]
     if not sep or not vals:
         raise UsageError(f"--vary takes KNOB=V1,V2,… (e.g. k_s=1,2,4), not {text!r}")
@@ -297,15 +304,15 @@ def replay_explored(
     progress: Any = None,
 ) -> Any:
     """The what-if a user asks ``replay`` for: with ``split="auto"`` at the best split
-    (:func:`best_split`), replayed with its causes (:func:`~asaptrace.replay.run.replay_measured_work`),
+    (:func:`best_split`), replayed with its causes (:func:`~asaptrace.replay.whatif.run.replay_measured_work`),
     re-run at each ``--vary`` value (:func:`vary_replay`, the tornado), and written as a store at
     ``out``. The costs are fitted (or read) once for all of it; the splits and the values run on
     ``executor`` in one session (a process pool or a Ray instance)."""
     from contextlib import nullcontext
 
     from asaptrace.executors import session
-    from asaptrace.replay.replayed_store import write_replay_store
-    from asaptrace.replay.run import replay_measured_work, resolve_costs
+    from asaptrace.replay.whatif.replayed_store import write_replay_store
+    from asaptrace.replay.whatif.run import replay_measured_work, resolve_costs
 
     say = progress or (lambda _msg: None)
     fit = resolve_costs(wl, costs)

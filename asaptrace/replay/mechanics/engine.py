@@ -13,7 +13,7 @@ serving sweep built on them) runs on :class:`Engine`. The rules (STYLE 8):
   owner recorded.
 
 Semantics that need no queue are not run through it: a coupled (lockstep) step is a max over
-ranks per collective instance, vectorised over ranks in :mod:`asaptrace.replay.lockstep`.
+ranks per collective instance, vectorised over ranks in :mod:`asaptrace.replay.mechanics.lockstep`.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 It runs a policy's batch former (hook :meth:`PipelinedPolicy.former`: asap's measured batches on D
 groups, afd-pingpong's m micro-batches on one barriered stage) through
-:func:`asaptrace.replay.pipelined.run_pipeline` offline, and owns the online deployment its
+:func:`asaptrace.replay.mechanics.pipeline_run.run_pipeline` offline, and owns the online deployment its
 ``serve`` reads (:meth:`PipelinedPolicy.serve_deployment`) and its capacity bound. The shared
-bookkeeping (:class:`~asaptrace.replay.policies._base.Policy`, :class:`PolicyRun`, the D×T
-parsing) is :mod:`asaptrace.replay.policies._base`'s.
+bookkeeping (:class:`~asaptrace.replay.policies.base.Policy`, :class:`PolicyRun`, the D×T
+parsing) is :mod:`asaptrace.replay.policies.base`'s.
 """
 
 from __future__ import annotations
@@ -16,21 +16,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import polars as pl
 
-from asaptrace.replay.capacity import disaggregated_bounds
 from asaptrace.replay.costs import CostModel
-from asaptrace.replay.measured import MeasuredWork
-from asaptrace.replay.pipelined import BatchFormer, PipelineConfig, PipelineTrace, ServiceOrder, run_pipeline
-from asaptrace.replay.policies._base import (
-    Deployment,
-    Policy,
-    PolicyRun,
-    batch_rows,
-    parse_attention,
-    resolve_deployment,
-)
+from asaptrace.replay.mechanics.deployment import Deployment
+from asaptrace.replay.mechanics.formers import BatchFormer
+from asaptrace.replay.mechanics.pipeline_run import run_pipeline
+from asaptrace.replay.mechanics.pipelined import PipelineConfig, PipelineTrace, ServiceOrder
+from asaptrace.replay.mechanics.work import MeasuredWork
+from asaptrace.replay.policies.base import Policy, PolicyRun, batch_rows, parse_attention, resolve_deployment
+from asaptrace.replay.serving.capacity import disaggregated_bounds
 
 if TYPE_CHECKING:
-    from asaptrace.replay.scenario import Scenario
+    from asaptrace.replay.serving.scenario import Scenario
 
 
 @dataclass(frozen=True)
@@ -86,7 +82,7 @@ class PipelinedPolicy(Policy):
            makespan (a runtime that can interleave can also not; DOMAIN §6 already turns it off
            per batch) — a run-level choice, so an ablation is never faster by construction;
         2. with the super kernel or the overlap switched off, the same schedule is replayed in the
-           same service order with the longer items (:class:`~asaptrace.replay.pipelined.ServiceOrder`),
+           same service order with the longer items (:class:`~asaptrace.replay.mechanics.pipelined.ServiceOrder`),
            so an ablation never makes the replay faster.
         """
         dep = self.deployment(wl)

@@ -10,10 +10,10 @@ micro-batches up to their dispatch, then both MoE + combine, so one micro-batch'
 (its own streams) overlaps the other's compute. Streams: compute, dispatch (the step's all-gather,
 notify and dispatch) and combine.
 
-:func:`coupled_program` writes the program as a :class:`~asaptrace.replay.measured.StepChain` with
-:class:`~asaptrace.replay.measured.ChainKernels`; :func:`~asaptrace.replay.lockstep.run_chain`
+:func:`coupled_program` writes the program as a :class:`~asaptrace.replay.mechanics.work.StepChain` with
+:class:`~asaptrace.replay.mechanics.work.ChainKernels`; :func:`~asaptrace.replay.mechanics.lockstep.run_chain`
 times it. The replay's cost-built lockstep steps with the kernel-level dependencies turned on
-(:func:`~asaptrace.replay.lockstep.chain_from_costs`) and synth's coupled timelines
+(:func:`~asaptrace.replay.mechanics.lockstep.chain_from_costs`) and synth's coupled timelines
 (:mod:`asaptrace.synth.coupled`) are both this program on that one walk. :class:`ProgramShape`
 says which kernels and dependencies it holds; every one is off by default.
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asaptrace.replay.measured import ChainKernels, StepChain
+from asaptrace.replay.mechanics.work import ChainKernels, StepChain
 
 COMPUTE_STREAM, DISPATCH_STREAM, COMBINE_STREAM = 7, 20, 21
 

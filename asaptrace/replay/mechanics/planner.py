@@ -1,7 +1,7 @@
 """The batch planner: which requests run in which step, DP group and micro-batch.
 
-The one planner of the project: synth plans its runs with it (``asaptrace.synth.schedule``
-re-exports it), and the online serving sweep's Default former can cut its steps with it.
+The one planner of the project: synth plans its runs with it (imported directly), and the online
+serving sweep's Default former can cut its steps with it.
 
 Admission is FIFO: a step takes the longest prefix of the waiting queue whose new tokens fit in
 ``step_tokens`` (always at least one request). The admitted requests are then spread over batch

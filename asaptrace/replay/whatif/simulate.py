@@ -16,8 +16,8 @@ so ``sync ≥ 0`` and the identity holds exactly; :func:`check_identity` checks 
 :class:`AccountingError`, a bug). The schedulers are DOMAIN.md §6's, registered by name in
 :data:`asaptrace.replay.policies.POLICIES` (the one registry; a policy's :meth:`serve` is its online former):
 ``coupled`` (alias ``default``), ``chunked`` and ``balanced`` (lockstep steps, vectorised per step:
-:mod:`asaptrace.replay._serving_lockstep`) and ``asap`` with its ablations (an online batch former on the replay's pipelined mechanics,
-:mod:`asaptrace.replay.pipelined`, via :mod:`asaptrace.replay._serving_asap`). All costs
+:mod:`asaptrace.replay.serving.lockstep_serving`) and ``asap`` with its ablations (an online batch former on the replay's pipelined mechanics,
+:mod:`asaptrace.replay.mechanics.pipelined`, via :mod:`asaptrace.replay.serving.asap_serving`). All costs
 come from :class:`asaptrace.replay.costs.CostModel` (the scenario's, at its ``cost_scale``).
 """
 
@@ -27,8 +27,8 @@ from dataclasses import replace
 
 from asaptrace.errors import UsageError
 from asaptrace.replay.policies import Policy, policy_of, policy_specs
-from asaptrace.replay.scenario import Scenario
-from asaptrace.replay.serving_types import ServingRequests, ServingResult, check_identity
+from asaptrace.replay.serving.requests import ServingRequests, ServingResult, check_identity
+from asaptrace.replay.serving.scenario import Scenario
 
 __all__ = [
     "ServingRequests",

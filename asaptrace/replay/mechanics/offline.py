@@ -37,9 +37,9 @@ import numpy as np
 import polars as pl
 
 from asaptrace.replay.costs import CostModel
-from asaptrace.replay.measured import MeasuredWork
-from asaptrace.replay.pipelined import Batch
-from asaptrace.replay.planner import place_longest_first
+from asaptrace.replay.mechanics.formers import Batch
+from asaptrace.replay.mechanics.planner import place_longest_first
+from asaptrace.replay.mechanics.work import MeasuredWork
 
 _KEYS = ["step", "layer", "micro_batch"]
 
@@ -175,7 +175,7 @@ def lockstep_split_steps(
     """The store's work on D = ``groups`` × ``tp`` attention dies and an ``experts``-die pool, in lockstep.
 
     Per measured (step, micro-batch), in order: the measured groups are dealt longest attention
-    first onto the D groups (:func:`~asaptrace.replay.planner.place_longest_first`); each layer's
+    first onto the D groups (:func:`~asaptrace.replay.mechanics.planner.place_longest_first`); each layer's
     attention is the target group's sum, the pool item holds every group's tokens
     (``moe_all_ns``), and a target group's send is the largest of its dealt groups' (tokens add up:
     X(Σ t / tp) when the store has token counts).

@@ -3,12 +3,12 @@
 The deployment is the policy's D×T attention dies + E FFN dies
 (:meth:`~asaptrace.replay.policies.PipelinedPolicy.serve_deployment`), but the D groups act as one barriered attention
 stage: a micro-batch's attention at a layer takes its slowest group's time. On the pipelined
-mechanics (:mod:`asaptrace.replay.pipelined`) that is one attention "group" with ``m`` slots:
+mechanics (:mod:`asaptrace.replay.mechanics.pipelined`) that is one attention "group" with ``m`` slots:
 
 * when the stage is idle (every micro-batch of the previous step done) and requests are queued, a
   step is cut FIFO up to the policy's ``step_tokens`` new tokens (at least one request: as the coupled
   former), and its requests are dealt longest-first onto ``m`` micro-batches by tokens
-  (:func:`~asaptrace.replay.planner.place_longest_first`; a step of fewer than m requests has fewer);
+  (:func:`~asaptrace.replay.mechanics.planner.place_longest_first`; a step of fewer than m requests has fewer);
 * within a micro-batch its requests are dealt longest-first by attention weight onto the D groups;
   its attention at a layer is the slowest group's (``CostModel.attention_ns`` on T dies), its MoE
   item M(its tokens, E), its dispatch and combine X(its tokens / (D·T)) each;
@@ -22,24 +22,22 @@ A request's own time is its share of its micro-batch's items (as ASAP's, :func:`
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from asaptrace.replay._serving_asap import _UNBOUNDED, OnlineFormer, serve_on_pipeline
-from asaptrace.replay.pipelined import Batch, PipelineConfig
-from asaptrace.replay.planner import place_longest_first
-from asaptrace.replay.scenario import Scenario
-from asaptrace.replay.serving_types import ServingRequests, ServingResult
-
-if TYPE_CHECKING:
-    from asaptrace.replay.policies import AfdPingpong
+from asaptrace.replay.mechanics.formers import Batch
+from asaptrace.replay.mechanics.pipelined import PipelineConfig
+from asaptrace.replay.mechanics.planner import place_longest_first
+from asaptrace.replay.serving.asap_serving import UNBOUNDED, OnlineFormer, serve_on_pipeline
+from asaptrace.replay.serving.policy_settings import AfdSettings
+from asaptrace.replay.serving.requests import ServingRequests, ServingResult
+from asaptrace.replay.serving.scenario import Scenario
 
 
 class PingpongFormer(OnlineFormer):
     """Cuts a step when the stage is idle, hands out its micro-batches one per free slot."""
 
-    def __init__(self, req: ServingRequests, sc: Scenario, pol: AfdPingpong) -> None:
+    def __init__(self, req: ServingRequests, sc: Scenario, pol: AfdSettings) -> None:
         super().__init__(req, sc)
         dep = pol.serve_deployment()
         self.m, self.step_tokens = pol.m, pol.step_tokens
@@ -96,9 +94,9 @@ class PingpongFormer(OnlineFormer):
         )
 
 
-def simulate_afd(req: ServingRequests, sc: Scenario, pol: AfdPingpong) -> ServingResult:
+def simulate_afd(req: ServingRequests, sc: Scenario, pol: AfdSettings) -> ServingResult:
     former = PingpongFormer(req, sc, pol)
     cfg = PipelineConfig(
-        groups=1, slots=pol.m, buffer_slots=_UNBOUNDED, overlap=True, comm_share=former.tp / former.experts
+        groups=1, slots=pol.m, buffer_slots=UNBOUNDED, overlap=True, comm_share=former.tp / former.experts
     )
     return serve_on_pipeline(req, sc, cfg, former, pol.name)

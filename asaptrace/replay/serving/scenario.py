@@ -25,7 +25,7 @@ from typing import Any
 
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel, read_costs
-from asaptrace.replay.lengths_fit import LengthTargets, LogLogistic, fit_log_logistic
+from asaptrace.replay.serving.lengths_fit import LengthTargets, LogLogistic, fit_log_logistic
 
 #: cost knobs: the CostModel fields a scenario sets (all in ms except phi, tp_ref, e_ref, k_s)
 COST_KNOBS = tuple(
@@ -36,8 +36,9 @@ COST_KNOBS = tuple(
 _SCALED = ("attn_c0_ms", "attn_c1_ms", "attn_c2_ms", "moe_plateau_ms", "moe_a_ms", "moe_b_ms")
 _SCALED += ("xfer_latency_ms", "xfer_per_k_ms", "launch_ms")
 
-#: short names accepted by --set / --vary (the paper's symbols)
-ALIASES = {
+#: the one table of knob spellings: a short name (the paper's symbol) → the scenario / CostModel field
+#: it means; ``sweep --set`` reads it here, ``replay --vary`` maps its knobs through it (explore.py)
+KNOB_ALIASES = {
     "k_s": "coupled_k_s",
     "e_ref": "moe_e_ref",
     "E_ref": "moe_e_ref",
@@ -193,18 +194,18 @@ def knob_name(key: str) -> str:
     """The knob a user's key means (aliases like k_s, E_ref, phi accepted); unknown → UsageError
     (a policy's setting, ``asap.experts`` or an old name like ``asap_experts``, is not a scenario
     knob: :func:`asaptrace.replay.policies.settings.setting_key` reads those)."""
-    name = ALIASES.get(key, key)
+    name = KNOB_ALIASES.get(key, key)
     if name not in knob_names():
         raise UsageError(
             f"unknown knob {key!r} (scenario knobs: {', '.join(knob_names())}; aliases: "
-            f"{', '.join(ALIASES)}; a policy's setting is POLICY.SETTING, e.g. asap.experts)"
+            f"{', '.join(KNOB_ALIASES)}; a policy's setting is POLICY.SETTING, e.g. asap.experts)"
         )
     return name
 
 
 def is_knob(key: str) -> bool:
     """Whether ``key`` names a scenario knob (or an alias of one)."""
-    return ALIASES.get(key, key) in knob_names()
+    return KNOB_ALIASES.get(key, key) in knob_names()
 
 
 _TYPES = {f.name: f.type for f in fields(Scenario)} | {f.name: f.type for f in fields(CostModel)}
@@ -255,7 +256,7 @@ def paper_for(paper: dict[str, Any], policies: tuple[str, ...]) -> dict[str, Any
 
 # --------------------------------------------------------------------------------------- loading
 def shipped_scenarios() -> list[str]:
-    root = resources.files("asaptrace.replay").joinpath("scenarios")
+    root = resources.files("asaptrace.replay.serving").joinpath("scenarios")
     return sorted(p.name.removesuffix(".toml") for p in root.iterdir() if p.name.endswith(".toml"))
 
 
@@ -263,7 +264,7 @@ def load_scenario(name_or_path: str | Path = "asap-paper") -> Scenario:
     """A shipped scenario by name (``asap-paper``) or a scenario TOML file by path."""
     text_path = Path(name_or_path)
     if str(name_or_path) in shipped_scenarios():
-        res = resources.files("asaptrace.replay").joinpath(f"scenarios/{name_or_path}.toml")
+        res = resources.files("asaptrace.replay.serving").joinpath(f"scenarios/{name_or_path}.toml")
         text, where = res.read_text(), f"scenario {name_or_path}"
     elif text_path.is_file():
         text, where = text_path.read_text(), str(text_path)

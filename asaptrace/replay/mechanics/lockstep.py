@@ -1,6 +1,6 @@
 """Lockstep (coupled) mechanics: every collective instance is a barrier over its ranks.
 
-A coupled step is a chain of collective instances (:class:`~asaptrace.replay.measured.StepChain`).
+A coupled step is a chain of collective instances (:class:`~asaptrace.replay.mechanics.work.StepChain`).
 For instance k (in release order) and rank r taking part::
 
     arrival[k, r] = max(end[ref[k, r], r], arrival[ref2[k, r], r]) + gap[k, r]   (own work since then)
@@ -23,7 +23,7 @@ Both cost builders take the kernel-level dependencies of the coupled program
 (:class:`KernelDeps`), each off by default (the chains above, which the consistency checks
 rely on): dense first layers without barriers, the shared expert beside the dispatch, the host
 blocked on the dispatch, host launch cost and latency. Any of them on, the step becomes the
-coupled kernel program (:func:`asaptrace.replay.program.coupled_program`, one position per
+coupled kernel program (:func:`asaptrace.replay.mechanics.program.coupled_program`, one position per
 kernel, each stream running one kernel at a time), the same program synth's traces are timed
 on.
 """
@@ -34,8 +34,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from asaptrace.replay.measured import StepChain
-from asaptrace.replay.program import ProgramShape, coupled_program
+from asaptrace.replay.mechanics.program import ProgramShape, coupled_program
+from asaptrace.replay.mechanics.work import StepChain
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class ChainTimes:
 def run_chain(chain: StepChain, *, start: np.ndarray | None = None) -> ChainTimes:
     """Replay one step's chain (see the module docstring); ``start`` shifts the ranks' step starts.
 
-    A kernel program (``chain.kernels``, :class:`~asaptrace.replay.measured.ChainKernels`) adds,
+    A kernel program (``chain.kernels``, :class:`~asaptrace.replay.mechanics.work.ChainKernels`) adds,
     per position k and rank r: the stream's previous kernel (``after``) bounds the start as
     ``ref`` does; the host launches k at ``launch[k, r]`` (one launch every ``launch_ns``, after a
     ``sync`` position only once it has ended) and k starts no earlier than ``launch[k, r]`` +

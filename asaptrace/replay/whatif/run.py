@@ -4,7 +4,7 @@
 
 What it does, in order (DOMAIN §7):
 
-1. (the pipeline) extract the workload (:func:`~asaptrace.replay.measured.extract_measured_work`);
+1. (the pipeline) extract the workload (:func:`~asaptrace.replay.whatif.measured.extract_measured_work`);
 2. take the cost model: a :class:`CostModel`, a TOML file (its ``[fit]`` quality kept), or
    (default) one fitted to the store (:func:`~asaptrace.replay.costs.fit_costs`; each part keeps
    the DOMAIN defaults when the store cannot fit it, and says why); poor or missing fits become
@@ -37,7 +37,7 @@ from typing import Any
 from asaptrace.display import HtmlRepr
 from asaptrace.errors import AccountingError, UsageError
 from asaptrace.replay.costs import CostFit, CostModel, fit_costs, fit_warnings, read_costs, save_costs
-from asaptrace.replay.measured import MeasuredWork
+from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies import Asap, Coupled, Deployment, LockstepPolicy, Policy, PolicyRun, policy_of
 
 SCHEMA_VERSION = 2
@@ -151,11 +151,6 @@ class ReplayResult(HtmlRepr):
         }
 
 
-def make_policy(name: str, params: dict[str, Any] | None = None) -> Policy:
-    """The registered policy a spec names with ``params`` (unknown parameter: UsageError)."""
-    return policy_of(name, params)
-
-
 def reference_policy(wl: MeasuredWork) -> Policy:
     """The replay that must reproduce the measured run: its own deployment's semantics."""
     if wl.deployment == "coupled":
@@ -198,7 +193,7 @@ def replay_measured_work(
 ) -> ReplayResult:
     """Replay an extracted workload under ``policy`` (steps 2–7 of the module docstring)."""
     t0 = time.perf_counter()
-    pol = make_policy(policy, params)
+    pol = policy_of(policy, params)
     fit = resolve_costs(wl, costs)  # a bad cost file is named before anything else
     model, quality = fit.model, fit.quality or None
     why = pol.applies(wl)

@@ -1,8 +1,8 @@
 """What online serving takes and gives: a request stream (:class:`ServingRequests`) and one policy's
 per-request times (:class:`ServingResult`), with the TTFT identity check (:func:`check_identity`).
 
-Below both the schedulers (:mod:`asaptrace.replay._serving_lockstep`, :mod:`asaptrace.replay._serving_asap`)
-and their registry (:mod:`asaptrace.replay.serving`), so neither imports the other in a circle.
+Below both the schedulers (:mod:`asaptrace.replay.serving.lockstep_serving`, :mod:`asaptrace.replay.serving.asap_serving`)
+and their registry (:mod:`asaptrace.replay.whatif.simulate`), so neither imports the other in a circle.
 """
 
 from __future__ import annotations

@@ -19,18 +19,17 @@ from typing import Any
 from asaptrace.errors import UsageError
 from asaptrace.replay.policies import POLICIES
 from asaptrace.replay.policies.settings import is_setting, setting_key
-from asaptrace.replay.scenario import Scenario, is_knob, knob_name
-from asaptrace.replay.sweep import (
+from asaptrace.replay.serving.scenario import Scenario, is_knob, knob_name
+from asaptrace.replay.whatif.sweep import (
     MIN_ARRIVALS,
     Progress,
     SweepOptions,
     evaluate,
-    headline_policy,
     run_sweep,
     search_slo,
     slo_ratio,
 )
-from asaptrace.replay.sweep_result import SweepResult
+from asaptrace.replay.whatif.sweep_result import SweepResult, headline_policy
 
 
 def vary(
@@ -175,8 +174,8 @@ def sweep_scenario(
     from contextlib import nullcontext
 
     from asaptrace.executors import resolve_executor, session
-    from asaptrace.replay.scenario import load_scenario
-    from asaptrace.replay.sweep import DEFAULT_POLICIES
+    from asaptrace.replay.serving.scenario import load_scenario
+    from asaptrace.replay.whatif.sweep import DEFAULT_POLICIES
 
     sc = load_scenario(scenario)
     sc = sc.with_costs_file(costs) if costs else sc

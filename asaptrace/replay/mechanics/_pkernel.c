@@ -1,5 +1,5 @@
 /*
- * _pkernel: the pipelined (ASAP / AFD) event loop of asaptrace.replay.pipelined, compiled.
+ * _pkernel: the pipelined (ASAP / AFD) event loop of asaptrace.replay.mechanics.pipelined, compiled.
  *
  * Why this exists: a serving sweep (3 policies x 10 rates x 300 simulated s) spends ~95 % of its
  * time in the Python pipeline's item loop (one heap event per attention, dispatch, MoE and combine
@@ -651,7 +651,7 @@ PyDoc_STRVAR(run_doc,
              "run(groups, slots, buffer_slots, overlap, comm_share, launch_ns, wakeup_t, wakeup_seq, former,\n"
              "    conv, order, record) -> (ids, groups, slots, done_idx, done_t, handled, batches,\n"
              "    attention, dispatch, moe, combine)\n\n"
-             "Run the pipelined deployment (asaptrace.replay.pipelined.Pipeline's semantics) to the end.\n"
+             "Run the pipelined deployment (asaptrace.replay.mechanics.pipelined.Pipeline's semantics) to the end.\n"
              "wakeup_t / wakeup_seq: int64 bytes, the wakeups sorted by (time, push order) and their push\n"
              "order; order: None (first come, first served) or (list of int64 (batch id, layer) bytes per\n"
              "group, the pool's bytes). Results are int64 bytes (spans only with record), handled the\n"
@@ -772,7 +772,7 @@ static PyModuleDef_Slot pk_slots[] = {
 static struct PyModuleDef pk_module = {
     PyModuleDef_HEAD_INIT,
     "_pkernel",
-    "The pipelined (ASAP / AFD) event loop of asaptrace.replay.pipelined, compiled.",
+    "The pipelined (ASAP / AFD) event loop of asaptrace.replay.mechanics.pipelined, compiled.",
     0,
     pk_methods,
     pk_slots,

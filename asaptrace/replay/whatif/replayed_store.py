@@ -28,8 +28,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from asaptrace.replay.lockstep import ChainTimes
-from asaptrace.replay.measured import ChainKernels, MeasuredWork
+from asaptrace.replay.mechanics.lockstep import ChainTimes
+from asaptrace.replay.mechanics.work import ChainKernels, MeasuredWork
 from asaptrace.replay.policies import PolicyRun
 from asaptrace.schema import Kind, Role, conform
 
@@ -37,7 +37,7 @@ COMPUTE, DISPATCH, COMBINE = 7, 20, 21
 _COLS = ["rank", "stream", "kind", "ts_ns", "dur_ns", "step", "layer", "micro_batch"]
 
 
-def replay_tables(run: PolicyRun, wl: MeasuredWork) -> dict[str, pa.Table]:
+def replay_store_tables(run: PolicyRun, wl: MeasuredWork) -> dict[str, pa.Table]:
     """Canonical events, ranks, streams and batches of a replay."""
     if run.trace is not None:
         events, ranks, batches = _pipelined(run, wl)
@@ -387,7 +387,7 @@ def replay_block_of(result: Any) -> dict[str, Any]:
 
 
 def write_replay_store(result: Any, wl: MeasuredWork, out: str | Path, *, overwrite: bool = False) -> Path:
-    """Write a :class:`~asaptrace.replay.run.ReplayResult`'s replay as a store at ``out`` (atomically:
+    """Write a :class:`~asaptrace.replay.whatif.run.ReplayResult`'s replay as a store at ``out`` (atomically:
     one commit of the store writer): its events, ranks, streams and batches in the canonical schema,
     and meta.json with its ``replay`` block."""
     from asaptrace.errors import UsageError
@@ -396,7 +396,7 @@ def write_replay_store(result: Any, wl: MeasuredWork, out: str | Path, *, overwr
     run = result.run
     if run is None:
         raise UsageError("this result holds no replay to write")
-    tables = replay_tables(run, wl)
+    tables = replay_store_tables(run, wl)
     n = tables["events"].num_rows
     extra = {
         "accounting": {"read": n, "kept": n, "kept_by_table": {"events": n}, "rejected": {}},

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from asaptrace.errors import UsageError
-from asaptrace.replay.scenario import Scenario
-from asaptrace.replay.serving_types import ServingRequests
+from asaptrace.replay.serving.requests import ServingRequests
+from asaptrace.replay.serving.scenario import Scenario
 
 _BLOCK = 8192  # draws are made in fixed blocks, so the stream does not depend on how much is used
 

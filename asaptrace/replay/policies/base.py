@@ -1,19 +1,19 @@
 """Bases of the replay policies: each owns the bookkeeping, a policy overrides one hook.
 
 * :class:`LockstepPolicy` — coupled deployments. It runs each step's chain(s) through
-  :func:`~asaptrace.replay.lockstep.run_chain` and keeps the per-instance barrier state. Hook:
+  :func:`~asaptrace.replay.mechanics.lockstep.run_chain` and keeps the per-instance barrier state. Hook:
   :meth:`LockstepPolicy.step_chains` — which chain(s) a measured step becomes (coupled: the
   measured chain, with k_s and an expert failure applied; balanced: attention rebalanced across
   groups; chunked: one chain per chunk sub-step built from costs).
-* :class:`~asaptrace.replay.policies._pipelined_base.PipelinedPolicy` (its own module) —
-  disaggregated, asynchronous deployments on the event engine (:mod:`asaptrace.replay.pipelined`).
+* :class:`~asaptrace.replay.policies.pipelined_base.PipelinedPolicy` (its own module) —
+  disaggregated, asynchronous deployments on the event engine (:mod:`asaptrace.replay.mechanics.pipelined`).
   Hook: ``PipelinedPolicy.former`` — the batch former (asap: the store's batches on D groups;
   afd-pingpong: each step split into m micro-batches on one barriered attention group).
 
 Every policy is a frozen dataclass whose fields are its parameters (``params()``; an ablation is a
 parameter, and a named ablation such as ``asap-no-dual-batch`` is an entry of ``variants``). A
 policy that can serve a request stream online also overrides :meth:`Policy.serve`, its online
-batch former (arrivals → batches → per-request times under a :class:`~asaptrace.replay.scenario.Scenario`,
+batch former (arrivals → batches → per-request times under a :class:`~asaptrace.replay.serving.scenario.Scenario`,
 DOMAIN.md §6): the one registry (:data:`asaptrace.replay.policies.POLICIES`) serves the replay and
 the sweep alike. Every policy also says which
 *counterfactual sequence* attributes its recovered time (:meth:`Policy.counterfactuals`): a list
@@ -29,29 +29,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import polars as pl
 
-from asaptrace.replay.capacity import coupled_bounds
 from asaptrace.replay.costs import CostModel
-from asaptrace.replay.lockstep import ChainTimes, chain_from_costs, run_chain
-from asaptrace.replay.measured import MeasuredWork, StepChain
+from asaptrace.replay.mechanics.deployment import Deployment
+from asaptrace.replay.mechanics.lockstep import ChainTimes, chain_from_costs, run_chain
+from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
+from asaptrace.replay.serving.capacity import coupled_bounds
 
 if TYPE_CHECKING:
-    from asaptrace.replay.pipelined import PipelineTrace
-    from asaptrace.replay.scenario import Scenario
-    from asaptrace.replay.serving_types import ServingRequests, ServingResult
-
-
-@dataclass(frozen=True)
-class Deployment:
-    """The simulated devices: attention groups × TP plus expert dies (0: fused with attention)."""
-
-    kind: str  # coupled | disaggregated
-    groups: int
-    tp: int
-    experts: int
-
-    @property
-    def devices(self) -> int:
-        return self.groups * self.tp + (self.experts if self.kind == "disaggregated" else 0)
+    from asaptrace.replay.mechanics.pipelined import PipelineTrace
+    from asaptrace.replay.serving.requests import ServingRequests, ServingResult
+    from asaptrace.replay.serving.scenario import Scenario
 
 
 @dataclass
@@ -140,7 +127,7 @@ class Policy:
 
     def capacity(self, scenario: Scenario, new: np.ndarray, prefix: np.ndarray) -> dict[str, float] | None:
         """Online: the highest rate each resource of this policy's deployment can sustain on a
-        workload of these request lengths (:mod:`asaptrace.replay.capacity`); None: not known (a
+        workload of these request lengths (:mod:`asaptrace.replay.serving.capacity`); None: not known (a
         user policy that does not say), and its SLO throughput is then printed without a bound."""
         return None
 
@@ -167,7 +154,7 @@ class Policy:
     search_settings: ClassVar[dict[str, tuple[Any, ...]]] = {}
     #: how ``advise`` names a searched setting ("chunk sizes"; default: its name)
     search_words: ClassVar[dict[str, str]] = {}
-    #: advise searches its D×T + E split by replay (:func:`asaptrace.replay.explore.best_split`)
+    #: advise searches its D×T + E split by replay (:func:`asaptrace.replay.whatif.explore.best_split`)
     searches_split: ClassVar[bool] = False
     #: named ablations advise also runs, at the chosen setting, as robustness what-ifs
     robustness: ClassVar[tuple[str, ...]] = ()
@@ -284,7 +271,7 @@ class LockstepPolicy(Policy):
 
     def capacity(self, scenario: Scenario, new: np.ndarray, prefix: np.ndarray) -> dict[str, float] | None:
         """Lockstep steps on its online D×T (EP over all dies): a step holds at most its
-        token cap, or one longer prompt (:func:`~asaptrace.replay.capacity.coupled_bounds`)."""
+        token cap, or one longer prompt (:func:`~asaptrace.replay.serving.capacity.coupled_bounds`)."""
         sc = self.online_scenario(scenario)
         d, t = self.serve_groups()
         return coupled_bounds(

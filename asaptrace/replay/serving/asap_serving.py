@@ -1,6 +1,6 @@
 """ASAP serving: an online batch former on the replay's pipelined mechanics (DOMAIN.md §6).
 
-The deployment and its per-layer semantics are :mod:`asaptrace.replay.pipelined`'s, on the
+The deployment and its per-layer semantics are :mod:`asaptrace.replay.mechanics.pipelined`'s, on the
 policy's own D×T + E (:meth:`~asaptrace.replay.policies.PipelinedPolicy.serve_deployment`: D
 groups of T dies with two slots sharing each group's compute FCFS, one E-die pool serving (batch,
 layer) items one at a time, FIFO, any group and layer; attention → dispatch → pool → combine →
@@ -14,7 +14,7 @@ pipeline calls whenever a group has a free slot (least-occupied group first) and
 * with dual-batch, a batch holding a prompt of more than ``long_tokens`` new tokens runs
   alone on an idle group: cut for a busy group, it reserves that group, which then takes no other
   batch until it has drained and the long batch has started;
-* each batch's per-layer costs come from :func:`asaptrace.replay.pipelined.batch_costs`, and each
+* each batch's per-layer costs come from :func:`asaptrace.replay.mechanics.formers.batch_costs`, and each
   request's own kernel time is its share of them (attention by its variable cost, the rest by
   tokens).
 
@@ -28,18 +28,17 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from asaptrace.replay.pipelined import Batch, PipelineConfig, batch_costs, run_recorded
-from asaptrace.replay.scenario import Scenario
-from asaptrace.replay.serving_types import ServingRequests, ServingResult
+from asaptrace.replay.mechanics.formers import Batch, batch_costs
+from asaptrace.replay.mechanics.pipeline_run import run_recorded
+from asaptrace.replay.mechanics.pipelined import PipelineConfig
+from asaptrace.replay.serving.policy_settings import AsapSettings
+from asaptrace.replay.serving.requests import ServingRequests, ServingResult
+from asaptrace.replay.serving.scenario import Scenario
 
-if TYPE_CHECKING:
-    from asaptrace.replay.policies import Asap
-
-_UNBOUNDED = 1 << 62  # receive-buffer slots: sends never block
+UNBOUNDED = 1 << 62  # receive-buffer slots: sends never block
 
 
 class OnlineFormer:
@@ -72,7 +71,7 @@ class OnlineFormer:
 class ServingFormer(OnlineFormer):
     """Cuts batches from arrived requests when the pipeline offers a free slot."""
 
-    def __init__(self, req: ServingRequests, sc: Scenario, pol: Asap) -> None:
+    def __init__(self, req: ServingRequests, sc: Scenario, pol: AsapSettings) -> None:
         super().__init__(req, sc)
         dep = pol.serve_deployment()
         self.pol, self.tp, self.experts = pol, dep.tp, pol.live_experts(dep)
@@ -165,7 +164,7 @@ def _own_shares(former: OnlineFormer, batches: dict[int, Batch], cfg: PipelineCo
     former.own[reqs] += share
 
 
-def simulate_asap(req: ServingRequests, sc: Scenario, pol: Asap) -> ServingResult:
+def simulate_asap(req: ServingRequests, sc: Scenario, pol: AsapSettings) -> ServingResult:
     """Serve ``req`` on the policy's D×T + E with its mechanisms (the policy object is the whole
     configuration: its deployment, batch budgets, long-prompt rule and switches)."""
     former = ServingFormer(req, sc, pol)
@@ -173,7 +172,7 @@ def simulate_asap(req: ServingRequests, sc: Scenario, pol: Asap) -> ServingResul
     cfg = PipelineConfig(
         groups=dep.groups,
         slots=pol.slots(),
-        buffer_slots=_UNBOUNDED,
+        buffer_slots=UNBOUNDED,
         overlap=pol.overlap,
         comm_share=dep.tp / pol.live_experts(dep),
         launch_ns=0 if pol.super_kernel else sc.costs.launch_ns,

@@ -10,10 +10,10 @@ conserving). Every layer of a step costs the same (the same pieces are in it), s
 (A attention on a group of T dies — the cost model's TP rule, × attn_tp_ref / T —, X transfer,
 M MoE of :class:`~asaptrace.replay.costs.CostModel`; dispatch and
 combine cost k_s × X for the largest group, after the barrier), run as a one-layer chain of the
-replay's lockstep mechanics (:func:`asaptrace.replay.lockstep.chain_from_costs`). With
+replay's lockstep mechanics (:func:`asaptrace.replay.mechanics.lockstep.chain_from_costs`). With
 the policy's ``micro_batch_overlap`` each group's pieces are split longest-first into two
 micro-batches and the L layers run on the replay's two-micro-batch chain
-(:func:`asaptrace.replay.lockstep.chain_from_costs_two_mb`: compute attention A, B, MoE A, B per
+(:func:`asaptrace.replay.mechanics.lockstep.chain_from_costs_two_mb`: compute attention A, B, MoE A, B per
 layer; each collective after its micro-batch's barrier). All requests of a
 step finish at its end (a chunked request at the end of the step holding its last chunk).
 
@@ -34,18 +34,15 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from asaptrace.replay.costs import CostModel, causal_pairs
-from asaptrace.replay.lockstep import chain_from_costs, chain_from_costs_two_mb, run_chain
-from asaptrace.replay.planner import place_longest_first
-from asaptrace.replay.scenario import Scenario
-from asaptrace.replay.serving_types import ServingRequests, ServingResult
-
-if TYPE_CHECKING:
-    from asaptrace.replay.policies import Chunked, LockstepPolicy
+from asaptrace.replay.mechanics.lockstep import chain_from_costs, chain_from_costs_two_mb, run_chain
+from asaptrace.replay.mechanics.planner import place_longest_first
+from asaptrace.replay.serving.policy_settings import ChunkedSettings, LockstepSettings
+from asaptrace.replay.serving.requests import ServingRequests, ServingResult
+from asaptrace.replay.serving.scenario import Scenario
 
 # a piece: (request, new tokens c, prefix P)
 Piece = tuple[int, int, int]
@@ -65,20 +62,20 @@ class _Served:
     overlap: bool
 
     @classmethod
-    def of(cls, sc: Scenario, pol: LockstepPolicy) -> _Served:
+    def of(cls, sc: Scenario, pol: LockstepSettings) -> _Served:
         d, t = pol.serve_groups()
         return cls(sc.layers, d, t, pol.step_tokens, pol.group_tokens, pol.routing, pol.micro_batch_overlap)
 
 
-def simulate_default(req: ServingRequests, sc: Scenario, pol: LockstepPolicy) -> ServingResult:
+def simulate_default(req: ServingRequests, sc: Scenario, pol: LockstepSettings) -> ServingResult:
     return _run(req, sc, _Served.of(sc, pol), chunk=0, name="default")
 
 
-def simulate_chunked(req: ServingRequests, sc: Scenario, pol: Chunked) -> ServingResult:
+def simulate_chunked(req: ServingRequests, sc: Scenario, pol: ChunkedSettings) -> ServingResult:
     return _run(req, sc, _Served.of(sc, pol), chunk=pol.chunk_tokens, name="chunked")
 
 
-def simulate_balanced(req: ServingRequests, sc: Scenario, pol: LockstepPolicy) -> ServingResult:
+def simulate_balanced(req: ServingRequests, sc: Scenario, pol: LockstepSettings) -> ServingResult:
     return _run(req, sc, _Served.of(sc, pol), chunk=0, name="balanced", balance=True)
 
 

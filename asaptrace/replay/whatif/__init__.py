@@ -1,0 +1,22 @@
+"""asaptrace.replay.whatif: the questions asked of the policies, offline (a store's run replayed)
+and online (requests served at rising rates).
+
+Modules, in the order data flows through them:
+
+* :mod:`~asaptrace.replay.whatif.measured` — ``extract_measured_work(store) -> MeasuredWork``: what
+  the run did, wait removed (chains of collective instances, per-layer items, pool and transfers);
+* :mod:`~asaptrace.replay.whatif.run` — ``replay_measured_work(wl, policy, ...) -> ReplayResult``
+  (+ JSON); the pipeline's ``replay_store`` opens, extracts, replays and writes;
+* :mod:`~asaptrace.replay.whatif.explore` — around one what-if: the best split (``--split auto``)
+  and the answer's range (``--vary``);
+* :mod:`~asaptrace.replay.whatif.replayed_store` — a replay drawn as canonical store tables;
+* :mod:`~asaptrace.replay.whatif.simulate` — online serving of one policy at one rate (a request
+  stream through the policy's ``serve()``), each TTFT explained;
+* :mod:`~asaptrace.replay.whatif.sweep_result` — ``SweepResult``, its versioned JSON;
+* :mod:`~asaptrace.replay.whatif.sweep_reading` — a sweep's words: where its costs came from, its
+  plain reading beside the paper's numbers;
+* :mod:`~asaptrace.replay.whatif.sweep` — the SLO sweep: rate → TTFT curves and SLO-compliant
+  throughput per policy;
+* :mod:`~asaptrace.replay.whatif.sensitivity` — how far to trust a sweep: the tornado
+  (``--vary``) and calibration to one point.
+"""
