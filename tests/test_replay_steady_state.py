@@ -213,3 +213,20 @@ def test_the_online_cost_band_moves_each_bound_by_the_fits_residual(tmp_path):
     assert high["slo_rps"] <= high["bound_rps"]
     # a store whose costs kept the defaults has no band: the range is the seeds' only
     assert cost_band(sc, opt, {"attention": {"status": "default"}})["status"] == "none"
+
+
+def test_the_reading_says_which_published_rates_no_scheduler_could_serve():
+    from asaptrace.replay.whatif.sweep_reading import _above_bounds
+
+    # asap's bound is 5.85 requests/s on its MoE pool: the paper's 20 is above it; coupled's 6.8 is
+    # below its bound of 10, so it is not named
+    result = {
+        "policies": ["coupled", "asap"],
+        "capacity": {
+            "coupled": {"bound_rps": 10.0, "binding": "coupled steps"},
+            "asap": {"bound_rps": 5.85, "binding": "MoE pool"},
+        },
+    }
+    text = _above_bounds(result, {"coupled": 6.8, "asap": 20})
+    assert "asap 20 against a bound of 5.85 (MoE pool)" in text and "coupled" not in text
+    assert _above_bounds(result, {"coupled": 6.8, "asap": 5}) == ""

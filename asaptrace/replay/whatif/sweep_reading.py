@@ -73,10 +73,14 @@ def reading(result: dict[str, Any]) -> str:
             if from_paper
             else "a fit holds for the store it was fitted to (its TP, its lengths, its hardware), and "
         )
-        return text + (
-            f" The paper reports {theirs} RPS. Here {head}/{pols[0]} = {ratio:.2f}× against the "
-            f"paper's {paper_ratio:.2f}×, from {source} and the knobs listed; {caveat}the ratio moves "
-            "with k_s, E_ref, φ, the coupled routing and the cost scale (run with --vary to see how far)."
+        return (
+            text
+            + (
+                f" The paper reports {theirs} RPS. Here {head}/{pols[0]} = {ratio:.2f}× against the "
+                f"paper's {paper_ratio:.2f}×, from {source} and the knobs listed; {caveat}the ratio moves "
+                "with k_s, E_ref, φ, the coupled routing and the cost scale (run with --vary to see how far)."
+            )
+            + _above_bounds(result, ref)
         )
     if ref and all(p in ref for p in pols):
         text += f" The paper reports {', '.join(f'{p} {ref[p]:g}' for p in pols)} RPS."
@@ -86,3 +90,21 @@ def reading(result: dict[str, Any]) -> str:
                 " or missed it at the lowest; sweep a wider range of --rates."
             )
     return text + f" Costs: {source}."
+
+
+def _above_bounds(result: dict[str, Any], paper_rps: dict[str, float]) -> str:
+    """The paper's rates that no scheduler could serve on these costs and knobs: above the
+    policy's capacity bound (the least work a request costs on its binding resource)."""
+    cap = result.get("capacity") or {}
+    over = [
+        (p, paper_rps[p], cap[p])
+        for p in result["policies"]
+        if p in paper_rps and (cap.get(p) or {}).get("bound_rps") and paper_rps[p] > cap[p]["bound_rps"]
+    ]
+    if not over:
+        return ""
+    said = "; ".join(
+        f"{p} {rps:g} against a bound of {rps_text(c['bound_rps'], prose=True)} ({c['binding']})"
+        for p, rps, c in over
+    )
+    return f" On these costs and knobs no scheduler could serve the paper's {said}."
