@@ -15,7 +15,8 @@ from asaptrace.schema import Kind
 
 def layers_from_comm_order(ev: pl.DataFrame, ranks: pl.Series) -> pl.DataFrame | None:
     """Layers of ``ranks``' device work from the order of their dispatch/combine kernels (see
-    :mod:`asaptrace.enrich.segment`, rule 5); None when those ranks have no dispatch/combine."""
+    :mod:`asaptrace.enrich.segment`, rule 5, applied by :mod:`asaptrace.enrich.structure`); None when
+    those ranks have no dispatch/combine."""
     ev = ev.with_row_index("_row")
     kind = pl.col("kind").cast(pl.String)
     dev = (

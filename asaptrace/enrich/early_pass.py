@@ -24,9 +24,9 @@ from asaptrace.enrich.frames import (
     stepless_gaps,
     taxonomy_for,
 )
-from asaptrace.enrich.segment import StepPlan, same_cut
 from asaptrace.enrich.spill_cache import Kept, SpillCache
 from asaptrace.enrich.store_parts import event_names, frame_of
+from asaptrace.enrich.structure import StepPlan, same_cut
 from asaptrace.enrich.taxonomy import Profile, Taxonomy
 from asaptrace.memory import give_back
 
@@ -35,7 +35,7 @@ from asaptrace.memory import give_back
 class Early:
     """A rank's first pass, done as its file was read: its facts and final frames (in memory or
     spilled). A rank without step annotations is cut into steps by its own gaps (``guess``); the
-    cut stands if the run-wide plan cuts its gaps alike (:func:`~asaptrace.enrich.segment.same_cut`),
+    cut stands if the run-wide plan cuts its gaps alike (:func:`~asaptrace.enrich.structure.same_cut`),
     else the rank is segmented again in the usual second round."""
 
     facts: RankFacts

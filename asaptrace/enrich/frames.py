@@ -26,15 +26,14 @@ from asaptrace.enrich.batches import annotated_dp_groups, batches_from_annotatio
 from asaptrace.enrich.clock import apply_offsets, estimate_offsets
 from asaptrace.enrich.instances import match_instances
 from asaptrace.enrich.phases import batches_from_step_names, read_step_names, step_table, steps_json
-from asaptrace.enrich.segment import (
-    SegmentNotes,
+from asaptrace.enrich.segment import SegmentNotes, segment
+from asaptrace.enrich.structure import (
     StepPlan,
     fill_from_structure,
     note_layers,
     note_steps,
     plan_steps,
     ranks_without,
-    segment,
     step_gaps,
 )
 from asaptrace.enrich.taxonomy import Profile, Taxonomy, classify, select_taxonomy

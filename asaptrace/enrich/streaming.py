@@ -53,9 +53,9 @@ from asaptrace.enrich.frames import (
     stepless_gaps,
     taxonomy_for,
 )
-from asaptrace.enrich.segment import StepPlan
 from asaptrace.enrich.spill_cache import Kept, SpillCache
 from asaptrace.enrich.store_parts import BackgroundWrites, PartsIndex, rank_parts, read_ahead
+from asaptrace.enrich.structure import StepPlan
 from asaptrace.enrich.taxonomy import Profile, Taxonomy
 from asaptrace.enrich.topology import ParallelConfig
 from asaptrace.errors import AccountingError

@@ -1,8 +1,14 @@
 """The PyTorch profiler / Kineto Chrome-trace reader (registers format ``kineto``).
 
-``reader`` builds the canonical tables; ``decode`` is the msgspec decoder and the column types
-both decoders fill; ``cscan`` wraps the optional C scanner ``_kscan`` (compiled by ``pip install``);
-``prefetch`` reads and scans the first files while ``asaptrace ingest`` is still importing.
+Modules:
+
+* ``reader`` — the format: bytes → per-event columns → the events table, with balanced accounting;
+* ``decode`` — the msgspec decoder and the column types both decoders fill;
+* ``cscan`` — wraps the optional C scanner ``_kscan`` (compiled by ``pip install``);
+* ``prefetch`` — reads and scans the first files while ``asaptrace ingest`` is still importing;
+* ``dictionary`` — helpers over the dictionary-encoded columns every table builder shares;
+* ``flows``, ``streams``, ``args`` — the flows, streams and args tables beside the events;
+* ``rank`` — which rank and device a file is (``distributedInfo``, ``deviceProperties``).
 """
 
 import importlib

@@ -28,11 +28,8 @@ or to rule the extension out when chasing a problem).
 from __future__ import annotations
 
 from collections import Counter
-from operator import attrgetter
 from pathlib import Path
-from typing import Any
 
-import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,25 +37,16 @@ import pyarrow.compute as pc
 from asaptrace.accounting import Accounting
 from asaptrace.errors import CorruptTrace
 from asaptrace.ingest import columns as col
-from asaptrace.ingest.base import Format, IngestOptions, IngestResult, RankInfo, register_format
+from asaptrace.ingest.base import Format, IngestOptions, IngestResult, register_format
 from asaptrace.ingest.kineto import c_scanner_enabled, cscan, prefetch
-from asaptrace.ingest.kineto.decode import (
-    EventArgs,
-    EventColumns,
-    Times,
-    decode_python,
-    first_char,
-    is_rich,
-)
+from asaptrace.ingest.kineto.args import args_table
+from asaptrace.ingest.kineto.decode import EventColumns, Times, decode_python, first_char
+from asaptrace.ingest.kineto.dictionary import dict_codes, dict_mask
+from asaptrace.ingest.kineto.flows import flows
+from asaptrace.ingest.kineto.rank import device_model, rank_info
+from asaptrace.ingest.kineto.streams import complete_streams, streams_from_metadata
 from asaptrace.ingest.source import read_source_bytes
-from asaptrace.schema import (
-    ANNOTATION_ARG_KEYS,
-    ARGS_SCHEMA,
-    EVENTS_SCHEMA,
-    FLOWS_SCHEMA,
-    STREAMS_SCHEMA,
-    Kind,
-)
+from asaptrace.schema import EVENTS_SCHEMA, Kind
 
 FORMAT_NAME = "kineto"
 
@@ -191,14 +179,14 @@ def _tables(c: EventColumns, path: Path) -> IngestResult:
 
     # ---- metadata → streams table
     meta_rows = np.flatnonzero(is_meta)
-    streams, gpu_pids = _streams_from_metadata(c, meta_rows)
+    meta_streams, gpu_pids = streams_from_metadata(c, meta_rows)
     kept: Counter[str] = Counter()
     kept["metadata"] = len(meta_rows)
 
     # ---- flows
-    flows, flow_rej = _flows(c, np.flatnonzero(is_flow), ts)
+    flow_table, flow_rej = flows(c, np.flatnonzero(is_flow), ts)
     rejected.update(flow_rej)
-    kept["flows"] = flows.num_rows
+    kept["flows"] = flow_table.num_rows
 
     # ---- spans (X, B/E matched, instants)
     span_mask = is_span.copy()
@@ -235,7 +223,7 @@ def _tables(c: EventColumns, path: Path) -> IngestResult:
     take = pa.array(idx)
     ev_cat = pc.take(c.cat, take)
     ev_pid = c.pid.ids[idx]
-    is_device = _dict_mask(ev_cat, DEVICE_CATS) | np.isin(ev_pid, np.array(sorted(gpu_pids), np.int32))
+    is_device = dict_mask(ev_cat, DEVICE_CATS) | np.isin(ev_pid, np.array(sorted(gpu_pids), np.int32))
     events = pa.table(
         {
             "rank": pa.array(np.full(len(idx), -1, np.int32)),
@@ -255,24 +243,24 @@ def _tables(c: EventColumns, path: Path) -> IngestResult:
         },
         schema=EVENTS_SCHEMA,
     )
-    args = _args_table(c, idx, ev_cat)
-    streams = _complete_streams(streams, events, c.pid.table, c.tid.table)
+    arg_rows = args_table(c, idx, ev_cat)
+    streams = complete_streams(meta_streams, events, c.pid.table, c.tid.table)
     acc = Accounting(read=c.n_read, kept=kept, rejected=rejected).check(str(path))
     unit = c.header.get("displayTimeUnit")
-    rank_info = _rank_info(c.header, events)
+    info = rank_info(c.header, events)
     return IngestResult(
         path=str(path),
         format=FORMAT_NAME,
         events=events,
-        args=args,
-        flows=flows,
+        args=arg_rows,
+        flows=flow_table,
         streams=streams,
         accounting=acc,
-        rank_info=rank_info,
+        rank_info=info,
         notes={
             "display_time_unit": unit if isinstance(unit, str) else None,
             "base_time_ns": base_ns or None,
-            "device_model": _device_model(c.header, rank_info.device),
+            "device_model": device_model(c.header, info.device),
         },
     )
 
@@ -286,24 +274,6 @@ def _shifted(ts: Times, base_ns: int) -> Times:
     return Times(np.where(fits, v, 0) + np.int64(base_ns), ts.valid & fits)
 
 
-def _codes(arr: pa.DictionaryArray) -> np.ndarray:
-    """Dictionary indices as numpy, -1 where null."""
-    return arr.indices.fill_null(-1).to_numpy(zero_copy_only=False)
-
-
-def _strings_at(arr: pa.DictionaryArray, rows: np.ndarray) -> pa.Array:
-    """Plain strings of the given rows (null where null): only those rows are materialised."""
-    codes = _codes(arr)[rows]
-    missing = codes < 0
-    return arr.dictionary.take(pa.array(codes, mask=missing) if missing.any() else pa.array(codes))
-
-
-def _dict_mask(arr: pa.DictionaryArray, values: frozenset[str]) -> np.ndarray:
-    """Membership decided once per dictionary entry (null → False)."""
-    hit = np.array([v in values for v in arr.dictionary.to_pylist()] + [False], bool)
-    return hit[_codes(arr)]
-
-
 _KINDS = sorted({str(k) for k in CATEGORY_KIND.values()} | {str(Kind.OTHER), str(Kind.HOST)})
 _KIND_CODE = {k: i for i, k in enumerate(_KINDS)}
 
@@ -315,7 +285,7 @@ def _kind_from_category(cat: pa.DictionaryArray, is_device: np.ndarray) -> pa.Di
         + [-1],
         np.int32,
     )
-    codes = by_entry[_codes(cat)]
+    codes = by_entry[dict_codes(cat)]
     fallback = np.where(is_device, _KIND_CODE[str(Kind.OTHER)], _KIND_CODE[str(Kind.HOST)]).astype(np.int32)
     return pa.DictionaryArray.from_arrays(pa.array(np.where(codes >= 0, codes, fallback)), pa.array(_KINDS))
 
@@ -357,219 +327,6 @@ def _match_begin_end(
             span_mask[b] = False
             rej["unmatched_begin"] += 1
     return merged, rej
-
-
-def _flows(c: EventColumns, idx: np.ndarray, ts: Times) -> tuple[pa.Table, Counter[str]]:
-    rej: Counter[str] = Counter()
-    ids = c.flow_ids(idx)
-    ok = ids.is_valid().to_numpy(zero_copy_only=False) & ts.valid[idx]
-    if (~ok).any():
-        rej["bad_flow"] += int((~ok).sum())
-    keep = idx[ok]
-    table = pa.table(
-        {
-            "rank": pa.array(np.full(len(keep), -1, np.int32)),
-            "flow_id": ids.filter(pa.array(ok)),
-            "phase": _strings_at(c.ph, keep),
-            "cat": _strings_at(c.cat, keep),
-            "name": _strings_at(c.name, keep),
-            "pid": pa.array(c.pid.ids[keep], pa.int32()),
-            "stream": pa.array(c.tid.ids[keep], pa.int32()),
-            "ts_ns": pa.array(ts.values[keep]),
-        },
-        schema=FLOWS_SCHEMA,
-    )
-    return table, rej
-
-
-def _streams_from_metadata(
-    c: EventColumns, rows: np.ndarray
-) -> tuple[dict[tuple[int, int | None], dict[str, Any]], set[int]]:
-    """Collect process/thread names and labels from ``M`` events; returns rows keyed by (pid, tid|None)."""
-    out: dict[tuple[int, int | None], dict[str, Any]] = {}
-    gpu_pids: set[int] = set()
-    names = _strings_at(c.name, rows).to_pylist()
-    for i, name, args in zip(rows.tolist(), names, c.args(rows), strict=True):
-        if c.pid.missing[i] or args is None:
-            continue
-        pid = int(c.pid.ids[i])
-        value = args.name if name in ("process_name", "thread_name") else args.labels
-        if name == "process_name":
-            out.setdefault((pid, None), {})["process_name"] = _s(value)
-        elif name == "process_labels":
-            out.setdefault((pid, None), {})["process_label"] = _s(value)
-            if isinstance(value, str) and value.upper().startswith(("GPU", "NPU", "XPU")):
-                gpu_pids.add(pid)
-        elif name == "thread_name" and not c.tid.missing[i]:
-            out.setdefault((pid, int(c.tid.ids[i])), {})["thread_name"] = _s(value)
-    return out, gpu_pids
-
-
-def _s(v: Any) -> str | None:
-    return v if isinstance(v, str) else (None if v is None else str(v))
-
-
-def _complete_streams(meta_rows: dict, events: pa.Table, pid_table: dict, tid_table: dict) -> pa.Table:
-    """One row per (pid, stream) that has events or a thread name."""
-    inv_pid = {v: k for k, v in pid_table.items()}
-    inv_tid = {v: k for k, v in tid_table.items()}
-    pairs = (
-        events.group_by(["pid", "stream"]).aggregate([("is_device", "max")]).to_pylist()
-        if events.num_rows
-        else []
-    )
-    seen = {(r["pid"], r["stream"]): bool(r["is_device_max"]) for r in pairs}
-    for pid, tid in meta_rows:
-        if tid is not None and (pid, tid) not in seen:
-            seen[(pid, tid)] = False
-    out = []
-    for (pid, stream), dev in sorted(seen.items()):
-        proc = meta_rows.get((pid, None), {})
-        thr = meta_rows.get((pid, stream), {})
-        out.append(
-            {
-                "rank": -1,
-                "pid": pid,
-                "stream": stream,
-                "is_device": dev,
-                "source_pid": _s(inv_pid.get(pid)),
-                "source_tid": _s(inv_tid.get(stream)),
-                "process_name": proc.get("process_name"),
-                "process_label": proc.get("process_label"),
-                "thread_name": thr.get("thread_name"),
-            }
-        )
-    return pa.Table.from_pylist(out, schema=STREAMS_SCHEMA)
-
-
-_encode = msgspec.json.Encoder().encode
-
-
-def _json_texts(values: list[Any]) -> pa.Array:
-    """JSON text of each value (strings kept as they are), null for None; one C call per value."""
-    if all(v is None or isinstance(v, str) for v in values):  # the usual case: no encoding needed
-        return pa.array(values, pa.string())
-    encoded = list(map(_encode, values))
-    arr = pa.array(encoded, pa.binary()).cast(pa.string())
-    # strings are kept as written (not JSON-quoted); None stays null
-    is_str = [isinstance(v, str) for v in values]
-    if any(is_str):
-        arr = pc.if_else(
-            pa.array(is_str), pa.array([v if isinstance(v, str) else None for v in values], pa.string()), arr
-        )
-    return pc.if_else(pc.equal(arr, "null"), pa.scalar(None, pa.string()), arr)
-
-
-#: Categories whose events never carry collective or step/layer annotation args. (cpu_op can:
-#: ``record_param_comms`` ops carry the collective metadata.)
-_PLAIN_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "python_function"})
-
-
-def _args_table(c: EventColumns, idx: np.ndarray, cat: pa.DictionaryArray) -> pa.Table:
-    """Rows for events that carry collective metadata, step/layer annotation args, or input shapes.
-
-    Shapes are common (on every cpu_op of a ``record_shapes`` trace) and fill three columns from
-    the raw text; the rare rich rows (NCCL kernels, annotations) are decoded and fill all of them.
-    The table is built in event order directly (rows = rich ∪ shapes), so nothing is sorted.
-    """
-    maybe_rich = np.flatnonzero(~_dict_mask(cat, _PLAIN_CATS))
-    cand = maybe_rich[c.rich_candidates(idx[maybe_rich])]
-    rich: list[int] = []
-    rich_args: list[EventArgs] = []
-    for j, a in zip(cand.tolist(), c.args(idx[cand]), strict=True):
-        if is_rich(a):
-            rich.append(j)
-            rich_args.append(a)  # type: ignore[arg-type]
-    rich_pos = np.array(rich, np.int64)
-    in_table = c.has_dims(idx)
-    in_table[rich_pos] = True
-    rows = np.flatnonzero(in_table)  # positions into idx, in event order
-    eids = idx[rows]
-    n = len(rows)
-    at = np.searchsorted(rich_pos, rows)
-    is_r = at < len(rich_pos)
-    is_r[is_r] = rich_pos[at[is_r]] == rows[is_r]
-    rich_index = pa.array(np.where(is_r, at, 0), mask=~is_r)  # row → its rich entry (null: shapes only)
-    dims, types = c.shape_texts(eids)
-    cols: dict[str, pa.Array] = {
-        "rank": pa.array(np.full(n, -1, np.int32)),
-        "eid": pa.array(eids.astype(np.int64)),
-        "external_id": c.external_id(eids),
-        "input_dims": dims,
-        "input_type": types,
-    }
-    for name, arr in _rich_columns(rich_args).items():
-        cols[name] = pc.take(arr, rich_index) if rich_args else pa.nulls(n, arr.type)
-    return pa.table({f.name: cols[f.name] for f in ARGS_SCHEMA}, schema=ARGS_SCHEMA)
-
-
-def _rich_columns(sel: list[EventArgs]) -> dict[str, pa.Array]:
-    """The columns only rich rows fill, one entry per rich row."""
-
-    def field(name: str) -> list[Any]:
-        return list(map(attrgetter(name), sel))
-
-    extra_cols = [field(k) for k in _EXTRA_KEYS]
-    has_extra = np.zeros(len(sel), bool)
-    for values in extra_cols:
-        has_extra |= np.fromiter((v is not None for v in values), bool, len(sel))
-    extra: list[str | None] = [None] * len(sel)
-    for i in np.flatnonzero(has_extra).tolist():
-        extra[i] = _encode(
-            {k: v[i] for k, v in zip(_EXTRA_KEYS, extra_cols, strict=True) if v[i] is not None}
-        ).decode()
-    return {
-        "collective": col.strings(field("collective")),
-        "in_nelems": col.int_values(field("in_nelems")),
-        "out_nelems": col.int_values(field("out_nelems")),
-        "group_size": col.int_values(field("group_size"), pa.int32()),
-        "dtype": col.strings(field("dtype")),
-        "pg_name": col.strings([_s(v) for v in field("pg_name")]),
-        "pg_desc": col.strings([_s(v) for v in field("pg_desc")]),
-        "pg_ranks": _json_texts(field("pg_ranks")),
-        "in_split": _json_texts(field("in_split")),
-        "out_split": _json_texts(field("out_split")),
-        "extra": pa.array(extra, pa.string()),
-    }
-
-
-_EXTRA_KEYS = ANNOTATION_ARG_KEYS
-
-
-def _rank_info(header: dict[str, Any], events: pa.Table) -> RankInfo:
-    dist = header.get("distributedInfo")
-    info = dist if isinstance(dist, dict) else {}
-    rank = info.get("rank")
-    world = info.get("world_size")
-    ok = isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0
-    return RankInfo(
-        rank=rank if ok else None,
-        source="distributedInfo" if ok else "unknown",
-        world_size=world if isinstance(world, int) else None,
-        device=_main_device(events),
-    )
-
-
-def _device_model(header: dict[str, Any], device: int | None) -> str | None:
-    """The name ``deviceProperties`` gives the rank's device (e.g. "NVIDIA A100-PG509-200"): files
-    of one run share it, so differing names are a sign of several runs mixed together."""
-    props = header.get("deviceProperties")
-    if not isinstance(props, list):
-        return None
-    entries = [p for p in props if isinstance(p, dict) and isinstance(p.get("name"), str)]
-    mine = [p for p in entries if p.get("id") == device]
-    return (mine or entries or [{"name": None}])[0]["name"]
-
-
-def _main_device(events: pa.Table) -> int | None:
-    """The device id (GPU pid) that ran most device events."""
-    pid = events.column("pid").to_numpy()
-    dev = pid[events.column("is_device").to_numpy() & (pid >= 0)]
-    if len(dev) == 0:
-        return None
-    values, first, counts = np.unique(dev, return_index=True, return_counts=True)
-    # the most events; among equals, the one seen first (what value_counts' order gave)
-    return int(values[np.lexsort((first, -counts))[0]])
 
 
 KINETO = register_format(

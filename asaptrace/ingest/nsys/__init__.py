@@ -1,4 +1,14 @@
-"""The Nsight Systems SQLite export reader (registers format ``nsys``); ``schema`` probes the export."""
+"""The Nsight Systems SQLite export reader (registers format ``nsys``).
+
+Modules:
+
+* ``reader`` — the format: opens the export, reads it into canonical tables, balances the accounting;
+* ``schema`` — probes the export's tables and columns (is it nsys? which schema version?);
+* ``events`` — reads the kernel, memcpy/memset, CUDA runtime and NVTX tables into event parts;
+* ``strings`` — the export's string table, looked up in bulk;
+* ``streams`` — the streams table (GPU streams named as Kineto names them, host threads by name);
+* ``rank`` — which rank, world size, host and device the export is.
+"""
 
 import importlib
 
