@@ -1,4 +1,7 @@
-"""The Nsight Systems SQLite export reader (registers format ``nsys``); ``schema`` probes the export."""
+"""The Nsight Systems SQLite export reader (registers format ``nsys``).
+
+``schema`` probes the export (which tables and columns it has); ``reader`` turns it into canonical tables.
+"""
 
 import importlib
 
