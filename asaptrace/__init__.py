@@ -6,6 +6,17 @@ The public calls (documented in docs/reference/python-api.md) are re-exported he
     import asaptrace
     store = asaptrace.build_store(["traces/"], "run.store", overwrite=True)
     diag = asaptrace.diagnose_store(store)
+
+Its map, faces on top, each layer importing only those below (docs/layout.md; ``lint-imports``):
+
+* faces: ``cli`` (the command), ``notebook`` (results in Jupyter);
+* ``pipeline`` — the one place that composes the layers;
+* ``report``, ``viz`` (figures), ``export`` (Perfetto), ``views`` (what a human sees of each result);
+* ``synth`` (synthetic traces), ``advise`` (findings joined to what-ifs), ``replay`` (the what-ifs);
+* ``analyze`` (the diagnosis); ``enrich``, ``ingest`` (trace formats), ``workload`` (request workloads);
+* ``store`` (the Parquet store), ``info`` (what it holds), ``executors`` (where parallel work runs);
+* leaves: ``schema``, ``errors``, ``registry``, ``accounting``, ``units``, ``userfiles``, ``memory``,
+  ``display`` (how a result shows itself in a notebook).
 """
 
 from __future__ import annotations

@@ -4,9 +4,10 @@ Built only on ``asaptrace.pipeline`` (library calls), ``asaptrace.views`` (what 
 ``asaptrace.units`` (how numbers read) and ``asaptrace.viz`` (the figures the report draws too);
 no analysis and no figure code lives here (import-linter checks it). See docs/dashboard.md.
 
-Modules: ``app`` (create_app, routing), ``state`` (the stores, loaded lazily and cached),
-``jobs`` (replay and sweep in worker processes, cancellable), ``components`` (tables, messages),
-``pages/`` (one module per page).
+Modules: ``server`` (waitress, or Dash's own with debug), ``app`` (create_app, routing), ``state``
+(the stores, loaded lazily and cached, on ``_memo``, a bounded thread-safe memo), ``replies``
+(callback replies kept and served again), ``jobs`` (replay and sweep in worker processes,
+cancellable), ``components`` (tables, messages), ``pages/`` (one module per page).
 """
 
 from dashboards.app import create_app

@@ -50,3 +50,24 @@ def test_every_lazy_export_resolves():
     assert sorted(asaptrace.__all__) == sorted(["__version__", *asaptrace._EXPORTS])
     for name in asaptrace._EXPORTS:
         assert not isinstance(getattr(asaptrace, name), type(asaptrace)), f"{name} resolves to a module"
+
+
+def test_the_pipeline_package_stays_cheap_and_every_public_name_resolves():
+    """``asaptrace.pipeline`` is a package of rooms (store, whatif, faces); a face imports every name
+    from the package itself, so each of its ``__all__`` must resolve there — to a function or a
+    constant, never to a room — and importing it (what the CLI does at start-up) pulls in no numpy,
+    pyarrow or polars."""
+    code = (
+        "import sys, asaptrace.pipeline as p; "
+        "print([m for m in ('numpy', 'polars', 'pyarrow') if m in sys.modules]); "
+        "print([n for n in p.__all__ if isinstance(getattr(p, n), type(p))])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.split("\n")[:2] == ["[]", "[]"]
+    from asaptrace.pipeline import build_store, report_store, sweep  # one name from each room
+
+    assert {f.__module__ for f in (build_store, sweep, report_store)} == {
+        "asaptrace.pipeline.store",
+        "asaptrace.pipeline.whatif",
+        "asaptrace.pipeline.faces",
+    }

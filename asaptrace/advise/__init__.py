@@ -5,7 +5,8 @@ says what a change would win back. :func:`advise` joins them for one store: it r
 that apply to its deployment (:mod:`asaptrace.advise.candidates`), each at its best setting, with
 the range of its recovered time over what the store cannot pin and the quality of the cost fit it
 rests on, and ranks them; :mod:`asaptrace.advise.advice` holds the typed, versioned result and the
-one wording every face shows. docs/analyses/advise.md documents the rules and the JSON.
+one wording every face shows; ``online`` serves the same candidates under load (``advise --online``).
+docs/analyses/advise.md documents the rules and the JSON.
 """
 
 from __future__ import annotations

@@ -1,4 +1,12 @@
-"""The ``asaptrace`` command (console script ``asaptrace = "asaptrace.cli:main"``)."""
+"""The ``asaptrace`` command (console script ``asaptrace = "asaptrace.cli:main"``).
+
+Each command parses, makes one :mod:`asaptrace.pipeline` call and formats. Modules: ``app`` (the
+typer app, one module per command registered; ``__main__`` for ``python -m``); one per command, in
+the order of a session: ``ingest``, ``info``, ``analyze``, ``report``, ``export``, ``compare``,
+``replay``, ``policies``, ``sweep``, ``advise``, ``synth``, ``dashboard``; shared by them:
+``_common`` (the user-error edge, options, output), ``_layout`` (fitting a terminal's width),
+``_answer`` (how ``advise`` and ``sweep`` print their answer).
+"""
 
 from asaptrace.cli.app import app, main
 

@@ -1,4 +1,6 @@
 """The diagnostic report: one self-contained, offline HTML file (or Markdown) from a Diagnosis (docs/report.md).
 
-``render.render_report`` renders it; ``sections`` holds the types other layers use to add sections.
+``sections`` holds the types other layers use to add sections; ``advice`` (the Advice section, at
+the top) and ``replay_sweep`` (the Replay and Sweep sections) are such sections; ``render.render_report``
+renders it all (``templates/``).
 """

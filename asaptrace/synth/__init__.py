@@ -3,6 +3,11 @@
 workload (requests: arrivals, lengths from real distributions) → schedule (token-balanced batches)
 → execution model (coupled or disaggregated; per-rank kernels on the true clock) → writers
 (Kineto and/or Ascend files, clock offsets applied) + ``truth.json``.
+
+Modules, in that order: ``config`` (model, deployment, costs, straggler, clocks; ``presets/*.toml``),
+``costs`` (the replay's cost model plus kernel shapes), ``coupled`` and ``disaggregated`` (the two
+execution models), ``timeline`` (the simulated run before any file format), ``kineto_writer`` and
+``ascend_writer``, ``truth`` (``truth.json``), ``run`` (``synthesize``: config → files).
 """
 
 from asaptrace.synth.config import SynthConfig, load_config

@@ -2,6 +2,10 @@
 ``register(app, stores, jobs)`` (its callbacks, which fill the skeleton for the selected store).
 
 The callback bodies are plain functions (``*_body``, ``*_figure``…) that tests call directly.
+
+Pages, in the order of the navigation bar: ``overview``, ``timeline``, ``barriers``, ``imbalance``,
+``overlap``, ``replay``, ``sweep``, ``compare``; ``_jobs_ui`` is what the Replay and Sweep pages
+share (run / cancel, progress, polling a job).
 """
 
 from dashboards.pages import barriers, compare, imbalance, overlap, overview, replay, sweep, timeline
