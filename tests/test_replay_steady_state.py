@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from asaptrace.errors import UsageError
@@ -93,6 +93,24 @@ def test_a_burst_passes_the_slo_above_capacity_and_the_steady_state_does_not(tmp
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# found by this test: a 1,000-arrival run's lengths averaged 8 % under the stream's first block,
+# so its SLO rate passed a bound read off the block (the bound now reads the requests a run serves)
+@example(
+    c1=0.55,
+    c2=0.0,
+    moe_a=0.26593462951764213,
+    moe_b=0.40522279915705106,
+    plateau=0.591423773391578,
+    lat=0.0,
+    per_k=0.0,
+    layers=4,
+    coupled=(2, 2),
+    split=(1, 1, 2),
+    mean_len=300.0,
+    sigma=0.6502505942938945,
+    slo_factor=10.654939150451128,
+    seed=672,
+)
 @given(
     c1=st.floats(0.3, 3.0),
     c2=st.floats(0.0, 0.05),

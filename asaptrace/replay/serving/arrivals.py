@@ -93,10 +93,13 @@ class ArrivalStream:
             np.rint(arrival[:k] * 1e9).astype(np.int64), lens, np.minimum(cached, lens - 1)
         )
 
-    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
-        """The stream's (new tokens, prefix) over its first block: the lengths capacity bounds read."""
-        self._extend(_BLOCK)
-        seq, cached = self._lens[0], np.minimum(self._cached[0], self._lens[0] - 1)
+    def lengths(self, n: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """The stream's (new tokens, prefix) over its first ``n`` draws (the requests a run of
+        ``n`` arrivals serves; 0: its first block): the lengths capacity bounds read."""
+        n = n or _BLOCK
+        self._extend(n)
+        seq = np.concatenate(self._lens)[:n]
+        cached = np.minimum(np.concatenate(self._cached)[:n], seq - 1)
         return (seq - cached).astype(np.float64), cached.astype(np.float64)
 
 
@@ -159,7 +162,8 @@ class TraceStream:
         k = int(np.searchsorted(t, duration_s * 1e9, side="right"))
         return ServingRequests(np.rint(t[:k]).astype(np.int64), self.seq_len[:k], self.cached_len[:k])
 
-    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
+    def lengths(self, n: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """The trace's (new tokens, prefix), every request (``n`` is the resampled stream's)."""
         return (self.seq_len - self.cached_len).astype(np.float64), self.cached_len.astype(np.float64)
 
 

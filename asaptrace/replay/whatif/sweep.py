@@ -187,7 +187,7 @@ def configured_policy(label: str, sc: Scenario, opt: SweepOptions) -> Policy:
 def capacity_of(label: str, sc: Scenario, opt: SweepOptions) -> dict[str, Any] | None:
     """A policy's capacity bounds on the stream's lengths: per resource, the binding one, and
     the tokens per second it drains (None: the policy does not say)."""
-    new, prefix = _stream(sc, opt).lengths()
+    new, prefix = _stream(sc, opt).lengths(opt.min_arrivals)
     bounds = configured_policy(label, sc, opt).capacity(sc, new, prefix)
     if not bounds:
         return None
@@ -205,7 +205,8 @@ def evaluate(policy: str, rate: float, sc: Scenario, opt: SweepOptions) -> dict[
     stability (DOMAIN §8): the new tokens queued (arrived, not started) when arrivals end, against
     what the policy drains in one SLO interval at its capacity bound."""
     reqs = _stream(sc, opt).at_rate(rate, sc.duration_s, opt.min_arrivals)
-    res = simulate(configured_policy(policy, sc, opt), reqs, sc)
+    pol = configured_policy(policy, sc, opt)
+    res = simulate(pol, reqs, sc)
     row = point_stats(res, rate, reqs.seq_len)
     cap = capacity_of(policy, sc, opt)
     if len(reqs):
@@ -215,7 +216,10 @@ def evaluate(policy: str, rate: float, sc: Scenario, opt: SweepOptions) -> dict[
         row["backlog_tokens"] = backlog
         if cap is not None:
             drain = cap["bound_rps"] * cap["mean_new_tokens"] * sc.slo_ttft_s
-            row["stable"] = backlog <= drain
+            # these very requests offered faster than the hardware can serve them are not a
+            # steady state either, however short the run (a finite sample's lengths vary)
+            own = pol.capacity(sc, reqs.new_tokens.astype(float), reqs.cached_len.astype(float))
+            row["stable"] = backlog <= drain and (not own or rate <= binding(own)[1])
     return row
 
 
