@@ -8,13 +8,11 @@ missing it] (``bisection_steps`` halvings), then linear interpolation of mean TT
 final bracket's two ends. A policy that meets the SLO at every rate gets the largest rate and
 ``censored: true``; one that misses it at the lowest rate gets ``null``.
 
-:func:`run_sweep` returns a JSON-able dict (schema in docs/sweep.md, ``schema_version``) holding
-the curves, the SLO throughput and its ratio to the first policy, the TTFT decomposition by
-length bucket at one rate, the mean TTFT at 1 RPS, every knob used, the paper's reported numbers
-beside ours, and a plain reading. Nothing time- or machine-dependent is in it, so the same seed
-gives the same file byte for byte. :func:`vary` re-runs the SLO search per value of one knob
-(the tornado table), :func:`calibrate` solves for the global cost scale matching one measured
-(policy, rate, mean TTFT) point.
+:func:`run_sweep` returns a :class:`SweepResult` (schema in docs/sweep.md): the curves, the SLO
+throughput and its ratio to the first policy, the TTFT decomposition by length bucket, the mean
+TTFT at 1 RPS, every knob used, the paper's numbers beside ours and a plain reading; nothing time-
+or machine-dependent, so the same seed gives the same file byte for byte (the one-knob variations
+and the calibration are :mod:`asaptrace.replay.whatif.sensitivity`'s).
 """
 
 from __future__ import annotations
@@ -202,8 +200,8 @@ def capacity_of(label: str, sc: Scenario, opt: SweepOptions) -> dict[str, Any] |
 
 def evaluate(policy: str, rate: float, sc: Scenario, opt: SweepOptions) -> dict[str, Any]:
     """Simulate ``policy`` at ``rate`` on the scenario's stream; one curve point, with its
-    stability (DOMAIN §8): the new tokens queued (arrived, not started) when arrivals end, against
-    what the policy drains in one SLO interval at its capacity bound."""
+    stability: the new tokens queued when arrivals end within one SLO interval's drain at its
+    bound, and the rate within the bound of the requests it served."""
     reqs = _stream(sc, opt).at_rate(rate, sc.duration_s, opt.min_arrivals)
     pol = configured_policy(policy, sc, opt)
     res = simulate(pol, reqs, sc)
@@ -216,8 +214,7 @@ def evaluate(policy: str, rate: float, sc: Scenario, opt: SweepOptions) -> dict[
         row["backlog_tokens"] = backlog
         if cap is not None:
             drain = cap["bound_rps"] * cap["mean_new_tokens"] * sc.slo_ttft_s
-            # these very requests offered faster than the hardware can serve them are not a
-            # steady state either, however short the run (a finite sample's lengths vary)
+            # nor is a run of requests offered faster than their own bound, however short
             own = pol.capacity(sc, reqs.new_tokens.astype(float), reqs.cached_len.astype(float))
             row["stable"] = backlog <= drain and (not own or rate <= binding(own)[1])
     return row
