@@ -175,15 +175,8 @@ def key_table(name: str) -> TableView:
     return next(k for k in KEY_TABLES if k.name == name)
 
 
-#: the columns of the dashboard's imbalance table (its figures show the wait)
-IMBALANCE_COLUMNS = (
-    "step",
-    "n_groups",
-    "tokens_ratio",
-    "sum_sq_ratio",
-    "attention_ratio",
-    "max_sum_sq_group",
-)
+#: the columns of the dashboard's imbalance table: the key table's, less the wait its figures show
+IMBALANCE_COLUMNS = tuple(c for c in key_table("imbalance_by_step").columns if c != "wait_ns")
 
 
 def imbalance_steps_view(by_step: pl.DataFrame) -> TableView:
