@@ -89,7 +89,7 @@ def not_prefill_reason(meta: dict[str, Any]) -> str | None:
     steps = prefill_steps(meta)
     if steps is None or steps:
         return None
-    return f"the what-ifs model MoE prefill, and this run has no prefill step ({steps_text(meta)})"
+    return f"this run holds no prefill to replay ({steps_text(meta)}): the what-ifs model MoE prefill"
 
 
 def store_info(store: TraceStore) -> dict[str, Any]:

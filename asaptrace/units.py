@@ -186,3 +186,11 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 def more_rows(n: int) -> str:
     """What a table cut short says under it."""
     return f"… and {plural(n, 'more row')} (--json has them all)"
+
+
+def text_width(text: str) -> int:
+    """The columns a line of ``text`` is budgeted on a terminal: its UTF-8 bytes. That is never
+    less than the cells it takes in any terminal (where East Asian ambiguous characters are wide,
+    µ, ×, Σ, – and — take two), and tools that measure lines in bytes agree, so a line kept
+    within a width this way fits an 80-column terminal whatever it holds."""
+    return len(text.encode("utf-8"))

@@ -145,7 +145,7 @@ def test_dlrm_says_which_whatifs_do_not_apply_and_why(shared_data, tmp_path):
     # DLRM is a training run (its backward kernels say so): no what-if of MoE prefill applies, and
     # each says that first (it also has no MoE layers and no request annotations)
     assert all(not w["applies"] for w in j["whatifs"])
-    assert all("no prefill step (1 training step)" in w["reason"] for w in j["whatifs"])
+    assert all("no prefill to replay (1 training step)" in w["reason"] for w in j["whatifs"])
     assert all(str(store) not in w["reason"] for w in j["whatifs"])  # the store is named in the header
     assert j["deployment_phrase"] == "unknown deployment, 8 devices" and j["measured_makespan_ns"] > 0
     text = run_cli("advise", store)

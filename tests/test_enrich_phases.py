@@ -71,7 +71,7 @@ def test_steps_text_names_the_phase():
     assert not_prefill_reason(meta) is None
     meta = {"segmentation": {"steps": [{"step": 0, "phase": "unknown"}, {"step": 1, "phase": "unknown"}]}}
     assert steps_text(meta) == "2 steps"  # never "prefill steps" when the trace does not say
-    assert "no prefill step (1 training step)" in not_prefill_reason(
+    assert "no prefill to replay (1 training step)" in not_prefill_reason(
         {"segmentation": {"steps": [{"step": 0, "phase": "training"}]}}
     )
 
@@ -248,5 +248,5 @@ def test_the_replay_takes_only_the_prefill_steps_and_says_what_it_left_out(tmp_p
     d.annotation("step[DECODE bs=2 toks=2]", 0, 500)
     d.kernel(GEMM, 100, 100, launch_at=50)
     only_decode = _one_rank(tmp_path / "d", d)
-    with pytest.raises(UsageError, match=r"no prefill step \(1 decode step\)"):
+    with pytest.raises(UsageError, match=r"no prefill to replay \(1 decode step\)"):
         extract_measured_work(only_decode)

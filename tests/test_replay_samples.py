@@ -126,7 +126,7 @@ def test_real_dlrm_trace(shared_data, tmp_path):
     r = replay_store(store.path, "coupled", attribute=False, out=tmp_path / "replayed")
     # the coupled consistency check replays the training step; asap, a what-if of MoE prefill,
     # does not apply to a training run: one line saying so
-    with pytest.raises(UsageError, match=r"no prefill step \(1 training step\)"):
+    with pytest.raises(UsageError, match=r"no prefill to replay \(1 training step\)"):
         replay_store(store.path, "asap", attribute=False)
     assert len(r.steps) >= 1 and r.error_mean_pct <= 3 and r.error_max_pct <= 6
     assert r.simulated_wait_ns > 0

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.markup import escape
-
 from asaptrace.cli._common import out
+from asaptrace.cli._layout import RULE_BOX, _longest_word, print_plain, row_extra
 from asaptrace.units import more_rows
 
 if TYPE_CHECKING:
@@ -23,10 +22,7 @@ def width() -> int:
 
 def print_lines(text: str, *, first: str = "", indent: str = "", style: str = "") -> None:
     """``first + text`` wrapped to the terminal, its continuation lines indented by ``indent``."""
-    from asaptrace.views.table import wrap
-
-    for line in wrap(text, width(), first=first, indent=indent):
-        out.print(f"[{style}]{escape(line)}[/]" if style else escape(line), soft_wrap=True)
+    print_plain(out, text, first=first, indent=indent, style=style)
 
 
 def print_answer_table(view: TableView) -> None:
@@ -34,7 +30,6 @@ def print_answer_table(view: TableView) -> None:
     and never inside one (no "…"): each column's minimum width is its longest word. When even
     those minimums do not fit the terminal, one block per row instead (its first cell, then each
     column's header and cell), so nothing is ever cut."""
-    from rich import box
     from rich.table import Table
 
     if view.rows.height == 0:
@@ -43,7 +38,9 @@ def print_answer_table(view: TableView) -> None:
     headers, rows = view.cells()
     print_lines(view.title, indent="  ", style="italic")
     mins = [max([_unbroken(h, 0)] + [_unbroken(r[i], SHORT) for r in rows]) for i, h in enumerate(headers)]
-    room = width() - 2 * len(headers)  # two spaces between columns (one to spare)
+    # a column takes its width, a space of padding and (but the last) a space of rule; less what
+    # non-ASCII cells may take beyond their length
+    room = width() - (2 * len(headers) - 1) - row_extra(headers, rows)
     if sum(mins) > room:
         skip = 2 if headers[0] == "#" else 1  # a ranked table: "1. balanced", then its columns
         for r in rows:
@@ -54,7 +51,7 @@ def print_answer_table(view: TableView) -> None:
     widths = _widths(
         mins, [max(len(t) for t in (h, *(r[i] for r in rows))) for i, h in enumerate(headers)], room
     )
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    table = Table(box=RULE_BOX, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     for i, (h, c) in enumerate(zip(headers, view.columns, strict=True)):
         numeric = i > 0 and view.rows.schema[c].is_numeric()
         table.add_column(h, justify="right" if numeric else "left", width=widths[i], overflow="fold")
@@ -72,7 +69,7 @@ SHORT = 12
 
 def _unbroken(text: str, short: int) -> int:
     """The least width ``text`` can have: whole when at most ``short`` long, else its longest word."""
-    return len(text) if len(text) <= short else max((len(w) for w in text.split()), default=0)
+    return len(text) if len(text) <= short else _longest_word(text)
 
 
 def _widths(mins: list[int], natural: list[int], room: int) -> list[int]:

@@ -81,7 +81,9 @@ def print_table(view: TableView) -> None:
     from asaptrace.cli._layout import fitted_tables
 
     if view.rows.height == 0:
-        out.print(f"[italic]{view.title}[/]: none" + (f" ({escape(view.reason)})" if view.reason else ""))
+        print_wrapped(
+            out, f"[italic]{escape(view.title)}[/]: ", "none" + (f" ({view.reason})" if view.reason else "")
+        )
         return
     headers, rows = view.cells()
     numeric = [i > 0 and view.rows.schema[c].is_numeric() for i, c in enumerate(view.columns)]

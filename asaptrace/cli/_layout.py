@@ -6,6 +6,10 @@ split into several tables of the same rows, each repeating the first (key) colum
 ever cut to "…" and no line is wider than the terminal. At ≥ 120 columns every table of the
 project fits in one piece. Rich's own shrinking would cut numbers ("657.…"); here a number column
 never gets narrower than its widest cell.
+
+Widths are budgeted in :func:`asaptrace.units.text_width` columns (a line's UTF-8 bytes, never less
+than its cells in any terminal): a table gives up the room its non-ASCII cells may need, its rule is
+ASCII, and every line is wrapped by :func:`asaptrace.views.table.wrap`, the one wrapper.
 """
 
 from __future__ import annotations
@@ -18,8 +22,20 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from asaptrace.units import text_width
+
 #: a text cell longer than this may wrap between words (shorter ones stay on one line)
 WRAP_AT = 24
+
+#: rich's SIMPLE_HEAD with an ASCII rule: "─" takes two cells where East Asian ambiguous characters
+#: are wide (and three bytes), so a rule of them would outgrow the table it underlines
+RULE_BOX = box.Box("    \n    \n -- \n    \n    \n    \n    \n    \n", ascii=True)
+
+
+def row_extra(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> int:
+    """The most columns any row (or the header) may take beyond its characters: the room a table
+    gives up so that a row of µ, × or – cells stays within the width in every terminal."""
+    return max(sum(text_width(c) - len(c) for c in r) for r in [headers, *rows])
 
 
 def table_width(widths: Sequence[int]) -> int:
@@ -102,6 +118,9 @@ def fitted_tables(
 ) -> list[Group]:
     """``rows`` under ``headers`` as one or more titled rich tables no wider than ``width`` (see the module
     docstring); ``numeric`` columns are right-aligned and never wrapped."""
+    from asaptrace.views.table import wrap
+
+    width -= row_extra(headers, rows)
     natural = natural_widths(headers, rows)
     least = min_widths(headers, rows, numeric)
     if table_width(natural) <= width:
@@ -114,7 +133,7 @@ def fitted_tables(
     for k, cols in enumerate(groups, start=1):
         widths = _spread([natural[i] for i in cols], [least[i] for i in cols], width)
         name = title if len(groups) == 1 else f"{title} ({k} of {len(groups)})"
-        table = Table(box=box.SIMPLE_HEAD)
+        table = Table(box=RULE_BOX)
         for i, w in zip(cols, widths, strict=True):
             head = headers[i]
             if len(head) > w:  # wrap the header between words, never inside one
@@ -124,39 +143,54 @@ def fitted_tables(
             )
         for r in rows:
             table.add_row(*(r[i] for i in cols))
-        tables.append(Group(Text(name, style="italic"), table))
+        heading = [Text(line, style="italic") for line in wrap(name, width, indent="  ")]
+        tables.append(Group(*heading, table))
     return tables
 
 
 def print_wrapped(console: Console, prefix: str, text: str | Text, *, style: str | None = None) -> None:
     """One numbered or labelled line (``prefix`` in rich markup, ``text`` plain or a rich ``Text``)
     wrapped to the console's width with a hanging indent under the text, as the findings are
-    printed; a word longer than the width is folded, never cut."""
+    printed; a word longer than the width is folded, never cut. The text keeps its styles."""
+    from asaptrace.views.table import wrap
+
     body = text if isinstance(text, Text) else Text(text, style=style or "")
     head = Text.from_markup(prefix)
     if len(head.plain) > console.width // 3:  # a long prefix (a path): no hanging indent
-        head.append_text(body)
-        head, body = Text(), head
-    if not head.plain:
-        console.print(body, overflow="fold")
-        return
-    grid = Table.grid()
-    grid.add_column(no_wrap=True)
-    grid.add_column(overflow="fold")
-    grid.add_row(head, body)
-    console.print(grid)
+        body, head = Text.assemble(head, body), Text()
+    plain, lead = body.plain, " " * len(head.plain)
+    cursor = 0
+    for i, line in enumerate(wrap(plain, console.width, first=lead, indent=lead)):
+        part = line[len(lead) :]
+        start = plain.find(part, cursor)
+        if start < 0:  # white space the wrapper changed (a newline): the line as wrapped, plain
+            piece = Text(part, style=style or "")
+        else:
+            piece, cursor = body[start : start + len(part)], start + len(part)
+        console.print(Text.assemble(head if i == 0 else lead, piece), overflow="fold", crop=False)
+
+
+def print_plain(
+    console: Console,
+    text: str,
+    *,
+    first: str = "",
+    indent: str = "",
+    style: str = "",
+    width: int | None = None,
+) -> None:
+    """``first + text`` wrapped to the console's width (or ``width``), its continuation lines
+    indented by ``indent``; no markup is read from it."""
+    from asaptrace.views.table import wrap
+
+    for line in wrap(text, width or console.width, first=first, indent=indent):
+        console.print(Text(line, style=style), overflow="fold", crop=False)
 
 
 def print_hanging(console: Console, line: str, *, hang: int = 4) -> None:
     """A plain line wrapped between words to the console's width, its own indent kept and the
     lines after the first indented ``hang`` more (a list of parameters under a name)."""
     indent = " " * (len(line) - len(line.lstrip()))
-    width = max(console.width - 1, 20)
-    for part in textwrap.wrap(
-        line.strip(),
-        width,
-        initial_indent=indent,
-        subsequent_indent=indent + " " * hang,
-        break_on_hyphens=False,
-    ) or [""]:
-        console.print(part, markup=False, highlight=False, overflow="fold")
+    print_plain(
+        console, line.strip(), first=indent, indent=indent + " " * hang, width=max(console.width - 1, 20)
+    )

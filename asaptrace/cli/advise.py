@@ -67,7 +67,7 @@ def advise(
         return
     print_lines(advice_header(j, store))
     for note in j.get("notes") or []:
-        if "no prefill step" in note:  # why the prefill what-ifs do not apply (a training, decode run)
+        if "no prefill to replay" in note:  # why the prefill what-ifs do not apply (a training, decode run)
             print_lines(note, first="note: ", indent="  ", style="dim")
     if advice.ranked:
         print_answer_table(advice_view(j, width=width()))

@@ -151,9 +151,11 @@ def _replay_params(**options: Any) -> dict[str, Any]:
 def _print_replay(j: dict[str, Any]) -> None:
     from asaptrace.views.replay import band_text, consistency_text, deployment_text, replay_views
 
-    out.print(
-        f"[bold]{escape(j['store'])}[/] replayed as [bold]{j['policy']}[/] on {deployment_text(j['deployment'])}"
-        f" ({j['events']:,} events in {j['seconds']:.2f} s)"
+    print_wrapped(
+        out,
+        f"[bold]{escape(j['store'])}[/] ",
+        f"replayed as {j['policy']} on {deployment_text(j['deployment'])} "
+        f"({j['events']:,} events in {j['seconds']:.2f} s)",
     )
     for view in replay_views(j):
         print_table(view)

@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 
-from asaptrace.units import format_table
+from asaptrace.units import format_table, text_width
 
 #: rows a terminal shows per table
 ROW_LIMIT = 12
@@ -80,14 +80,21 @@ def narrow(width: int | None) -> bool:
 
 def wrap(text: str, width: int | None, *, first: str = "", indent: str = "") -> list[str]:
     """``first + text`` wrapped to ``width`` columns between words, continuation lines indented by
-    ``indent`` (one line when ``width`` is None): how the CLI prints a numbered line or a reading."""
+    ``indent`` (one line when ``width`` is None): how the CLI prints a numbered line or a reading.
+    Columns are :func:`~asaptrace.units.text_width`'s: a line holding µ or — is wrapped earlier."""
     if width is None:
         return [first + text]
-    return textwrap.wrap(
-        text,
-        max(width, 20),
-        initial_indent=first,
-        subsequent_indent=indent,
-        break_on_hyphens=False,
-        break_long_words=True,  # only a token longer than the terminal (a path) is cut
-    ) or [first]
+    limit = at = max(width, 20)
+    while True:
+        lines = textwrap.wrap(
+            text,
+            at,
+            initial_indent=first,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+            break_long_words=True,  # only a token longer than the terminal (a path) is cut
+        ) or [first]
+        over = max(text_width(line) for line in lines) - limit
+        if over <= 0 or at <= 20:
+            return lines
+        at = max(at - over, 20)

@@ -149,7 +149,9 @@ def _prefill_only(
     if keep is None:
         return dev, batches
     if not keep:
-        raise UsageError(not_prefill_reason(store.meta) or "the store has no prefill step", path=store.path)
+        raise UsageError(
+            not_prefill_reason(store.meta) or "the store holds no prefill to replay", path=store.path
+        )
     counts = phase_counts(store.meta)
     left = {p: n for p, n in counts.items() if p in ("decode", "training")}
     if left:
