@@ -2,10 +2,13 @@
 
 Import ``kineto_decoder`` into a test module to run each of its tests once per decoder::
 
-    from tests._kscan_helpers import kineto_decoder  # noqa: F401  (autouse: every test, both decoders)
+    from tests._kscan_helpers import kineto_decoder  # noqa: F401  (autouse: every test, every decoder)
 
 The fixture is module-scoped (pytest groups the tests by decoder) and selects the decoder the way a
-user does, with ``ASAPTRACE_NO_CSCAN``; the C variant is skipped when the extension is not built.
+user does, with ``ASAPTRACE_NO_CSCAN``; the C variants are skipped when the extension is not built.
+A third variant, ``c-pieces``, reads every file of more than 96 bytes the way a big file is read
+(:mod:`asaptrace.ingest.kineto.pieces`: cut into pieces of 48 bytes, between every event or two),
+so each hand-worked answer of those tests holds for the piecewise read too.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ import pytest
 from asaptrace.ingest.kineto import cscan as _kineto_cscan
 from asaptrace.ingest.kineto import reader as kineto
 
-DECODERS = ("c", "msgspec")
+DECODERS = ("c", "msgspec", "c-pieces")
+PIECE_MB = str(48 / 1024**2)  # ASAPTRACE_PIECE_MB for 48-byte pieces
 
 
 @pytest.fixture(params=DECODERS, scope="module", autouse=True)
 def kineto_decoder(request: pytest.FixtureRequest) -> Iterator[str]:
-    if request.param == "c" and not _kineto_cscan.available():
+    if request.param != "msgspec" and not _kineto_cscan.available():
         pytest.skip(
             "the C scanner asaptrace.ingest.kineto._kscan is not built (no compiler at install time?)"
         )
@@ -32,7 +36,11 @@ def kineto_decoder(request: pytest.FixtureRequest) -> Iterator[str]:
             mp.setenv("ASAPTRACE_NO_CSCAN", "1")
         else:
             mp.delenv("ASAPTRACE_NO_CSCAN", raising=False)
-        assert kineto.c_scanner_enabled() == (request.param == "c")
+        if request.param == "c-pieces":
+            mp.setenv("ASAPTRACE_PIECE_MB", PIECE_MB)
+        else:
+            mp.delenv("ASAPTRACE_PIECE_MB", raising=False)
+        assert kineto.c_scanner_enabled() == (request.param != "msgspec")
         yield request.param
 
 

@@ -6,6 +6,8 @@ Modules:
 * ``decode`` — the msgspec decoder and the column types both decoders fill;
 * ``cscan`` — wraps the optional C scanner ``_kscan`` (compiled by ``pip install``);
 * ``prefetch`` — reads and scans the first files while ``asaptrace ingest`` is still importing;
+* ``pieces`` — a big file read in pieces cut between events, scanned on both cores;
+* ``merge`` — the pieces' columns joined into the columns of the whole file;
 * ``dictionary`` — helpers over the dictionary-encoded columns every table builder shares;
 * ``flows``, ``streams``, ``args`` — the flows, streams and args tables beside the events;
 * ``rank`` — which rank and device a file is (``distributedInfo``, ``deviceProperties``).
@@ -30,6 +32,13 @@ def c_scanner() -> ModuleType | None:
     except ImportError:  # not built (no compiler at install time): the msgspec path reads every file
         return None
     return _kscan
+
+
+def piece_bytes() -> int:
+    """Bytes of JSON per piece of a big file (``ASAPTRACE_PIECE_MB``, default 32 MiB; read at each
+    call). A file of more than two pieces is read in pieces (:mod:`asaptrace.ingest.kineto.pieces`)
+    and not read ahead whole."""
+    return max(1, int(float(os.environ.get("ASAPTRACE_PIECE_MB", "32")) * 1024**2))
 
 
 def c_scanner_enabled() -> bool:

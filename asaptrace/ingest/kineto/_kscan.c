@@ -1610,8 +1610,118 @@ static PyObject *ks_scan(PyObject *module, PyObject *arg) {
     return result;
 }
 
+
+/* ------------------------------------------------------------------------- the piece cutter */
+
+PyDoc_STRVAR(walk_doc,
+             "walk(buf, in_string, escape, depth, level, min_gap, since) -> tuple\n\n"
+             "Walk JSON text structurally (strings, escapes, bracket depth; nothing is decoded), the\n"
+             "state carried from the previous buffer.  Returns (cuts, in_string, escape, depth, since,\n"
+             "end): cuts are the offsets just after a ',' at bracket depth ``level`` (between two\n"
+             "elements of the events array) once ``min_gap`` bytes have passed since the last cut\n"
+             "(``since`` counts them, carried over); ``end`` is the offset of the bracket that closed\n"
+             "the array (depth fell below ``level``; the walk stops there), or -1.");
+
+/* the bytes the walk stops at outside strings */
+static const unsigned char WALK_SPECIAL[256] = {['"'] = 1, ['{'] = 1, ['}'] = 1, ['['] = 1, [']'] = 1, [','] = 1};
+
+static PyObject *ks_walk(PyObject *module, PyObject *args) {
+    (void)module;
+    Py_buffer view;
+    int in_string, escape;
+    long long depth, level, min_gap, since;
+    if (!PyArg_ParseTuple(args, "y*iiLLLL", &view, &in_string, &escape, &depth, &level, &min_gap, &since))
+        return NULL;
+    const unsigned char *s = (const unsigned char *)view.buf;
+    size_t n = (size_t)view.len, i = 0, ncuts = 0, cap = 16;
+    long long end = -1;
+    size_t *cuts = malloc(cap * sizeof(size_t));
+    if (!cuts) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    int oom = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (i < n) {
+        if (in_string) { /* to the closing quote: memchr, then any backslash before it */
+            if (escape) {
+                escape = 0;
+                i++;
+                continue;
+            }
+            const unsigned char *q = memchr(s + i, '"', n - i);
+            size_t stop = q ? (size_t)(q - s) : n;
+            const unsigned char *b = memchr(s + i, '\\', stop - i);
+            if (b) {
+                escape = 1;
+                i = (size_t)(b - s) + 1;
+            } else if (q) {
+                in_string = 0;
+                i = stop + 1;
+            } else {
+                i = n;
+            }
+            continue;
+        }
+        unsigned char c = s[i];
+        if (!WALK_SPECIAL[c]) {
+            i++;
+            continue;
+        }
+        if (c == '"') {
+            in_string = 1;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            depth--;
+            if (depth < level) {
+                end = (long long)i;
+                break;
+            }
+        } else if (c == ',' && depth == level && (long long)(since + (long long)i + 1) >= min_gap) {
+            if (ncuts == cap) {
+                size_t *more = realloc(cuts, 2 * cap * sizeof(size_t));
+                if (!more) {
+                    oom = 1;
+                    break;
+                }
+                cuts = more;
+                cap *= 2;
+            }
+            cuts[ncuts++] = i + 1;
+            since = -(long long)(i + 1);
+        }
+        i++;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (oom) {
+        free(cuts);
+        return PyErr_NoMemory();
+    }
+    PyObject *list = PyList_New((Py_ssize_t)ncuts);
+    if (!list) {
+        free(cuts);
+        return NULL;
+    }
+    for (size_t k = 0; k < ncuts; k++) {
+        PyObject *v = PyLong_FromSize_t(cuts[k]);
+        if (!v) {
+            free(cuts);
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)k, v);
+    }
+    free(cuts);
+    /* bytes since the last cut at the end of this buffer (all of it when there was none) */
+    long long walked = end >= 0 ? end : (long long)n;
+    return Py_BuildValue("(NiiLLL)", list, in_string, escape, depth, since + walked, end);
+}
+
 static PyMethodDef ks_methods[] = {
     {"scan", ks_scan, METH_O, scan_doc},
+    {"walk", ks_walk, METH_VARARGS, walk_doc},
     {NULL, NULL, 0, NULL},
 };
 

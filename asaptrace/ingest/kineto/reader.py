@@ -38,11 +38,12 @@ from asaptrace.accounting import Accounting
 from asaptrace.errors import CorruptTrace
 from asaptrace.ingest import columns as col
 from asaptrace.ingest.base import Format, IngestOptions, IngestResult, register_format
-from asaptrace.ingest.kineto import c_scanner_enabled, cscan, prefetch
+from asaptrace.ingest.kineto import c_scanner_enabled, cscan, pieces, prefetch
 from asaptrace.ingest.kineto.args import args_table
 from asaptrace.ingest.kineto.decode import EventColumns, Times, decode_python, first_char
 from asaptrace.ingest.kineto.dictionary import dict_codes, dict_mask
 from asaptrace.ingest.kineto.flows import flows
+from asaptrace.ingest.kineto.merge import merge
 from asaptrace.ingest.kineto.rank import device_model, rank_info
 from asaptrace.ingest.kineto.streams import complete_streams, streams_from_metadata
 from asaptrace.ingest.source import read_source_bytes
@@ -105,6 +106,13 @@ def read_kineto(path: str | Path, options: IngestOptions | None = None) -> Inges
 
 
 def _read_kineto(path: Path, options: IngestOptions) -> IngestResult:
+    if pieces.in_pieces(path):  # a big file: never held whole, scanned on both cores
+        try:
+            parts = pieces.read_in_pieces(path, max_bytes=options.max_decompressed_bytes)
+        except pieces.NotInPieces:
+            parts = None  # read whole below, which says what is wrong with it, if anything
+        if parts is not None:
+            return _tables(merge(parts), path)
     ahead = prefetch.take(path)  # read and scanned while the process was importing
     if ahead is not None and ahead.data is not None and len(ahead.data) <= options.max_decompressed_bytes:
         data = ahead.data

@@ -1,0 +1,190 @@
+"""A big Kineto file read in pieces (asaptrace.ingest.kineto.pieces, .merge) is read as if whole.
+
+The cut must fall only between two events of the ``traceEvents`` array — never inside a string
+(escaped quotes, brackets and ``},{`` in names), a nested value, or the head and tail around the
+array — and the joined columns must give the tables one read of the whole file gives: B/E pairs
+across pieces, pid/tid ids in order of first appearance, the header's keys from head and tail.
+Whatever does not fit the plan is read whole (the same answer, the same error message).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from asaptrace.errors import CorruptTrace
+from asaptrace.ingest.kineto import cscan, pieces
+from asaptrace.ingest.kineto.reader import read_kineto
+from tests._kineto_helpers import cpu_op, gpu_process, kernel
+
+pytestmark = pytest.mark.skipif(not cscan.available(), reason="the C scanner _kscan is not built")
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
+
+#: names a naive cut (at "},{", at a newline, at a bracket) would split inside the string
+AWKWARD = [
+    'a"},{"b',
+    "back\\slash\\",
+    'end with quote"',
+    "[bracket]",
+    "{brace},",
+    "line\nbreak",
+    "é ✓ \u2028",
+]
+
+
+def _events(n: int) -> list[dict]:
+    out: list[dict] = []
+    for i in range(n):
+        name = AWKWARD[i % len(AWKWARD)] + str(i)
+        out.append(
+            kernel(name, 1000 + 10 * i, 5, corr=i, pid=0, tid=7 + i % 3, nested={"x": [1, {"y": "]},{"}]})
+        )
+    return out
+
+
+def _doc(
+    events: list[dict], *, head: dict | None = None, tail: dict | None = None, indent: int | None = None
+) -> bytes:
+    doc = {**(head or {"schemaVersion": 1}), "traceEvents": events, **(tail or {})}
+    return json.dumps(doc, indent=indent, ensure_ascii=False).encode()
+
+
+def _chunks(data: bytes, size: int) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1000])
+def test_pieces_are_documents_holding_every_event_once(chunk, indent):
+    events = _events(40)
+    data = _doc(events, tail={"traceName": "x", "baseTimeNanoseconds": 5}, indent=indent)
+    docs = list(pieces.documents(iter(_chunks(data, chunk)), piece_bytes=300))
+    parsed = [json.loads(d) for d in docs]  # each piece is strict JSON of its own
+    assert len(docs) > 5
+    assert [e for p in parsed for e in p["traceEvents"]] == events  # in order, none split, none twice
+    assert parsed[0]["schemaVersion"] == 1 and "traceName" not in parsed[0]  # the head in the first
+    assert parsed[-1]["traceName"] == "x" and parsed[-1]["baseTimeNanoseconds"] == 5  # the tail in the last
+
+
+def test_bare_list_is_cut_between_its_elements():
+    events = _events(30)
+    docs = list(pieces.documents(iter(_chunks(json.dumps(events).encode(), 50)), piece_bytes=200))
+    assert len(docs) > 3
+    assert [e for d in docs for e in json.loads(d)] == events
+
+
+def test_a_short_document_is_one_piece_unchanged():
+    data = _doc(_events(2))
+    assert list(pieces.documents(iter([data]), piece_bytes=10**6)) == [data]
+
+
+def _write(path: Path, events: list[dict], gz: bool = False, **kw) -> Path:
+    data = _doc(events, **kw)
+    if gz:
+        path.write_bytes(gzip.compress(data))
+    else:
+        path.write_bytes(data)
+    return path
+
+
+def _both(path: Path, monkeypatch, piece_bytes: int = 400):
+    """(whole read, piecewise read) of ``path``, and how many pieces the piecewise read made."""
+    monkeypatch.delenv("ASAPTRACE_PIECE_MB", raising=False)
+    whole = read_kineto(path)
+    n = len(pieces.read_in_pieces(path, max_bytes=2**40, piece_bytes=piece_bytes))
+    monkeypatch.setenv("ASAPTRACE_PIECE_MB", str(piece_bytes / 1024**2))
+    return whole, read_kineto(path), n
+
+
+def _same(a, b) -> None:
+    for name in ("events", "args", "flows", "streams"):
+        assert getattr(a, name).equals(getattr(b, name)), name
+    assert a.accounting == b.accounting
+    assert a.rank_info == b.rank_info and a.notes == b.notes
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_file_read_in_pieces_gives_the_tables_of_the_whole_read(tmp_path, monkeypatch, gz):
+    # B in an early piece, its E many pieces later; string pids first met in a late piece; the
+    # metadata naming the GPU process and baseTimeNanoseconds at the end of the file
+    events = [{"ph": "B", "name": "step", "pid": "host", "tid": 1, "ts": 900}]
+    events += _events(60)
+    events += [cpu_op("late", 2000, 3, pid="worker-b", tid="t9"), cpu_op("later", 2100, 3, pid=-3, tid=-1)]
+    events += [{"ph": "E", "name": "step", "pid": "host", "tid": 1, "ts": 5000}, *gpu_process(0)]
+    path = _write(
+        tmp_path / ("t.json.gz" if gz else "t.json"), events, gz=gz, tail={"baseTimeNanoseconds": 7}
+    )
+    whole, piecewise, n = _both(path, monkeypatch)
+    assert n > 5
+    _same(whole, piecewise)
+    ev = piecewise.events.to_pylist()
+    step = next(e for e in ev if e["name"] == "step")
+    assert step["dur_ns"] == (5000 - 900) * 1000  # the pair across pieces: E.ts − B.ts
+    assert step["ts_ns"] == 900 * 1000 + 7  # baseTimeNanoseconds from the tail added
+    assert not any(piecewise.accounting.rejected.values())  # every event kept
+
+
+def test_a_second_trace_events_key_is_read_whole_and_the_last_wins(tmp_path, monkeypatch):
+    first, second = _events(30), _events(3)
+    data = _doc(first)[:-1] + b', "traceEvents": ' + json.dumps(second).encode() + b"}"
+    path = tmp_path / "twice.json"
+    path.write_bytes(data)
+    with pytest.raises(pieces.NotInPieces):
+        pieces.read_in_pieces(path, max_bytes=2**40, piece_bytes=300)
+    monkeypatch.setenv("ASAPTRACE_PIECE_MB", str(300 / 1024**2))
+    assert read_kineto(path).events.num_rows == 3  # the second array, as a whole read gives
+
+
+def test_a_nested_trace_events_key_before_the_real_one_is_not_taken_for_it(tmp_path, monkeypatch):
+    data = _doc(_events(30), head={"meta": {"traceEvents": [kernel("decoy", 1, 1)]}})
+    path = tmp_path / "nested.json"
+    path.write_bytes(data)
+    with pytest.raises(pieces.NotInPieces):
+        pieces.read_in_pieces(path, max_bytes=2**40, piece_bytes=300)
+    monkeypatch.setenv("ASAPTRACE_PIECE_MB", str(300 / 1024**2))
+    names = read_kineto(path).events.column("name").to_pylist()
+    assert len(names) == 30 and "decoy" not in names
+
+
+def test_a_broken_piece_gives_the_whole_files_error(tmp_path, monkeypatch):
+    data = _doc(_events(40))
+    mid = data.index(b'"ts"', len(data) // 2)
+    path = tmp_path / "broken.json"
+    path.write_bytes(data[:mid] + b"@" + data[mid + 1 :])
+    monkeypatch.delenv("ASAPTRACE_PIECE_MB", raising=False)
+    with pytest.raises(CorruptTrace) as whole:
+        read_kineto(path)
+    monkeypatch.setenv("ASAPTRACE_PIECE_MB", str(300 / 1024**2))
+    with pytest.raises(CorruptTrace) as piecewise:
+        read_kineto(path)
+    assert str(piecewise.value) == str(whole.value)  # the byte offset is the whole file's
+
+
+def test_a_truncated_gzip_says_so(tmp_path, monkeypatch):
+    raw = gzip.compress(_doc(_events(40)))
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(raw[: len(raw) // 2])
+    monkeypatch.setenv("ASAPTRACE_PIECE_MB", str(300 / 1024**2))
+    with pytest.raises(CorruptTrace, match="corrupt or truncated gzip stream"):
+        read_kineto(path)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tracelens-serving/sglang_Qwen3-8B_prefilldecode.json.gz",
+        "kineto-hta-samples/nccl_data.json.gz",
+        "kineto-dlrm-8rank/worker0_step_12.1694128201545.pt.trace.json",
+    ],
+)
+def test_real_traces_read_in_pieces_give_the_same_tables(monkeypatch, name):
+    path = SHARED / name
+    if not path.exists():
+        pytest.skip(f"{path} is absent (the shared/data folder beside the repository)")
+    whole, piecewise, n = _both(path, monkeypatch, piece_bytes=64 * 1024)
+    assert n > 2
+    _same(whole, piecewise)
