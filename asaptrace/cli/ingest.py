@@ -162,7 +162,7 @@ def _said_stale(folder: StaleFolder) -> None:
 def _said_memory(note: MemoryNote) -> None:
     err.print(
         f"memory budget {human_bytes(note.budget)} cannot be kept: {note.path.name} "
-        f"({human_bytes(note.size)}) is read and enriched whole, about {human_bytes(note.peak)} at its peak",
+        f"({human_bytes(note.size)}) is one rank, segmented whole, about {human_bytes(note.peak)} at its peak",
         soft_wrap=True,
         markup=False,
     )

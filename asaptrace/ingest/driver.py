@@ -239,7 +239,7 @@ def ingest_paths(
 
     ``memory_budget`` (bytes; default :data:`~asaptrace.memory.DEFAULT_BUDGET`, 1 GiB)
     bounds the files read at once on threads (their estimated peaks together, within half the
-    free memory as before). A single rank file is still scanned and enriched whole, so a file
+    free memory as before). A big rank file is read in pieces but still segmented whole, so a file
     whose own peak exceeds the budget cannot be kept to it: ``on_memory`` is then told why, once
     (:class:`MemoryNote`), and the ingest goes on.
 
@@ -367,8 +367,8 @@ def _memory_bytes(path: Path, size: int, options: IngestOptions) -> int:
 
 @dataclass(frozen=True)
 class MemoryNote:
-    """The memory budget cannot be kept: ``path`` (``size`` bytes decompressed) is read and
-    enriched whole, about ``peak`` bytes at its peak."""
+    """The memory budget cannot be kept: ``path`` (``size`` bytes decompressed) is one rank,
+    segmented whole, about ``peak`` bytes at its peak."""
 
     path: Path
     size: int

@@ -256,18 +256,25 @@ class _Scanned:
             entries = pa.array(s_at[np.where(none, 0, p)], mask=none)
             return pc.take(dims_text, entries), pc.take(type_text, entries)
 
+        eager = {
+            "ph": self.dict_column("ph"),
+            "name": self.dict_column("name"),
+            "cat": self.dict_column("cat"),
+            "ts": self.patched(_TS, None, col.one_ns),
+            "dur": self.patched(_DUR, None, col.one_ns),
+            "pid": self.id_column(_PID),
+            "tid": self.id_column(_TID),
+        }
+        # what the functions of rows below never read again goes with its last view (the
+        # columns above, once the reader or kineto.merge is done with them): ≈ 60 bytes an event
+        for key in (*eager, "args_raw"):
+            self.res.pop(key, None)
         return EventColumns(
             decoder="c",
             n_read=self.n_read,
             rejected=self.rejected,
             header=self.header,
-            ph=self.dict_column("ph"),
-            name=self.dict_column("name"),
-            cat=self.dict_column("cat"),
-            ts=self.patched(_TS, None, col.one_ns),
-            dur=self.patched(_DUR, None, col.one_ns),
-            pid=self.id_column(_PID),
-            tid=self.id_column(_TID),
+            **eager,
             corr=lambda rows: self.ints(_CORR, rows),
             external_id=lambda rows: self.ints(_EXT, rows),
             flow_ids=self.flow_ids,

@@ -112,7 +112,9 @@ def _read_kineto(path: Path, options: IngestOptions) -> IngestResult:
         except pieces.NotInPieces:
             parts = None  # read whole below, which says what is wrong with it, if anything
         if parts is not None:
-            return _tables(merge(parts), path)
+            cols = merge(parts)
+            del parts  # the pieces' own columns: the joined ones replace them
+            return _tables(cols, path)
     ahead = prefetch.take(path)  # read and scanned while the process was importing
     if ahead is not None and ahead.data is not None and len(ahead.data) <= options.max_decompressed_bytes:
         data = ahead.data
