@@ -249,17 +249,20 @@ def segment(
     span_of = np.full(n, -1, dtype=np.int64)
     if spans.height:
         is_ann = (ev.get_column("kind") == Kind.ANNOTATION.value).to_numpy()
-        host = ev.filter(~pl.col("is_device"))
+        # only the columns each step reads are filtered (a big rank's filtered copies are its peak)
+        keys = ev.select("_row", "rank", "pid", "stream", "is_device", "ts_ns", "corr", "eid")
+        host = keys.filter(~pl.col("is_device"))
         # 2. host events: innermost host span on their own thread
         rows, idx = _innermost(host, spans, False, ["rank", "pid", "stream"])
         span_of[rows] = idx
+        del host
         # annotation events are their own span
-        own = ev.filter(is_ann).join(spans.select("rank", "eid", "span"), on=["rank", "eid"], how="left")
+        own = keys.filter(is_ann).join(spans.select("rank", "eid", "span"), on=["rank", "eid"], how="left")
         span_of[own.get_column("_row").to_numpy()] = own.get_column("span").fill_null(-1).to_numpy()
         # 3a. device events: the span of their launch (same rank, same correlation id)
-        dev = ev.filter(pl.col("is_device") & ~pl.Series(is_ann))
+        dev = keys.filter(pl.col("is_device") & ~pl.Series(is_ann))
         launches = (
-            ev.with_columns(_span=pl.Series(span_of))
+            keys.select("rank", "corr", "is_device", _span=pl.Series(span_of))
             .filter(~pl.col("is_device") & pl.col("corr").is_not_null() & (pl.col("_span") >= 0))
             .group_by("rank", "corr")
             .agg(pl.col("_span").first())
@@ -318,12 +321,13 @@ def _step_from_rank_spans(ev: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame
     if steps.height == 0:
         return ev
     ev = ev.with_row_index("_row")
-    missing = ev.filter(pl.col("step").is_null() & (pl.col("kind") != Kind.ANNOTATION.value))
+    keys = ev.select("_row", "rank", "is_device", "corr", "ts_ns", "step", "kind")  # what is read below
+    missing = keys.filter(pl.col("step").is_null() & (pl.col("kind") != Kind.ANNOTATION.value))
     if missing.height == 0:
         return ev.drop("_row")
     host = missing.filter(~pl.col("is_device")).select("_row", "rank", "ts_ns")
     launches = (
-        ev.filter(~pl.col("is_device") & pl.col("corr").is_not_null())
+        keys.filter(~pl.col("is_device") & pl.col("corr").is_not_null())
         .group_by("rank", "corr")
         .agg(pl.col("ts_ns").min().alias("_launch"))
     )
