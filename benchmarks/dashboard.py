@@ -35,7 +35,7 @@ from pathlib import Path
 
 from asaptrace.ingest.driver import ingest_paths
 from asaptrace.pipeline import enrich_store
-from dashboards import create_app
+from asaptrace_dashboards import create_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _dashboard_load import callback_body, inp, load_test

@@ -92,7 +92,7 @@ def first_timeline_page(store: str) -> None:
     """What the dashboard serves for a first visit of /timeline: the page, its controls, its figure."""
     import json as _json
 
-    from dashboards import create_app
+    from asaptrace_dashboards import create_app
 
     app = create_app([store])
     client = app.server.test_client()

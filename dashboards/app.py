@@ -1,12 +1,12 @@
 """``create_app(stores) -> dash.Dash``: the asaptrace dashboard over the stores named at start.
 
-One page of navigation (``dcc.Location`` + links) over eight pages (``dashboards.pages``). The
-store picker sends a key, never a path (``dashboards.state``); per-tab state (the job a tab
+One page of navigation (``dcc.Location`` + links) over eight pages (``asaptrace_dashboards.pages``). The
+store picker sends a key, never a path (``asaptrace_dashboards.state``); per-tab state (the job a tab
 follows) lives in the tab's ``dcc.Store``; long work runs in worker processes
-(``dashboards.jobs``). Everything is served from this process: Dash's own bundles
+(``asaptrace_dashboards.jobs``). Everything is served from this process: Dash's own bundles
 (``serve_locally``), the CSS in ``dashboards/assets``; no CDN, no external stylesheet, and no
 trace-derived string is ever set as HTML. Replies of the pages that only show stores are kept
-and served again (``dashboards.replies``; the stores do not change while served).
+and served again (``asaptrace_dashboards.replies``; the stores do not change while served).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import Any
 import dash
 from dash import Input, Output, dcc, html
 
-from dashboards.components import message
-from dashboards.jobs import Jobs
-from dashboards.pages import PAGES
-from dashboards.replies import keep_replies, output_ids
-from dashboards.state import Stores
+from asaptrace_dashboards.components import message
+from asaptrace_dashboards.jobs import Jobs
+from asaptrace_dashboards.pages import PAGES
+from asaptrace_dashboards.replies import keep_replies, output_ids
+from asaptrace_dashboards.state import Stores
 
 ASSETS = Path(__file__).parent / "assets"
 

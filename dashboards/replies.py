@@ -5,7 +5,7 @@ served, so a callback of a page that only *shows* stores (overview, timeline, ba
 overlap, compare, the routing) returns the same reply for the same request body. Most of a
 request's time is building that reply (plotly figures validate their data in Python, under the
 GIL); under load the same few replies are asked for again and again (every tab opening the same
-page), so the reply bytes are kept (:class:`~dashboards._memo.Memo`: least recently used out first,
+page), so the reply bytes are kept (:class:`~asaptrace_dashboards._memo.Memo`: least recently used out first,
 :data:`MAX_BYTES` in all, one computation per request even when many tabs send it at once).
 
 Callbacks of pages that run jobs (replay, sweep: submit, poll, cancel) change with the job and are
@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from dashboards._memo import Memo
+from asaptrace_dashboards._memo import Memo
 
 #: Bytes of replies kept (a timeline figure is ≈ 0.2 MB, a page's tables tens of kB).
 MAX_BYTES = 128 * 1024**2

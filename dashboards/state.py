@@ -4,7 +4,7 @@ The browser only ever names a store by its key ("0", "1", … in the order given
 line); a key that is not one of them is refused, so no path ever comes from the browser. A store
 is opened and diagnosed the first time a page asks for it (under a per-store lock, so two tabs
 asking at once diagnose it once); after that every page reads the cached Diagnosis, and timeline
-windows and comparisons are cached per their parameters (:class:`~dashboards._memo.Memo`: the server
+windows and comparisons are cached per their parameters (:class:`~asaptrace_dashboards._memo.Memo`: the server
 runs callbacks on many threads, and two tabs asking for the same window compute it once).
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from asaptrace import pipeline
 from asaptrace.errors import AsaptraceError
-from dashboards._memo import Memo
+from asaptrace_dashboards._memo import Memo
 
 if TYPE_CHECKING:
     import polars as pl

@@ -2,10 +2,37 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+
+
+def _dashboards_of_this_checkout() -> None:
+    """Make ``import asaptrace_dashboards`` load this checkout's ``dashboards/`` folder.
+
+    Installed, the folder *is* ``asaptrace_dashboards`` (pyproject.toml's ``package-dir``); from a
+    checkout that name would find nothing, or another checkout's editable install. As ``pythonpath =
+    ["."]`` does for ``asaptrace``, a link under that name, first on the path of this process and of
+    the ones it starts (``asaptrace dashboard``, the dashboard's spawned jobs), binds it to this tree.
+    """
+    checkout = Path(__file__).resolve().parents[1]
+    key = hashlib.sha1(str(checkout).encode()).hexdigest()[:12]
+    folder = Path(tempfile.gettempdir()) / f"asaptrace-checkout-{key}"
+    link = folder / "asaptrace_dashboards"
+    if not link.is_symlink():
+        folder.mkdir(exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # another test process made it first
+            link.symlink_to(checkout / "dashboards", target_is_directory=True)
+    sys.path.insert(0, str(folder))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
+
+
+_dashboards_of_this_checkout()
 
 #: ``../shared/data`` beside the checkout; ASAPTRACE_SHARED_DATA names it for a checkout elsewhere
 #: (a git worktree one folder deeper)

@@ -39,8 +39,8 @@ def test_report_shows_the_eight_instances(dlrm_store, tmp_path):
 
 
 def test_barriers_page_heatmap_table_and_click(dlrm_store):
-    from dashboards.pages import barriers
-    from dashboards.state import Stores
+    from asaptrace_dashboards.pages import barriers
+    from asaptrace_dashboards.state import Stores
 
     stores = Stores([dlrm_store.path])
     heat, imposed, inst = barriers.barriers_body(stores, "0", "all")

@@ -161,3 +161,30 @@ def test_fitted_tables_never_wider_than_asked_and_numbers_never_folded():
     out = console.file.getvalue()
     assert max(map(len, out.splitlines())) <= 40
     assert "1,234.567" in out  # a number stays whole on one line
+
+
+def test_an_answer_table_narrows_then_gives_one_block_per_row():
+    """The answer tables (advise, sweep) go through the same function: at 60 columns the ranked table
+    fits narrowed (natural 1 + 29 + 13 + 9 + 5 = 57, plus 2 a column but the last = 66 > 60 − 2 for
+    the "–" and "×"; its label wraps between words, the range whole); at 30 even the minimums do
+    not (1 + 12, a label keeps 12 whole, + 9 + 9 + 5 = 36, + 9 = 45 > 28) and each row becomes a
+    block, "1. balanced placement of experts" then each header and cell."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from asaptrace.units import text_width
+
+    headers = ["#", "what-if", "recovered (s)", "range (s)", "ratio"]
+    rows = [["1", "balanced placement of experts", "1.221", "1.20–1.25", "1.09×"]]
+    numeric = [False, False, True, False, False]
+    for width, table in ((60, True), (30, False)):
+        console = Console(width=width, file=StringIO())
+        for t in fitted_tables("Advice", headers, rows, numeric, width, answer=True):
+            console.print(t)
+        out = console.file.getvalue()
+        assert max(map(text_width, out.splitlines())) <= width, out
+        assert ("---" in out) == table and "…" not in out
+        flat = " ".join(out.split())
+        assert ("1. balanced placement of experts recovered (s): 1.221" in flat) == (not table), out
+        assert "1.20–1.25" in out  # a short cell whole, in either layout

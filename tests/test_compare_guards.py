@@ -88,8 +88,8 @@ def test_a_training_run_beside_a_prefill_run_differs_in_its_work():
 
 
 def test_report_and_dashboard_refuse_what_compare_refuses(coupled_store, shared_data, tmp_path):
-    from dashboards.pages.compare import compare_body
-    from dashboards.state import Stores
+    from asaptrace_dashboards.pages.compare import compare_body
+    from asaptrace_dashboards.state import Stores
 
     dlrm = tmp_path / "dlrm.store"
     assert run_cli("ingest", shared_data / "traces" / "kineto-dlrm-8rank", "-o", dlrm).code == 0

@@ -60,7 +60,7 @@ def dlrm_store(tmp_path_factory, shared_data):
 @pytest.fixture(scope="module")
 def served(coupled_store, dlrm_store):
     """Two dashboards: the coupled sample first (the DLRM store second, for Compare), and DLRM first."""
-    from dashboards import create_app
+    from asaptrace_dashboards import create_app
 
     with (
         LiveDash(create_app([coupled_store.path, dlrm_store.path])) as coupled,

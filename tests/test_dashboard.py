@@ -13,10 +13,20 @@ import pytest
 from plotly.utils import PlotlyJSONEncoder
 
 from asaptrace import pipeline
-from dashboards import create_app
-from dashboards.jobs import Jobs
-from dashboards.pages import PAGES, barriers, compare, imbalance, overlap, overview, replay, sweep, timeline
-from dashboards.state import Stores
+from asaptrace_dashboards import create_app
+from asaptrace_dashboards.jobs import Jobs
+from asaptrace_dashboards.pages import (
+    PAGES,
+    barriers,
+    compare,
+    imbalance,
+    overlap,
+    overview,
+    replay,
+    sweep,
+    timeline,
+)
+from asaptrace_dashboards.state import Stores
 from tests._cli import run_cli
 from tests._report_helpers import SCRIPT_KERNEL, hostile_store
 
@@ -77,7 +87,7 @@ def test_no_module_sets_raw_html():
 
 
 def test_routing_renders_each_page_and_refuses_unknown_paths(stores):
-    from dashboards.app import route
+    from asaptrace_dashboards.app import route
 
     by_path = {p.PATH: p for p in PAGES}
     for p in PAGES:
@@ -255,7 +265,7 @@ def test_a_running_replay_can_be_cancelled(stores):
 
 
 def test_more_runs_than_workers_are_refused_until_one_ends(stores):
-    from dashboards.jobs import MAX_RUNNING
+    from asaptrace_dashboards.jobs import MAX_RUNNING
 
     jobs = Jobs()
     started = [
@@ -372,7 +382,7 @@ def test_cli_binds_localhost_without_debug_unless_asked(monkeypatch, coupled_sto
     import dash
     import waitress
 
-    from dashboards.server import default_threads
+    from asaptrace_dashboards.server import default_threads
 
     seen: dict = {}
 
@@ -462,7 +472,7 @@ def test_the_replay_page_shows_the_cost_fit_and_the_causes(stores, coupled_store
 def test_the_sweep_worker_calls_pipeline_sweep_with_the_form_and_forwards_progress(monkeypatch):
     import queue
 
-    from dashboards.jobs import _child
+    from asaptrace_dashboards.jobs import _child
 
     seen = {}
 

@@ -27,7 +27,7 @@ PAGES = ["/", "/timeline", "/barriers", "/imbalance", "/overlap", "/replay", "/s
 def served(coupled_store, sample_run, tmp_path_factory):
     """The coupled and disaggregated samples, a store that does not exist (key "2") and one whose
     kernel and file names are HTML injections (key "3")."""
-    from dashboards import create_app
+    from asaptrace_dashboards import create_app
 
     missing = tmp_path_factory.mktemp("gone") / "missing.store"
     hostile = hostile_store(tmp_path_factory.mktemp("hostile"))

@@ -11,12 +11,12 @@ import time
 import pytest
 
 from asaptrace import pipeline
-from dashboards import create_app
-from dashboards._memo import Memo
-from dashboards.jobs import Jobs
-from dashboards.pages import _jobs_ui, overview, replay
-from dashboards.replies import output_ids
-from dashboards.state import Stores
+from asaptrace_dashboards import create_app
+from asaptrace_dashboards._memo import Memo
+from asaptrace_dashboards.jobs import Jobs
+from asaptrace_dashboards.pages import _jobs_ui, overview, replay
+from asaptrace_dashboards.replies import output_ids
+from asaptrace_dashboards.state import Stores
 
 
 def _together(n: int, fn) -> list:

@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from dashboards.server import MAX_THREADS, MIN_THREADS, default_threads
+from asaptrace_dashboards.server import MAX_THREADS, MIN_THREADS, default_threads
 from tests._cli import run_cli
 
 #: What Werkzeug prints when Dash's ``app.run`` starts its development server.

@@ -12,22 +12,32 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCANNED = ("asaptrace", "dashboards")
+#: The folders scanned → the name each installs under (pyproject.toml's ``package-dir``: the
+#: ``dashboards/`` folder is the ``asaptrace_dashboards`` package).
+INSTALLED_AS = {"asaptrace": "asaptrace", "dashboards": "asaptrace_dashboards"}
+SCANNED = tuple(INSTALLED_AS)
 MAX_LINES = 500
+
+
+def _dotted(parts: tuple[str, ...]) -> str:
+    """A path's parts as the installed module name."""
+    return ".".join((INSTALLED_AS.get(parts[0], parts[0]), *parts[1:]))
 
 
 def _module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return _dotted(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _package_of(path: Path) -> str:
     """The package a file belongs to (a package's ``__init__`` belongs to that package)."""
-    return ".".join(path.relative_to(ROOT).parent.parts)
+    return _dotted(path.relative_to(ROOT).parent.parts)
 
 
 def _is_module(dotted: str) -> bool:
-    base = ROOT.joinpath(*dotted.split("."))
+    top, *rest = dotted.split(".")
+    folder = {name: f for f, name in INSTALLED_AS.items()}.get(top, top)
+    base = ROOT.joinpath(folder, *rest)
     return base.with_suffix(".py").exists() or base.is_dir() or any(base.parent.glob(base.name + ".*.so"))
 
 
@@ -60,7 +70,7 @@ def _offenders(path: Path, here: str) -> list[str]:
     """The underscore modules of other packages that a file (in package ``here``) imports."""
     found = []
     for line, dotted in _imported_modules(path, here):
-        if not dotted.startswith(SCANNED) or not _private_module(dotted):
+        if not dotted.startswith(tuple(INSTALLED_AS.values())) or not _private_module(dotted):
             continue
         # the package holding the first underscore part is the only one that may import it
         parts = dotted.split(".")

@@ -302,3 +302,25 @@ def test_attention_cost_scales_with_tp_in_the_offline_what_if(root):
     a4 = item_costs(wl, m, tp=4, experts=16)["attention_ns"].to_numpy()
     a8 = item_costs(wl, m, tp=8, experts=16)["attention_ns"].to_numpy()
     assert np.abs(a4 - 2 * a8).max() <= 1
+
+
+def test_exploring_picks_the_split_then_varies_at_it_and_writes_nothing(root):
+    """``explore_whatif`` (what ``replay --split auto --vary`` runs before the replay itself) returns
+    the best split's parameters and each --vary row replayed *at that split*: varying k_s to the
+    model's own value must give back exactly the best split's makespan. The pipeline writes; the
+    exploration leaves the store's folder as it was."""
+    from asaptrace.replay.whatif.explore import Exploration, explore_whatif
+    from asaptrace.replay.whatif.run import resolve_costs
+
+    store = sample_store("coupled", root)
+    before = sorted(p.name for p in store.path.parent.iterdir())
+    wl = extract_measured_work(store, prefill_only=True)
+    model = resolve_costs(wl, None).model
+    own = repr(model.coupled_k_s)
+    found = explore_whatif(wl, "asap", params={}, costs=model, split="auto", specs=[("k_s", [own, "2"])])
+    assert isinstance(found, Exploration)
+    best = next(s for s in found.splits if s["best"])
+    assert (found.params["attention"], found.params["experts"]) == (best["attention"], best["experts"])
+    assert [v["value"] for v in found.vary] == [own, "2"] and found.tornado[0]["knob"] == "k_s"
+    assert found.vary[0]["makespan_ns"] == best["makespan_ns"]
+    assert sorted(p.name for p in store.path.parent.iterdir()) == before

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from asaptrace.cli._layout import print_wrapped
+from asaptrace.cli._layout import print_plain, print_wrapped
 from asaptrace.errors import AsaptraceError
 from asaptrace.units import more_rows
 
@@ -74,10 +74,17 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
 
 
-def print_table(view: TableView) -> None:
-    """Render a :class:`~asaptrace.views.table.TableView` as rich tables on stdout, fitted to the terminal's
-    width (:func:`asaptrace.cli._layout.fitted_tables`: split into column groups rather than cut);
-    "none" when empty, how many rows were left out when cut."""
+def print_lines(text: str, *, first: str = "", indent: str = "", style: str = "") -> None:
+    """``first + text`` wrapped to the terminal, its continuation lines indented by ``indent``."""
+    print_plain(out, text, first=first, indent=indent, style=style)
+
+
+def print_table(view: TableView, *, answer: bool = False) -> None:
+    """Render a :class:`~asaptrace.views.table.TableView` on stdout fitted to the terminal's width
+    (:func:`asaptrace.cli._layout.fitted_tables`, the one way: narrowed, then split into column
+    groups, never cut); "none" when empty, its caption, how many rows were left out when cut.
+    ``answer`` (``advise``, ``sweep``): the answer table's layout (one block per row where no table
+    fits), no caption (the command says its legend itself) and a blank line after."""
     from asaptrace.cli._layout import fitted_tables
 
     if view.rows.height == 0:
@@ -87,12 +94,14 @@ def print_table(view: TableView) -> None:
         return
     headers, rows = view.cells()
     numeric = [i > 0 and view.rows.schema[c].is_numeric() for i, c in enumerate(view.columns)]
-    for table in fitted_tables(view.title, headers, rows, numeric, out.width):
+    for table in fitted_tables(view.title, headers, rows, numeric, out.width, answer=answer):
         out.print(table)
-    if view.caption:
+    if view.caption and not answer:
         print_wrapped(out, "", view.caption, style="dim")
     if view.more:
-        out.print(f"[dim]{more_rows(view.more)}[/]")
+        print_plain(out, more_rows(view.more), style="dim")
+    if answer:
+        out.print()
 
 
 class PhaseBar:

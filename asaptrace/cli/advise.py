@@ -15,7 +15,10 @@ from asaptrace.cli._common import (
     StoreArg,
     check_tables,
     err,
+    out,
     print_json,
+    print_lines,
+    print_table,
     user_errors,
     write_tables,
 )
@@ -42,7 +45,6 @@ def advise(
 
     Example: asaptrace advise run.store --online
     """
-    from asaptrace.cli._answer import print_answer_table, print_lines, width
     from asaptrace.pipeline import advise_store
     from asaptrace.views.advice import (
         advice_header,
@@ -70,8 +72,8 @@ def advise(
         if "no prefill to replay" in note:  # why the prefill what-ifs do not apply (a training, decode run)
             print_lines(note, first="note: ", indent="  ", style="dim")
     if advice.ranked:
-        print_answer_table(advice_view(j, width=width()))
-        for line in advice_legend(j, width=width()):
+        print_table(advice_view(j, width=out.width), answer=True)
+        for line in advice_legend(j, width=out.width):
             print_lines(line, indent="  ", style="dim")
     for i, line in enumerate(advice_lines(j), start=1):
         print_lines(line, first=f"{i}. ", indent=" " * len(f"{i}. "))

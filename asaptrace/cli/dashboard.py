@@ -1,4 +1,4 @@
-"""``asaptrace dashboard``: explore stores in the browser (:func:`dashboards.create_app`)."""
+"""``asaptrace dashboard``: explore stores in the browser (:func:`asaptrace_dashboards.create_app`)."""
 
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ def dashboard(
     Example: asaptrace dashboard coupled.store asap.store --port 8050
     """
     from asaptrace.pipeline import open_store
-    from dashboards import create_app
-    from dashboards.server import serve
+    from asaptrace_dashboards import create_app
+    from asaptrace_dashboards.server import serve
 
     for path in stores:  # each must be a store before anything is served (one line if not)
         open_store(path)

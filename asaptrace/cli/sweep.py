@@ -19,6 +19,8 @@ from asaptrace.cli._common import (
     err,
     out,
     print_json,
+    print_lines,
+    print_table,
     user_errors,
     write_tables,
 )
@@ -217,17 +219,16 @@ def _print_sweep(res: Any) -> None:
     """The sweep's tables as every face shows them (:func:`asaptrace.views.sweep.sweep_views`, in
     the short layout on a narrow terminal), the paper's numbers beside ours, and the reading, every
     line wrapped to the terminal."""
-    from asaptrace.cli._answer import print_answer_table, print_lines, width
     from asaptrace.views.sweep import paper_shares_line, sweep_at_1rps_line, sweep_header, sweep_views
     from asaptrace.views.table import narrow
 
     for line in sweep_header(res):
         print_lines(line, indent="  ")
-    for view in sweep_views(res, width=width()):
-        print_answer_table(view)
+    for view in sweep_views(res, width=out.width):
+        print_table(view, answer=True)
         if view.name == "sweep-slo":
             print_lines(view.caption, indent="  ", style="dim")
-            if narrow(width()):
+            if narrow(out.width):
                 print_lines(sweep_at_1rps_line(res), indent="  ", style="dim")
         if view.name == "sweep-decomposition":
             paper = paper_shares_line(res)

@@ -56,36 +56,46 @@ def replay_store(
     fit quality, written there as TOML (for ``--costs``).
     """
     from asaptrace.executors import resolve_executor
-    from asaptrace.replay.whatif.explore import parse_vary, replay_explored
+    from asaptrace.replay.whatif.explore import explore_whatif, parse_vary
     from asaptrace.replay.whatif.measured import extract_measured_work
-    from asaptrace.replay.whatif.run import save_result_costs
+    from asaptrace.replay.whatif.replayed_store import write_replay_store
+    from asaptrace.replay.whatif.run import replay_measured_work, resolve_costs, save_result_costs
     from asaptrace.store import check_store_target
 
     t0 = time.perf_counter()
+    say = progress or (lambda _m: None)
     specs = [parse_vary(v) for v in vary]  # a bad spec fails before any simulation
     if split not in (None, "auto"):
         raise UsageError(f"--split takes auto, not {split!r}")
     if out is not None:
         check_store_target(out, overwrite=overwrite)
     runner = resolve_executor(executor, jobs=jobs, address=ray_address)  # a bad name fails here too
-    (progress or (lambda _m: None))("extracting the workload")
+    say("extracting the workload")
     # the coupled replay re-runs what was measured, whatever its phase (a consistency check, on
     # a training run too); every other policy is a what-if of MoE prefill: prefill steps only
     wl = extract_measured_work(open_store(store_path), prefill_only=policy != "coupled")
-    result = replay_explored(
+    source = str(store_path)
+    # fit → explore → replay → write, each one call: the costs fitted (or read) once for all of it
+    fit = resolve_costs(wl, costs)
+    found = explore_whatif(
         wl,
         policy,
         params=dict(params or {}),
-        costs=costs,
-        attribute=attribute,
+        costs=fit.model,
         split=split,
         specs=specs,
         executor=runner,
-        source=str(store_path),
-        out=out,
-        overwrite=overwrite,
+        source=source,
         progress=progress,
     )
+    say(f"replaying {policy} (reference replay, the policy, the counterfactuals of its causes)")
+    result = replay_measured_work(
+        wl, policy, params=found.params, costs=fit, attribute=attribute, source=source
+    )
+    result = replace(result, splits=found.splits, vary=found.vary, tornado=found.tornado)
+    if out is not None:
+        say("writing the replay store")
+        result = replace(result, out=str(write_replay_store(result, wl, out, overwrite=overwrite)))
     if save_costs is not None:
         save_result_costs(result, save_costs)
     return replace(result, seconds=time.perf_counter() - t0)

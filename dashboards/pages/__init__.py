@@ -8,7 +8,16 @@ Pages, in the order of the navigation bar: ``overview``, ``timeline``, ``barrier
 share (run / cancel, progress, polling a job).
 """
 
-from dashboards.pages import barriers, compare, imbalance, overlap, overview, replay, sweep, timeline
+from asaptrace_dashboards.pages import (
+    barriers,
+    compare,
+    imbalance,
+    overlap,
+    overview,
+    replay,
+    sweep,
+    timeline,
+)
 
 #: In the order of the navigation bar.
 PAGES = (overview, timeline, barriers, imbalance, overlap, replay, sweep, compare)

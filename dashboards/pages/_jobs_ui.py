@@ -7,9 +7,9 @@ from typing import Any
 
 from dash import Input, Output, State, html, no_update
 
-from dashboards._memo import Memo
-from dashboards.components import message
-from dashboards.jobs import Jobs
+from asaptrace_dashboards._memo import Memo
+from asaptrace_dashboards.components import message
+from asaptrace_dashboards.jobs import Jobs
 
 #: How often a page asks for its job's progress (ms).
 POLL_MS = 400

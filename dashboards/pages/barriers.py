@@ -21,8 +21,8 @@ from asaptrace.views.barriers import (
 from asaptrace.viz.barrier import imposed_wait_ranking, wait_heatmap
 from asaptrace.viz.theme import instance_from_label, rank_from_label
 from asaptrace.viz.timeline import timeline_figure
-from dashboards.components import graph, message, table
-from dashboards.state import Stores, StoreUnavailable
+from asaptrace_dashboards.components import graph, message, table
+from asaptrace_dashboards.state import Stores, StoreUnavailable
 
 PATH, TITLE = "/barriers", "Barriers"
 HINT = "Click a cell of the heatmap to see that barrier instance's lanes and its arrival order."

@@ -11,8 +11,8 @@ from asaptrace import pipeline
 from asaptrace.views.compare import compare_views
 from asaptrace.viz.breakdown import group_stacked_bars
 from asaptrace.viz.theme import fit_top
-from dashboards.components import graph, message, table
-from dashboards.state import Stores, StoreUnavailable
+from asaptrace_dashboards.components import graph, message, table
+from asaptrace_dashboards.state import Stores, StoreUnavailable
 
 PATH, TITLE = "/compare", "Compare"
 #: the width of each of the two figures side by side, on a narrow screen (their titles and legends fit it)

@@ -9,8 +9,8 @@ from dash import Input, Output, dcc, html
 
 from asaptrace.views.diagnosis import imbalance_steps_view
 from asaptrace.viz.imbalance import attention_vs_sum_sq, imbalance_ratios
-from dashboards.components import graph, message, table
-from dashboards.state import Stores, StoreUnavailable
+from asaptrace_dashboards.components import graph, message, table
+from asaptrace_dashboards.state import Stores, StoreUnavailable
 
 PATH, TITLE = "/imbalance", "Imbalance"
 

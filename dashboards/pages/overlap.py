@@ -9,8 +9,8 @@ from dash import Input, Output, html
 
 from asaptrace.views.diagnosis import overlap_roles_view
 from asaptrace.viz.breakdown import group_stacked_bars, overlap_per_device
-from dashboards.components import graph, message, table
-from dashboards.state import Stores, StoreUnavailable
+from asaptrace_dashboards.components import graph, message, table
+from asaptrace_dashboards.state import Stores, StoreUnavailable
 
 PATH, TITLE = "/overlap", "Overlap"
 

@@ -9,8 +9,8 @@ from dash import Input, Output, dcc, html
 from asaptrace.views.advice import advice_lines, advice_view
 from asaptrace.views.diagnosis import findings_view, headline_rows
 from asaptrace.views.store import store_provenance, store_sources
-from dashboards.components import message, table, text_table
-from dashboards.state import Stores, StoreUnavailable
+from asaptrace_dashboards.components import message, table, text_table
+from asaptrace_dashboards.state import Stores, StoreUnavailable
 
 PATH, TITLE = "/", "Overview"
 

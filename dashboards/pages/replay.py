@@ -19,10 +19,10 @@ from asaptrace.views.replay import (
 )
 from asaptrace.views.table import ONLINE_QUESTION, PAPER_QUESTION, REPLAY_QUESTION
 from asaptrace.viz.replay import recovered_waterfall, replay_steps
-from dashboards.components import graph, message, table
-from dashboards.jobs import Jobs, JobsBusy
-from dashboards.pages._jobs_ui import POLL_MS, buttons, register_job_controls
-from dashboards.state import Stores, StoreUnavailable
+from asaptrace_dashboards.components import graph, message, table
+from asaptrace_dashboards.jobs import Jobs, JobsBusy
+from asaptrace_dashboards.pages._jobs_ui import POLL_MS, buttons, register_job_controls
+from asaptrace_dashboards.state import Stores, StoreUnavailable
 
 PATH, TITLE = "/replay", "Replay"
 #: Its callbacks follow a background job: their replies are never kept (dashboards/replies.py).

@@ -16,9 +16,9 @@ from asaptrace import pipeline
 from asaptrace.views.sweep import sweep_header, sweep_views
 from asaptrace.views.table import PAPER_QUESTION
 from asaptrace.viz.sweep import sensitivity_tornado, ttft_curves
-from dashboards.components import graph, message, table
-from dashboards.jobs import Jobs, JobsBusy
-from dashboards.pages._jobs_ui import POLL_MS, buttons, register_job_controls
+from asaptrace_dashboards.components import graph, message, table
+from asaptrace_dashboards.jobs import Jobs, JobsBusy
+from asaptrace_dashboards.pages._jobs_ui import POLL_MS, buttons, register_job_controls
 
 PATH, TITLE = "/sweep", "Sweep"
 #: Its callbacks follow a background job: their replies are never kept (dashboards/replies.py).

@@ -8,8 +8,8 @@ from dash import Input, Output, dcc, html
 
 from asaptrace.viz.theme import empty_figure
 from asaptrace.viz.timeline import timeline_figure, worst_window
-from dashboards.components import graph, message
-from dashboards.state import Stores, StoreUnavailable
+from asaptrace_dashboards.components import graph, message
+from asaptrace_dashboards.state import Stores, StoreUnavailable
 
 PATH, TITLE = "/timeline", "Timeline"
 

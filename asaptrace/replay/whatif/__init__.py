@@ -6,9 +6,10 @@ Modules, in the order data flows through them:
 * :mod:`~asaptrace.replay.whatif.measured` — ``extract_measured_work(store) -> MeasuredWork``: what
   the run did, wait removed (chains of collective instances, per-layer items, pool and transfers);
 * :mod:`~asaptrace.replay.whatif.run` — ``replay_measured_work(wl, policy, ...) -> ReplayResult``
-  (+ JSON); the pipeline's ``replay_store`` opens, extracts, replays and writes;
+  (+ JSON); the pipeline's ``replay_store`` composes them: extract, fit the costs, explore, replay,
+  write;
 * :mod:`~asaptrace.replay.whatif.explore` — around one what-if: the best split (``--split auto``)
-  and the answer's range (``--vary``);
+  and the answer's range (``--vary``), ``explore_whatif(...) -> Exploration`` (no writing);
 * :mod:`~asaptrace.replay.whatif.replayed_store` — a replay drawn as canonical store tables;
 * :mod:`~asaptrace.replay.whatif.simulate` — online serving of one policy at one rate (a request
   stream through the policy's ``serve()``), each TTFT explained;

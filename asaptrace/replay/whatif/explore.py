@@ -14,6 +14,9 @@
   the value) and ``costs`` (``fitted`` or ``default``: DOMAIN §3's figures) — and
   :func:`replay_tornado` gives each knob's swing of the recovered time.
 
+:func:`explore_whatif` does both for ``replay`` and returns an :class:`Exploration` (the parameters
+to replay, the rows); the pipeline fits the costs before it, and replays and writes after it.
+
 Every split and every knob value is an independent replay: both take an ``executor``
 (:func:`asaptrace.executors.resolve_executor`; default this process) and run one task per
 split or value — on a Ray cluster, one Ray task each, the workload shipped once — with the rows in
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -288,52 +291,50 @@ def replay_tornado(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(out.values(), key=lambda e: e["recovered_min_ns"] - e["recovered_max_ns"])
 
 
-def replay_explored(
+@dataclass(frozen=True)
+class Exploration:
+    """What was explored around one what-if before it is replayed with its causes: the parameters
+    to replay (under ``--split auto`` the best split's), every split's row (:func:`search_splits`),
+    each ``--vary`` value's row (:func:`vary_row`) and the tornado over them (None: not asked)."""
+
+    params: dict[str, Any]
+    splits: list[dict[str, Any]] | None = None
+    vary: list[dict[str, Any]] | None = None
+    tornado: list[dict[str, Any]] | None = None
+
+
+def explore_whatif(
     wl: MeasuredWork,
     policy: str,
     *,
     params: dict[str, Any],
-    costs: Any = None,
-    attribute: bool = True,
+    costs: CostModel,
     split: str | None = None,
-    specs: list[tuple[str, list[str]]] = (),  # type: ignore[assignment]
-    executor: Any = None,
+    specs: Sequence[tuple[str, Sequence[str]]] = (),
+    executor: Executor | None = None,
     source: str = "",
-    out: Any = None,
-    overwrite: bool = False,
-    progress: Any = None,
-) -> Any:
-    """The what-if a user asks ``replay`` for: with ``split="auto"`` at the best split
-    (:func:`best_split`), replayed with its causes (:func:`~asaptrace.replay.whatif.run.replay_measured_work`),
-    re-run at each ``--vary`` value (:func:`vary_replay`, the tornado), and written as a store at
-    ``out``. The costs are fitted (or read) once for all of it; the splits and the values run on
-    ``executor`` in one session (a process pool or a Ray instance)."""
+    progress: Callable[[str], None] | None = None,
+) -> Exploration:
+    """Around the what-if a user asks ``replay`` for, before it is replayed: with ``split="auto"``
+    the best split (:func:`best_split`), then each ``--vary`` value re-run at it (:func:`vary_replay`,
+    the tornado), on ``costs`` fitted (or read) once by the caller. The splits and the values run on
+    ``executor`` in one session (a process pool or a Ray instance). Replays only; writes nothing."""
     from contextlib import nullcontext
 
     from asaptrace.executors import session
-    from asaptrace.replay.whatif.replayed_store import write_replay_store
-    from asaptrace.replay.whatif.run import replay_measured_work, resolve_costs
 
     say = progress or (lambda _msg: None)
-    fit = resolve_costs(wl, costs)
-    splits = rows = None
+    found = Exploration(params=params)
     with session(executor) if executor is not None and (split == "auto" or specs) else nullcontext():
         if split == "auto":
             say("replaying every attention/expert split of the store's device total")
             try:
-                splits, params = best_split(wl, policy, params, fit.model, executor=executor)
+                splits, best = best_split(wl, policy, params, costs, executor=executor)
             except UsageError as e:
                 raise UsageError(str(e), path=source or None) from None
+            found = replace(found, params=best, splits=splits)
         if specs:
             say("replaying each --vary value")
-            rows = vary_replay(wl, policy, params, fit.model, specs, executor=executor)
-    say(f"replaying {policy} (reference replay, the policy, the counterfactuals of its causes)")
-    result = replay_measured_work(wl, policy, params=params, costs=costs, attribute=attribute, source=source)
-    changes: dict[str, Any] = {"splits": splits}
-    if rows is not None:
-        changes |= {"vary": rows, "tornado": replay_tornado(rows)}
-    result = replace(result, **changes)
-    if out is not None:
-        say("writing the replay store")
-        result = replace(result, out=str(write_replay_store(result, wl, out, overwrite=overwrite)))
-    return result
+            rows = vary_replay(wl, policy, found.params, costs, specs, executor=executor)
+            found = replace(found, vary=rows, tornado=replay_tornado(rows))
+    return found
