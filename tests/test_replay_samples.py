@@ -115,6 +115,18 @@ def test_disaggregated_store_is_replayed_with_its_own_semantics(root):
     assert not r.consistency["exact_by_construction"]  # on rescaled costs: a real check of them
 
 
+@pytest.mark.parametrize("params", [{}, {"expert_failure": True}])
+def test_coupled_on_a_disaggregated_store_names_the_move_to_coupled_as_a_cause(root, params):
+    # the what-if's whole change from the measured split (the asap reference) is the move to the
+    # coupled deployment, then the knob's own; before, plain coupled listed no cause and the
+    # replay failed its own accounting check (causes summed to 0 ns, not the total)
+    r = replay_store(sample_store("disaggregated", root).path, "coupled", params=params)
+    causes = list(r.recovered_ns)
+    assert causes == ["coupled_deployment"] + (["expert_failure"] if params else [])
+    assert sum(r.recovered_ns.values()) == r.baseline_ns - r.replayed_ns
+    assert r.recovered_ns["coupled_deployment"] < 0  # the barrier comes back: slower than the split
+
+
 def test_real_dlrm_trace(shared_data, tmp_path):
     # 8 ranks of one DLRM training step: no MoE layers, but 8 NCCL collectives (5 all-to-all,
     # 3 all-reduce) matched across every rank. Segmentation gives one step; each collective is a

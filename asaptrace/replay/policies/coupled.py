@@ -43,10 +43,18 @@ class Coupled(LockstepPolicy):
     failed_rank: int = 0
 
     def counterfactuals(self, wl: MeasuredWork) -> list[tuple[str, Policy]]:
-        """Plain coupled recovers nothing; with a knob turned, the whole change is that knob's."""
+        """On a coupled store plain coupled recovers nothing, and with a knob turned the whole change
+        is that knob's. On a disaggregated store the move to the coupled deployment comes first
+        (``coupled_deployment``, usually negative: the barrier comes back), then the knob's."""
+        knob: list[tuple[str, Policy]] = []
         if self.expert_failure:
-            return [("expert_failure", self)]
-        return [("collective_factor", self)] if self.k_s != 1.0 else []
+            knob = [("expert_failure", self)]
+        elif self.k_s != 1.0:
+            knob = [("collective_factor", self)]
+        if wl.deployment == "coupled":
+            return knob
+        plain = replace(self, expert_failure=False, k_s=1.0)
+        return [("coupled_deployment", plain if knob else self), *knob]
 
     def step_chains(self, wl: MeasuredWork, step: int, costs: CostModel) -> list[StepChain]:
         chain = scale_transfers(super().step_chains(wl, step, costs)[0], self.k_s)
