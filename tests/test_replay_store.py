@@ -101,7 +101,10 @@ def test_cli_replay_prints_the_consistency_check_and_recovered_time(scenario, tm
     # the question its numbers answer (the online ones answer another: docs/analyses/advise.md)
     assert "these batches as they arrived" in " ".join(res.stdout.split())
     res = run_cli("replay", scenario.path, "--policy", "coupled", "--json")
-    assert json.loads(res.stdout)["steps"][0]["replayed_ns"] == 850 * US
+    j = json.loads(res.stdout)
+    assert j["steps"][0]["replayed_ns"] == 850 * US
+    # the JSON names the same question as the text, as sweep --json and advise's online block do
+    assert j["question"] == "these batches as they arrived"
 
 
 def test_cli_writes_a_store_and_refuses_to_overwrite_it(scenario, tmp_path):
