@@ -15,6 +15,7 @@ from asaptrace.views.replay import (
     consistency_text,
     cost_fit_view,
     deployment_text,
+    no_replay_reason,
     replay_causes_view,
 )
 from asaptrace.views.table import ONLINE_QUESTION, PAPER_QUESTION, REPLAY_QUESTION
@@ -53,6 +54,7 @@ def layout(stores: Any = None) -> html.Div:
     policies = list(_params())
     return html.Div(
         [
+            html.Div(id="rp-applies"),
             html.Div(
                 [
                     html.Label(
@@ -185,7 +187,20 @@ def replay_result(result: dict[str, Any]) -> list:
     ]
 
 
+def applies_note(stores: Stores, key: Any) -> Any:
+    """What the page says before a run: why no replay applies to this store (a training or decode
+    run: the words ``asaptrace replay`` refuses with), or nothing."""
+    try:
+        reason = no_replay_reason(stores.get(key).store.meta)
+    except StoreUnavailable:
+        return None  # the run says why, in the store's own words
+    return message(reason, kind="info", id="rp-no-prefill") if reason else None
+
+
 def register(app, stores: Stores, jobs: Jobs) -> None:
+    app.callback(Output("rp-applies", "children"), Input("store", "value"))(
+        lambda key: applies_note(stores, key)
+    )
     app.callback(
         *(Output(fid, "disabled") for _, fid, _ in KNOBS),
         Output("rp-mech", "options"),
