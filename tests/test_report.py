@@ -181,3 +181,19 @@ def test_sample_reports_are_current(tmp_path):
         assert committed.read_bytes() == path.read_bytes(), (
             f"{committed} is stale: run python reports/regenerate.py"
         )
+
+
+def test_a_single_rank_is_its_own_clock_not_a_rank_left_unaligned(tmp_path):
+    # one rank: the clock status is single_rank, the rank is the reference; its residual is null
+    # (nothing to compare with), which must not read as "1 rank not aligned"
+    from asaptrace import pipeline
+    from tests._analysis_helpers import GEMM, RankTrace, ingest, write_traces
+
+    t = RankTrace(rank=0, world=1)
+    t.annotation("step[EXTEND bs=1 toks=8]", 0, 500)
+    t.kernel(GEMM, 100, 100, launch_at=50)
+    store = pipeline.enrich_store(ingest(write_traces(tmp_path / "t", [t]), tmp_path / "s"))
+    out = tmp_path / "r.md"
+    assert run_cli("report", store.path, "--format", "md", "-o", out).code == 0
+    clock = next(line for line in out.read_text().splitlines() if line.startswith("- clock alignment"))
+    assert "status single_rank; reference rank 0" in clock and clock.endswith("ranks not aligned 0")

@@ -132,7 +132,13 @@ def _provenance(diag: Diagnosis, store_meta: dict[str, Any], root: Path | None) 
         "instances used": clock.get("n_instances", "–"),
         "largest offset": human_ns(clock_t.get_column("offset_ns").abs().max()) if clock_t.height else "–",  # type: ignore[arg-type]
         "largest residual": human_ns(residual.abs().max()) if residual.drop_nulls().len() else "–",  # type: ignore[arg-type]
-        "ranks not aligned": str(residual.null_count()),
+        # the reference rank is the clock the others are aligned to: never "not aligned" itself
+        # (a single rank has no residual, and nothing to align)
+        "ranks not aligned": str(
+            clock_t.filter(
+                pl.col("residual_ns").is_null() & pl.col("rank").ne_missing(clock.get("reference_rank"))
+            ).height
+        ),
     }
     taxonomy = store_meta.get("taxonomy") or {}
     return {
