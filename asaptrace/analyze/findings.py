@@ -155,13 +155,20 @@ def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
     worst = b.sort("wait_ns", descending=True).row(0, named=True)
     first = b.filter(pl.col("instance") == b.get_column("instance").min())
     fw = first.sort("wait_ns", descending=True).row(0, named=True)
+    # the first instance shows whether the wait is there from the start; when the longest wait is
+    # that instance's, saying it twice would read as two different waits
+    at_first = (
+        " It was the first instance."
+        if (fw["instance"], fw["rank"]) == (worst["instance"], worst["rank"])
+        else f" At the first instance ({_where(fw)}) rank {fw['rank']} waited longest "
+        f"({text_ns(fw['wait_ns'])}) and rank {fw['last_rank']} arrived last."
+    )
     out.append(
         Finding(
             "longest_wait",
             "info",
             f"Longest single wait (total): rank {worst['rank']} waited {text_ns(worst['wait_ns'])} at {_where(worst)} for "
-            f"rank {worst['last_rank']}. At the first instance ({_where(fw)}) rank {fw['rank']} waited longest "
-            f"({text_ns(fw['wait_ns'])}) and rank {fw['last_rank']} arrived last.",
+            f"rank {worst['last_rank']}.{at_first}",
             data={
                 "rank": worst["rank"],
                 "wait_ns": worst["wait_ns"],
@@ -176,7 +183,9 @@ def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
 
 
 def _where(row: dict[str, Any]) -> str:
-    op = row["op"] if row["kind"] != "collective" else row["op"].split("(")[0][:40]
+    """Where a wait was: its op as the barrier tables show it (a collective kernel without its
+    argument list), then its step, layer and micro-batch."""
+    op = row["op"] if row["kind"] != "collective" else row["op"].split("(")[0]
     parts = [op]
     for key in ("step", "layer", "micro_batch"):
         if row.get(key) is not None:
