@@ -188,3 +188,16 @@ def test_the_advice_header_names_the_makespan_its_lines_are_measured_against():
             head
             == "d.store: disaggregated, 32 devices, measured makespan 13.4 s; what each change would win back:"
         )
+
+
+def test_an_empty_imbalance_table_says_what_would_fill_it():
+    from asaptrace.views.diagnosis import empty_reason
+
+    def ranks(n: int) -> dict[str, pl.DataFrame]:
+        return {"step_breakdown": pl.DataFrame({"rank": list(range(n)), "dp_group": [None] * n})}
+
+    # several ranks without groups: --parallel names the groups, so the line says to pass it
+    assert empty_reason("imbalance_by_step", ranks(2)).endswith("(pass --parallel)")
+    # one rank (a single-GPU serving trace): no option makes groups of one rank, so none is offered
+    one = empty_reason("imbalance_by_step", ranks(1))
+    assert one.startswith("one rank traced") and "--parallel" not in one
