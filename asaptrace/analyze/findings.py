@@ -108,7 +108,9 @@ def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
                 f"No barrier (asynchronous deployment): attention devices wait only for their own results — "
                 f"{text_ns(raw / n_att)} of total wait per attention device in combine receives, over "
                 f"{plural(n_att, 'attention device')}, of which {text_ns(exposed / n_att)} is exposed "
-                f"(compute idle), {percent(share)} of step time.",
+                # the share is of every device's step time (the expert devices' too, as the headline's
+                # wait share); under 1 % it keeps a decimal rather than read "0%" of a real wait
+                f"(compute idle), {percent(share, 1 if share < 0.01 else 0)} of all devices' step time.",
                 cost_ns=exposed // n_ranks,
                 data={
                     "receive_wait_ns": raw,
