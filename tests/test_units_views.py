@@ -201,3 +201,20 @@ def test_an_empty_imbalance_table_says_what_would_fill_it():
     # one rank (a single-GPU serving trace): no option makes groups of one rank, so none is offered
     one = empty_reason("imbalance_by_step", ranks(1))
     assert one.startswith("one rank traced") and "--parallel" not in one
+
+
+def test_the_sweep_legend_explains_the_lower_bound_mark_only_where_one_is_shown():
+    from asaptrace.views.sweep import sweep_slo_view
+
+    res = {
+        "policies": ["coupled", "asap"],
+        "slo_rps": {"coupled": 3.35, "asap": 4.0},
+        "slo_censored": {"coupled": False, "asap": False},
+        "ratios": {"coupled": 1.0, "asap": 1.19},
+        "seeds": [0],
+    }
+    # no policy met the SLO at every rate swept: no "≥" in the table, none in its legend
+    view = sweep_slo_view(res)
+    assert "≥" not in " ".join(str(v) for v in view.rows.row(1)) and "≥" not in view.caption
+    view = sweep_slo_view(res | {"slo_censored": {"coupled": False, "asap": True}})
+    assert view.rows.row(1)[1] == "≥ 4.00" and view.caption.startswith("≥: the SLO was met at every rate")
