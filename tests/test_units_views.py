@@ -218,3 +218,11 @@ def test_the_sweep_legend_explains_the_lower_bound_mark_only_where_one_is_shown(
     assert "≥" not in " ".join(str(v) for v in view.rows.row(1)) and "≥" not in view.caption
     view = sweep_slo_view(res | {"slo_censored": {"coupled": False, "asap": True}})
     assert view.rows.row(1)[1] == "≥ 4.00" and view.caption.startswith("≥: the SLO was met at every rate")
+
+
+def test_the_timeline_window_says_worst_only_when_a_wait_points_there():
+    from asaptrace.views.barriers import window_text
+
+    assert window_text(1, (2, 4)) == "step 1, layers 2–4 (where the summed wait is largest)"
+    # no wait inside a layer (a training step, a single device): the first step whole, not "worst"
+    assert window_text(10, None) == "step 10, the whole step (no wait inside a layer to point at)"

@@ -64,7 +64,9 @@ def report_figures(
         figs.append(
             FigureView(
                 "fig-timeline",
-                timeline.timeline_figure(timeline_spans, title="Device timeline of the worst layers"),
+                timeline.timeline_figure(
+                    timeline_spans, title="Device timeline (the window named above the figures)"
+                ),
                 "lanes per rank and stream; the last lane of each rank is its barrier wait",
             )
         )
