@@ -111,6 +111,9 @@ def test_cli_writes_a_store_and_refuses_to_overwrite_it(scenario, tmp_path):
     out = tmp_path / "r.store"
     assert run_cli("replay", scenario.path, "--policy", "coupled", "-o", out).code == 0
     assert TraceStore.open(out).meta["replay"]["policy"] == "coupled"
+    # a replayed store has one simulated clock: its analysis says nothing of clocks "aligned"
+    text = run_cli("analyze", out).stdout
+    assert "Clocks aligned" not in text and "clock skew" not in text
     again = run_cli("replay", scenario.path, "--policy", "coupled", "-o", out)
     assert again.code == 2 and "--force" in again.stderr
     assert run_cli("replay", scenario.path, "--policy", "coupled", "-o", out, "--force").code == 0
