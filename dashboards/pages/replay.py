@@ -15,7 +15,6 @@ from asaptrace.views.replay import (
     consistency_text,
     cost_fit_view,
     deployment_text,
-    no_replay_reason,
     replay_causes_view,
 )
 from asaptrace.views.table import ONLINE_QUESTION, PAPER_QUESTION, REPLAY_QUESTION
@@ -190,6 +189,8 @@ def replay_result(result: dict[str, Any]) -> list:
 def applies_note(stores: Stores, key: Any) -> Any:
     """What the page says before a run: why no replay applies to this store (a training or decode
     run: the words ``asaptrace replay`` refuses with), or nothing."""
+    from asaptrace.views.replay import no_replay_reason
+
     try:
         reason = no_replay_reason(stores.get(key).store.meta)
     except StoreUnavailable:
