@@ -82,3 +82,7 @@ def test_first_all_to_all_names_who_waited_and_who_was_late(dlrm):
     longest = next(f for f in diag.findings if f.code == "longest_wait")
     assert longest.data["first_instance_longest_wait_rank"] == earliest
     assert longest.data["first_instance_last_rank"] == latest
+    # that wait (7.6 ms) is also the run's longest: the sentence names the kernel as the table does
+    # (not cut to 40 characters, "…Sum_int8" for "…Sum_int8_t") and says "first instance" once
+    assert f"at {i0.get_column('op')[0].split('(')[0]}, step" in longest.text  # its argument list left out
+    assert longest.text.count("first instance") == 1 and "It was the first instance." in longest.text

@@ -130,6 +130,8 @@ def test_compare_says_share_deltas_in_percentage_points(narrow):
     # wait share 25.1% → 27.4% (the samples' own numbers): +2.3 pp, never "2.3%"
     assert re.search(r"wait share\s+25\.1%\s+27\.4%\s+\+2\.3 pp", text), text
     assert "mean_step_time_ns" not in text and "mean step time" in text
+    # the tables' "a" and "b" are named once, first: which store is which
+    assert re.match(r"a = \S+, b =\s+\S+", text) and text.index("a = ") < text.index("a vs b")
 
 
 def test_ingest_help_keeps_the_ray_extra():

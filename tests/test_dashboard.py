@@ -286,6 +286,24 @@ def test_a_replay_on_an_unreadable_store_is_a_message_not_a_job(stores):
     assert msg.children.startswith("cannot read store missing.store") and jobs._jobs == {}
 
 
+def test_the_replay_page_says_up_front_when_the_store_has_no_prefill(stores, tmp_path):
+    from tests._analysis_helpers import GEMM, RankTrace, ingest, write_traces
+
+    # one decode step (SGLang's annotation) and one kernel: nothing a prefill what-if can replay
+    d = RankTrace(rank=0, world=1)
+    d.annotation("step[DECODE bs=2 toks=2]", 0, 500)
+    d.kernel(GEMM, 100, 100, launch_at=50)
+    decode = pipeline.enrich_store(ingest(write_traces(tmp_path / "t", [d]), tmp_path / "s"))
+    # the page shows, before any run, the line `asaptrace replay` refuses with
+    refusal = run_cli("replay", decode.path).stderr
+    note = replay.applies_note(Stores([decode.path]), "0")
+    assert note.id == "rp-no-prefill" and "no prefill to replay (1 decode step)" in note.children
+    assert note.children in " ".join(refusal.split())
+    # a prefill store, or one that cannot be read (the run says why), shows nothing up front
+    assert replay.applies_note(stores, "0") is None and replay.applies_note(stores, "2") is None
+    assert _find(replay.layout(), "rp-applies") is not None
+
+
 # ---------------------------------------------------------------------------------------------- sweep
 def test_sweep_page_says_so_when_the_pipeline_has_no_sweep(monkeypatch):
     monkeypatch.delattr(pipeline, "sweep", raising=False)

@@ -248,3 +248,24 @@ def test_the_reading_says_which_published_rates_no_scheduler_could_serve():
     text = _above_bounds(result, {"coupled": 6.8, "asap": 20})
     assert "asap 20 against a bound of 5.85 (MoE pool)" in text and "coupled" not in text
     assert _above_bounds(result, {"coupled": 6.8, "asap": 5}) == ""
+
+
+def test_a_sweep_finds_each_capacity_bound_once_per_policy_and_seed(tmp_path, monkeypatch):
+    # the bound depends on the policy and the stream's lengths only, not on the rate: a sweep of
+    # 2 policies on 2 seeds (each seed draws its own stream) needs 2 × 2 = 4 bounds, however many
+    # curve points (auto grid, bisection, the 1 RPS reference and the decomposition rate) it runs
+    from asaptrace.replay.whatif import sweep as sweep_mod
+
+    calls: list[str] = []
+    real = sweep_mod.capacity_of
+    monkeypatch.setattr(sweep_mod, "capacity_of", lambda p, sc, opt: calls.append(p) or real(p, sc, opt))
+    sc = load_scenario().with_knobs(HAND)
+    store = _store(tmp_path / "s.store", [1024] * 100)
+    opt = SweepOptions(
+        policies=("coupled", "asap"), workload=store, min_arrivals=500, bisection_steps=2, seeds=(0, 1)
+    )
+    out = run_sweep(sc, opt)
+    points = sum(len(c) for c in out["curves"].values())
+    assert points > 8 and sorted(calls) == ["asap", "asap", "coupled", "coupled"]
+    # and the result reports the first seed's bounds, the ones its curves were judged by
+    assert out["capacity"]["coupled"] == real("coupled", sc.with_knobs({"seed": 0}), opt)

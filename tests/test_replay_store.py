@@ -101,13 +101,19 @@ def test_cli_replay_prints_the_consistency_check_and_recovered_time(scenario, tm
     # the question its numbers answer (the online ones answer another: docs/analyses/advise.md)
     assert "these batches as they arrived" in " ".join(res.stdout.split())
     res = run_cli("replay", scenario.path, "--policy", "coupled", "--json")
-    assert json.loads(res.stdout)["steps"][0]["replayed_ns"] == 850 * US
+    j = json.loads(res.stdout)
+    assert j["steps"][0]["replayed_ns"] == 850 * US
+    # the JSON names the same question as the text, as sweep --json and advise's online block do
+    assert j["question"] == "these batches as they arrived"
 
 
 def test_cli_writes_a_store_and_refuses_to_overwrite_it(scenario, tmp_path):
     out = tmp_path / "r.store"
     assert run_cli("replay", scenario.path, "--policy", "coupled", "-o", out).code == 0
     assert TraceStore.open(out).meta["replay"]["policy"] == "coupled"
+    # a replayed store has one simulated clock: its analysis says nothing of clocks "aligned"
+    text = run_cli("analyze", out).stdout
+    assert "Clocks aligned" not in text and "clock skew" not in text
     again = run_cli("replay", scenario.path, "--policy", "coupled", "-o", out)
     assert again.code == 2 and "--force" in again.stderr
     assert run_cli("replay", scenario.path, "--policy", "coupled", "-o", out, "--force").code == 0

@@ -117,7 +117,25 @@ def test_markdown_variant_has_the_same_findings_and_escapes(hostile, tmp_path):
     assert run_cli("report", store.path, "--format", "md", "-o", out).code == 0
     md = out.read_text()
     assert md.startswith("# asaptrace report") and "## Provenance" in md and "## Command" in md
-    assert "<script" not in md and "<img" not in md and "&lt;img src=x onerror=alert(1)&gt;" in md
+    # no tag can open (every `<` before a letter or `/` is backslash-escaped) and no HTML entity is
+    # written: the raw file reads like the trace, a renderer shows the escaped `<` as a plain `<`
+    assert not re.search(r"(?<!\\)<[A-Za-z/!?]", md) and "&lt;" not in md and "&amp;" not in md
+    assert (
+        r"nccl_AllReduce\<script>alert" in md
+        and r'"\>' not in md
+        and r'">\<img src=x onerror=alert(1)>' in md
+    )
+
+
+def test_markdown_text_keeps_kernel_names_readable():
+    # a templated kernel name is the common case: `<4` opens no tag, so it stays verbatim; a pipe
+    # would split the table cell, so it is escaped, even in a code span (GitHub unescapes it there);
+    # a code span's inside shows literally, so `<file>` in one is left alone
+    from asaptrace.report.render import _md
+
+    assert _md("void k<4, bf16>(float*)") == "void k<4, bf16>(float*)"
+    assert _md("a|b `c|d <file>` <e>") == r"a\|b `c\|d <file>` \<e>"
+    assert _md("x&lt;y & z\nnext") == r"x\&lt;y & z next"
 
 
 def test_bad_store_or_output_is_one_line_and_exit_2(coupled_store, tmp_path):
@@ -163,3 +181,19 @@ def test_sample_reports_are_current(tmp_path):
         assert committed.read_bytes() == path.read_bytes(), (
             f"{committed} is stale: run python reports/regenerate.py"
         )
+
+
+def test_a_single_rank_is_its_own_clock_not_a_rank_left_unaligned(tmp_path):
+    # one rank: the clock status is single_rank, the rank is the reference; its residual is null
+    # (nothing to compare with), which must not read as "1 rank not aligned"
+    from asaptrace import pipeline
+    from tests._analysis_helpers import GEMM, RankTrace, ingest, write_traces
+
+    t = RankTrace(rank=0, world=1)
+    t.annotation("step[EXTEND bs=1 toks=8]", 0, 500)
+    t.kernel(GEMM, 100, 100, launch_at=50)
+    store = pipeline.enrich_store(ingest(write_traces(tmp_path / "t", [t]), tmp_path / "s"))
+    out = tmp_path / "r.md"
+    assert run_cli("report", store.path, "--format", "md", "-o", out).code == 0
+    clock = next(line for line in out.read_text().splitlines() if line.startswith("- clock alignment"))
+    assert "status single_rank; reference rank 0" in clock and clock.endswith("ranks not aligned 0")

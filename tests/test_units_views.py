@@ -171,3 +171,58 @@ def test_one_table_view_for_every_face():
     assert imbalance_steps_view(by_step).columns == ["step", "n_groups", "tokens_ratio"]
     roles = pl.DataFrame({c: [1] for c in [*key_table("overlap_by_role").columns, "extra"]})
     assert overlap_roles_view({"overlap_by_role": roles}).rows.columns == key_table("overlap_by_role").columns
+
+
+def test_the_advice_header_names_the_makespan_its_lines_are_measured_against():
+    from asaptrace.views.advice import advice_header
+
+    j = {"deployment_phrase": "disaggregated, 32 devices", "measured_makespan_ns": 13_414_000_000}
+    # a disaggregated replay is not exact: the what-ifs' "of 13.7 s" is the reference replay's, and
+    # the header says so rather than leave 13.4 s and 13.7 s unexplained
+    head = advice_header(j | {"reference_makespan_ns": 13_681_000_000}, "d.store")
+    assert "measured makespan 13.4 s (the what-ifs are measured against its replay's 13.7 s);" in head
+    # a coupled replay is exact (same reading: said once); no what-if ran (0): nothing to compare
+    for ref in (13_399_000_000, 0):
+        head = advice_header(j | {"reference_makespan_ns": ref}, "d.store")
+        assert (
+            head
+            == "d.store: disaggregated, 32 devices, measured makespan 13.4 s; what each change would win back:"
+        )
+
+
+def test_an_empty_imbalance_table_says_what_would_fill_it():
+    from asaptrace.views.diagnosis import empty_reason
+
+    def ranks(n: int) -> dict[str, pl.DataFrame]:
+        return {"step_breakdown": pl.DataFrame({"rank": list(range(n)), "dp_group": [None] * n})}
+
+    # several ranks without groups: --parallel names the groups, so the line says to pass it
+    assert empty_reason("imbalance_by_step", ranks(2)).endswith("(pass --parallel)")
+    # one rank (a single-GPU serving trace): no option makes groups of one rank, so none is offered
+    one = empty_reason("imbalance_by_step", ranks(1))
+    assert one.startswith("one rank traced") and "--parallel" not in one
+
+
+def test_the_sweep_legend_explains_the_lower_bound_mark_only_where_one_is_shown():
+    from asaptrace.views.sweep import sweep_slo_view
+
+    res = {
+        "policies": ["coupled", "asap"],
+        "slo_rps": {"coupled": 3.35, "asap": 4.0},
+        "slo_censored": {"coupled": False, "asap": False},
+        "ratios": {"coupled": 1.0, "asap": 1.19},
+        "seeds": [0],
+    }
+    # no policy met the SLO at every rate swept: no "≥" in the table, none in its legend
+    view = sweep_slo_view(res)
+    assert "≥" not in " ".join(str(v) for v in view.rows.row(1)) and "≥" not in view.caption
+    view = sweep_slo_view(res | {"slo_censored": {"coupled": False, "asap": True}})
+    assert view.rows.row(1)[1] == "≥ 4.00" and view.caption.startswith("≥: the SLO was met at every rate")
+
+
+def test_the_timeline_window_says_worst_only_when_a_wait_points_there():
+    from asaptrace.views.barriers import window_text
+
+    assert window_text(1, (2, 4)) == "step 1, layers 2–4 (where the summed wait is largest)"
+    # no wait inside a layer (a training step, a single device): the first step whole, not "worst"
+    assert window_text(10, None) == "step 10, the whole step (no wait inside a layer to point at)"

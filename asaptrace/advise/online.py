@@ -35,6 +35,7 @@ from asaptrace.replay.costs import CostFit, CostModel
 from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies import Policy, policy_of
 from asaptrace.replay.serving.scenario import Scenario, load_scenario
+from asaptrace.replay.whatif.questions import ONLINE_QUESTION
 from asaptrace.replay.whatif.run import resolve_costs
 from asaptrace.replay.whatif.sweep import SweepOptions, capacity_of, run_sweep, search_slo
 
@@ -44,7 +45,7 @@ DURATION_S = 60.0
 MIN_ARRIVALS = 2000
 #: the SLO throughput is the median over this many seeds, with its range
 SEEDS = 5
-QUESTION = "served under load, your lengths"
+QUESTION = ONLINE_QUESTION
 #: the cost constants each fitted part sets (what its band scales)
 BAND_PARTS = {
     "attention": ("attn_c0_ms", "attn_c1_ms", "attn_c2_ms"),

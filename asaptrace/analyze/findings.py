@@ -108,7 +108,9 @@ def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
                 f"No barrier (asynchronous deployment): attention devices wait only for their own results — "
                 f"{text_ns(raw / n_att)} of total wait per attention device in combine receives, over "
                 f"{plural(n_att, 'attention device')}, of which {text_ns(exposed / n_att)} is exposed "
-                f"(compute idle), {percent(share)} of step time.",
+                # the share is of every device's step time (the expert devices' too, as the headline's
+                # wait share); under 1 % it keeps a decimal rather than read "0%" of a real wait
+                f"(compute idle), {percent(share, 1 if share < 0.01 else 0)} of all devices' step time.",
                 cost_ns=exposed // n_ranks,
                 data={
                     "receive_wait_ns": raw,
@@ -155,13 +157,20 @@ def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
     worst = b.sort("wait_ns", descending=True).row(0, named=True)
     first = b.filter(pl.col("instance") == b.get_column("instance").min())
     fw = first.sort("wait_ns", descending=True).row(0, named=True)
+    # the first instance shows whether the wait is there from the start; when the longest wait is
+    # that instance's, saying it twice would read as two different waits
+    at_first = (
+        " It was the first instance."
+        if (fw["instance"], fw["rank"]) == (worst["instance"], worst["rank"])
+        else f" At the first instance ({_where(fw)}) rank {fw['rank']} waited longest "
+        f"({text_ns(fw['wait_ns'])}) and rank {fw['last_rank']} arrived last."
+    )
     out.append(
         Finding(
             "longest_wait",
             "info",
             f"Longest single wait (total): rank {worst['rank']} waited {text_ns(worst['wait_ns'])} at {_where(worst)} for "
-            f"rank {worst['last_rank']}. At the first instance ({_where(fw)}) rank {fw['rank']} waited longest "
-            f"({text_ns(fw['wait_ns'])}) and rank {fw['last_rank']} arrived last.",
+            f"rank {worst['last_rank']}.{at_first}",
             data={
                 "rank": worst["rank"],
                 "wait_ns": worst["wait_ns"],
@@ -176,7 +185,9 @@ def _barrier_findings(t: dict[str, pl.DataFrame], n_ranks: int, deployment: str 
 
 
 def _where(row: dict[str, Any]) -> str:
-    op = row["op"] if row["kind"] != "collective" else row["op"].split("(")[0][:40]
+    """Where a wait was: its op as the barrier tables show it (a collective kernel without its
+    argument list), then its step, layer and micro-batch."""
+    op = row["op"] if row["kind"] != "collective" else row["op"].split("(")[0]
     parts = [op]
     for key in ("step", "layer", "micro_batch"):
         if row.get(key) is not None:
@@ -432,7 +443,7 @@ def _ttft_findings(t: dict[str, pl.DataFrame]) -> list[Finding]:
 def _clock_findings(t: dict[str, pl.DataFrame], meta: dict[str, Any]) -> list[Finding]:
     clock = meta.get("clock") or {}
     c = t["clock"]
-    if c.height < 2:
+    if c.height < 2 or clock.get("status") == "replayed":  # a replay has one simulated clock: none aligned
         return []
     if clock.get("status") == "impossible":
         return [

@@ -13,8 +13,10 @@ from asaptrace.cli._common import (
     ParquetOpt,
     check_tables,
     err,
+    out,
     print_json,
     print_table,
+    print_wrapped,
     user_errors,
     write_tables,
 )
@@ -58,5 +60,7 @@ def compare(
         return
     for w in warnings:
         err.print(f"warning: {w}", soft_wrap=True, markup=False, highlight=False)
+    # the tables say "a" and "b" to stay narrow: which store is which, said once above them
+    print_wrapped(out, "", f"a = {a_store}, b = {b_store}")
     for view in compare_views(tables, "a", "b"):
         print_table(view)

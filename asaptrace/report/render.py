@@ -22,6 +22,7 @@ Safe and offline by construction:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from importlib.resources import files
 from pathlib import Path
@@ -63,7 +64,9 @@ def report_figures(
         figs.append(
             FigureView(
                 "fig-timeline",
-                timeline.timeline_figure(timeline_spans, title="Device timeline of the worst layers"),
+                timeline.timeline_figure(
+                    timeline_spans, title="Device timeline (the window named above the figures)"
+                ),
                 "lanes per rank and stream; the last lane of each rank is its barrier wait",
             )
         )
@@ -131,7 +134,13 @@ def _provenance(diag: Diagnosis, store_meta: dict[str, Any], root: Path | None) 
         "instances used": clock.get("n_instances", "–"),
         "largest offset": human_ns(clock_t.get_column("offset_ns").abs().max()) if clock_t.height else "–",  # type: ignore[arg-type]
         "largest residual": human_ns(residual.abs().max()) if residual.drop_nulls().len() else "–",  # type: ignore[arg-type]
-        "ranks not aligned": str(residual.null_count()),
+        # the reference rank is the clock the others are aligned to: never "not aligned" itself
+        # (a single rank has no residual, and nothing to align)
+        "ranks not aligned": str(
+            clock_t.filter(
+                pl.col("residual_ns").is_null() & pl.col("rank").ne_missing(clock.get("reference_rank"))
+            ).height
+        ),
     }
     taxonomy = store_meta.get("taxonomy") or {}
     return {
@@ -225,12 +234,28 @@ def _environment() -> jinja2.Environment:
     )
 
 
+#: What Markdown would read as markup in text outside a code span: a backslash, a ``<`` that could
+#: open an HTML tag or autolink (``<script``, ``</b``, ``<!--``), an ``&`` that could spell an entity
+#: (``&lt;``). A ``<`` before a digit or space (``kernel<4, bf16>``, ``<1K``) opens nothing and stays
+#: as it is, so kernel names read in the raw file as they do in the trace.
+_MD_ACTIVE = re.compile(r"\\|<(?=[A-Za-z/!?])|&(?=#?\w+;)")
+#: A code span: Markdown shows its inside literally, so nothing in it is escaped but the pipe.
+_MD_CODE = re.compile(r"(`[^`]*`)")
+
+
 def _md(text: Any) -> str:
-    """Markdown cell/paragraph text: HTML-active characters and table pipes made literal."""
-    s = str(text)
-    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("\n", " ")):
-        s = s.replace(a, b)
-    return s
+    """Markdown cell/paragraph text: only what Markdown would act on is backslash-escaped.
+
+    Why not HTML entities: a Markdown file is also read raw (a terminal, a diff), where ``&lt;`` is
+    noise; a backslash escape renders as the bare character and keeps the raw text close to the
+    trace's. Code spans (``asaptrace advise``) are kept, their inside as written; a pipe is escaped
+    everywhere (a GitHub table splits cells on it even in a code span, and unescapes it there);
+    newlines become spaces so a string cannot end a table row or a list item.
+    """
+    parts = _MD_CODE.split(str(text))
+    for i in range(0, len(parts), 2):  # even parts lie outside code spans
+        parts[i] = _MD_ACTIVE.sub(lambda m: "\\" + m.group(0), parts[i])
+    return "".join(parts).replace("|", "\\|").replace("\n", " ")
 
 
 def render_report(

@@ -89,7 +89,8 @@ def instance_window(barrier_instances: pl.DataFrame, instance: int) -> dict[str,
 
 
 def window_text(step: int, layers: tuple[int, int] | None) -> str:
-    """The timeline window a report shows: the step and layers where the summed wait is largest."""
+    """The timeline window a report shows: the step and layers where the summed wait is largest;
+    without a wait inside a layer, the first step whole (nothing to point at, so no "worst" said)."""
     if not layers:
-        return f"step {step}, all layers"
+        return f"step {step}, the whole step (no wait inside a layer to point at)"
     return f"step {step}, layers {layers[0]}–{layers[1]} (where the summed wait is largest)"

@@ -151,6 +151,9 @@ def empty_reason(name: str, tables: dict[str, pl.DataFrame], batches_source: str
     if name.startswith("barrier"):
         return no_barrier
     if name == "imbalance_by_step":
+        if not grouped and "rank" in ranks.columns and ranks.get_column("rank").n_unique() <= 1:
+            # --parallel cannot help here: it names groups of ranks, and there is one rank
+            return "one rank traced: imbalance is measured between the DP groups of a step"
         if not grouped:
             return "no DP groups: imbalance is measured between the DP groups of a step (pass --parallel)"
         return "no attention kernel and no request lengths per DP group to compare"

@@ -8,6 +8,7 @@ from typing import Any
 
 import polars as pl
 
+from asaptrace.info import not_prefill_reason
 from asaptrace.units import human_ns, plural
 from asaptrace.views.table import REPLAY_QUESTION, TableView, flat_frame, rows_view
 
@@ -22,6 +23,13 @@ def deployment_text(dep: dict[str, Any], *, short: bool = False) -> str:
     if dep.get("kind") == "disaggregated":
         return f"{dep['groups']}×{dep['tp']} attention + {dep['experts']} expert dies ({plural(dep['devices'], 'device')})"
     return f"DP{dep['groups']}×TP{dep['tp']} coupled ({plural(dep.get('devices', dep['groups'] * dep['tp']), 'device')})"
+
+
+def no_replay_reason(meta: dict[str, Any]) -> str | None:
+    """Why no replay applies to a store (no step is prefill: a training or decode run), for a face to
+    say before anyone asks for one; None when one may. The rule is the one the replay itself refuses
+    by (:func:`asaptrace.info.not_prefill_reason`), so the page and ``asaptrace replay`` say the same."""
+    return not_prefill_reason(meta)
 
 
 def _share(ns: int, of: int) -> float | None:

@@ -132,7 +132,12 @@ def sweep_slo_view(res: Any, *, width: int | None = None) -> TableView:
         columns,
         rows,
         name="sweep-slo",
-        caption="≥: the SLO was met at every rate swept (a lower bound); "
+        # the ≥ is explained only where one is shown
+        caption=(
+            "≥: the SLO was met at every rate swept (a lower bound); "
+            if any(censored.get(p) for p in pols)
+            else ""
+        )
         + (
             f"seeds: min–max over {len(res['seeds'])} seeds; "
             if seeds

@@ -33,6 +33,8 @@ def attention_vs_sum_sq(imbalance_by_group: pl.DataFrame, imbalance_fit: pl.Data
     the figure says so.
     """
     title = "Attention time vs Σs² per DP group and step"
+    if imbalance_by_group.height == 0:  # no groups (one rank, none given): lengths are not the cause
+        return empty_figure(title, "no DP groups with attention work")
     t = imbalance_by_group.filter(pl.col("sum_sq").is_not_null() & pl.col("attention_ns").is_not_null())
     basis = imbalance_fit.get_column("cost_basis")[0] if imbalance_fit.height else None
     if t.height == 0 or basis == "measured_attention":

@@ -53,6 +53,7 @@ def layout(stores: Any = None) -> html.Div:
     policies = list(_params())
     return html.Div(
         [
+            html.Div(id="rp-applies"),
             html.Div(
                 [
                     html.Label(
@@ -185,7 +186,22 @@ def replay_result(result: dict[str, Any]) -> list:
     ]
 
 
+def applies_note(stores: Stores, key: Any) -> Any:
+    """What the page says before a run: why no replay applies to this store (a training or decode
+    run: the words ``asaptrace replay`` refuses with), or nothing."""
+    from asaptrace.views.replay import no_replay_reason
+
+    try:
+        reason = no_replay_reason(stores.get(key).store.meta)
+    except StoreUnavailable:
+        return None  # the run says why, in the store's own words
+    return message(reason, kind="info", id="rp-no-prefill") if reason else None
+
+
 def register(app, stores: Stores, jobs: Jobs) -> None:
+    app.callback(Output("rp-applies", "children"), Input("store", "value"))(
+        lambda key: applies_note(stores, key)
+    )
     app.callback(
         *(Output(fid, "disabled") for _, fid, _ in KNOBS),
         Output("rp-mech", "options"),

@@ -39,6 +39,7 @@ from asaptrace.errors import AccountingError, UsageError
 from asaptrace.replay.costs import CostFit, CostModel, fit_costs, fit_warnings, read_costs, save_costs
 from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies import Asap, Coupled, Deployment, LockstepPolicy, Policy, PolicyRun, policy_of
+from asaptrace.replay.whatif.questions import REPLAY_QUESTION
 
 SCHEMA_VERSION = 2
 
@@ -114,6 +115,7 @@ class ReplayResult(HtmlRepr):
     def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
+            "question": REPLAY_QUESTION,
             "store": self.store,
             "policy": self.policy,
             "params": self.params,

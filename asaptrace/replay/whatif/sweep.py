@@ -198,7 +198,7 @@ def capacity_of(label: str, sc: Scenario, opt: SweepOptions) -> dict[str, Any] |
     }
 
 
-def evaluate(policy: str, rate: float, sc: Scenario, opt: SweepOptions) -> dict[str, Any]:
+def evaluate(policy: str, rate: float, sc: Scenario, opt: SweepOptions, cap: Any = None) -> dict[str, Any]:
     """Simulate ``policy`` at ``rate`` on the scenario's stream; one curve point, with its
     stability: the new tokens queued when arrivals end within one SLO interval's drain at its
     bound, and the rate within the bound of the requests it served."""
@@ -206,7 +206,7 @@ def evaluate(policy: str, rate: float, sc: Scenario, opt: SweepOptions) -> dict[
     pol = configured_policy(policy, sc, opt)
     res = simulate(pol, reqs, sc)
     row = point_stats(res, rate, reqs.seq_len)
-    cap = capacity_of(policy, sc, opt)
+    cap = cap or capacity_of(policy, sc, opt)  # a sweep passes its bound, found once per stream
     if len(reqs):
         end = int(reqs.arrival_ns[-1])
         backlog = int(res.new_tokens[res.start_ns > end].sum())
@@ -220,7 +220,7 @@ def evaluate(policy: str, rate: float, sc: Scenario, opt: SweepOptions) -> dict[
     return row
 
 
-def _evaluate_job(args: tuple[str, float, Scenario, SweepOptions]) -> dict[str, Any]:
+def _point(args: tuple[str, float, Scenario, SweepOptions, Any]) -> dict[str, Any]:
     return evaluate(*args)
 
 
@@ -236,6 +236,7 @@ class _Runner:
     def __init__(self, sc: Scenario, opt: SweepOptions, progress: Progress | None) -> None:
         self.sc, self.opt, self.progress = sc, opt, progress
         self.points: dict[tuple[str, float], dict[str, Any]] = {}
+        self.caps = {p: capacity_of(p, sc, opt) for p in opt.policies}  # the stream's: every point's
         self.executor = resolve_executor(opt.executor, jobs=opt.jobs, address=opt.ray_address)
         self._session = session(self.executor)
         self._session.__enter__()
@@ -246,7 +247,7 @@ class _Runner:
     def run(self, wanted: Iterable[tuple[str, float]], *, kind: str = "grid") -> None:
         """Evaluate the points not evaluated yet; ``kind`` (grid, bisection, reference) is kept."""
         todo = [w for w in dict.fromkeys(wanted) if w not in self.points]
-        results = map_ordered(self.executor, _evaluate_job, [(p, r, self.sc, self.opt) for p, r in todo])
+        results = map_ordered(self.executor, _point, [(*w, self.sc, self.opt, self.caps[w[0]]) for w in todo])
         for (p, r), row in zip(todo, results, strict=True):
             self.points[(p, r)] = row | {"kind": kind}
             if self.progress is not None:
@@ -310,9 +311,8 @@ def _grid(runner: _Runner, slo_ns: float) -> dict[str, list[float]]:
         rates = sorted(set(opt.rates))
         runner.run((p, r) for p in opt.policies for r in rates)
         return {p: rates for p in opt.policies}
-    bounds = {p: capacity_of(p, runner.sc, opt) for p in opt.policies}
-    if opt.min_arrivals and all(b is not None for b in bounds.values()):
-        return _bound_grid(runner, slo_ns, {p: b["bound_rps"] for p, b in bounds.items()})  # type: ignore[index]
+    if opt.min_arrivals and all(b is not None for b in runner.caps.values()):
+        return _bound_grid(runner, slo_ns, {p: b["bound_rps"] for p, b in runner.caps.items()})  # type: ignore[index]
     grid: dict[str, list[float]] = {p: [] for p in opt.policies}
     live = list(opt.policies)
     for rate in AUTO_RATES:
@@ -394,7 +394,7 @@ def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = No
         by_seed.append(slo_k)
         runner = runner if runner is not None else runner_k
     assert runner is not None
-    capacity = {p: capacity_of(p, first, opt) for p in opt.policies}
+    capacity = runner.caps  # the first seed's runner: its stream is ``first``'s
     slo, capped, ranges, per = _median_over_seeds(by_seed, opt.policies, capacity)
     runner.run(((p, opt.decomposition_rate) for p in opt.policies), kind="reference")
     curves = {
