@@ -151,6 +151,34 @@ def test_dlrm_says_which_whatifs_do_not_apply_and_why(shared_data, tmp_path):
     text = run_cli("advise", store)
     lines = [ln for ln in text.stdout.splitlines() if re.match(r"^\d+\. ", ln)]
     assert len(lines) == 5 and all("does not apply — " in ln for ln in lines)
+    # asked online, the online block says why nothing was served, as on other stores (it was null)
+    online = json.loads(run_cli("advise", store, "--online", "--json").stdout)["online"]
+    assert online["status"] == "not run" and "no prefill to replay (1 training step)" in online["reason"]
+
+
+@pytest.mark.parametrize(
+    ("online", "recovered_ns", "want"),
+    [
+        # the coupled sample's balanced: 3.59 vs 3.60 requests/s, seed ranges 3.1–3.7 and 3.1–3.7
+        ({"ratio": 0.997, "range": [3.09, 3.72], "measured_range": [3.09, 3.73]}, 5_000_000, False),
+        # clearly fewer under load (its range below the measured one) yet time won back offline
+        ({"ratio": 0.5, "range": [1.66, 1.96], "measured_range": [3.09, 3.73]}, 5_000_000, True),
+        # clearly more under load, and time won back: they agree
+        ({"ratio": 1.9, "range": [5.73, 6.88], "measured_range": [3.09, 3.73]}, 5_000_000, False),
+        # clearly more under load though slower offline (a queue absorbs its slower step)
+        ({"ratio": 1.9, "range": [5.73, 6.88], "measured_range": [3.09, 3.73]}, -5_000_000, True),
+        # one seed, no ranges: the ratio decides
+        ({"ratio": 0.9}, 5_000_000, True),
+        ({"ratio": 1.0}, 5_000_000, False),
+        ({"ratio": None}, 5_000_000, None),
+    ],
+)
+def test_offline_and_online_disagree_only_on_a_clear_online_difference(online, recovered_ns, want):
+    from asaptrace.advise.advice import disagree
+    from asaptrace.views.advice import disagrees
+
+    assert disagree(online, recovered_ns) is want
+    assert disagrees({"online": online, "recovered_ns": recovered_ns}) is want  # the table's, the same
 
 
 def test_a_missing_store_is_one_line(tmp_path):

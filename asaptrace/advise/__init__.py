@@ -31,7 +31,12 @@ def advise_store_workload(
     try:
         wl = extract_measured_work(store)
     except UsageError as e:  # its message alone: the store is named once, in the advice's header
-        return nothing_applies(diag, e.message, source=source)
+        advice = nothing_applies(diag, e.message, source=source)
+        if online:  # asked for: the online block says why none was served, as on other stores
+            from asaptrace.advise.online import not_served
+
+            advice = not_served(advice, e.message)
+        return advice
     advice = advise(wl, diag, costs=costs, source=source, progress=progress)
     if online:
         from asaptrace.advise.online import advise_online

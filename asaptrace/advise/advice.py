@@ -158,6 +158,32 @@ def whatif_line(w: WhatIf) -> str:
     return text
 
 
+def online_clearly(online: dict[str, Any]) -> int | None:
+    """Whether a what-if serves more (+1) or fewer (−1) requests/s under load than the measured
+    policy, or no clear difference (0): over several seeds, their ranges must not overlap (the
+    medians of 3.59 and 3.60 with ranges 3.1–3.7 are no difference); on one seed, the ratio. None
+    when either was not served."""
+    ratio = online.get("ratio")
+    if ratio is None:
+        return None
+    mine, theirs = online.get("range"), online.get("measured_range")
+    if mine and theirs and None not in (*mine, *theirs):
+        if mine[0] > theirs[1]:
+            return 1
+        return -1 if mine[1] < theirs[0] else 0
+    return (ratio > 1.0) - (ratio < 1.0)
+
+
+def disagree(online: dict[str, Any], recovered_ns: int | None) -> bool | None:
+    """Whether the offline and the online answers point different ways: time won back on these
+    batches but clearly fewer requests/s served under load, or the reverse (no clear online
+    difference is no disagreement). None without both. The one rule the line and the table say."""
+    clearly = online_clearly(online)
+    if clearly is None or recovered_ns is None:
+        return None
+    return clearly != 0 and (clearly > 0) != (recovered_ns > 0)
+
+
 def online_text(w: WhatIf) -> str:
     """The online column of a what-if in words: its SLO throughput served under load (median over
     seeds, range, capacity bound and binding resource) against the measured policy's, and, when
@@ -182,9 +208,8 @@ def online_text(w: WhatIf) -> str:
             text += f"; cost-fit band {rps_text(lo, prose=True)}–{rps_text(hi, prose=True)} on seed {band['seed']}"
         text += ")"
     text += f" against {who}'s {base}"
-    ratio = o.get("ratio")
-    if ratio is not None and w.recovered_ns is not None and (ratio > 1.0) != (w.recovered_ns > 0):
-        if w.recovered_ns < 0:
+    if disagree(o, w.recovered_ns):
+        if (w.recovered_ns or 0) < 0:
             text += (
                 "; offline and online disagree: offline replays these batches as they arrived, with no"
                 " queue to absorb a slower step; under steady load queueing and the binding resource decide"

@@ -68,7 +68,7 @@ def advise_online(
     measured policy's; one line per what-if saying why when none can be served."""
     why = _why_not(wl, advice)
     if why:
-        return _not_run(advice, why)
+        return not_served(advice, why)
     fit = resolve_costs(wl, costs)
     knobs: dict[str, Any] = {"layers": wl.layers, "duration_s": duration_s}
     if wl.deployment == "coupled":
@@ -224,7 +224,7 @@ def _why_not(wl: MeasuredWork, advice: Advice) -> str:
     return ""
 
 
-def _not_run(advice: Advice, why: str) -> Advice:
+def not_served(advice: Advice, why: str) -> Advice:
     """Every what-if says in one line why it was not served; the block says why none was."""
     whatifs = []
     for w in advice.whatifs:

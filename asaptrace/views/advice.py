@@ -11,6 +11,7 @@ from typing import Any
 
 import polars as pl
 
+from asaptrace.advise.advice import disagree
 from asaptrace.info import deployment_phrase
 from asaptrace.units import human_ns, rps_text
 from asaptrace.views.sweep import BOUND_LEGEND, bound_text, range_rps_text
@@ -32,14 +33,9 @@ def answer_short(a: dict[str, Any]) -> str:
 
 
 def disagrees(w: dict[str, Any]) -> bool | None:
-    """Whether a what-if's offline and online answers point different ways (it wins back time on
-    these batches but serves fewer requests/s than the measured policy under load, or the reverse):
-    the rule :func:`asaptrace.advise.advice.online_text` words in its line. None without both."""
-    o = w.get("online") or {}
-    ratio, rec = o.get("ratio"), w.get("recovered_ns")
-    if ratio is None or rec is None:
-        return None
-    return (ratio > 1.0) != (rec > 0)
+    """Whether a what-if's (JSON) offline and online answers point different ways: the rule
+    :func:`asaptrace.advise.advice.disagree`, which its line words too. None without both."""
+    return disagree(w.get("online") or {}, w.get("recovered_ns"))
 
 
 def _has_online(j: dict[str, Any]) -> bool:
