@@ -46,11 +46,9 @@ def keep_mmap_threshold() -> bool:
 
 
 #: How polars' allocator (jemalloc, its options read from ``_RJEM_MALLOC_CONF`` once, when polars is
-#: loaded) treats freed pages: given back at once, not kept for ten seconds. A big rank's ingest
-#: frees whole frames phase after phase (segmentation, fill, facts, writing); kept, they pile up
-#: into the peak (one 0.5 GB rank file: 1,012 → 889 MB peak RSS; 2 GB: 3,360 → 2,950 MB; time
-#: unchanged). On a folder of small files it costs time (8 × 40 MB: 2.8 → 3.2 s) for 5 % of memory,
-#: so the ingest asks for it only when a file is big (:func:`asaptrace.pipeline.read_ahead`).
+#: loaded) treats freed pages: given back at once, not kept for ten seconds. An ingest frees whole
+#: frames phase after phase (segmentation, fill, facts, writing); kept, they pile up into the peak
+#: (one 0.5 GB rank file: 1,012 → 889 MB peak RSS; 2 GB: 3,360 → 2,950 MB; time unchanged).
 POLARS_ALLOCATOR = "dirty_decay_ms:0,muzzy_decay_ms:0"
 
 

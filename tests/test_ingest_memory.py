@@ -164,23 +164,15 @@ def test_rank_facts_hold_only_what_the_decision_reads(tmp_path):
     assert facts.span_args.height > 0 and facts.span_args.get_column("extra").null_count() == 0
 
 
-def test_a_big_rank_file_asks_polars_allocator_to_give_pages_back_unless_the_user_said_otherwise(tmp_path):
-    # jemalloc reads _RJEM_MALLOC_CONF once, when polars loads: read_ahead (what the CLI calls
-    # before its heavy imports) sets it when a file is read in pieces — here 10 KB against pieces
-    # of 1 KB — never for small files, never over a user's own setting (a fresh interpreter each)
-    big = tmp_path / "rank0.json"
-    big.write_text('{"traceEvents": [' + ",".join(['{"ph": "i", "name": "x", "ts": 1}'] * 300) + "]}")
+def test_the_cli_asks_polars_allocator_to_give_pages_back_unless_the_user_said_otherwise():
+    # jemalloc reads _RJEM_MALLOC_CONF once, when polars loads: the CLI must set it first, and
+    # never over a user's own setting (a fresh interpreter each, as a user's process)
     probe = (
-        "import os, sys; from asaptrace import pipeline; pipeline.read_ahead([sys.argv[1]], max_bytes=2**30); "
-        "print(os.environ.get('_RJEM_MALLOC_CONF'), 'polars' in sys.modules)"
+        "import os, sys, asaptrace.cli; print(os.environ.get('_RJEM_MALLOC_CONF'), 'polars' in sys.modules)"
     )
     env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
-
-    def run(piece_mb: str, **extra: str) -> list[str]:
-        e = {**env, "ASAPTRACE_PIECE_MB": piece_mb, **extra}
-        cmd = [sys.executable, "-c", probe, str(big)]
-        return subprocess.run(cmd, env=e, capture_output=True, text=True, check=True).stdout.split()
-
-    assert run(str(1024 / 1024**2)) == ["dirty_decay_ms:0,muzzy_decay_ms:0", "False"]
-    assert run("32") == ["None", "False"]  # a small file: the default allocator
-    assert run(str(1024 / 1024**2), _RJEM_MALLOC_CONF="narenas:1") == ["narenas:1", "False"]
+    got = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert got.stdout.split() == ["dirty_decay_ms:0,muzzy_decay_ms:0", "False"]
+    env["_RJEM_MALLOC_CONF"] = "narenas:1"
+    got = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert got.stdout.split() == ["narenas:1", "False"]

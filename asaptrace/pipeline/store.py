@@ -40,17 +40,9 @@ def open_store(path: str | Path) -> TraceStore:
 def read_ahead(paths: Sequence[str | Path], *, max_bytes: int) -> int:
     """Start reading, hashing and scanning the first Kineto files of ``paths`` on a thread while
     the caller imports the rest of the ingest (:mod:`asaptrace.ingest.kineto.prefetch`; the
-    standard library only); :func:`build_store` takes what was read. Returns the files queued.
+    standard library only); :func:`build_store` takes what was read. Returns the files queued."""
+    from asaptrace.ingest.kineto import prefetch
 
-    When one of them is a big rank file (read in pieces), polars' allocator is also told to give
-    freed pages back at once (:func:`asaptrace.memory.give_back_polars_pages`, before polars is
-    imported): a big rank's segmentation frees whole frames phase after phase, and kept they pile
-    up into the peak (−12 % at 2 GB); on a folder of small files it would only cost time (+15 %)."""
-    from asaptrace.ingest.kineto import piece_bytes, prefetch
-    from asaptrace.memory import give_back_polars_pages
-
-    if prefetch.largest(paths) > 2 * piece_bytes():
-        give_back_polars_pages()
     return prefetch.start(paths, max_bytes=max_bytes)
 
 

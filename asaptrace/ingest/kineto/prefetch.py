@@ -154,17 +154,6 @@ class _Prefetcher:
 _SUFFIXES = (".json", ".json.gz")
 
 
-def largest(paths: Iterable[str | Path]) -> int:
-    """The size on disk of the largest Kineto JSON file ``paths`` name (folders walked), 0 if none."""
-    sizes = []
-    for p in _candidates(paths):
-        try:
-            sizes.append(p.stat().st_size)
-        except OSError:
-            continue
-    return max(sizes, default=0)
-
-
 def _candidates(paths: Iterable[str | Path]) -> Iterable[Path]:
     """The ``.json`` and ``.json.gz`` files ``paths`` name, folders walked as discovery walks them
     (sorted, no hidden files)."""
