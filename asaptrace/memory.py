@@ -45,23 +45,6 @@ def keep_mmap_threshold() -> bool:
     return _done
 
 
-#: How polars' allocator (jemalloc, its options read from ``_RJEM_MALLOC_CONF`` once, when polars is
-#: loaded) treats freed pages: given back at once, not kept for ten seconds. An ingest frees whole
-#: frames phase after phase (segmentation, fill, facts, writing); kept, they pile up into the peak
-#: (one 0.5 GB rank file: 1,012 → 889 MB peak RSS; 2 GB: 3,360 → 2,950 MB; time unchanged).
-POLARS_ALLOCATOR = "dirty_decay_ms:0,muzzy_decay_ms:0"
-
-
-def give_back_polars_pages() -> bool:
-    """Ask polars' allocator to give freed pages back at once (:data:`POLARS_ALLOCATOR`); only
-    before polars is imported and when the user has not set ``_RJEM_MALLOC_CONF``. Returns
-    whether the setting will take effect."""
-    if "polars" in sys.modules or "_RJEM_MALLOC_CONF" in os.environ:
-        return False
-    os.environ["_RJEM_MALLOC_CONF"] = POLARS_ALLOCATOR
-    return True
-
-
 def give_back() -> None:
     """Return the pages freed so far to the system: Arrow's pool lets go of its unused blocks and
     glibc trims its heaps. Called between the phases of an ingest (after the reading, before the

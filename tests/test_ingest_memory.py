@@ -162,17 +162,3 @@ def test_rank_facts_hold_only_what_the_decision_reads(tmp_path):
     assert facts.comm.height > 0 and facts.comm.schema["name"] == pl.Categorical
     assert facts.span_args.columns == ["rank", "eid", "extra"]
     assert facts.span_args.height > 0 and facts.span_args.get_column("extra").null_count() == 0
-
-
-def test_the_cli_asks_polars_allocator_to_give_pages_back_unless_the_user_said_otherwise():
-    # jemalloc reads _RJEM_MALLOC_CONF once, when polars loads: the CLI must set it first, and
-    # never over a user's own setting (a fresh interpreter each, as a user's process)
-    probe = (
-        "import os, sys, asaptrace.cli; print(os.environ.get('_RJEM_MALLOC_CONF'), 'polars' in sys.modules)"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
-    got = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
-    assert got.stdout.split() == ["dirty_decay_ms:0,muzzy_decay_ms:0", "False"]
-    env["_RJEM_MALLOC_CONF"] = "narenas:1"
-    got = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
-    assert got.stdout.split() == ["narenas:1", "False"]

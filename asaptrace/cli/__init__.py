@@ -8,10 +8,6 @@ the order of a session: ``ingest``, ``info``, ``analyze``, ``report``, ``export`
 way to draw a table, answer tables of ``advise`` and ``sweep`` included).
 """
 
-from asaptrace.pipeline import give_back_polars_pages
-
-give_back_polars_pages()  # before anything imports polars (asaptrace.memory)
-
-from asaptrace.cli.app import app, main  # noqa: E402
+from asaptrace.cli.app import app, main
 
 __all__ = ["app", "main"]

@@ -20,7 +20,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED
-from asaptrace.memory import DEFAULT_BUDGET, give_back_polars_pages
+from asaptrace.memory import DEFAULT_BUDGET
 from asaptrace.pipeline.faces import (
     REPORT_SUFFIXES,
     comparability_of,
@@ -64,7 +64,6 @@ __all__ = [
     "diagnose_store",
     "enrich_store",
     "export_store",
-    "give_back_polars_pages",
     "open_store",
     "policy_catalogue",
     "read_ahead",
