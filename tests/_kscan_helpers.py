@@ -38,8 +38,10 @@ def kineto_decoder(request: pytest.FixtureRequest) -> Iterator[str]:
             mp.delenv("ASAPTRACE_NO_CSCAN", raising=False)
         if request.param == "c-pieces":
             mp.setenv("ASAPTRACE_PIECE_MB", PIECE_MB)
+            mp.setenv("ASAPTRACE_PIECEWISE_MB", "0")  # whatever the memory budget
         else:
             mp.delenv("ASAPTRACE_PIECE_MB", raising=False)
+            mp.delenv("ASAPTRACE_PIECEWISE_MB", raising=False)
         assert kineto.c_scanner_enabled() == (request.param != "msgspec")
         yield request.param
 

@@ -97,6 +97,7 @@ def _both(path: Path, monkeypatch, piece_bytes: int = 400):
     whole = read_kineto(path)
     n = len(pieces.read_in_pieces(path, max_bytes=2**40, piece_bytes=piece_bytes))
     monkeypatch.setenv("ASAPTRACE_PIECE_MB", str(piece_bytes / 1024**2))
+    monkeypatch.setenv("ASAPTRACE_PIECEWISE_MB", "0")
     return whole, read_kineto(path), n
 
 
@@ -136,6 +137,7 @@ def test_a_second_trace_events_key_is_read_whole_and_the_last_wins(tmp_path, mon
     with pytest.raises(pieces.NotInPieces):
         pieces.read_in_pieces(path, max_bytes=2**40, piece_bytes=300)
     monkeypatch.setenv("ASAPTRACE_PIECE_MB", str(300 / 1024**2))
+    monkeypatch.setenv("ASAPTRACE_PIECEWISE_MB", "0")
     assert read_kineto(path).events.num_rows == 3  # the second array, as a whole read gives
 
 
@@ -146,6 +148,7 @@ def test_a_nested_trace_events_key_before_the_real_one_is_not_taken_for_it(tmp_p
     with pytest.raises(pieces.NotInPieces):
         pieces.read_in_pieces(path, max_bytes=2**40, piece_bytes=300)
     monkeypatch.setenv("ASAPTRACE_PIECE_MB", str(300 / 1024**2))
+    monkeypatch.setenv("ASAPTRACE_PIECEWISE_MB", "0")
     names = read_kineto(path).events.column("name").to_pylist()
     assert len(names) == 30 and "decoy" not in names
 
@@ -159,6 +162,7 @@ def test_a_broken_piece_gives_the_whole_files_error(tmp_path, monkeypatch):
     with pytest.raises(CorruptTrace) as whole:
         read_kineto(path)
     monkeypatch.setenv("ASAPTRACE_PIECE_MB", str(300 / 1024**2))
+    monkeypatch.setenv("ASAPTRACE_PIECEWISE_MB", "0")
     with pytest.raises(CorruptTrace) as piecewise:
         read_kineto(path)
     assert str(piecewise.value) == str(whole.value)  # the byte offset is the whole file's
@@ -169,6 +173,7 @@ def test_a_truncated_gzip_says_so(tmp_path, monkeypatch):
     path = tmp_path / "cut.json.gz"
     path.write_bytes(raw[: len(raw) // 2])
     monkeypatch.setenv("ASAPTRACE_PIECE_MB", str(300 / 1024**2))
+    monkeypatch.setenv("ASAPTRACE_PIECEWISE_MB", "0")
     with pytest.raises(CorruptTrace, match="corrupt or truncated gzip stream"):
         read_kineto(path)
 
@@ -188,3 +193,39 @@ def test_real_traces_read_in_pieces_give_the_same_tables(monkeypatch, name):
     whole, piecewise, n = _both(path, monkeypatch, piece_bytes=64 * 1024)
     assert n > 2
     _same(whole, piecewise)
+
+
+@pytest.mark.parametrize("second_key", [False, True])
+def test_a_file_read_in_pieces_is_hashed_once_and_right(tmp_path, monkeypatch, second_key):
+    # the reader hashes it as it reads it (the driver does not read it again); a file that falls
+    # back to the whole read (a second traceEvents key) is hashed all the same
+    import hashlib
+
+    from asaptrace.ingest.driver import ingest_paths
+
+    data = _doc(_events(40))
+    if second_key:
+        data = data[:-1] + b', "traceEvents": ' + json.dumps(_events(3)).encode() + b"}"
+    path = tmp_path / "rank0.json"
+    path.write_bytes(data)
+    monkeypatch.setenv("ASAPTRACE_PIECE_MB", str(300 / 1024**2))
+    monkeypatch.setenv("ASAPTRACE_PIECEWISE_MB", "0")
+    store = ingest_paths([path], tmp_path / "out.store", jobs=1)
+    assert [s["sha256"] for s in store.meta["sources"]] == [hashlib.sha256(data).hexdigest()]
+
+
+def test_a_file_is_read_in_pieces_only_when_it_is_over_the_memory_budget(tmp_path, monkeypatch):
+    # below the budget a file is read whole (its segmentation, not its read, is the peak: cutting
+    # it would cost time for no memory); a gzip file counts at ten times its size on disk
+    from asaptrace.ingest.base import IngestOptions
+
+    monkeypatch.setenv("ASAPTRACE_PIECE_MB", str(300 / 1024**2))
+    monkeypatch.delenv("ASAPTRACE_PIECEWISE_MB", raising=False)
+    plain = _write(tmp_path / "t.json", _events(40))
+    size = plain.stat().st_size
+    assert pieces.in_pieces(plain, IngestOptions(piecewise_from=size - 1))
+    assert not pieces.in_pieces(plain, IngestOptions(piecewise_from=size))
+    gz = _write(tmp_path / "t.json.gz", _events(40), gz=True)
+    on_disk = gz.stat().st_size
+    assert pieces.in_pieces(gz, IngestOptions(piecewise_from=10 * on_disk - 1))
+    assert not pieces.in_pieces(gz, IngestOptions(piecewise_from=10 * on_disk))

@@ -70,7 +70,7 @@ def ingest(
         str,
         typer.Option(
             help="Memory the files read at once may take together, e.g. 512M, 4G (a larger rank "
-            "file is read whole all the same, and the ingest says so)."
+            "file is read in pieces, never whole, but still segmented whole: the ingest says so)."
         ),
     ] = f"{DEFAULT_BUDGET // 1024**3}G",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing store at OUTPUT.")] = False,
@@ -109,7 +109,7 @@ def ingest(
     max_bytes = parse_size(max_size)
     budget = parse_size(memory_budget)
     if executor in (None, "serial", "thread"):  # read in this process: start on the first files now
-        pipeline.read_ahead(paths, max_bytes=max_bytes)  # while the imports below run
+        pipeline.read_ahead(paths, max_bytes=max_bytes, budget=budget)  # while the imports below run
     from asaptrace.views.store import discovery_lines, ingest_summary
 
     if rank_from not in ("auto", "content", "name", "order"):

@@ -20,6 +20,7 @@ from asaptrace.accounting import Accounting
 from asaptrace.errors import UnsupportedFormat
 from asaptrace.ingest.naming import NameHint, rank_from_name
 from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED, read_head
+from asaptrace.memory import DEFAULT_BUDGET
 from asaptrace.registry import Registry
 
 
@@ -28,6 +29,8 @@ class IngestOptions:
     """Knobs shared by all ingesters."""
 
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED
+    #: a file (decompressed) larger than this is never held whole: the ingest's memory budget
+    piecewise_from: int = DEFAULT_BUDGET
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class IngestResult:
     accounting: Accounting
     rank_info: RankInfo = field(default_factory=RankInfo)
     notes: dict[str, Any] = field(default_factory=dict)  # format-specific facts kept in meta.json
+    sha256: str | None = None  # of the file on disk, when the reader hashed it as it read it
 
     def with_rank(self, rank: int) -> IngestResult:
         """Fill the rank column of every table."""
@@ -87,6 +91,8 @@ class Format:
     map calls a source (None: not mine, the file name is used). ``rank_hint``: the rank and
     parallel indices a path's name says. ``suffixes`` / ``file_names``: what a file inside a folder
     must be called to be taken as a trace of this format (a file named explicitly is always taken).
+    ``hashes_while_reading``: whether the reader hashes this file (read with these options) as it
+    reads it (its result's ``sha256``), so the driver does not read it a second time to hash it.
     """
 
     name: str
@@ -99,6 +105,7 @@ class Format:
     rank_hint: Callable[[Path], NameHint | None] = rank_from_name
     suffixes: tuple[str, ...] = ()
     file_names: tuple[str, ...] = ()
+    hashes_while_reading: Callable[[Path, IngestOptions], bool] | None = None
 
 
 #: The ingest formats; the built-in ones register themselves when their reader is imported,

@@ -13,7 +13,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -134,9 +134,11 @@ def ingest_file(task: FileTask) -> FileSummary | Unreadable:
     ``task.skip_bad``, a file that cannot be read comes back as :class:`Unreadable`, nothing written)."""
     path = Path(task.path)
     known = prefetch.digest(path)  # read ahead while the process was importing
-    hasher, digest = _sha256_in_thread(path) if known is None else (None, {"sha256": known})
+    hasher, digest = None, {} if known is None else {"sha256": known}
     try:
         fmt = FORMATS.get(task.format) if task.format else detect_format(path)
+        if known is None and not (fmt.hashes_while_reading and fmt.hashes_while_reading(path, task.options)):
+            hasher, digest = _sha256_in_thread(path)  # else the reader hashes it (result.sha256)
         result = fmt.read(path, task.options)
     except BAD_FILE as e:
         if not task.skip_bad:
@@ -175,7 +177,7 @@ def ingest_file(task: FileTask) -> FileSummary | Unreadable:
         path=str(path),
         format=fmt.name,
         size=path.stat().st_size,
-        sha256=digest.get("sha256", ""),
+        sha256=digest.get("sha256") or result.sha256 or "",
         rank_info=info,
         accounting=result.accounting,
         events=result.events.num_rows,
@@ -271,6 +273,7 @@ def ingest_paths(
     else:
         runner = executor
     budget = DEFAULT_BUDGET if memory_budget is None else memory_budget
+    options = replace(options, piecewise_from=budget)  # a file over the budget is never held whole
     if isinstance(runner, ThreadExecutor) and runner.memory is None:
         runner.memory = min(budget, (available_memory() or 2**62) // 2)
     largest = max(range(len(files)), key=lambda i: _decompressed(files[i], sizes[i], options), default=None)

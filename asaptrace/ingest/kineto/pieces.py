@@ -17,7 +17,7 @@ The cut is structural, and every piece is still parsed strictly; whatever does n
 no ``traceEvents`` array found in the head, a second ``traceEvents`` key in the tail, a piece the
 strict scanner refuses, integers too long for it — raises :class:`NotInPieces`, and the reader
 reads the file whole as before (which then gives the usual error message, with the byte offset
-in the whole file). Files of more than two pieces are read this way.
+in the whole file). Files larger than the ingest's memory budget are read this way (:func:`in_pieces`).
 """
 
 from __future__ import annotations
@@ -30,12 +30,14 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from asaptrace.errors import CorruptTrace, IngestError, SizeLimitExceeded
-from asaptrace.ingest.kineto import c_scanner, cscan
+from asaptrace.ingest.base import IngestOptions
+from asaptrace.ingest.kineto import c_scanner, cscan, piecewise_from
 from asaptrace.ingest.kineto import piece_bytes as kineto_piece_bytes
 from asaptrace.ingest.kineto.merge import Piece
-from asaptrace.ingest.source import GZIP_MAGIC
+from asaptrace.ingest.source import GZIP_MAGIC, GZIP_RATIO, is_gzip
 
 #: Pieces scanned at once (the scanner releases the GIL: both cores).
 SCAN_THREADS = 2
@@ -47,26 +49,34 @@ class NotInPieces(Exception):
     """The file does not fit the piecewise plan: the reader reads it whole."""
 
 
-def in_pieces(path: Path, piece_bytes: int | None = None) -> bool:
-    """Whether ``path`` is read in pieces: the C scanner is on and the file (on disk) holds more
-    than two pieces."""
-    piece = piece_bytes or kineto_piece_bytes()
+def in_pieces(path: Path, options: IngestOptions) -> bool:
+    """Whether ``path`` is read in pieces: the C scanner is on and the file (inflated: gzip ×10) is
+    larger than the memory budget (``options.piecewise_from``) and than two pieces. Smaller files are read
+    whole: until the enrichment works on pieces too, its segmentation holds the whole rank and is
+    the ingest's peak, so cutting a file that fits buys no memory and costs ≈ 7 % of the time
+    (the read-ahead while the process imports is lost; docs/performance.md)."""
     try:
-        return c_scanner() is not None and path.stat().st_size > 2 * piece
+        size = path.stat().st_size * (GZIP_RATIO if is_gzip(path) else 1)  # what it holds inflated
     except OSError:
         return False
+    return c_scanner() is not None and size > max(
+        piecewise_from(options.piecewise_from), 2 * kineto_piece_bytes()
+    )
 
 
-def read_in_pieces(path: Path, *, max_bytes: int, piece_bytes: int | None = None) -> list[Piece]:
+def read_in_pieces(
+    path: Path, *, max_bytes: int, piece_bytes: int | None = None, sha256: Any = None
+) -> list[Piece]:
     """The columns of each piece of ``path``, in file order (raises :class:`NotInPieces` when the
     file must be read whole; the usual :class:`~asaptrace.errors.IngestError` for a file that
-    cannot be read or is over ``max_bytes``)."""
+    cannot be read or is over ``max_bytes``). ``sha256`` (a hashlib object) is fed the file's
+    bytes on disk as they are read: the driver reads the file once."""
     piece = piece_bytes or kineto_piece_bytes()
     out: list[Piece] = []
     with ThreadPoolExecutor(SCAN_THREADS, thread_name_prefix="asaptrace-piece") as pool:
         pending: deque[Future[Piece]] = deque()
         try:
-            for doc in documents(_content(path, max_bytes, piece), piece):
+            for doc in documents(_content(path, max_bytes, piece, sha256), piece):
                 pending.append(pool.submit(_scan, doc, path))
                 del doc
                 while len(pending) > SCAN_THREADS:
@@ -95,9 +105,10 @@ def _scan(doc: bytes, path: Path) -> Piece:
     return Piece(cols, frozenset(k for k, span in res["header"].items() if span is not None))
 
 
-def _content(path: Path, max_bytes: int, chunk: int) -> Iterator[bytes]:
+def _content(path: Path, max_bytes: int, chunk: int, sha256: Any = None) -> Iterator[bytes]:
     """The file's (decompressed) content in chunks of about ``chunk`` bytes, refusing more than
-    ``max_bytes`` (the messages of :func:`~asaptrace.ingest.source.read_source_bytes`)."""
+    ``max_bytes`` (the messages of :func:`~asaptrace.ingest.source.read_source_bytes`); the bytes
+    on disk feed ``sha256`` (hashlib lets go of the GIL on large updates)."""
     total = 0
     try:
         with open(path, "rb") as f:
@@ -107,7 +118,8 @@ def _content(path: Path, max_bytes: int, chunk: int) -> Iterator[bytes]:
                 raise SizeLimitExceeded(
                     f"file is {size} bytes, over the cap of {max_bytes} bytes (raise --max-size)", path=path
                 )
-            stream = gzip.GzipFile(fileobj=f, mode="rb") if gz else f
+            raw = f if sha256 is None else _Hashed(f, sha256)
+            stream = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
             while data := stream.read(chunk):
                 total += len(data)
                 if total > max_bytes:
@@ -120,6 +132,18 @@ def _content(path: Path, max_bytes: int, chunk: int) -> Iterator[bytes]:
         raise CorruptTrace(f"corrupt or truncated gzip stream ({err})", path=path) from None
     except OSError as err:
         raise IngestError(f"cannot read file ({err.strerror or err})", path=path) from None
+
+
+class _Hashed:
+    """A binary file whose reads feed a hash."""
+
+    def __init__(self, f: BinaryIO, sha256: Any) -> None:
+        self.f, self.sha256 = f, sha256
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.f.read(n)
+        self.sha256.update(data)
+        return data
 
 
 def documents(chunks: Iterator[bytes], piece_bytes: int) -> Iterator[bytes]:

@@ -28,7 +28,7 @@ from typing import Any
 
 from asaptrace.errors import AsaptraceError
 from asaptrace.executors import available_memory
-from asaptrace.ingest.kineto import c_scanner, piece_bytes
+from asaptrace.ingest.kineto import c_scanner
 from asaptrace.ingest.source import GZIP_MAGIC, GZIP_RATIO, decompressed
 from asaptrace.memory import keep_mmap_threshold
 
@@ -84,8 +84,6 @@ class _Prefetcher:
                     gz = f.read(2) == GZIP_MAGIC
             except OSError:
                 continue
-            if st.st_size > 2 * piece_bytes():
-                continue  # a big file: the reader reads it in pieces, never whole (kineto.pieces)
             need = st.st_size * (GZIP_RATIO if gz else 1)  # what it holds once inflated
             if need > left:
                 break  # in walk order: the first that does not fit ends the run ahead

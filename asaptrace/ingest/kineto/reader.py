@@ -27,7 +27,9 @@ or to rule the extension out when chasing a problem).
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -106,15 +108,26 @@ def read_kineto(path: str | Path, options: IngestOptions | None = None) -> Inges
 
 
 def _read_kineto(path: Path, options: IngestOptions) -> IngestResult:
-    if pieces.in_pieces(path):  # a big file: never held whole, scanned on both cores
-        try:
-            parts = pieces.read_in_pieces(path, max_bytes=options.max_decompressed_bytes)
-        except pieces.NotInPieces:
-            parts = None  # read whole below, which says what is wrong with it, if anything
-        if parts is not None:
-            cols = merge(parts)
-            del parts  # the pieces' own columns: the joined ones replace them
-            return _tables(cols, path)
+    if prefetch.digest(path) is not None or not pieces.in_pieces(path, options):
+        return _read_whole(path, options)  # read ahead whole already, or small enough to read whole
+    # a big file: never held whole, scanned on both cores, hashed as it is read (the driver does
+    # not hash it: hashes_while_reading)
+    sha256 = hashlib.sha256()
+    try:
+        parts = pieces.read_in_pieces(path, max_bytes=options.max_decompressed_bytes, sha256=sha256)
+    except pieces.NotInPieces:  # read whole, which says what is wrong with it, if anything
+        result = _read_whole(path, options)
+        sha256 = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(8 * 1024**2), b""):
+                sha256.update(block)
+        return replace(result, sha256=sha256.hexdigest())
+    cols = merge(parts)
+    del parts  # the pieces' own columns: the joined ones replace them
+    return replace(_tables(cols, path), sha256=sha256.hexdigest())
+
+
+def _read_whole(path: Path, options: IngestOptions) -> IngestResult:
     ahead = prefetch.take(path)  # read and scanned while the process was importing
     if ahead is not None and ahead.data is not None and len(ahead.data) <= options.max_decompressed_bytes:
         data = ahead.data
@@ -346,6 +359,9 @@ KINETO = register_format(
         sniff=sniff,
         suffixes=(".json", ".json.gz", ".gz"),
         read=read_kineto,
+        hashes_while_reading=lambda path, options: (
+            prefetch.digest(path) is None and pieces.in_pieces(path, options)
+        ),
         description="PyTorch profiler / Kineto Chrome-trace JSON (.json, .json.gz)",
     )
 )
