@@ -33,16 +33,22 @@ PREFILL_PHASES = ("prefill", "mixed", "unknown")
 
 def deployment_phrase(parallel: dict[str, Any] | None, devices: int | None = None) -> str:
     """How every command names a run's deployment: 'single device', 'coupled, 32 devices',
-    'disaggregated, 32 devices', 'dense model, 8 devices', 'unknown deployment, 8 devices'.
+    'disaggregated, 32 devices', 'dense model, 8 devices', 'unknown deployment, 8 devices', and
+    when the files say the job had more ranks than were traced (``distributedInfo``'s world size),
+    'unknown deployment, 2 of 128 devices traced' — never 'single device' for one rank of many.
     ``parallel`` is meta.json's block; ``devices`` overrides its world size."""
     p = parallel or {}
     n = devices if devices is not None else p.get("world_size")
-    if n == 1:
+    declared = p.get("declared_world_size")
+    partial = n is not None and declared is not None and int(declared) > int(n)
+    if n == 1 and not partial:
         return "single device"
     label = {"dense": "dense model", "unknown": "unknown deployment", None: "unknown deployment"}.get(
         p.get("deployment"), str(p.get("deployment"))
     )
     label = "coupled" if label == "single-device" else label
+    if partial:
+        return f"{label}, {int(n)} of {plural(int(declared), 'device')} traced"
     return label if n is None else f"{label}, {plural(int(n), 'device')}"
 
 

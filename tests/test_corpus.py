@@ -265,6 +265,19 @@ def test_vllm_step_read_from_the_new_annotation_form(corpus):
 # steps
 
 
+@pytest.mark.parametrize(
+    ("name", "phrase"), [("hta-nccl", "1 of 2 devices traced"), ("hta-sampled", "2 of 128 devices traced")]
+)
+def test_a_partial_trace_says_how_many_of_its_ranks_were_traced(corpus, name, phrase):
+    """HTA's nccl_data is rank 0 of a 2-rank job and the sampled files 2 ranks of 128
+    (``distributedInfo.world_size``): 'single device' or '2 devices' would be untrue of them."""
+    chain = corpus(name)
+    _need(chain, "analyze", "advise --json")
+    head = " ".join(chain.steps["analyze"].out.split("\n\n")[0].split())  # the header, unwrapped
+    assert phrase in head
+    assert phrase in chain.json("advise --json")["deployment_phrase"]
+
+
 def test_no_step_is_shorter_than_its_longest_kernel(chain):
     _need(chain, "analyze --json")
     rows = chain.json("analyze --json")["tables"]["step_breakdown"]

@@ -226,3 +226,17 @@ def test_the_timeline_window_says_worst_only_when_a_wait_points_there():
     assert window_text(1, (2, 4)) == "step 1, layers 2–4 (where the summed wait is largest)"
     # no wait inside a layer (a training step, a single device): the first step whole, not "worst"
     assert window_text(10, None) == "step 10, the whole step (no wait inside a layer to point at)"
+
+
+def test_a_partial_trace_is_never_called_a_single_device():
+    from asaptrace.info import deployment_phrase
+
+    # one rank of a two-rank job (HTA's nccl_data: distributedInfo world_size 2) and two of 128
+    assert deployment_phrase({"world_size": 1, "declared_world_size": 2, "deployment": "unknown"}) == (
+        "unknown deployment, 1 of 2 devices traced"
+    )
+    assert deployment_phrase({"world_size": 2, "declared_world_size": 128, "deployment": "dense"}) == (
+        "dense model, 2 of 128 devices traced"
+    )
+    assert deployment_phrase({"world_size": 1, "deployment": "single-device"}) == "single device"
+    assert deployment_phrase({"world_size": 32, "deployment": "coupled"}) == "coupled, 32 devices"

@@ -141,6 +141,9 @@ def assign_topology(
         )
     )
     meta = _parallel_meta(r, parallel, deployment, world)
+    declared = r.get_column("world_size").drop_nulls().max() if "world_size" in r.columns else None
+    if declared is not None and int(declared) > world:  # the files say the job had more ranks
+        meta["declared_world_size"] = int(declared)
     out = r.drop("runs_attention", "runs_moe", "_ann_dp").with_columns(
         pl.col("dp_group").cast(pl.Int32),
         pl.col("tp_index").cast(pl.Int32),
