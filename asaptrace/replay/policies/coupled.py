@@ -1,6 +1,6 @@
 """``coupled``: the measured deployment replayed as it ran — DP attention + EP experts on the same
-devices, a barrier at every dispatch/combine (and every other collective), the measured two
-micro-batch overlap kept as measured.
+devices, a barrier at every dispatch/combine (and every other collective), any measured
+micro-batch overlap kept (online: the micro_batch_overlap setting, off as in the paper's Default).
 
 Hook: :meth:`Coupled.step_chains` returns the measured chain with the coupled collective factor
 k_s applied (:func:`~asaptrace.replay.mechanics.lockstep.scale_transfers`) and, with ``expert_failure``,
