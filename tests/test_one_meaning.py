@@ -144,6 +144,7 @@ def test_time_counted_in_the_barrier_finding_is_said_and_not_ranked_twice(tmp_pa
     waited = ov.data["exposed_comm_ns"] - ov.data["exposed_transfer_ns"]
     assert waited > 0
     assert ov.data["counted_in"] == "barrier_wait" and ov.data["counted_ns"] == waited // n
+    assert waited == bw.data["exposed_wait_ns"]  # the two findings quote one measurement
     assert "(counted in the barrier-wait finding)" in ov.text
     # ranked by the time no other finding counts: the barrier finding first at equal severity
     if ov.severity == bw.severity:

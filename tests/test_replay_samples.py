@@ -145,3 +145,14 @@ def test_real_dlrm_trace(shared_data, tmp_path):
     measured = diagnose_store(store).tables["barrier_instances"]["wait_ns"].sum()
     replayed = diagnose_store(TraceStore.open(r.out)).tables["barrier_instances"]["wait_ns"].sum()
     assert replayed == pytest.approx(measured, rel=0.05)
+
+
+def test_on_a_replayed_asap_store_the_overlap_and_receive_wait_findings_quote_one_wait(root):
+    # the overlap finding's "of which … is exposed receive wait (counted in the receive-wait
+    # finding)" is that finding's own number (it read 373 ms per rank against the other's 392)
+    r = replay_store(sample_store("coupled", root).path, "asap", out=root / "one-wait.replay", overwrite=True)
+    diag = diagnose_store(TraceStore.open(r.out))
+    (ov,) = [f for f in diag.findings if f.code == "overlap"]
+    (rw,) = [f for f in diag.findings if f.code == "receive_wait"]
+    assert ov.data["counted_in"] == "receive_wait"
+    assert ov.data["exposed_comm_ns"] - ov.data["exposed_transfer_ns"] == rw.data["exposed_wait_ns"]

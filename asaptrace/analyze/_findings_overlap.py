@@ -3,8 +3,8 @@
 Its time at stake is the exposed communication per rank (communication with no compute running on
 the device, :mod:`asaptrace.analyze.overlap`), so for the same communication a lower overlap
 efficiency is never less severe. Part of that time may be exposed barrier wait, which the barrier
-finding counts: the text says so, and ``data`` carries ``counted_in`` and ``counted_ns`` so the
-ranking does not count it twice.
+finding counts: the text says so (the same number as that finding, the rest transfer), and ``data``
+carries ``counted_in`` and ``counted_ns`` so the ranking does not count it twice.
 """
 
 from __future__ import annotations
@@ -30,8 +30,12 @@ def overlap_findings(
         eff = ov.get_column("overlapped_ns").sum() / comm
         exposed = int(ov.get_column("exposed_comm_ns").sum())
         span = int(ov.get_column("span_ns").sum())
-        transfer = min(int(t["step_breakdown"].get_column("transfer_ns").sum()), exposed)
-        waited = exposed - transfer if t["barrier_instances"].height or t["receive_waits"].height else 0
+        # the exposed wait is the barrier (receive) finding's own number, the rest is transfer: the
+        # two findings quote one measurement (exposed comm − the breakdown's transfer read 373 ms
+        # where the receive-wait finding said 392 on a replayed store)
+        has_wait = t["barrier_instances"].height or t["receive_waits"].height
+        waited = min(int(t["step_breakdown"].get_column("wait_ns").sum()), exposed) if has_wait else 0
+        transfer = exposed - waited
         text = (
             f"Overlap efficiency {percent(eff)}: of {text_ns(comm / n_ranks)} of communication per rank, "
             f"{text_ns(exposed / n_ranks)} is exposed"
