@@ -16,7 +16,8 @@ Its map, faces on top, each layer importing only those below (docs/layout.md; ``
 * ``analyze`` (the diagnosis); ``enrich``, ``ingest`` (trace formats), ``workload`` (request workloads);
 * ``store`` (the Parquet store), ``info`` (what it holds), ``executors`` (where parallel work runs);
 * leaves: ``schema``, ``errors``, ``registry``, ``accounting``, ``units``, ``userfiles``, ``memory``,
-  ``display`` (how a result shows itself in a notebook).
+  ``display`` (how a result shows itself in a notebook), ``questions`` (the question each what-if
+  answers, in the words every face prints).
 """
 
 from __future__ import annotations

@@ -31,11 +31,11 @@ from dataclasses import replace
 from typing import Any
 
 from asaptrace.advise.advice import Advice, whatif_line
+from asaptrace.questions import ONLINE_QUESTION
 from asaptrace.replay.costs import CostFit, CostModel
 from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies import Policy, policy_of
 from asaptrace.replay.serving.scenario import Scenario, load_scenario
-from asaptrace.replay.whatif.questions import ONLINE_QUESTION
 from asaptrace.replay.whatif.run import resolve_costs
 from asaptrace.replay.whatif.sweep import SweepOptions, capacity_of, run_sweep, search_slo
 

@@ -11,14 +11,14 @@ from typing import Any
 
 import polars as pl
 
-from asaptrace.replay.whatif.questions import ONLINE_QUESTION, PAPER_QUESTION, REPLAY_QUESTION
+from asaptrace.questions import ONLINE_QUESTION, PAPER_QUESTION, REPLAY_QUESTION
 from asaptrace.units import format_table, text_width
 
 #: rows a terminal shows per table
 ROW_LIMIT = 12
 #: a terminal this wide (columns) shows every column; narrower ones the short layout
 WIDE = 120
-#: the question each face's numbers answer, printed beside them (the words: replay.whatif.questions)
+#: the question each face's numbers answer, printed beside them (the words: asaptrace.questions)
 QUESTIONS = {"replay": REPLAY_QUESTION, "advise --online": ONLINE_QUESTION, "sweep": PAPER_QUESTION}
 
 

@@ -1,10 +1,8 @@
 """asaptrace.replay.whatif: the questions asked of the policies, offline (a store's run replayed)
-and online (requests served at rising rates).
+and online (requests served at rising rates); their words are :mod:`asaptrace.questions`.
 
 Modules, in the order data flows through them:
 
-* :mod:`~asaptrace.replay.whatif.questions` — the question each what-if answers, in the words its
-  JSON and every face print;
 * :mod:`~asaptrace.replay.whatif.measured` — ``extract_measured_work(store) -> MeasuredWork``: what
   the run did, wait removed (chains of collective instances, per-layer items, pool and transfers);
 * :mod:`~asaptrace.replay.whatif.run` — ``replay_measured_work(wl, policy, ...) -> ReplayResult``

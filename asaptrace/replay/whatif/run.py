@@ -36,10 +36,10 @@ from typing import Any
 
 from asaptrace.display import HtmlRepr
 from asaptrace.errors import AccountingError, UsageError
+from asaptrace.questions import REPLAY_QUESTION
 from asaptrace.replay.costs import CostFit, CostModel, fit_costs, fit_warnings, read_costs, save_costs
 from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies import Asap, Coupled, Deployment, LockstepPolicy, Policy, PolicyRun, policy_of
-from asaptrace.replay.whatif.questions import REPLAY_QUESTION
 
 SCHEMA_VERSION = 2
 

@@ -1,6 +1,7 @@
 """The question each what-if answers, in the words every face prints beside its numbers (DOMAIN.md §7, §8).
 
-One definition, low enough that the what-ifs' JSON (``question``) and the views' titles read it: the
+One definition, a leaf, so that the what-ifs' JSON (``question``) and the views' titles read it (and
+``asaptrace ingest``, whose views import it, loads no replay module): the
 offline replay, the online serving of a store's lengths and the paper's sweep answer different
 questions, and their numbers disagree for that reason (docs/analyses/advise.md, "Three questions").
 """
