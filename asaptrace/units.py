@@ -7,7 +7,9 @@ everywhere.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import ROUND_HALF_UP, Decimal
 from functools import partial
 from typing import Any
 
@@ -58,7 +60,14 @@ def human_bytes(n: int) -> str:
 
 
 def percent(x: float | None, digits: int = 0) -> str:
-    return "unknown" if x is None else f"{100 * x:.{digits}f}%"
+    """A share as a percentage, a half rounded up as people do (5 of 8 barriers: ``63%``, not the
+    ``62%`` of round-half-even beside a table's ``62.5%``)."""
+    if x is None:
+        return "unknown"
+    if not math.isfinite(x):
+        return f"{100 * x:.{digits}f}%"
+    q = Decimal(repr(100 * x)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+    return f"{q:.{digits}f}%"
 
 
 def points(x: float | None, digits: int = 1) -> str:

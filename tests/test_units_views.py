@@ -240,3 +240,11 @@ def test_a_partial_trace_is_never_called_a_single_device():
     )
     assert deployment_phrase({"world_size": 1, "deployment": "single-device"}) == "single device"
     assert deployment_phrase({"world_size": 32, "deployment": "coupled"}) == "coupled, 32 devices"
+
+
+def test_percent_rounds_a_half_up_as_people_do():
+    from asaptrace.units import percent
+
+    # DLRM: rank 7 arrived last at 5 of 8 barriers; the table beside it says 62.5%
+    assert percent(5 / 8) == "63%" and percent(5 / 8, 1) == "62.5%"
+    assert percent(0.0034, 1) == "0.3%" and percent(None) == "unknown" and percent(1.0) == "100%"
