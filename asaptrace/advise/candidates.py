@@ -123,7 +123,7 @@ def _reason(message: str) -> str:
 # ------------------------------------------------------------------------------------ the what-ifs
 #: why a policy that needs a deployment does not apply to another store's
 _NEEDS = {
-    "coupled": "the store is disaggregated: it re-places requests across a coupled run's barriered DP groups"
+    "coupled": "the store is disaggregated: it reworks the steps of a coupled run, whose DP groups meet at a barrier"
 }
 
 
