@@ -9,7 +9,6 @@ on any error the temporary directory is removed and no store is left behind.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -39,7 +38,7 @@ from asaptrace.ingest.base import (
 from asaptrace.ingest.discovery import SourceFacts, find_sources, run_refusal, run_warnings
 from asaptrace.ingest.kineto import prefetch
 from asaptrace.ingest.ranks import RankFrom, check_unique_ranks, explicit_ranks, resolve_rank
-from asaptrace.ingest.source import GZIP_RATIO, is_gzip
+from asaptrace.ingest.source import GZIP_RATIO, file_sha256, is_gzip
 from asaptrace.memory import DEFAULT_BUDGET, give_back, keep_mmap_threshold, over_budget
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role, conform
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, write_part
@@ -118,11 +117,7 @@ def _sha256_in_thread(path: Path) -> tuple[threading.Thread, dict[str, str]]:
     out: dict[str, str] = {}
 
     def run() -> None:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(8 * 1024 * 1024), b""):
-                h.update(chunk)
-        out["sha256"] = h.hexdigest()
+        out["sha256"] = file_sha256(path)
 
     t = threading.Thread(target=run, daemon=True)
     t.start()

@@ -7,9 +7,13 @@ refused with :class:`SizeLimitExceeded` before it can exhaust memory.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
+import os
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from asaptrace.errors import CorruptTrace, IngestError, SizeLimitExceeded
 
@@ -19,6 +23,18 @@ GZIP_MAGIC = b"\x1f\x8b"
 GZIP_RATIO = 10
 DEFAULT_MAX_DECOMPRESSED = 8 * 1024**3  # 8 GiB
 _CHUNK = 16 * 1024 * 1024
+
+
+def _over_cap(size: int, max_bytes: int, path: Path) -> SizeLimitExceeded:
+    return SizeLimitExceeded(
+        f"file is {size} bytes, over the cap of {max_bytes} bytes (raise --max-size)", path=path
+    )
+
+
+def _inflates_over_cap(max_bytes: int, path: Path) -> SizeLimitExceeded:
+    return SizeLimitExceeded(
+        f"decompresses to more than the cap of {max_bytes} bytes (raise --max-size)", path=path
+    )
 
 
 def is_gzip(path: Path) -> bool:
@@ -33,9 +49,7 @@ def read_source_bytes(path: str | Path, *, max_bytes: int = DEFAULT_MAX_DECOMPRE
         if not is_gzip(path):
             size = path.stat().st_size
             if size > max_bytes:
-                raise SizeLimitExceeded(
-                    f"file is {size} bytes, over the cap of {max_bytes} bytes (raise --max-size)", path=path
-                )
+                raise _over_cap(size, max_bytes, path)
             return path.read_bytes()
         return decompressed(path.read_bytes(), path, max_bytes=max_bytes)
     except OSError as err:
@@ -47,9 +61,7 @@ def decompressed(raw: bytes, path: Path, *, max_bytes: int = DEFAULT_MAX_DECOMPR
     releases the GIL, so this runs beside other threads."""
     if raw[:2] != GZIP_MAGIC:
         if len(raw) > max_bytes:
-            raise SizeLimitExceeded(
-                f"file is {len(raw)} bytes, over the cap of {max_bytes} bytes (raise --max-size)", path=path
-            )
+            raise _over_cap(len(raw), max_bytes, path)
         return raw
     chunks: list[bytes] = []
     total = 0
@@ -61,14 +73,56 @@ def decompressed(raw: bytes, path: Path, *, max_bytes: int = DEFAULT_MAX_DECOMPR
                     break
                 total += len(chunk)
                 if total > max_bytes:
-                    raise SizeLimitExceeded(
-                        f"decompresses to more than the cap of {max_bytes} bytes (raise --max-size)",
-                        path=path,
-                    )
+                    raise _inflates_over_cap(max_bytes, path)
                 chunks.append(chunk)
     except (EOFError, gzip.BadGzipFile, zlib.error) as err:
         raise CorruptTrace(f"corrupt or truncated gzip stream ({err})", path=path) from None
     return b"".join(chunks)
+
+
+def read_source_chunks(path: Path, *, max_bytes: int, chunk: int, sha256: Any = None) -> Iterator[bytes]:
+    """The file's (decompressed) content in chunks of about ``chunk`` bytes, with the checks and
+    messages of :func:`read_source_bytes`, never all of it in memory; the bytes on disk feed
+    ``sha256`` (a hashlib object) as they are read, so the file need not be read again to hash it."""
+    total = 0
+    try:
+        with open(path, "rb") as f:
+            gz = f.read(2) == GZIP_MAGIC
+            f.seek(0)
+            if not gz and (size := os.fstat(f.fileno()).st_size) > max_bytes:
+                raise _over_cap(size, max_bytes, path)
+            raw: BinaryIO = f if sha256 is None else _Hashed(f, sha256)  # type: ignore[assignment]
+            stream = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
+            while data := stream.read(chunk):
+                total += len(data)
+                if total > max_bytes:
+                    raise _inflates_over_cap(max_bytes, path)
+                yield data
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise CorruptTrace(f"corrupt or truncated gzip stream ({err})", path=path) from None
+    except OSError as err:
+        raise IngestError(f"cannot read file ({err.strerror or err})", path=path) from None
+
+
+class _Hashed:
+    """A binary file whose reads feed a hash (hashlib lets go of the GIL on large updates)."""
+
+    def __init__(self, f: BinaryIO, sha256: Any) -> None:
+        self.f, self.sha256 = f, sha256
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.f.read(n)
+        self.sha256.update(data)
+        return data
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of the file on disk, read in blocks of 8 MiB."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(_CHUNK // 2), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def read_head(path: str | Path, n: int = 65536) -> bytes:

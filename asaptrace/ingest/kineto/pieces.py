@@ -22,22 +22,18 @@ in the whole file). Files larger than the ingest's memory budget are read this w
 
 from __future__ import annotations
 
-import gzip
-import os
 import re
-import zlib
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from asaptrace.errors import CorruptTrace, IngestError, SizeLimitExceeded
 from asaptrace.ingest.base import IngestOptions
 from asaptrace.ingest.kineto import c_scanner, cscan, piecewise_from
 from asaptrace.ingest.kineto import piece_bytes as kineto_piece_bytes
 from asaptrace.ingest.kineto.merge import Piece
-from asaptrace.ingest.source import GZIP_MAGIC, GZIP_RATIO, is_gzip
+from asaptrace.ingest.source import GZIP_RATIO, is_gzip, read_source_chunks
 
 #: Pieces scanned at once (the scanner releases the GIL: both cores).
 SCAN_THREADS = 2
@@ -76,7 +72,9 @@ def read_in_pieces(
     with ThreadPoolExecutor(SCAN_THREADS, thread_name_prefix="asaptrace-piece") as pool:
         pending: deque[Future[Piece]] = deque()
         try:
-            for doc in documents(_content(path, max_bytes, piece, sha256), piece):
+            for doc in documents(
+                read_source_chunks(path, max_bytes=max_bytes, chunk=piece, sha256=sha256), piece
+            ):
                 pending.append(pool.submit(_scan, doc, path))
                 del doc
                 while len(pending) > SCAN_THREADS:
@@ -103,47 +101,6 @@ def _scan(doc: bytes, path: Path) -> Piece:
     if cols is None:  # pragma: no cover - decode_c declines only for the reasons checked above
         raise NotInPieces("a piece the C scanner cannot take")
     return Piece(cols, frozenset(k for k, span in res["header"].items() if span is not None))
-
-
-def _content(path: Path, max_bytes: int, chunk: int, sha256: Any = None) -> Iterator[bytes]:
-    """The file's (decompressed) content in chunks of about ``chunk`` bytes, refusing more than
-    ``max_bytes`` (the messages of :func:`~asaptrace.ingest.source.read_source_bytes`); the bytes
-    on disk feed ``sha256`` (hashlib lets go of the GIL on large updates)."""
-    total = 0
-    try:
-        with open(path, "rb") as f:
-            gz = f.read(2) == GZIP_MAGIC
-            f.seek(0)
-            if not gz and (size := os.fstat(f.fileno()).st_size) > max_bytes:
-                raise SizeLimitExceeded(
-                    f"file is {size} bytes, over the cap of {max_bytes} bytes (raise --max-size)", path=path
-                )
-            raw = f if sha256 is None else _Hashed(f, sha256)
-            stream = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
-            while data := stream.read(chunk):
-                total += len(data)
-                if total > max_bytes:
-                    raise SizeLimitExceeded(
-                        f"decompresses to more than the cap of {max_bytes} bytes (raise --max-size)",
-                        path=path,
-                    )
-                yield data
-    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
-        raise CorruptTrace(f"corrupt or truncated gzip stream ({err})", path=path) from None
-    except OSError as err:
-        raise IngestError(f"cannot read file ({err.strerror or err})", path=path) from None
-
-
-class _Hashed:
-    """A binary file whose reads feed a hash."""
-
-    def __init__(self, f: BinaryIO, sha256: Any) -> None:
-        self.f, self.sha256 = f, sha256
-
-    def read(self, n: int = -1) -> bytes:
-        data = self.f.read(n)
-        self.sha256.update(data)
-        return data
 
 
 def documents(chunks: Iterator[bytes], piece_bytes: int) -> Iterator[bytes]:

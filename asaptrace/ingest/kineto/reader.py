@@ -48,7 +48,7 @@ from asaptrace.ingest.kineto.flows import flows
 from asaptrace.ingest.kineto.merge import merge
 from asaptrace.ingest.kineto.rank import device_model, rank_info
 from asaptrace.ingest.kineto.streams import complete_streams, streams_from_metadata
-from asaptrace.ingest.source import read_source_bytes
+from asaptrace.ingest.source import file_sha256, read_source_bytes
 from asaptrace.schema import EVENTS_SCHEMA, Kind
 
 FORMAT_NAME = "kineto"
@@ -108,23 +108,24 @@ def read_kineto(path: str | Path, options: IngestOptions | None = None) -> Inges
 
 
 def _read_kineto(path: Path, options: IngestOptions) -> IngestResult:
-    if prefetch.digest(path) is not None or not pieces.in_pieces(path, options):
-        return _read_whole(path, options)  # read ahead whole already, or small enough to read whole
+    if not _reads_in_pieces(path, options):
+        return _read_whole(path, options)
     # a big file: never held whole, scanned on both cores, hashed as it is read (the driver does
     # not hash it: hashes_while_reading)
     sha256 = hashlib.sha256()
     try:
         parts = pieces.read_in_pieces(path, max_bytes=options.max_decompressed_bytes, sha256=sha256)
     except pieces.NotInPieces:  # read whole, which says what is wrong with it, if anything
-        result = _read_whole(path, options)
-        sha256 = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(8 * 1024**2), b""):
-                sha256.update(block)
-        return replace(result, sha256=sha256.hexdigest())
+        return replace(_read_whole(path, options), sha256=file_sha256(path))
     cols = merge(parts)
     del parts  # the pieces' own columns: the joined ones replace them
     return replace(_tables(cols, path), sha256=sha256.hexdigest())
+
+
+def _reads_in_pieces(path: Path, options: IngestOptions) -> bool:
+    """A big file not read ahead whole already (:func:`~asaptrace.ingest.kineto.pieces.in_pieces`):
+    the reader hashes it as it reads it (the format's ``hashes_while_reading``)."""
+    return prefetch.digest(path) is None and pieces.in_pieces(path, options)
 
 
 def _read_whole(path: Path, options: IngestOptions) -> IngestResult:
@@ -359,9 +360,7 @@ KINETO = register_format(
         sniff=sniff,
         suffixes=(".json", ".json.gz", ".gz"),
         read=read_kineto,
-        hashes_while_reading=lambda path, options: (
-            prefetch.digest(path) is None and pieces.in_pieces(path, options)
-        ),
+        hashes_while_reading=_reads_in_pieces,
         description="PyTorch profiler / Kineto Chrome-trace JSON (.json, .json.gz)",
     )
 )
