@@ -86,20 +86,27 @@ def write_parquet(table: pa.Table, path: Path) -> None:
     both), deltas for the growing integer columns, statistics for the non-string columns (what
     a filter on rank, time or step skips by). Against zstd with the defaults, on 8 ranks of a
     40 MB trace: parts a third the size, written in 0.57× the time (benchmarks/ingest_folder.py)."""
-    schema = table.schema
+    pq.write_table(table, path, **_parquet_options(table.schema))
+
+
+def parquet_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
+    """A writer of one of the store's Parquet files a row group at a time, with
+    :func:`write_parquet`'s settings (a part too large to hold whole)."""
+    return pq.ParquetWriter(path, schema, **_parquet_options(schema))
+
+
+def _parquet_options(schema: pa.Schema) -> dict[str, Any]:
     strings = [f.name for f in schema if pa.types.is_dictionary(f.type) or pa.types.is_string(f.type)]
-    pq.write_table(
-        table,
-        path,
-        compression="zstd",
-        use_dictionary=strings,
-        write_statistics=[f.name for f in schema if f.name not in strings],
-        column_encoding={
+    return {
+        "compression": "zstd",
+        "use_dictionary": strings,
+        "write_statistics": [f.name for f in schema if f.name not in strings],
+        "column_encoding": {
             f.name: "DELTA_BINARY_PACKED"
             for f in schema
             if f.name in _DELTA_COLUMNS and pa.types.is_integer(f.type)
         },
-    )
+    }
 
 
 def scan_parts(paths: list[Path], **options: Any) -> pl.LazyFrame:
@@ -155,6 +162,8 @@ class StoreWriter:
         self._overwrite = overwrite
         self._done = False
         self.held: dict[str, dict[str, pa.Table]] = {}  # table → part id → raw part kept in memory
+        #: rank → its host rows the reader wrote in chunks (asaptrace.chunks.HostChunks)
+        self.host_chunks: dict[int, Any] = {}
 
     def __enter__(self) -> StoreWriter:
         return self
@@ -187,6 +196,13 @@ class StoreWriter:
         of the parts already written (an enrichment reads the raw parts while it writes the
         enriched ones), until :meth:`promote_staged` puts the staged parts in their place."""
         return write_part(self.tmp / _STAGE, name, part_id, table)
+
+    def staged_writer(self, name: str, part_id: str) -> pq.ParquetWriter:
+        """:meth:`write_staged_part`'s file, written a row group at a time (:func:`parquet_writer`):
+        the caller writes tables of the table's schema and closes it."""
+        directory = self.tmp / _STAGE / name
+        directory.mkdir(parents=True, exist_ok=True)
+        return parquet_writer(directory / f"part-{part_id}.parquet", TABLE_SCHEMAS[name])
 
     def promote_staged(self) -> None:
         """Replace every parted table by its staged parts (a table with none staged is emptied);

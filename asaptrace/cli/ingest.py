@@ -162,7 +162,9 @@ def _said_stale(folder: StaleFolder) -> None:
 def _said_memory(note: MemoryNote) -> None:
     err.print(
         f"memory budget {human_bytes(note.budget)} cannot be kept: {note.path.name} "
-        f"({human_bytes(note.size)}) is one rank, segmented whole, about {human_bytes(note.peak)} at its peak",
+        f"({human_bytes(note.size)}) is one rank, "
+        + ("read in chunks but its device work held whole" if note.chunked else "segmented whole")
+        + f", about {human_bytes(note.peak)} at its peak",
         soft_wrap=True,
         markup=False,
     )

@@ -24,6 +24,7 @@ import polars as pl
 
 from asaptrace.enrich.batches import annotated_dp_groups, batches_from_annotations, read_batches_sidecar
 from asaptrace.enrich.clock import apply_offsets, estimate_offsets
+from asaptrace.enrich.host_chunks import HostPass
 from asaptrace.enrich.instances import match_instances
 from asaptrace.enrich.phases import batches_from_step_names, read_step_names, step_table, steps_json
 from asaptrace.enrich.segment import SegmentNotes, segment
@@ -191,10 +192,14 @@ def _span_names(spans: pl.DataFrame) -> pl.DataFrame:
 
 def _training(events: pl.DataFrame, tax: Taxonomy) -> bool:
     """Whether an event name of ``events`` is a training marker (taxonomy ``[[marker]]`` rules)."""
-    markers = [m.match for m in tax.markers if m.phase == "training"]
-    if not markers:
+    if not any(m.phase == "training" for m in tax.markers):
         return False
-    names = events.get_column("name").unique().cast(pl.String).drop_nulls().to_list()
+    return _names_train(events.get_column("name").unique().cast(pl.String).drop_nulls().to_list(), tax)
+
+
+def _names_train(names: list[str], tax: Taxonomy) -> bool:
+    """Whether one of ``names`` is a training marker."""
+    markers = [m.match for m in tax.markers if m.phase == "training"]
     return any(p.search(n) for n in names for p in markers)
 
 
@@ -274,11 +279,17 @@ class RankSegments:
 
 
 def segment_ranks(
-    events: pl.DataFrame, args: pl.DataFrame, ranks: pl.DataFrame, tax: Taxonomy
+    events: pl.DataFrame,
+    args: pl.DataFrame,
+    ranks: pl.DataFrame,
+    tax: Taxonomy,
+    outside: HostPass | None = None,
 ) -> RankSegments:
-    """Undo a previous alignment, segment from annotations, classify (a group of ranks' tables)."""
-    ev, spans, notes = segment(_recorded(events, ranks), args, tax)
-    return RankSegments(_classify(ev, tax), spans, notes, _training(ev, tax))
+    """Undo a previous alignment, segment from annotations, classify (a group of ranks' tables;
+    ``outside``: a big rank's host rows kept out of them, :mod:`asaptrace.enrich.host_chunks`)."""
+    ev, spans, notes = segment(_recorded(events, ranks), args, tax, outside)
+    training = _training(ev, tax) or (outside is not None and _names_train(list(outside.chunks.names), tax))
+    return RankSegments(_classify(ev, tax), spans, notes, training)
 
 
 def fill_ranks(seg: RankSegments, plan: StepPlan | None) -> tuple[pl.DataFrame, SegmentNotes]:

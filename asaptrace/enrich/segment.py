@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import polars as pl
@@ -199,7 +200,7 @@ def _build_tree(ann: pl.DataFrame) -> pl.DataFrame:
     ).with_row_index("span")
 
 
-def _innermost(
+def innermost(
     points: pl.DataFrame, spans: pl.DataFrame, device: bool, by: list[str]
 ) -> tuple[np.ndarray, np.ndarray]:
     """Id (``span``) of the innermost host (device) span with the same ``by`` keys containing each
@@ -231,19 +232,32 @@ def _innermost(
     return rows, idx
 
 
+class OutsideRows(Protocol):
+    """Host rows of the same ranks kept out of ``events`` (a big rank's host chunks,
+    :mod:`asaptrace.enrich.host_chunks`): what the kernels they launched need of them."""
+
+    def launches(self, spans: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """(rank, corr, eid, _span) of the rows with a correlation id inside a span, and
+        (rank, corr, _launch) the earliest start of the rows with each correlation id."""
+        ...
+
+
 def segment(
     events: pl.DataFrame,
     args: pl.DataFrame,
     taxonomy: Taxonomy,
+    outside: OutsideRows | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, SegmentNotes]:
     """Fill step/layer/micro_batch from annotations; add a ``context`` column (enclosing span names).
 
     Returns (events with step/layer/micro_batch/context, the annotation spans, notes). Events the
     annotations leave unassigned keep nulls; :func:`~asaptrace.enrich.structure.fill_from_structure`
-    handles them once kinds are known.
+    handles them once kinds are known. ``outside``: host rows of the same ranks not in ``events``,
+    whose launches count as if they were (none of them is an annotation).
     """
     notes = SegmentNotes()
     spans = annotation_spans(events, args, taxonomy)
+    launched = outside.launches(spans) if outside is not None and spans.height else None
     ev = events.drop("step", "layer", "micro_batch").with_row_index("_row")
     n = ev.height
     span_of = np.full(n, -1, dtype=np.int64)
@@ -253,7 +267,7 @@ def segment(
         keys = ev.select("_row", "rank", "pid", "stream", "is_device", "ts_ns", "corr", "eid")
         host = keys.filter(~pl.col("is_device"))
         # 2. host events: innermost host span on their own thread
-        rows, idx = _innermost(host, spans, False, ["rank", "pid", "stream"])
+        rows, idx = innermost(host, spans, False, ["rank", "pid", "stream"])
         span_of[rows] = idx
         del host
         # annotation events are their own span
@@ -261,23 +275,25 @@ def segment(
         span_of[own.get_column("_row").to_numpy()] = own.get_column("span").fill_null(-1).to_numpy()
         # 3a. device events: the span of their launch (same rank, same correlation id)
         dev = keys.filter(pl.col("is_device") & ~pl.Series(is_ann))
-        launches = (
-            keys.select("rank", "corr", "is_device", _span=pl.Series(span_of))
-            .filter(~pl.col("is_device") & pl.col("corr").is_not_null() & (pl.col("_span") >= 0))
-            .group_by("rank", "corr")
-            .agg(pl.col("_span").first())
+        launching = keys.select("rank", "corr", "eid", "is_device", _span=pl.Series(span_of)).filter(
+            ~pl.col("is_device") & pl.col("corr").is_not_null() & (pl.col("_span") >= 0)
         )
+        if launched is None:
+            launches = launching.group_by("rank", "corr").agg(pl.col("_span").first())
+        else:  # the first launch in the file (rows are in eid order in either frame alone)
+            rows = pl.concat([launching.drop("is_device"), launched[0]], how="vertical_relaxed")
+            launches = rows.group_by("rank", "corr").agg(pl.col("_span").sort_by("eid").first())
         linked = dev.join(launches, on=["rank", "corr"], how="left")
         span_of[linked.get_column("_row").to_numpy()] = linked.get_column("_span").fill_null(-1).to_numpy()
         # 3b. not linked: innermost device span on their own stream
         rest = dev.filter(pl.lit(pl.Series(span_of)).gather(pl.col("_row")) < 0)
         if rest.height:
-            rows, idx = _innermost(rest, spans, True, ["rank", "pid", "stream"])
+            rows, idx = innermost(rest, spans, True, ["rank", "pid", "stream"])
             span_of[rows] = idx
-    values = _span_values(spans, span_of)
+    values = span_values(spans, span_of)
     ev = ev.with_columns(values).drop("_row")
     # 3c. still no step: the step span that contains the event on its rank (any stream)
-    ev = _step_from_rank_spans(ev, spans)
+    ev = step_from_rank_spans(ev, spans, None if launched is None else launched[1])
     has_steps = spans.height > 0 and spans.get_column("is_step_span").any()
     has_layers = spans.height > 0 and spans.get_column("is_layer_span").any()
     notes.step_source = "annotations" if has_steps else "none"
@@ -285,7 +301,7 @@ def segment(
     return ev, spans, notes
 
 
-def _span_values(spans: pl.DataFrame, span_of: np.ndarray) -> list[pl.Series]:
+def span_values(spans: pl.DataFrame, span_of: np.ndarray) -> list[pl.Series]:
     valid = span_of >= 0
     safe = np.where(valid, span_of, 0)
 
@@ -304,7 +320,9 @@ def _span_values(spans: pl.DataFrame, span_of: np.ndarray) -> list[pl.Series]:
     ]
 
 
-def _step_from_rank_spans(ev: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
+def step_from_rank_spans(
+    ev: pl.DataFrame, spans: pl.DataFrame, launched: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Events still without a step take the step span that contains them on their rank, whatever
     the thread or stream: a host event by its own start (the autograd engine runs the backward on
     a thread of its own, outside the thread's ``ProfilerStep`` span), a kernel by its launch's
@@ -331,6 +349,12 @@ def _step_from_rank_spans(ev: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame
         .group_by("rank", "corr")
         .agg(pl.col("ts_ns").min().alias("_launch"))
     )
+    if launched is not None:  # launches among the rows kept out of ``ev`` (``segment``'s outside)
+        launches = (
+            pl.concat([launches, launched], how="vertical_relaxed")
+            .group_by("rank", "corr")
+            .agg(pl.col("_launch").min())
+        )
     dev = (
         missing.filter(pl.col("is_device"))
         .select("_row", "rank", "corr", "ts_ns")

@@ -30,6 +30,7 @@ the whole run.
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,12 +54,14 @@ from asaptrace.enrich.frames import (
     stepless_gaps,
     taxonomy_for,
 )
+from asaptrace.enrich.host_chunks import HostPass
 from asaptrace.enrich.spill_cache import Kept, SpillCache
 from asaptrace.enrich.store_parts import BackgroundWrites, PartsIndex, rank_parts, read_ahead
 from asaptrace.enrich.structure import StepPlan
 from asaptrace.enrich.taxonomy import Profile, Taxonomy
 from asaptrace.enrich.topology import ParallelConfig
 from asaptrace.errors import AccountingError
+from asaptrace.chunks import CHUNK_DIR, HostChunks
 from asaptrace.memory import give_back
 from asaptrace.store import StoreWriter, TraceStore
 
@@ -95,6 +98,7 @@ class Enrichment:
     tax: Taxonomy
     cache: SpillCache
     tell: EnrichProgress
+    host: dict[int, HostPass] = field(default_factory=dict)  # big ranks' host chunks (a group alone)
 
     @property
     def rank_ids(self) -> list[int]:
@@ -103,7 +107,8 @@ class Enrichment:
     def segmented(self, group: list[int]) -> tuple[RankSegments, pl.DataFrame]:
         """A group's raw events and args read and segmented (its args too: the facts need them)."""
         args = self.index.read("args", group)
-        return segment_ranks(self.index.read("events", group), args, self.ranks, self.tax), args
+        outside = self.host.get(group[0]) if len(group) == 1 else None
+        return segment_ranks(self.index.read("events", group), args, self.ranks, self.tax, outside), args
 
 
 def enrich_streaming(
@@ -118,6 +123,7 @@ def enrich_streaming(
     held: dict[str, dict[str, pa.Table]] | None = None,
     cache_bytes: int = 0,
     early: EarlyPass | None = None,
+    host_chunks: dict[int, HostChunks] | None = None,
 ) -> dict[str, Any]:
     """Enrich ``src``'s parts group of ranks by group into ``writer`` (ranks, batches and parted
     tables; see the module docstring); returns the enrichment's meta. ``src`` may be the writer's
@@ -126,14 +132,20 @@ def enrich_streaming(
     A rank is segmented once: its frames are kept for the next round, up to ``cache_bytes`` in
     memory (and the last group's in any case) and spilled to the writer's staging folder beyond
     (0: memory bounded by about one group). ``early`` holds the first pass of ranks already
-    segmented as their files were read (:class:`EarlyPass`)."""
+    segmented as their files were read (:class:`EarlyPass`); ``host_chunks`` the host rows of big
+    ranks their reader wrote in chunks (rank → :class:`~asaptrace.chunks.HostChunks`), each
+    such rank enriched alone (:mod:`asaptrace.enrich.host_chunks`)."""
     ranks = src.read("ranks")
     tell = progress or (lambda phase, done, total: None)
     tell("names", 0, ranks.height)
     index = PartsIndex.of(src, held)
-    tax = taxonomy_for(index.names(), taxonomy)
+    host_chunks = host_chunks or {}
+    names = set(index.names()).union(*(c.names for c in host_chunks.values()))
+    tax = taxonomy_for(sorted(names), taxonomy)
     cache = early.cache if early is not None else SpillCache(cache_bytes)
-    run = Enrichment(index, ranks, tax, cache, tell)
+    recorded = ranks.select("rank", "clock_offset_ns")
+    host = {r: HostPass(c, recorded) for r, c in host_chunks.items()}
+    run = Enrichment(index, ranks, tax, cache, tell, host)
     with cache.spilling(writer.tmp):
         first = first_round(run, early.take(tax) if early is not None else {}, group_events or GROUP_EVENTS)
         facts = first.facts
@@ -174,7 +186,7 @@ def first_round(run: Enrichment, ready: dict[int, Early], budget: int) -> FirstR
     stepless: list[tuple[list[int], Kept]] = []
     guessed: list[tuple[list[int], Early]] = []  # early ranks cut by their own gaps
     cache, total, done = run.cache, run.ranks.height, 0
-    for group in first_round_groups(run.index, run.rank_ids, ready, budget):
+    for group in first_round_groups(run.index, run.rank_ids, set(ready) | set(run.host), budget):
         run.tell("segment", done, total)
         done += len(group)
         if group[0] in ready:  # segmented as its file was read
@@ -218,13 +230,14 @@ def first_round(run: Enrichment, ready: dict[int, Early], budget: int) -> FirstR
 
 
 def first_round_groups(
-    index: PartsIndex, rank_ids: list[int], ready: dict[int, Early], budget: int
+    index: PartsIndex, rank_ids: list[int], alone: set[int], budget: int
 ) -> list[list[int]]:
-    """The first pass's groups, in rank order: each rank done early alone, the others grouped as usual."""
+    """The first pass's groups, in rank order: each rank of ``alone`` (done early, or with host
+    chunks) a group of its own, the others grouped as usual."""
     out: list[list[int]] = []
     run: list[int] = []
     for rank in rank_ids:
-        if rank in ready:
+        if rank in alone:
             out += [*index.groups(run, budget), [rank]]
             run = []
         else:
@@ -284,6 +297,10 @@ def write_round(run: Enrichment, writer: StoreWriter, decision: Decision) -> Non
         filled, args = run.cache.take(kept)
         events, flows = finish_ranks(filled, run.index.read("flows", group), run.ranks, decision.offsets)
         del filled
+        if len(group) == 1 and group[0] in run.host:  # its events and args merged with its chunks'
+            rank = group[0]
+            run.host[rank].write(writer, f"{rank:05d}", events.to_arrow(), args.to_arrow(), decision.offsets)
+            return [(rank, {"flows": flows.to_arrow()} if flows.height else {})]
         tables = {"events": events, "args": args, "flows": flows}
         del events, args, flows
         return [
@@ -332,7 +349,9 @@ def ingest_enrichment(
             held=writer.held,
             cache_bytes=budget,
             early=early,
+            host_chunks=writer.host_chunks,
         )
+        shutil.rmtree(writer.tmp / CHUNK_DIR, ignore_errors=True)  # every rank's chunks: written back
         return {**meta, **enriched}
 
     return finish, early.add

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from asaptrace.accounting import Accounting
 from asaptrace.errors import UnsupportedFormat
+from asaptrace.chunks import HostChunks
 from asaptrace.ingest.naming import NameHint, rank_from_name
 from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED, read_head
 from asaptrace.memory import DEFAULT_BUDGET
@@ -31,6 +32,9 @@ class IngestOptions:
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED
     #: a file (decompressed) larger than this is never held whole: the ingest's memory budget
     piecewise_from: int = DEFAULT_BUDGET
+    #: where a reader may write a big file's plain host rows in chunks instead of holding them
+    #: (:mod:`asaptrace.chunks`); set by the driver for an ingest that enriches, else None
+    chunk_dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,7 @@ class IngestResult:
     rank_info: RankInfo = field(default_factory=RankInfo)
     notes: dict[str, Any] = field(default_factory=dict)  # format-specific facts kept in meta.json
     sha256: str | None = None  # of the file on disk, when the reader hashed it as it read it
+    host_chunks: HostChunks | None = None  # rows written in chunks, kept out of ``events``/``args``
 
     def with_rank(self, rank: int) -> IngestResult:
         """Fill the rank column of every table."""
@@ -77,6 +82,7 @@ class IngestResult:
             flows=fill(self.flows),
             streams=fill(self.streams),
             rank_info=replace(self.rank_info, rank=rank),
+            host_chunks=None if self.host_chunks is None else self.host_chunks.with_rank(rank),
         )
 
 
@@ -93,6 +99,8 @@ class Format:
     must be called to be taken as a trace of this format (a file named explicitly is always taken).
     ``hashes_while_reading``: whether the reader hashes this file (read with these options) as it
     reads it (its result's ``sha256``), so the driver does not read it a second time to hash it.
+    ``reads_in_chunks``: whether, given a ``chunk_dir``, the reader writes the file's plain host
+    rows there in chunks (:mod:`asaptrace.chunks`) instead of into its tables.
     """
 
     name: str
@@ -106,6 +114,8 @@ class Format:
     suffixes: tuple[str, ...] = ()
     file_names: tuple[str, ...] = ()
     hashes_while_reading: Callable[[Path, IngestOptions], bool] | None = None
+    #: whether the reader writes this file's plain host rows in chunks (given a ``chunk_dir``)
+    reads_in_chunks: Callable[[Path, IngestOptions], bool] | None = None
 
 
 #: The ingest formats; the built-in ones register themselves when their reader is imported,

@@ -35,6 +35,7 @@ from asaptrace.ingest.base import (
     RankInfo,
     detect_format,
 )
+from asaptrace.chunks import CHUNK_DIR, HostChunks
 from asaptrace.ingest.discovery import SourceFacts, find_sources, run_refusal, run_warnings
 from asaptrace.ingest.kineto import prefetch
 from asaptrace.ingest.ranks import RankFrom, check_unique_ranks, explicit_ranks, resolve_rank
@@ -98,6 +99,7 @@ class FileSummary:
     start_ns: int | None = None  # the file's time range (before clock alignment)
     end_ns: int | None = None
     tables: dict[str, pa.Table] | None = None  # the parts, when the task held them (``FileTask.hold``)
+    host_chunks: HostChunks | None = None  # its plain host rows, written in chunks by its reader
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ def ingest_file(task: FileTask) -> FileSummary | Unreadable:
     part = f"{task.index:05d}"
     held: dict[str, pa.Table] = {}
     stored = {name: conform(getattr(result, name), name) for name in ("events", "args", "flows")}
-    if task.after_read is not None:
+    if task.after_read is not None and result.host_chunks is None:  # a rank in chunks: enriched alone
         task.after_read(root, info.rank, stored["events"], stored["args"])
     for name, table in stored.items():
         if table.num_rows:
@@ -175,22 +177,24 @@ def ingest_file(task: FileTask) -> FileSummary | Unreadable:
         sha256=digest.get("sha256") or result.sha256 or "",
         rank_info=info,
         accounting=result.accounting,
-        events=result.events.num_rows,
+        events=result.events.num_rows + (result.host_chunks.rows if result.host_chunks else 0),
         streams=result.streams,
         notes=result.notes,
-        **_time_range(result.events),
+        **_time_range(result.events, result.host_chunks),
         tables=held if task.hold else None,
+        host_chunks=result.host_chunks,
     )
 
 
-def _time_range(events: pa.Table) -> dict[str, Any]:
-    if events.num_rows == 0:
-        return {"start_ns": None, "end_ns": None}
-    ts = events.column("ts_ns")
-    return {
-        "start_ns": pc.min(ts).as_py(),
-        "end_ns": pc.max(pc.add(ts, events.column("dur_ns"))).as_py(),
-    }
+def _time_range(events: pa.Table, chunks: HostChunks | None) -> dict[str, Any]:
+    starts = [] if chunks is None or chunks.start_ns is None else [chunks.start_ns]
+    ends = [] if chunks is None or chunks.end_ns is None else [chunks.end_ns]
+    if events.num_rows:
+        ts = events.column("ts_ns")
+        starts.append(pc.min(ts).as_py())
+        ends.append(pc.max(pc.add(ts, events.column("dur_ns"))).as_py())
+    starts, ends = [v for v in starts if v is not None], [v for v in ends if v is not None]
+    return {"start_ns": min(starts, default=None), "end_ns": max(ends, default=None)}
 
 
 def ingest_paths(
@@ -274,8 +278,9 @@ def ingest_paths(
     largest = max(range(len(files)), key=lambda i: _decompressed(files[i], sizes[i], options), default=None)
     if largest is not None and on_memory is not None:
         size = _decompressed(files[largest], sizes[largest], options)
-        if (peak := over_budget(budget, size)) is not None:
-            on_memory(MemoryNote(files[largest], size, budget, peak))
+        chunked = finish is not None and _reads_in_chunks(files[largest], format, options)
+        if (peak := over_budget(budget, size, chunked=chunked)) is not None:
+            on_memory(MemoryNote(files[largest], size, budget, peak, chunked))
     in_process = getattr(runner, "in_process", False)
     hold = _held(sizes, files, options) if finish is not None and in_process else []
     with StoreWriter(out, overwrite=overwrite, on_stale=on_stale) as writer:
@@ -285,7 +290,9 @@ def ingest_paths(
                 str(f),
                 format,
                 str(writer.tmp),
-                options,
+                options
+                if finish is None
+                else replace(options, chunk_dir=str(writer.tmp / CHUNK_DIR / f"{i:05d}")),
                 rank_from,
                 explicit[i],
                 single_file=len(files) == 1,
@@ -318,6 +325,7 @@ def ingest_paths(
                 writer.hold_part(name, f"{s.index:05d}", table)
             s.tables = None
         check_unique_ranks(summaries)
+        writer.host_chunks = {s.rank_info.rank: s.host_chunks for s in summaries if s.host_chunks is not None}
         writer.write_table("ranks", _ranks_table(summaries))
         writer.write_table("streams", pa.concat_tables([s.streams.cast(STREAMS_SCHEMA) for s in summaries]))
         total = Accounting()
@@ -363,15 +371,26 @@ def _memory_bytes(path: Path, size: int, options: IngestOptions) -> int:
     return int(_decompressed(path, size, options) * MEMORY_PER_BYTE)
 
 
+def _reads_in_chunks(path: Path, format: str | None, options: IngestOptions) -> bool:
+    """Whether ``path``'s reader writes its plain host rows in chunks (an ingest that enriches)."""
+    try:
+        fmt = FORMATS.get(format) if format else detect_format(path)
+    except (UnsupportedFormat, CorruptTrace, SizeLimitExceeded):
+        return False
+    return fmt.reads_in_chunks is not None and fmt.reads_in_chunks(path, options)
+
+
 @dataclass(frozen=True)
 class MemoryNote:
-    """The memory budget cannot be kept: ``path`` (``size`` bytes decompressed) is one rank,
-    segmented whole, about ``peak`` bytes at its peak."""
+    """The memory budget cannot be kept: ``path`` (``size`` bytes decompressed) is one rank, about
+    ``peak`` bytes at its peak: segmented whole, or (``chunked``) read in chunks but its device
+    work and annotations held whole."""
 
     path: Path
     size: int
     budget: int
     peak: int
+    chunked: bool = False
 
 
 #: A file's canonical tables take about this share of its decompressed size (Kineto: 0.3–0.4).

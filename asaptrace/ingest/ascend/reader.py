@@ -43,6 +43,7 @@ import mmap
 import zlib
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -240,7 +241,8 @@ def read_ascend(path: str | Path, options: IngestOptions | None = None) -> Inges
         )
         acc = Accounting()
     else:
-        base = read_kineto(path, options)
+        # all of its rows in the tables: the Ascend layer reads every one of them
+        base = read_kineto(path, replace(options, chunk_dir=None))
         base_events, base_args, base_flows, base_streams = base.events, base.args, base.flows, base.streams
         acc = Accounting(
             read=base.accounting.read,

@@ -63,12 +63,19 @@ def in_pieces(path: Path, options: IngestOptions) -> bool:
 def read_in_pieces(
     path: Path, *, max_bytes: int, piece_bytes: int | None = None, sha256: Any = None
 ) -> list[Piece]:
-    """The columns of each piece of ``path``, in file order (raises :class:`NotInPieces` when the
-    file must be read whole; the usual :class:`~asaptrace.errors.IngestError` for a file that
-    cannot be read or is over ``max_bytes``). ``sha256`` (a hashlib object) is fed the file's
-    bytes on disk as they are read: the driver reads the file once."""
+    """The columns of each piece of ``path``, in file order (see :func:`scan_pieces`)."""
+    return list(scan_pieces(path, max_bytes=max_bytes, piece_bytes=piece_bytes, sha256=sha256))
+
+
+def scan_pieces(
+    path: Path, *, max_bytes: int, piece_bytes: int | None = None, sha256: Any = None
+) -> Iterator[Piece]:
+    """The columns of each piece of ``path``, in file order, each as soon as it is scanned (raises
+    :class:`NotInPieces` when the file must be read whole; the usual
+    :class:`~asaptrace.errors.IngestError` for a file that cannot be read or is over
+    ``max_bytes``). ``sha256`` (a hashlib object) is fed the file's bytes on disk as they are
+    read: the driver reads the file once."""
     piece = piece_bytes or kineto_piece_bytes()
-    out: list[Piece] = []
     with ThreadPoolExecutor(SCAN_THREADS, thread_name_prefix="asaptrace-piece") as pool:
         pending: deque[Future[Piece]] = deque()
         try:
@@ -78,13 +85,12 @@ def read_in_pieces(
                 pending.append(pool.submit(_scan, doc, path))
                 del doc
                 while len(pending) > SCAN_THREADS:
-                    out.append(pending.popleft().result())
+                    yield pending.popleft().result()
             while pending:
-                out.append(pending.popleft().result())
+                yield pending.popleft().result()
         finally:
             for f in pending:
                 f.cancel()
-    return out
 
 
 def _scan(doc: bytes, path: Path) -> Piece:

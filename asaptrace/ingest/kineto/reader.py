@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -113,6 +114,15 @@ def _read_kineto(path: Path, options: IngestOptions) -> IngestResult:
     # a big file: never held whole, scanned on both cores, hashed as it is read (the driver does
     # not hash it: hashes_while_reading)
     sha256 = hashlib.sha256()
+    if options.chunk_dir is not None:  # its plain host rows written in chunks as they come
+        from asaptrace.ingest.kineto.split import read_split
+
+        try:
+            return replace(
+                read_split(path, options, Path(options.chunk_dir), sha256), sha256=sha256.hexdigest()
+            )
+        except pieces.NotInPieces:
+            sha256 = hashlib.sha256()
     try:
         parts = pieces.read_in_pieces(path, max_bytes=options.max_decompressed_bytes, sha256=sha256)
     except pieces.NotInPieces:  # read whole, which says what is wrong with it, if anything
@@ -177,17 +187,33 @@ class _Phases:
         return out
 
 
-def _tables(c: EventColumns, path: Path) -> IngestResult:
-    """The shared downstream: per-event columns → canonical tables with balanced accounting."""
+@dataclass(frozen=True)
+class Outside:
+    """Events of the file kept out of its tables, each read and kept (a big file's host rows,
+    written in chunks: :mod:`asaptrace.ingest.kineto.split`): how many, and their distinct
+    (pid, stream, is_device) for the streams table."""
+
+    rows: int
+    streams: pa.Table
+
+
+def base_time_ns(header: dict[str, Any]) -> int:
+    """The file's ``baseTimeNanoseconds`` (0 when absent or not a usable int)."""
+    base = header.get("baseTimeNanoseconds")
+    ok = isinstance(base, int) and not isinstance(base, bool) and col.INT64_MIN <= base <= col.INT64_MAX
+    return base if ok else 0
+
+
+def _tables(
+    c: EventColumns, path: Path, *, eids: np.ndarray | None = None, outside: Outside | None = None
+) -> IngestResult:
+    """The shared downstream: per-event columns → canonical tables with balanced accounting.
+    ``eids``: each row's event id when the columns hold only some of the file's rows (its place
+    in the file; default: the row's own place); ``outside``: the rows kept out of the tables."""
     if c.n_read == 0:
         raise CorruptTrace("no events ('traceEvents' is empty)", path=path)
     rejected: Counter[str] = Counter(c.rejected)
-    base = c.header.get("baseTimeNanoseconds")
-    base_ns = (
-        base
-        if isinstance(base, int) and not isinstance(base, bool) and col.INT64_MIN <= base <= col.INT64_MAX
-        else 0
-    )
+    base_ns = base_time_ns(c.header)
     ts = _shifted(c.ts, base_ns)
     ph = _Phases(c.ph)
     is_span = ph.mask(SPAN_PHASES)
@@ -242,7 +268,7 @@ def _tables(c: EventColumns, path: Path) -> IngestResult:
             rejected[reason] += int(hit.sum())
             good &= ~hit
     idx = np.flatnonzero(good)
-    kept["events"] = len(idx) + merged_ends
+    kept["events"] = len(idx) + merged_ends + (outside.rows if outside else 0)
 
     take = pa.array(idx)
     ev_cat = pc.take(c.cat, take)
@@ -263,13 +289,20 @@ def _tables(c: EventColumns, path: Path) -> IngestResult:
             "layer": pa.nulls(len(idx), pa.int16()),
             "micro_batch": pa.nulls(len(idx), pa.int8()),
             "corr": c.corr(idx),
-            "eid": pa.array(idx.astype(np.int64)),
+            "eid": pa.array((idx if eids is None else eids[idx]).astype(np.int64)),
         },
         schema=EVENTS_SCHEMA,
     )
     arg_rows = args_table(c, idx, ev_cat)
-    streams = complete_streams(meta_streams, events, c.pid.table, c.tid.table)
-    acc = Accounting(read=c.n_read, kept=kept, rejected=rejected).check(str(path))
+    if eids is not None:
+        at = arg_rows.schema.get_field_index("eid")
+        arg_rows = arg_rows.set_column(at, "eid", pa.array(eids[arg_rows.column(at).to_numpy()]))
+    used = events.select(["pid", "stream", "is_device"])
+    if outside is not None:
+        used = pa.concat_tables([used, outside.streams.cast(used.schema)])
+    streams = complete_streams(meta_streams, used, c.pid.table, c.tid.table)
+    read = c.n_read + (outside.rows if outside else 0)
+    acc = Accounting(read=read, kept=kept, rejected=rejected).check(str(path))
     unit = c.header.get("displayTimeUnit")
     info = rank_info(c.header, events)
     return IngestResult(
@@ -361,6 +394,7 @@ KINETO = register_format(
         suffixes=(".json", ".json.gz", ".gz"),
         read=read_kineto,
         hashes_while_reading=_reads_in_pieces,
+        reads_in_chunks=_reads_in_pieces,
         description="PyTorch profiler / Kineto Chrome-trace JSON (.json, .json.gz)",
     )
 )

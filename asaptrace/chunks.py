@@ -1,0 +1,100 @@
+"""A big rank's plain host events, written by its reader in chunks instead of held in memory.
+
+Most of a big rank file's events (≈ 85 % in a PyTorch trace) are host operators, runtime calls and
+Python functions: each is one row the enrichment gives a step and a layer from the annotation
+span around it, and nothing about it feeds a decision over the rank (kinds, steps from gaps,
+layers from comm order, clock alignment: all device work). A reader that reads a file in pieces
+writes those rows as it goes, a chunk per piece (Arrow IPC files under the store's staging folder),
+and hands back only the rest — device work, annotations, flows, metadata and anything odd — as
+its tables. :class:`HostChunks` is the handle: where the chunks are and what the driver and the
+enrichment need to know of them without reading them (rows, names, streams, time range).
+
+A chunk is stored as its reader left it: rank -1 and times without the file's base time, which
+the reader learns only at the end of the file (``baseTimeNanoseconds`` is in its tail).
+:meth:`HostChunks.read` gives a chunk as the store holds it: rank filled, times shifted. The
+enrichment (:mod:`asaptrace.enrich.host_chunks`) writes each rank's final parts from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from asaptrace.schema import conform
+
+#: The staging folder's subfolder for host chunks (removed before the store is committed).
+CHUNK_DIR = ".host-chunks"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One piece's host rows: its events and args files, rows, and first and past-last eid."""
+
+    events: str
+    args: str
+    rows: int
+    first_eid: int
+    end_eid: int
+    args_rows: int
+
+
+@dataclass(frozen=True)
+class HostChunks:
+    """A rank's host rows on disk (see the module docstring)."""
+
+    chunks: tuple[Chunk, ...]
+    ts_shift: int  # the file's baseTimeNanoseconds, added to every time when read
+    names: tuple[str, ...]  # the distinct event names of the rows
+    streams: tuple[tuple[int, int], ...]  # the distinct (pid, stream) of the rows
+    start_ns: int | None  # the rows' time range (shifted), None when there are none
+    end_ns: int | None
+    rank: int = -1
+
+    @property
+    def rows(self) -> int:
+        return sum(c.rows for c in self.chunks)
+
+    def with_rank(self, rank: int) -> HostChunks:
+        return replace(self, rank=rank)
+
+    def read(self, i: int) -> tuple[pa.Table, pa.Table]:
+        """Chunk ``i``'s events and args as the store holds them (rank filled, times shifted)."""
+        c = self.chunks[i]
+        return self._fixed(_read_ipc(c.events), "events"), self._fixed(_read_ipc(c.args), "args")
+
+    def _fixed(self, table: pa.Table, name: str) -> pa.Table:
+        table = table.set_column(
+            table.schema.get_field_index("rank"),
+            "rank",
+            pa.array(np.full(table.num_rows, self.rank, np.int32)),
+        )
+        if name == "events" and self.ts_shift:
+            i = table.schema.get_field_index("ts_ns")
+            table = table.set_column(
+                i, "ts_ns", pc.add(table.column(i), pa.scalar(self.ts_shift, pa.int64()))
+            )
+        return table
+
+
+def write_chunk(
+    folder: Path, i: int, events: pa.Table, args: pa.Table, first_eid: int, end_eid: int
+) -> Chunk:
+    """Write piece ``i``'s host rows under ``folder`` (Arrow IPC: no encoding either way)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name, table in (("events", events), ("args", args)):
+        path = folder / f"{name}-{i:05d}.arrow"
+        table = conform(table, name)
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+            out.write_table(table)
+        paths[name] = str(path)
+    return Chunk(paths["events"], paths["args"], events.num_rows, first_eid, end_eid, args.num_rows)
+
+
+def _read_ipc(path: str) -> pa.Table:
+    with pa.OSFile(path, "rb") as source:
+        return pa.ipc.open_file(source).read_all()

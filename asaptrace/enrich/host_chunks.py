@@ -1,0 +1,135 @@
+"""A big rank's host chunks through the enrichment, never held whole.
+
+The reader wrote most of a big rank's host rows in chunks (:mod:`asaptrace.chunks`) and
+handed the rest over as the rank's tables. A host row needs little of the enrichment: its step,
+layer and micro-batch come from the innermost host annotation span around it on its own thread,
+else from the step span around it on its rank (:mod:`asaptrace.enrich.segment`, rules 2 and 3c);
+kinds, steps from gaps, layers from comm order and the facts the cross-rank decisions read are
+all about device work and annotations, which are in the rest. What the rest needs of the host
+rows is what the kernels they launched inherit: the span of each correlation id's first launch
+and its earliest start.
+
+So :class:`HostPass` goes over the chunks twice, one chunk in memory at a time: once while the
+rest is segmented (:meth:`HostPass.launches`, the ``outside`` of
+:func:`~asaptrace.enrich.segment.segment`, keeping each row's span: 4 bytes a row), and once to
+write the rank's final parts (:meth:`HostPass.write`): each chunk's rows given their values and
+clock offset, merged with the rest's final rows in event-id order, written a row group at a
+time into the rank's one part per table. The store is the one the whole rank would give.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from asaptrace.enrich.clock import apply_offsets
+from asaptrace.enrich.segment import innermost, span_values, step_from_rank_spans
+from asaptrace.chunks import HostChunks
+from asaptrace.schema import conform
+from asaptrace.store import StoreWriter
+
+_BY = ["rank", "pid", "stream"]
+
+
+class HostPass:
+    """One rank's host chunks in the enrichment (see the module docstring)."""
+
+    def __init__(self, chunks: HostChunks, recorded: pl.DataFrame) -> None:
+        self.chunks = chunks
+        self.recorded = recorded  # rank, clock_offset_ns: an earlier alignment, undone on reading
+        self.spans: pl.DataFrame | None = None
+        self.span_of: list[np.ndarray] = []
+
+    def _events(self, i: int) -> tuple[pl.DataFrame, pa.Table]:
+        events, args = self.chunks.read(i)
+        frame: pl.DataFrame = pl.from_arrow(events)  # type: ignore[assignment]
+        return apply_offsets(frame, self.recorded.rename({"clock_offset_ns": "offset_ns"}), sign=+1), args
+
+    def launches(self, spans: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Each chunk's rows given their innermost host span (kept for :meth:`write`); returns
+        what :class:`~asaptrace.enrich.segment.OutsideRows` says."""
+        self.spans, self.span_of = spans, []
+        first: list[pl.DataFrame] = []
+        earliest: list[pl.DataFrame] = []
+        for i in range(len(self.chunks.chunks)):
+            ev, _ = self._events(i)
+            keys = ev.select(*_BY, "ts_ns", "corr", "eid").with_row_index("_row")
+            rows, idx = innermost(keys, spans, False, _BY)
+            span_of = np.full(ev.height, -1, np.int32)
+            span_of[rows] = idx
+            self.span_of.append(span_of)
+            launch = keys.select(
+                "rank", "corr", "eid", "ts_ns", _span=pl.Series(span_of, dtype=pl.Int64)
+            ).filter(pl.col("corr").is_not_null())
+            first.append(
+                launch.filter(pl.col("_span") >= 0)
+                .group_by("rank", "corr")
+                .agg(pl.col("eid").first(), pl.col("_span").first())  # rows in eid order
+                .select("rank", "corr", "eid", "_span")
+            )
+            earliest.append(launch.group_by("rank", "corr").agg(pl.col("ts_ns").min().alias("_launch")))
+        return pl.concat(first), pl.concat(earliest)
+
+    def final(self, i: int, offsets: pl.DataFrame) -> tuple[pa.Table, pa.Table]:
+        """Chunk ``i``'s final events (values from the spans, clock aligned) and args."""
+        ev, args = self._events(i)
+        spans = self.spans if self.spans is not None else pl.DataFrame()
+        if self.spans is not None and self.spans.height:
+            values = span_values(spans, self.span_of[i].astype(np.int64))[:3]  # context: not stored
+            ev = step_from_rank_spans(ev.drop("step", "layer", "micro_batch").with_columns(values), spans)
+        return conform(apply_offsets(ev, offsets).to_arrow(), "events"), args
+
+    def write(
+        self, writer: StoreWriter, part_id: str, events: pa.Table, args: pa.Table, offsets: pl.DataFrame
+    ) -> None:
+        """The rank's final events and args parts: ``events``/``args`` (the rest's, final) and
+        every chunk's, in event-id order, a row group per chunk (one chunk in memory at a time)."""
+        rest = {"events": _Rest(conform(events, "events")), "args": _Rest(conform(args, "args"))}
+        with ExitStack() as stack:
+            out = {"events": stack.enter_context(writer.staged_writer("events", part_id))}
+            if args.num_rows or any(
+                c.args_rows for c in self.chunks.chunks
+            ):  # as for any rank: no empty args part
+                out["args"] = stack.enter_context(writer.staged_writer("args", part_id))
+            for i, c in enumerate(self.chunks.chunks):
+                finals = dict(zip(("events", "args"), self.final(i, offsets), strict=True))
+                for name, w in out.items():
+                    for piece in rest[name].merged(c.first_eid, c.end_eid, finals[name]):
+                        w.write_table(piece)
+                del finals
+            for name, w in out.items():
+                if (tail := rest[name].tail()) is not None:
+                    w.write_table(tail)
+
+
+class _Rest:
+    """The rest's final rows of a table (sorted by eid), handed out range by range."""
+
+    def __init__(self, table: pa.Table) -> None:
+        eid = table.column("eid").to_numpy()
+        if len(eid) > 1 and bool((eid[1:] < eid[:-1]).any()):
+            table = table.sort_by("eid")
+            eid = table.column("eid").to_numpy()
+        self.table, self.eid, self.at = table, eid, 0
+
+    def merged(self, first: int, end: int, chunk: pa.Table) -> Iterator[pa.Table]:
+        """The rows before eid ``first`` not handed out yet, then those of [first, end) merged
+        with ``chunk`` (the chunk's rows, all in that range) in eid order."""
+        lo, hi = (int(x) for x in np.searchsorted(self.eid, [first, end]))
+        if lo > self.at:
+            yield self.table.slice(self.at, lo - self.at)
+        both = (
+            pa.concat_tables([self.table.slice(lo, hi - lo), chunk.cast(self.table.schema)])
+            .unify_dictionaries()
+            .combine_chunks()
+        )
+        yield both.sort_by("eid")
+        self.at = max(self.at, hi)
+
+    def tail(self) -> pa.Table | None:
+        """The rows after the last range."""
+        return self.table.slice(self.at) if self.at < len(self.eid) else None

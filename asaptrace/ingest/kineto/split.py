@@ -1,0 +1,243 @@
+"""A big Kineto file read in pieces, its plain host rows written in chunks as they come.
+
+Read in pieces (:mod:`asaptrace.ingest.kineto.pieces`) and joined (:mod:`~asaptrace.ingest.kineto.merge`),
+a 2 GB rank still ends as 1 GB of tables in memory. Here each piece is split as soon as it is
+scanned: its *plain host rows* — complete or instant events of a host category (operators,
+runtime calls, Python functions; not annotations), with a name, int pid and tid, a time and a
+usable duration: rows that are kept as they are and need nothing from the rest of the file — go
+to a chunk on disk (:func:`~asaptrace.chunks.write_chunk`), built as the one-piece reader
+builds them. Everything else (device work, annotations, B/E pairs, flows, metadata, rows to
+reject) is compacted — only its rows, their args decoded now — and joined at the end into columns
+for the usual tables (:func:`~asaptrace.ingest.kineto.reader._tables`, with each row's event id in
+the whole file). So the store is the one-piece read's, row for row (tests/test_kineto_split.py).
+
+Three things are known only at the end of the file, and each is checked there: the base time
+(added when a chunk is read; a sum past int64 would make a row ``bad_ts``), the GPU pids of the
+metadata (a host row on a GPU pid is device work), and that some row is left for the tables. If
+any fails, :class:`~asaptrace.ingest.kineto.pieces.NotInPieces` is raised, the chunks are removed
+and the reader reads the file the usual way.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from asaptrace.ingest import columns as col
+from asaptrace.ingest.base import IngestOptions, IngestResult
+from asaptrace.chunks import Chunk, HostChunks, write_chunk
+from asaptrace.ingest.kineto import pieces
+from asaptrace.ingest.kineto.args import args_table
+from asaptrace.ingest.kineto.decode import EventArgs, EventColumns, IdColumn, Times
+from asaptrace.ingest.kineto.dictionary import dict_codes
+from asaptrace.ingest.kineto.merge import Piece, merge
+from asaptrace.ingest.kineto.reader import (
+    CATEGORY_KIND,
+    DEVICE_CATS,
+    INSTANT_PHASES,
+    Outside,
+    _kind_from_category,
+    _Phases,
+    _tables,
+    base_time_ns,
+)
+from asaptrace.ingest.kineto.streams import streams_from_metadata
+from asaptrace.schema import EVENTS_SCHEMA, Kind
+
+_HOST_PHASES = ("X", *INSTANT_PHASES)
+
+
+def read_split(path: Path, options: IngestOptions, folder: Path, sha256: Any) -> IngestResult:
+    """``path`` read in pieces, its plain host rows written as chunks under ``folder`` (the
+    result's ``host_chunks``), the rest in its tables (raises ``NotInPieces`` when it cannot be)."""
+    try:
+        return _read_split(path, options, folder, sha256)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _read_split(path: Path, options: IngestOptions, folder: Path, sha256: Any) -> IngestResult:
+    held: list[Piece] = []
+    eids: list[np.ndarray] = []
+    found = _Found()
+    start = 0
+    for i, piece in enumerate(
+        pieces.scan_pieces(path, max_bytes=options.max_decompressed_bytes, sha256=sha256)
+    ):
+        c = piece.cols
+        plain = _plain_host(c)
+        host = np.flatnonzero(plain)
+        if len(host):
+            events, args = _host_tables(c, host, start)
+            found.add(write_chunk(folder, i, events, args, start, start + c.n), events)
+            del events, args
+        rest = np.flatnonzero(~plain)
+        held.append(Piece(_compact(c, rest, len(host)), piece.header_present))
+        eids.append(rest + start)
+        start += c.n
+        del c, piece
+    cols = merge(held)
+    del held
+    base = base_time_ns(cols.header)
+    if cols.n_read == 0 or not found.fits(base) or found.pids & _gpu_pids(cols):
+        raise pieces.NotInPieces("host rows that need the whole file")
+    streams = pa.table(
+        {
+            "pid": pa.array([p for p, _ in found.pairs], pa.int32()),
+            "stream": pa.array([s for _, s in found.pairs], pa.int32()),
+            "is_device": pa.array([False] * len(found.pairs)),
+        }
+    )
+    result = _tables(cols, path, eids=np.concatenate(eids), outside=Outside(found.rows, streams))
+    chunks = HostChunks(
+        chunks=tuple(found.chunks),
+        ts_shift=base,
+        names=tuple(sorted(found.names)),
+        streams=tuple(sorted(found.pairs)),
+        start_ns=None if found.lo is None else found.lo + base,
+        end_ns=None if found.end is None else found.end + base,
+    )
+    return IngestResult(**{**result.__dict__, "host_chunks": chunks if found.chunks else None})
+
+
+class _Found:
+    """What the chunks written so far hold (rows, names, streams, pids, time range)."""
+
+    def __init__(self) -> None:
+        self.chunks: list[Chunk] = []
+        self.rows = 0
+        self.names: set[str] = set()
+        self.pairs: set[tuple[int, int]] = set()
+        self.pids: set[int] = set()
+        self.lo: int | None = None  # first ts (without the base time)
+        self.hi: int | None = None  # last ts
+        self.end: int | None = None  # last ts + dur
+
+    def add(self, chunk: Chunk, events: pa.Table) -> None:
+        self.chunks.append(chunk)
+        self.rows += events.num_rows
+        name = events.column("name").combine_chunks()
+        self.names.update(name.dictionary.take(pc.unique(name.indices)).to_pylist())
+        pairs = events.group_by(["pid", "stream"]).aggregate([]).to_pylist()
+        self.pairs.update((r["pid"], r["stream"]) for r in pairs)
+        self.pids.update(r["pid"] for r in pairs)
+        ts = events.column("ts_ns").to_numpy()
+        end = ts + events.column("dur_ns").to_numpy()
+        lo, hi, e = int(ts.min()), int(ts.max()), int(end.max())
+        self.lo = lo if self.lo is None else min(self.lo, lo)
+        self.hi = hi if self.hi is None else max(self.hi, hi)
+        self.end = e if self.end is None else max(self.end, e)
+
+    def fits(self, base: int) -> bool:
+        """Whether every time shifted by ``base`` stays an int64 (else the tables would reject some)."""
+        if not base or self.lo is None or self.hi is None or self.end is None:
+            return True
+        return (
+            self.hi <= col.INT64_MAX - base
+            and self.end <= col.INT64_MAX - base
+            and self.lo >= col.INT64_MIN - base
+        )
+
+
+def _plain_host(c: EventColumns) -> np.ndarray:
+    """The rows kept as they are whatever the rest of the file says (see the module docstring)."""
+    ph = _Phases(c.ph)
+    instant = ph.mask(INSTANT_PHASES)
+    cats = c.cat.dictionary.to_pylist()
+    host_cat = np.array(
+        [v not in DEVICE_CATS and CATEGORY_KIND.get(v, Kind.HOST) == Kind.HOST for v in cats] + [False], bool
+    )
+    ok = ph.mask(_HOST_PHASES) & host_cat[dict_codes(c.cat)]
+    ok &= c.name.is_valid().to_numpy(zero_copy_only=False)
+    ok &= _int_keys(c.pid) & _int_keys(c.tid)
+    ok &= c.ts.valid & (instant | (c.dur.valid & (c.dur.values >= 0)))
+    return ok
+
+
+def _int_keys(ids: IdColumn) -> np.ndarray:
+    """Rows whose pid (tid) is an int: its id is the value itself in any piece and in the whole file."""
+    own = np.array(
+        sorted(v for k, v in ids.table.items() if isinstance(k, int) and not isinstance(k, bool) and k == v),
+        np.int64,
+    )
+    return ~ids.missing & np.isin(ids.ids, own)
+
+
+def _host_tables(c: EventColumns, idx: np.ndarray, start: int) -> tuple[pa.Table, pa.Table]:
+    """The events and args of the plain host rows ``idx`` (as the one-piece reader builds them,
+    event ids counted from ``start``; times without the base time)."""
+    take = pa.array(idx)
+    cat = pc.take(c.cat, take)
+    n = len(idx)
+    dur = np.where(_Phases(c.ph).mask(INSTANT_PHASES)[idx], 0, c.dur.values[idx]).astype(np.int64)
+    events = pa.table(
+        {
+            "rank": pa.array(np.full(n, -1, np.int32)),
+            "pid": pa.array(c.pid.ids[idx], pa.int32()),
+            "stream": pa.array(c.tid.ids[idx], pa.int32()),
+            "is_device": pa.array(np.zeros(n, bool)),
+            "kind": _kind_from_category(cat, np.zeros(n, bool)),
+            "name": pc.take(c.name, take),
+            "cat": cat,
+            "ts_ns": pa.array(c.ts.values[idx]),
+            "dur_ns": pa.array(dur),
+            "step": pa.nulls(n, pa.int32()),
+            "layer": pa.nulls(n, pa.int16()),
+            "micro_batch": pa.nulls(n, pa.int8()),
+            "corr": c.corr(idx),
+            "eid": pa.array(idx.astype(np.int64) + start),
+        },
+        schema=EVENTS_SCHEMA,
+    )
+    args = args_table(c, idx, cat)
+    at = args.schema.get_field_index("eid")
+    return events, args.set_column(at, "eid", pc.add(args.column(at), pa.scalar(start, pa.int64())))
+
+
+def _compact(c: EventColumns, rows: np.ndarray, streamed: int) -> EventColumns:
+    """``c`` restricted to ``rows`` (``streamed`` rows were written out), everything the tables
+    ask of those rows decoded now, so that the piece's scan can be let go of. The pid/tid tables
+    stay whole: the join numbers the whole file's keys in order of first appearance."""
+    take = pa.array(rows)
+    corr, external, flow_ids = c.corr(rows), c.external_id(rows), c.flow_ids(rows)
+    dims = c.has_dims(rows)
+    texts = c.shape_texts(rows)
+    candidate = np.zeros(len(rows), bool)
+    candidate[c.rich_candidates(rows)] = True
+    need = np.flatnonzero(candidate | _Phases(pc.take(c.ph, take)).mask(("M",)))
+    decoded: dict[int, EventArgs | None] = dict(zip(need.tolist(), c.args(rows[need]), strict=True))
+
+    def pick(arr: pa.Array) -> Any:
+        return lambda q: arr.take(pa.array(q, pa.int64()))
+
+    return EventColumns(
+        decoder=c.decoder,
+        n_read=c.n_read - streamed,
+        rejected=c.rejected,
+        header=c.header,
+        ph=pc.take(c.ph, take),
+        name=pc.take(c.name, take),
+        cat=pc.take(c.cat, take),
+        ts=Times(c.ts.values[rows], c.ts.valid[rows]),
+        dur=Times(c.dur.values[rows], c.dur.valid[rows]),
+        pid=IdColumn(c.pid.ids[rows], c.pid.table, c.pid.missing[rows]),
+        tid=IdColumn(c.tid.ids[rows], c.tid.table, c.tid.missing[rows]),
+        corr=pick(corr),
+        external_id=pick(external),
+        flow_ids=pick(flow_ids),
+        args=lambda q: [decoded[i] for i in q.tolist()],
+        rich_candidates=lambda q: np.flatnonzero(candidate[q]),
+        has_dims=lambda q: dims[q],
+        shape_texts=lambda q: (pick(texts[0])(q), pick(texts[1])(q)),
+    )
+
+
+def _gpu_pids(c: EventColumns) -> set[int]:
+    """The pids the metadata labels as devices."""
+    return streams_from_metadata(c, np.flatnonzero(_Phases(c.ph).mask(("M",))))[1]
