@@ -32,7 +32,8 @@ CHUNK_DIR = ".host-chunks"
 
 @dataclass(frozen=True)
 class Chunk:
-    """One piece's host rows: its events and args files, rows, and first and past-last eid."""
+    """One piece's host rows: its events and args files (event ids counted from the piece's first
+    row), rows, the piece's first and past-last event id in the file, and args rows."""
 
     events: str
     args: str
@@ -62,21 +63,24 @@ class HostChunks:
         return replace(self, rank=rank)
 
     def read(self, i: int) -> tuple[pa.Table, pa.Table]:
-        """Chunk ``i``'s events and args as the store holds them (rank filled, times shifted)."""
+        """Chunk ``i``'s events and args as the store holds them (rank filled, event ids counted
+        from the start of the file, times shifted)."""
         c = self.chunks[i]
-        return self._fixed(_read_ipc(c.events), "events"), self._fixed(_read_ipc(c.args), "args")
-
-    def _fixed(self, table: pa.Table, name: str) -> pa.Table:
-        table = table.set_column(
-            table.schema.get_field_index("rank"),
-            "rank",
-            pa.array(np.full(table.num_rows, self.rank, np.int32)),
+        return (
+            self._fixed(_read_ipc(c.events), "events", c.first_eid),
+            self._fixed(_read_ipc(c.args), "args", c.first_eid),
         )
-        if name == "events" and self.ts_shift:
-            i = table.schema.get_field_index("ts_ns")
-            table = table.set_column(
-                i, "ts_ns", pc.add(table.column(i), pa.scalar(self.ts_shift, pa.int64()))
-            )
+
+    def _fixed(self, table: pa.Table, name: str, first_eid: int) -> pa.Table:
+        n = table.num_rows
+        table = table.set_column(
+            table.schema.get_field_index("rank"), "rank", pa.array(np.full(n, self.rank, np.int32))
+        )
+        shifts = {"eid": first_eid, "ts_ns": self.ts_shift if name == "events" else 0}
+        for column, by in shifts.items():
+            if by:  # a chunk counts its event ids from its piece's first row; times lack the base time
+                at = table.schema.get_field_index(column)
+                table = table.set_column(at, column, pc.add(table.column(at), pa.scalar(by, pa.int64())))
         return table
 
 

@@ -64,17 +64,23 @@ DEFAULT_BUDGET = 1024**3
 #: msgspec, the enrichment): 95–130 MB measured, before a byte of a trace is read.
 IMPORT_BYTES = 130 * 1024**2
 
-#: Peak bytes per (decompressed) byte of the largest file: a big rank file is read in pieces
-#: (never held whole), but its tables and its segmentation still hold the whole rank — the
-#: segmentation's working set is the peak (benchmarks/ingest_bigfile.py, a real trace's steps
+#: Peak bytes per (decompressed) byte of a rank file read whole: its bytes and scan, then its
+#: tables and its segmentation's working set (benchmarks/ingest_bigfile.py, a real trace's steps
 #: repeated: 130 MB + 1.9× at 0.5 GB, + 1.6× at 2 GB).
-PEAK_PER_BYTE = 1.8
+PEAK_PER_BYTE = 1.9
 
 
 def whole_file_peak(size: int) -> int:
-    """The peak RSS of ingesting one rank file of ``size`` (decompressed) bytes: a rank is still
-    segmented whole, so this grows with the file."""
+    """The peak RSS of ingesting one rank file of ``size`` (decompressed) bytes read whole and
+    segmented whole: it grows with the file."""
     return IMPORT_BYTES + int(size * PEAK_PER_BYTE)
+
+
+def whole_file_limit(budget: int) -> int:
+    """The largest file (decompressed bytes) whose whole read keeps within ``budget``
+    (:func:`whole_file_peak`): a larger Kineto file is read in pieces, its host rows in chunks
+    (1 GiB: 470 MiB)."""
+    return max(0, int((budget - IMPORT_BYTES) / PEAK_PER_BYTE))
 
 
 #: A big Kineto rank read in chunks (asaptrace.chunks): its plain host rows are never held

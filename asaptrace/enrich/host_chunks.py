@@ -20,15 +20,16 @@ time into the rank's one part per table. The store is the one the whole rank wou
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from asaptrace.chunks import HostChunks
 from asaptrace.enrich.clock import apply_offsets
 from asaptrace.enrich.segment import innermost, span_values, step_from_rank_spans
-from asaptrace.chunks import HostChunks
 from asaptrace.schema import conform
 from asaptrace.store import StoreWriter
 
@@ -95,8 +96,13 @@ class HostPass:
                 c.args_rows for c in self.chunks.chunks
             ):  # as for any rank: no empty args part
                 out["args"] = stack.enter_context(writer.staged_writer("args", part_id))
-            for i, c in enumerate(self.chunks.chunks):
-                finals = dict(zip(("events", "args"), self.final(i, offsets), strict=True))
+            pool = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="asaptrace-chunk"))
+            chunks = self.chunks.chunks
+            ahead = pool.submit(self.final, 0, offsets) if chunks else None
+            for i, c in enumerate(chunks):  # the next chunk made while this one is encoded
+                assert ahead is not None
+                finals = dict(zip(("events", "args"), ahead.result(), strict=True))
+                ahead = pool.submit(self.final, i + 1, offsets) if i + 1 < len(chunks) else None
                 for name, w in out.items():
                     for piece in rest[name].merged(c.first_eid, c.end_eid, finals[name]):
                         w.write_table(piece)

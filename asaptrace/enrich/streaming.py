@@ -40,6 +40,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
+from asaptrace.chunks import CHUNK_DIR, HostChunks
 from asaptrace.enrich.early_pass import Early, EarlyPass
 from asaptrace.enrich.frames import (
     Decision,
@@ -61,7 +62,6 @@ from asaptrace.enrich.structure import StepPlan
 from asaptrace.enrich.taxonomy import Profile, Taxonomy
 from asaptrace.enrich.topology import ParallelConfig
 from asaptrace.errors import AccountingError
-from asaptrace.chunks import CHUNK_DIR, HostChunks
 from asaptrace.memory import give_back
 from asaptrace.store import StoreWriter, TraceStore
 

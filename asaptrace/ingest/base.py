@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from asaptrace.accounting import Accounting
-from asaptrace.errors import UnsupportedFormat
 from asaptrace.chunks import HostChunks
+from asaptrace.errors import UnsupportedFormat
 from asaptrace.ingest.naming import NameHint, rank_from_name
 from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED, read_head
 from asaptrace.memory import DEFAULT_BUDGET
@@ -30,7 +30,8 @@ class IngestOptions:
     """Knobs shared by all ingesters."""
 
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED
-    #: a file (decompressed) larger than this is never held whole: the ingest's memory budget
+    #: a file (decompressed) larger than this is never held whole: the largest file whose whole
+    #: read keeps the ingest's memory budget (the driver sets it, :func:`~asaptrace.memory.whole_file_limit`)
     piecewise_from: int = DEFAULT_BUDGET
     #: where a reader may write a big file's plain host rows in chunks instead of holding them
     #: (:mod:`asaptrace.chunks`); set by the driver for an ingest that enriches, else None

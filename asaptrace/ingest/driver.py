@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from asaptrace.accounting import Accounting
+from asaptrace.chunks import CHUNK_DIR, HostChunks
 from asaptrace.errors import CorruptTrace, SizeLimitExceeded, UnsupportedFormat, UsageError
 from asaptrace.executors import (
     MEMORY_PER_BYTE,
@@ -35,12 +36,11 @@ from asaptrace.ingest.base import (
     RankInfo,
     detect_format,
 )
-from asaptrace.chunks import CHUNK_DIR, HostChunks
 from asaptrace.ingest.discovery import SourceFacts, find_sources, run_refusal, run_warnings
 from asaptrace.ingest.kineto import prefetch
 from asaptrace.ingest.ranks import RankFrom, check_unique_ranks, explicit_ranks, resolve_rank
 from asaptrace.ingest.source import GZIP_RATIO, file_sha256, is_gzip
-from asaptrace.memory import DEFAULT_BUDGET, give_back, keep_mmap_threshold, over_budget
+from asaptrace.memory import DEFAULT_BUDGET, give_back, keep_mmap_threshold, over_budget, whole_file_limit
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role, conform
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, write_part
 from asaptrace.userfiles import StaleFolder
@@ -272,7 +272,7 @@ def ingest_paths(
     else:
         runner = executor
     budget = DEFAULT_BUDGET if memory_budget is None else memory_budget
-    options = replace(options, piecewise_from=budget)  # a file over the budget is never held whole
+    options = replace(options, piecewise_from=whole_file_limit(budget))  # a file read whole keeps the budget
     if isinstance(runner, ThreadExecutor) and runner.memory is None:
         runner.memory = min(budget, (available_memory() or 2**62) // 2)
     largest = max(range(len(files)), key=lambda i: _decompressed(files[i], sizes[i], options), default=None)

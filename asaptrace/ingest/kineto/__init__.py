@@ -37,13 +37,14 @@ def c_scanner() -> ModuleType | None:
 
 def piece_bytes() -> int:
     """Bytes of JSON per piece of a big file (``ASAPTRACE_PIECE_MB``, default 32 MiB; read at each
-    call); a file over the memory budget (:func:`piecewise_from`) and over two pieces is read in
+    call); a file over :func:`piecewise_from` and over two pieces is read in
     pieces (:mod:`asaptrace.ingest.kineto.pieces`)."""
     return max(1, int(float(os.environ.get("ASAPTRACE_PIECE_MB", "32")) * 1024**2))
 
 
 def piecewise_from(budget: int) -> int:
-    """Bytes (decompressed) over which a file is read in pieces: the ingest's memory ``budget``,
+    """Bytes (decompressed) over which a file is read in pieces: ``budget`` (the options' size over
+    which a whole read would not keep the ingest's memory budget),
     or ``ASAPTRACE_PIECEWISE_MB`` when set (to read small files in pieces: tests, diagnosis)."""
     forced = os.environ.get("ASAPTRACE_PIECEWISE_MB", "")
     return int(float(forced) * 1024**2) if forced else budget

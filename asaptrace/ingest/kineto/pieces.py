@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -47,10 +47,9 @@ class NotInPieces(Exception):
 
 def in_pieces(path: Path, options: IngestOptions) -> bool:
     """Whether ``path`` is read in pieces: the C scanner is on and the file (inflated: gzip ×10) is
-    larger than the memory budget (``options.piecewise_from``) and than two pieces. Smaller files are read
-    whole: until the enrichment works on pieces too, its segmentation holds the whole rank and is
-    the ingest's peak, so cutting a file that fits buys no memory and costs ≈ 7 % of the time
-    (the read-ahead while the process imports is lost; docs/performance.md)."""
+    larger than ``options.piecewise_from`` (the largest file whose whole read keeps the memory
+    budget) and than two pieces. Smaller files are read whole: read while the process imports,
+    a file of 0.1 GB is ingested faster whole (docs/performance.md)."""
     try:
         size = path.stat().st_size * (GZIP_RATIO if is_gzip(path) else 1)  # what it holds inflated
     except OSError:
@@ -68,21 +67,31 @@ def read_in_pieces(
 
 
 def scan_pieces(
-    path: Path, *, max_bytes: int, piece_bytes: int | None = None, sha256: Any = None
-) -> Iterator[Piece]:
+    path: Path,
+    *,
+    max_bytes: int,
+    piece_bytes: int | None = None,
+    sha256: Any = None,
+    then: Callable[[Piece, int], Any] | None = None,
+) -> Iterator[Any]:
     """The columns of each piece of ``path``, in file order, each as soon as it is scanned (raises
     :class:`NotInPieces` when the file must be read whole; the usual
     :class:`~asaptrace.errors.IngestError` for a file that cannot be read or is over
     ``max_bytes``). ``sha256`` (a hashlib object) is fed the file's bytes on disk as they are
-    read: the driver reads the file once."""
+    read: the driver reads the file once. ``then(piece, i)``, when given, runs on the scanning
+    thread on each piece (``i``: its place) and its answer is yielded instead."""
     piece = piece_bytes or kineto_piece_bytes()
     with ThreadPoolExecutor(SCAN_THREADS, thread_name_prefix="asaptrace-piece") as pool:
-        pending: deque[Future[Piece]] = deque()
+        pending: deque[Future[Any]] = deque()
         try:
-            for doc in documents(
-                read_source_chunks(path, max_bytes=max_bytes, chunk=piece, sha256=sha256), piece
+            for i, doc in enumerate(
+                documents(read_source_chunks(path, max_bytes=max_bytes, chunk=piece, sha256=sha256), piece)
             ):
-                pending.append(pool.submit(_scan, doc, path))
+                pending.append(
+                    pool.submit(_scan, doc, path)
+                    if then is None
+                    else pool.submit(_scan_then, doc, path, then, i)
+                )
                 del doc
                 while len(pending) > SCAN_THREADS:
                     yield pending.popleft().result()
@@ -91,6 +100,10 @@ def scan_pieces(
         finally:
             for f in pending:
                 f.cancel()
+
+
+def _scan_then(doc: bytes, path: Path, then: Callable[[Piece, int], Any], i: int) -> Any:
+    return then(_scan(doc, path), i)
 
 
 def _scan(doc: bytes, path: Path) -> Piece:

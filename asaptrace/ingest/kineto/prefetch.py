@@ -30,7 +30,7 @@ from asaptrace.errors import AsaptraceError
 from asaptrace.executors import available_memory
 from asaptrace.ingest.kineto import c_scanner
 from asaptrace.ingest.source import GZIP_MAGIC, GZIP_RATIO, decompressed
-from asaptrace.memory import keep_mmap_threshold
+from asaptrace.memory import DEFAULT_BUDGET, keep_mmap_threshold, whole_file_limit
 
 #: Bytes of files read ahead at most (the window is short: a few files; a quarter of the free
 #: memory on a small machine).
@@ -85,8 +85,8 @@ class _Prefetcher:
             except OSError:
                 continue
             need = st.st_size * (GZIP_RATIO if gz else 1)  # what it holds once inflated
-            if need > left:
-                break  # in walk order: the first that does not fit ends the run ahead
+            if need > left or need > whole_file_limit(DEFAULT_BUDGET if budget is None else budget):
+                break  # in walk order: the first that does not fit (or is read in pieces) ends the run ahead
             left -= need
             queued.append(Prefetched(str(path.resolve()), st.st_size, st.st_mtime_ns, max_bytes))
         with self.lock:

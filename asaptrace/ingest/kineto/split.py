@@ -21,6 +21,7 @@ and the reader reads the file the usual way.
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from asaptrace.chunks import Chunk, HostChunks, write_chunk
 from asaptrace.ingest import columns as col
 from asaptrace.ingest.base import IngestOptions, IngestResult
-from asaptrace.chunks import Chunk, HostChunks, write_chunk
 from asaptrace.ingest.kineto import pieces
 from asaptrace.ingest.kineto.args import args_table
 from asaptrace.ingest.kineto.decode import EventArgs, EventColumns, IdColumn, Times
@@ -67,21 +68,17 @@ def _read_split(path: Path, options: IngestOptions, folder: Path, sha256: Any) -
     eids: list[np.ndarray] = []
     found = _Found()
     start = 0
-    for i, piece in enumerate(
-        pieces.scan_pieces(path, max_bytes=options.max_decompressed_bytes, sha256=sha256)
+    for part in pieces.scan_pieces(
+        path,
+        max_bytes=options.max_decompressed_bytes,
+        sha256=sha256,
+        then=lambda piece, i: _split(piece, i, folder),  # on the scanning threads
     ):
-        c = piece.cols
-        plain = _plain_host(c)
-        host = np.flatnonzero(plain)
-        if len(host):
-            events, args = _host_tables(c, host, start)
-            found.add(write_chunk(folder, i, events, args, start, start + c.n), events)
-            del events, args
-        rest = np.flatnonzero(~plain)
-        held.append(Piece(_compact(c, rest, len(host)), piece.header_present))
-        eids.append(rest + start)
-        start += c.n
-        del c, piece
+        held.append(part.held)
+        eids.append(part.rest + start)
+        found.add(part, start)
+        start += part.n
+        del part
     cols = merge(held)
     del held
     base = base_time_ns(cols.header)
@@ -106,6 +103,41 @@ def _read_split(path: Path, options: IngestOptions, folder: Path, sha256: Any) -
     return IngestResult(**{**result.__dict__, "host_chunks": chunks if found.chunks else None})
 
 
+@dataclass
+class _Part:
+    """One piece, split: its rest compacted (``rest``: their rows in the piece), its host rows'
+    chunk (event ids counted from the piece's first row) and what the chunk holds."""
+
+    held: Piece
+    rest: np.ndarray
+    n: int  # the piece's rows
+    chunk: Chunk | None = None
+    names: set[str] = field(default_factory=set)
+    pairs: set[tuple[int, int]] = field(default_factory=set)
+    times: tuple[int, int, int] | None = None  # first ts, last ts, last end (without the base time)
+
+
+def _split(piece: Piece, i: int, folder: Path) -> _Part:
+    """Piece ``i`` split (on a scanning thread; the event ids of its chunk count from 0)."""
+    c = piece.cols
+    plain = _plain_host(c)
+    host = np.flatnonzero(plain)
+    rest = np.flatnonzero(~plain)
+    out = _Part(Piece(_compact(c, rest, len(host)), piece.header_present), rest, c.n)
+    if len(host):
+        events, args = _host_tables(c, host)
+        out.chunk = write_chunk(folder, i, events, args, 0, c.n)
+        name = events.column("name").combine_chunks()
+        out.names = set(name.dictionary.take(pc.unique(name.indices)).to_pylist())
+        out.pairs = {
+            (r["pid"], r["stream"]) for r in events.group_by(["pid", "stream"]).aggregate([]).to_pylist()
+        }
+        ts = events.column("ts_ns").to_numpy()
+        end = ts + events.column("dur_ns").to_numpy()
+        out.times = (int(ts.min()), int(ts.max()), int(end.max()))
+    return out
+
+
 class _Found:
     """What the chunks written so far hold (rows, names, streams, pids, time range)."""
 
@@ -119,17 +151,16 @@ class _Found:
         self.hi: int | None = None  # last ts
         self.end: int | None = None  # last ts + dur
 
-    def add(self, chunk: Chunk, events: pa.Table) -> None:
-        self.chunks.append(chunk)
-        self.rows += events.num_rows
-        name = events.column("name").combine_chunks()
-        self.names.update(name.dictionary.take(pc.unique(name.indices)).to_pylist())
-        pairs = events.group_by(["pid", "stream"]).aggregate([]).to_pylist()
-        self.pairs.update((r["pid"], r["stream"]) for r in pairs)
-        self.pids.update(r["pid"] for r in pairs)
-        ts = events.column("ts_ns").to_numpy()
-        end = ts + events.column("dur_ns").to_numpy()
-        lo, hi, e = int(ts.min()), int(ts.max()), int(end.max())
+    def add(self, part: _Part, start: int) -> None:
+        """Add ``part``'s chunk, its event ids now counted from ``start`` (its first row's place)."""
+        if part.chunk is None or part.times is None:
+            return
+        self.chunks.append(replace(part.chunk, first_eid=start, end_eid=start + part.n))
+        self.rows += part.chunk.rows
+        self.names |= part.names
+        self.pairs |= part.pairs
+        self.pids.update(p for p, _ in part.pairs)
+        lo, hi, e = part.times
         self.lo = lo if self.lo is None else min(self.lo, lo)
         self.hi = hi if self.hi is None else max(self.hi, hi)
         self.end = e if self.end is None else max(self.end, e)
@@ -169,9 +200,9 @@ def _int_keys(ids: IdColumn) -> np.ndarray:
     return ~ids.missing & np.isin(ids.ids, own)
 
 
-def _host_tables(c: EventColumns, idx: np.ndarray, start: int) -> tuple[pa.Table, pa.Table]:
-    """The events and args of the plain host rows ``idx`` (as the one-piece reader builds them,
-    event ids counted from ``start``; times without the base time)."""
+def _host_tables(c: EventColumns, idx: np.ndarray) -> tuple[pa.Table, pa.Table]:
+    """The events and args of the plain host rows ``idx`` (as the one-piece reader builds them;
+    event ids counted from the piece's first row, times without the base time)."""
     take = pa.array(idx)
     cat = pc.take(c.cat, take)
     n = len(idx)
@@ -191,13 +222,11 @@ def _host_tables(c: EventColumns, idx: np.ndarray, start: int) -> tuple[pa.Table
             "layer": pa.nulls(n, pa.int16()),
             "micro_batch": pa.nulls(n, pa.int8()),
             "corr": c.corr(idx),
-            "eid": pa.array(idx.astype(np.int64) + start),
+            "eid": pa.array(idx.astype(np.int64)),
         },
         schema=EVENTS_SCHEMA,
     )
-    args = args_table(c, idx, cat)
-    at = args.schema.get_field_index("eid")
-    return events, args.set_column(at, "eid", pc.add(args.column(at), pa.scalar(start, pa.int64())))
+    return events, args_table(c, idx, cat)
 
 
 def _compact(c: EventColumns, rows: np.ndarray, streamed: int) -> EventColumns:
