@@ -69,8 +69,9 @@ def ingest(
     memory_budget: Annotated[
         str,
         typer.Option(
-            help="Memory the files read at once may take together, e.g. 512M, 4G (a larger rank "
-            "file is read in pieces, never whole, but still segmented whole: the ingest says so)."
+            help="Memory the files read at once may take together, e.g. 512M, 4G (a Kineto rank "
+            "file too large to read whole within it is read in pieces, its host events kept on disk "
+            "in chunks; a budget that still cannot be kept, the ingest says)."
         ),
     ] = f"{DEFAULT_BUDGET // 1024**3}G",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing store at OUTPUT.")] = False,
