@@ -221,7 +221,8 @@ def profile(files: list[Path], work: Path) -> None:
     import shutil
 
     from asaptrace.enrich.streaming import enrich_streaming
-    from asaptrace.ingest.kineto.reader import _tables, decode_columns
+    from asaptrace.ingest.kineto.reader import decode_columns
+    from asaptrace.ingest.kineto.tables import tables_of as _tables
     from asaptrace.ingest.source import read_source_bytes
     from asaptrace.pipeline import build_store
     from asaptrace.store import write_part

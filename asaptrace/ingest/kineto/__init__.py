@@ -2,7 +2,8 @@
 
 Modules:
 
-* ``reader`` — the format: bytes → per-event columns → the events table, with balanced accounting;
+* ``reader`` — the format: bytes → per-event columns → tables (whole, in pieces, or split);
+* ``tables`` — per-event columns → the events, args, flows and streams tables, with balanced accounting;
 * ``decode`` — the msgspec decoder and the column types both decoders fill;
 * ``cscan`` — wraps the optional C scanner ``_kscan`` (compiled by ``pip install``);
 * ``prefetch`` — reads and scans the first files while ``asaptrace ingest`` is still importing;

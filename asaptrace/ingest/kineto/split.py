@@ -8,7 +8,7 @@ usable duration: rows that are kept as they are and need nothing from the rest o
 to a chunk on disk (:func:`~asaptrace.chunks.write_chunk`), built as the one-piece reader
 builds them. Everything else (device work, annotations, B/E pairs, flows, metadata, rows to
 reject) is compacted — only its rows, their args decoded now — and joined at the end into columns
-for the usual tables (:func:`~asaptrace.ingest.kineto.reader._tables`, with each row's event id in
+for the usual tables (:func:`~asaptrace.ingest.kineto.tables.tables_of`, with each row's event id in
 the whole file). So the store is the one-piece read's, row for row (tests/test_kineto_split.py).
 
 Three things are known only at the end of the file, and each is checked there: the base time
@@ -37,18 +37,18 @@ from asaptrace.ingest.kineto.args import args_table
 from asaptrace.ingest.kineto.decode import EventArgs, EventColumns, IdColumn, Times
 from asaptrace.ingest.kineto.dictionary import dict_codes
 from asaptrace.ingest.kineto.merge import Piece, merge
-from asaptrace.ingest.kineto.reader import (
+from asaptrace.ingest.kineto.streams import streams_from_metadata
+from asaptrace.ingest.kineto.tables import (
     CATEGORY_KIND,
     DEVICE_CATS,
     INSTANT_PHASES,
     Outside,
-    _kind_from_category,
-    _Phases,
-    _tables,
+    Phases,
     base_time_ns,
+    events_table,
+    tables_of,
 )
-from asaptrace.ingest.kineto.streams import streams_from_metadata
-from asaptrace.schema import EVENTS_SCHEMA, Kind
+from asaptrace.schema import Kind
 
 _HOST_PHASES = ("X", *INSTANT_PHASES)
 
@@ -91,7 +91,7 @@ def _read_split(path: Path, options: IngestOptions, folder: Path, sha256: Any) -
             "is_device": pa.array([False] * len(found.pairs)),
         }
     )
-    result = _tables(cols, path, eids=np.concatenate(eids), outside=Outside(found.rows, streams))
+    result = tables_of(cols, path, eids=np.concatenate(eids), outside=Outside(found.rows, streams))
     chunks = HostChunks(
         chunks=tuple(found.chunks),
         ts_shift=base,
@@ -178,7 +178,7 @@ class _Found:
 
 def _plain_host(c: EventColumns) -> np.ndarray:
     """The rows kept as they are whatever the rest of the file says (see the module docstring)."""
-    ph = _Phases(c.ph)
+    ph = Phases(c.ph)
     instant = ph.mask(INSTANT_PHASES)
     cats = c.cat.dictionary.to_pylist()
     host_cat = np.array(
@@ -203,29 +203,9 @@ def _int_keys(ids: IdColumn) -> np.ndarray:
 def _host_tables(c: EventColumns, idx: np.ndarray) -> tuple[pa.Table, pa.Table]:
     """The events and args of the plain host rows ``idx`` (as the one-piece reader builds them;
     event ids counted from the piece's first row, times without the base time)."""
-    take = pa.array(idx)
-    cat = pc.take(c.cat, take)
-    n = len(idx)
-    dur = np.where(_Phases(c.ph).mask(INSTANT_PHASES)[idx], 0, c.dur.values[idx]).astype(np.int64)
-    events = pa.table(
-        {
-            "rank": pa.array(np.full(n, -1, np.int32)),
-            "pid": pa.array(c.pid.ids[idx], pa.int32()),
-            "stream": pa.array(c.tid.ids[idx], pa.int32()),
-            "is_device": pa.array(np.zeros(n, bool)),
-            "kind": _kind_from_category(cat, np.zeros(n, bool)),
-            "name": pc.take(c.name, take),
-            "cat": cat,
-            "ts_ns": pa.array(c.ts.values[idx]),
-            "dur_ns": pa.array(dur),
-            "step": pa.nulls(n, pa.int32()),
-            "layer": pa.nulls(n, pa.int16()),
-            "micro_batch": pa.nulls(n, pa.int8()),
-            "corr": c.corr(idx),
-            "eid": pa.array(idx.astype(np.int64)),
-        },
-        schema=EVENTS_SCHEMA,
-    )
+    cat = pc.take(c.cat, pa.array(idx))
+    dur = np.where(Phases(c.ph).mask(INSTANT_PHASES)[idx], 0, c.dur.values[idx])
+    events = events_table(c, idx, cat, np.zeros(len(idx), bool), c.ts.values[idx], dur, idx)
     return events, args_table(c, idx, cat)
 
 
@@ -239,7 +219,7 @@ def _compact(c: EventColumns, rows: np.ndarray, streamed: int) -> EventColumns:
     texts = c.shape_texts(rows)
     candidate = np.zeros(len(rows), bool)
     candidate[c.rich_candidates(rows)] = True
-    need = np.flatnonzero(candidate | _Phases(pc.take(c.ph, take)).mask(("M",)))
+    need = np.flatnonzero(candidate | Phases(pc.take(c.ph, take)).mask(("M",)))
     decoded: dict[int, EventArgs | None] = dict(zip(need.tolist(), c.args(rows[need]), strict=True))
 
     def pick(arr: pa.Array) -> Any:
@@ -269,4 +249,4 @@ def _compact(c: EventColumns, rows: np.ndarray, streamed: int) -> EventColumns:
 
 def _gpu_pids(c: EventColumns) -> set[int]:
     """The pids the metadata labels as devices."""
-    return streams_from_metadata(c, np.flatnonzero(_Phases(c.ph).mask(("M",))))[1]
+    return streams_from_metadata(c, np.flatnonzero(Phases(c.ph).mask(("M",))))[1]
