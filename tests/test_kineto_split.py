@@ -234,3 +234,13 @@ def test_ingest_says_a_chunked_rank_cannot_keep_a_tiny_budget(tmp_path, monkeypa
     assert (
         TraceStore.open(tmp_path / "s").read("events").height == 40 * (30 * 3 + 1) + 2
     )  # ops, launches, kernels, step spans; the pair, the last op
+
+
+def test_chunks_made_in_worker_processes_give_the_same_store(tmp_path, monkeypatch):
+    # the reader runs in a spawned worker: its chunks are files, and their handle comes back pickled
+    paths = [_write(tmp_path / f"rank{r}.json", _step_trace(steps=2 + r)) for r in range(2)]
+    _whole(monkeypatch)
+    whole = build_store(paths, tmp_path / "whole.store")
+    _in_pieces(monkeypatch)
+    split = build_store(paths, tmp_path / "split.store", executor="process", jobs=2)
+    _same_stores(whole, split)

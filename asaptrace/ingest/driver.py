@@ -240,9 +240,11 @@ def ingest_paths(
 
     ``memory_budget`` (bytes; default :data:`~asaptrace.memory.DEFAULT_BUDGET`, 1 GiB)
     bounds the files read at once on threads (their estimated peaks together, within half the
-    free memory as before). A big rank file is read in pieces but still segmented whole, so a file
-    whose own peak exceeds the budget cannot be kept to it: ``on_memory`` is then told why, once
-    (:class:`MemoryNote`), and the ingest goes on.
+    free memory as before). A Kineto rank file whose whole read would not keep the budget is read
+    in pieces and, with ``finish``, its plain host rows are written in chunks under the staging
+    folder (:mod:`asaptrace.chunks`: the summary's ``host_chunks``, handed to ``finish`` as the
+    writer's ``host_chunks``); a file whose own peak still exceeds the budget cannot be kept to it:
+    ``on_memory`` is then told why, once (:class:`MemoryNote`), and the ingest goes on.
 
     ``on_stale`` is told of each temporary folder a killed earlier ingest to ``out`` left behind,
     removed before this one starts (see :class:`~asaptrace.store.StoreWriter`).
