@@ -7,7 +7,7 @@ layers from comm order, clock alignment: all device work). A reader that reads a
 writes those rows as it goes, a chunk per piece (Arrow IPC files under the store's staging folder),
 and hands back only the rest — device work, annotations, flows, metadata and anything odd — as
 its tables. :class:`HostChunks` is the handle: where the chunks are and what the driver and the
-enrichment need to know of them without reading them (rows, names, streams, time range).
+enrichment need to know of them without reading them (rows, names, time range).
 
 A chunk is stored as its reader left it: rank -1 and times without the file's base time, which
 the reader learns only at the end of the file (``baseTimeNanoseconds`` is in its tail).
@@ -50,7 +50,6 @@ class HostChunks:
     chunks: tuple[Chunk, ...]
     ts_shift: int  # the file's baseTimeNanoseconds, added to every time when read
     names: tuple[str, ...]  # the distinct event names of the rows
-    streams: tuple[tuple[int, int], ...]  # the distinct (pid, stream) of the rows
     start_ns: int | None  # the rows' time range (shifted), None when there are none
     end_ns: int | None
     rank: int = -1

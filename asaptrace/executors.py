@@ -35,7 +35,8 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import (
     FIRST_COMPLETED,
     FIRST_EXCEPTION,
@@ -141,6 +142,29 @@ def map_ordered(executor: Executor, fn: Callable[[T], R], items: Sequence[T]) ->
 
 def _indexed(fn: Callable[[T], R], pair: tuple[int, T]) -> tuple[int, R]:
     return pair[0], fn(pair[1])
+
+
+def ahead_in_order(
+    fn: Callable[[T], R], items: Iterable[T], *, workers: int, name: str = "asaptrace-ahead"
+) -> Iterator[R]:
+    """``fn(item)`` for each of ``items``, in their order, computed on ``workers`` threads at most
+    ``workers`` items ahead of the consumer (``items`` is taken as the results are: an iterator
+    is read lazily), so the work overlaps the consumer's while memory stays a few items. The
+    first error is raised in order; nothing is started after it. For work that lets go of the
+    GIL (the C scanner, polars, Arrow)."""
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name) as pool:
+        pending: deque[Future[R]] = deque()
+        try:
+            for item in items:
+                pending.append(pool.submit(fn, item))
+                del item  # the future holds it while it is needed, not this frame
+                if len(pending) > workers:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()
 
 
 def session(executor: Executor) -> AbstractContextManager[Any]:

@@ -20,8 +20,7 @@ time into the rank's one part per table. The store is the one the whole rank wou
 from __future__ import annotations
 
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 
 import numpy as np
 import polars as pl
@@ -30,6 +29,7 @@ import pyarrow as pa
 from asaptrace.chunks import HostChunks
 from asaptrace.enrich.clock import apply_offsets
 from asaptrace.enrich.segment import innermost, span_values, step_from_rank_spans
+from asaptrace.executors import ahead_in_order
 from asaptrace.schema import conform
 from asaptrace.store import StoreWriter
 
@@ -78,8 +78,8 @@ class HostPass:
     def final(self, i: int, offsets: pl.DataFrame) -> tuple[pa.Table, pa.Table]:
         """Chunk ``i``'s final events (values from the spans, clock aligned) and args."""
         ev, args = self._events(i)
-        spans = self.spans if self.spans is not None else pl.DataFrame()
-        if self.spans is not None and self.spans.height:
+        spans = self.spans
+        if spans is not None and spans.height:  # else no span gives a host row anything
             values = span_values(spans, self.span_of[i].astype(np.int64))[:3]  # context: not stored
             ev = step_from_rank_spans(ev.drop("step", "layer", "micro_batch").with_columns(values), spans)
         return conform(apply_offsets(ev, offsets).to_arrow(), "events"), args
@@ -88,7 +88,7 @@ class HostPass:
         self, writer: StoreWriter, part_id: str, events: pa.Table, args: pa.Table, offsets: pl.DataFrame
     ) -> None:
         """The rank's final events and args parts: ``events``/``args`` (the rest's, final) and
-        every chunk's, in event-id order, a row group per chunk (one chunk in memory at a time)."""
+        every chunk's, in event-id order, a row group per chunk (the chunk being written and the next)."""
         rest = {"events": _Rest(conform(events, "events")), "args": _Rest(conform(args, "args"))}
         with ExitStack() as stack:
             out = {"events": stack.enter_context(writer.staged_writer("events", part_id))}
@@ -96,17 +96,16 @@ class HostPass:
                 c.args_rows for c in self.chunks.chunks
             ):  # as for any rank: no empty args part
                 out["args"] = stack.enter_context(writer.staged_writer("args", part_id))
-            pool = stack.enter_context(ThreadPoolExecutor(1, thread_name_prefix="asaptrace-chunk"))
             chunks = self.chunks.chunks
-            ahead = pool.submit(self.final, 0, offsets) if chunks else None
-            for i, c in enumerate(chunks):  # the next chunk made while this one is encoded
-                assert ahead is not None
-                finals = dict(zip(("events", "args"), ahead.result(), strict=True))
-                ahead = pool.submit(self.final, i + 1, offsets) if i + 1 < len(chunks) else None
+            made = stack.enter_context(  # the next chunk made while this one is encoded
+                closing(ahead_in_order(lambda i: self.final(i, offsets), range(len(chunks)), workers=1))
+            )
+            for c, made_tables in zip(chunks, made, strict=True):
+                finals = dict(zip(("events", "args"), made_tables, strict=True))
                 for name, w in out.items():
                     for piece in rest[name].merged(c.first_eid, c.end_eid, finals[name]):
                         w.write_table(piece)
-                del finals
+                del finals, made_tables
             for name, w in out.items():
                 if (tail := rest[name].tail()) is not None:
                     w.write_table(tail)

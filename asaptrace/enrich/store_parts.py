@@ -1,8 +1,7 @@
 """Where the streaming enrichment reads a store's parts and how it writes them back.
 
 :class:`PartsIndex` says which parts hold each rank's rows (Parquet files, or raw parts the writer
-still holds in memory) and reads a group of ranks with one query per table; :func:`read_ahead`
-runs a pass's per-group work a few groups ahead on helper threads; :func:`rank_parts` cuts a
+still holds in memory) and reads a group of ranks with one query per table; :func:`rank_parts` cuts a
 group's final tables into one part per rank, and :class:`BackgroundWrites` encodes and writes
 those parts on background threads while the next group is enriched. Used by
 :mod:`asaptrace.enrich.streaming` (the passes) and :mod:`asaptrace.enrich.early_pass`.
@@ -11,11 +10,10 @@ those parts on background threads while the next group is enriched. Used by
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -121,24 +119,6 @@ def event_names(table: pa.Table) -> list[str]:
     if not isinstance(name, pa.DictionaryArray):
         return pc.unique(name).drop_null().to_pylist()
     return name.dictionary.take(pc.unique(name.indices).drop_null()).to_pylist()
-
-
-def read_ahead(fn: Callable[[int], Any], n: int, *, workers: int) -> Iterator[Any]:
-    """``fn(0) … fn(n - 1)`` in order, computed on ``workers`` threads at most ``workers`` ahead
-    of the consumer (polars and Arrow release the GIL, so groups are enriched side by side while
-    memory stays a few groups). The first error is raised in order; nothing is started after it."""
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="asaptrace-enrich") as pool:
-        pending: deque[Future[Any]] = deque()
-        try:
-            for i in range(n):
-                pending.append(pool.submit(fn, i))
-                if len(pending) > workers:
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
-        finally:
-            for f in pending:
-                f.cancel()
 
 
 class BackgroundWrites:

@@ -57,11 +57,12 @@ from asaptrace.enrich.frames import (
 )
 from asaptrace.enrich.host_chunks import HostPass
 from asaptrace.enrich.spill_cache import Kept, SpillCache
-from asaptrace.enrich.store_parts import BackgroundWrites, PartsIndex, rank_parts, read_ahead
+from asaptrace.enrich.store_parts import BackgroundWrites, PartsIndex, rank_parts
 from asaptrace.enrich.structure import StepPlan
 from asaptrace.enrich.taxonomy import Profile, Taxonomy
 from asaptrace.enrich.topology import ParallelConfig
 from asaptrace.errors import AccountingError
+from asaptrace.executors import ahead_in_order
 from asaptrace.memory import give_back
 from asaptrace.store import StoreWriter, TraceStore
 
@@ -262,7 +263,9 @@ def second_round(
 
     facts: list[RankFacts] = []
     done = 0
-    for group, group_facts in read_ahead(filled_with_plan, len(jobs), workers=2):
+    for group, group_facts in ahead_in_order(
+        filled_with_plan, range(len(jobs)), workers=2, name="asaptrace-enrich"
+    ):
         run.tell("segment ranks without steps", done, total)
         done += len(group)
         facts.append(group_facts)
@@ -310,7 +313,9 @@ def write_round(run: Enrichment, writer: StoreWriter, decision: Decision) -> Non
 
     total, done = run.ranks.height, 0
     with BackgroundWrites(writer) as parts_out:
-        for parts_of_group in read_ahead(final_parts, len(order), workers=2):
+        for parts_of_group in ahead_in_order(
+            final_parts, range(len(order)), workers=2, name="asaptrace-enrich"
+        ):
             for rank, parts in parts_of_group:
                 run.tell("write", done, total)
                 done += 1

@@ -187,13 +187,15 @@ def ingest_file(task: FileTask) -> FileSummary | Unreadable:
 
 
 def _time_range(events: pa.Table, chunks: HostChunks | None) -> dict[str, Any]:
-    starts = [] if chunks is None or chunks.start_ns is None else [chunks.start_ns]
-    ends = [] if chunks is None or chunks.end_ns is None else [chunks.end_ns]
+    """The file's time range: its events' and those of its host chunks."""
+    starts, ends = [], []
+    if chunks is not None and chunks.start_ns is not None and chunks.end_ns is not None:
+        starts.append(chunks.start_ns)
+        ends.append(chunks.end_ns)
     if events.num_rows:
         ts = events.column("ts_ns")
         starts.append(pc.min(ts).as_py())
         ends.append(pc.max(pc.add(ts, events.column("dur_ns"))).as_py())
-    starts, ends = [v for v in starts if v is not None], [v for v in ends if v is not None]
     return {"start_ns": min(starts, default=None), "end_ns": max(ends, default=None)}
 
 

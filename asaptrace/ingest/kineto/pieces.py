@@ -23,12 +23,11 @@ in the whole file). Files larger than the ingest's memory budget are read this w
 from __future__ import annotations
 
 import re
-from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from asaptrace.executors import ahead_in_order
 from asaptrace.ingest.base import IngestOptions
 from asaptrace.ingest.kineto import c_scanner, cscan, piecewise_from
 from asaptrace.ingest.kineto import piece_bytes as kineto_piece_bytes
@@ -81,29 +80,13 @@ def scan_pieces(
     read: the driver reads the file once. ``then(piece, i)``, when given, runs on the scanning
     thread on each piece (``i``: its place) and its answer is yielded instead."""
     piece = piece_bytes or kineto_piece_bytes()
-    with ThreadPoolExecutor(SCAN_THREADS, thread_name_prefix="asaptrace-piece") as pool:
-        pending: deque[Future[Any]] = deque()
-        try:
-            for i, doc in enumerate(
-                documents(read_source_chunks(path, max_bytes=max_bytes, chunk=piece, sha256=sha256), piece)
-            ):
-                pending.append(
-                    pool.submit(_scan, doc, path)
-                    if then is None
-                    else pool.submit(_scan_then, doc, path, then, i)
-                )
-                del doc
-                while len(pending) > SCAN_THREADS:
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
-        finally:
-            for f in pending:
-                f.cancel()
+    docs = documents(read_source_chunks(path, max_bytes=max_bytes, chunk=piece, sha256=sha256), piece)
 
+    def scanned(item: tuple[int, bytes]) -> Any:
+        i, doc = item
+        return _scan(doc, path) if then is None else then(_scan(doc, path), i)
 
-def _scan_then(doc: bytes, path: Path, then: Callable[[Piece, int], Any], i: int) -> Any:
-    return then(_scan(doc, path), i)
+    yield from ahead_in_order(scanned, enumerate(docs), workers=SCAN_THREADS, name="asaptrace-piece")
 
 
 def _scan(doc: bytes, path: Path) -> Piece:

@@ -82,7 +82,7 @@ def _read_split(path: Path, options: IngestOptions, folder: Path, sha256: Any) -
     cols = merge(held)
     del held
     base = base_time_ns(cols.header)
-    if cols.n_read == 0 or not found.fits(base) or found.pids & _gpu_pids(cols):
+    if cols.n_read == 0 or not found.fits(base) or {p for p, _ in found.pairs} & _gpu_pids(cols):
         raise pieces.NotInPieces("host rows that need the whole file")
     streams = pa.table(
         {
@@ -96,7 +96,6 @@ def _read_split(path: Path, options: IngestOptions, folder: Path, sha256: Any) -
         chunks=tuple(found.chunks),
         ts_shift=base,
         names=tuple(sorted(found.names)),
-        streams=tuple(sorted(found.pairs)),
         start_ns=None if found.lo is None else found.lo + base,
         end_ns=None if found.end is None else found.end + base,
     )
@@ -120,12 +119,14 @@ class _Part:
 def _split(piece: Piece, i: int, folder: Path) -> _Part:
     """Piece ``i`` split (on a scanning thread; the event ids of its chunk count from 0)."""
     c = piece.cols
-    plain = _plain_host(c)
+    ph = Phases(c.ph)
+    instant = ph.mask(INSTANT_PHASES)
+    plain = _plain_host(c, ph, instant)
     host = np.flatnonzero(plain)
     rest = np.flatnonzero(~plain)
-    out = _Part(Piece(_compact(c, rest, len(host)), piece.header_present), rest, c.n)
+    out = _Part(Piece(_compact(c, rest, len(host), ph.mask(("M",))[rest]), piece.header_present), rest, c.n)
     if len(host):
-        events, args = _host_tables(c, host)
+        events, args = _host_tables(c, host, instant[host])
         out.chunk = write_chunk(folder, i, events, args, 0, c.n)
         name = events.column("name").combine_chunks()
         out.names = set(name.dictionary.take(pc.unique(name.indices)).to_pylist())
@@ -139,14 +140,13 @@ def _split(piece: Piece, i: int, folder: Path) -> _Part:
 
 
 class _Found:
-    """What the chunks written so far hold (rows, names, streams, pids, time range)."""
+    """What the chunks written so far hold (rows, names, streams, time range)."""
 
     def __init__(self) -> None:
         self.chunks: list[Chunk] = []
         self.rows = 0
         self.names: set[str] = set()
         self.pairs: set[tuple[int, int]] = set()
-        self.pids: set[int] = set()
         self.lo: int | None = None  # first ts (without the base time)
         self.hi: int | None = None  # last ts
         self.end: int | None = None  # last ts + dur
@@ -159,7 +159,6 @@ class _Found:
         self.rows += part.chunk.rows
         self.names |= part.names
         self.pairs |= part.pairs
-        self.pids.update(p for p, _ in part.pairs)
         lo, hi, e = part.times
         self.lo = lo if self.lo is None else min(self.lo, lo)
         self.hi = hi if self.hi is None else max(self.hi, hi)
@@ -176,10 +175,9 @@ class _Found:
         )
 
 
-def _plain_host(c: EventColumns) -> np.ndarray:
-    """The rows kept as they are whatever the rest of the file says (see the module docstring)."""
-    ph = Phases(c.ph)
-    instant = ph.mask(INSTANT_PHASES)
+def _plain_host(c: EventColumns, ph: Phases, instant: np.ndarray) -> np.ndarray:
+    """The rows kept as they are whatever the rest of the file says (see the module docstring;
+    ``ph``: the piece's phases, ``instant``: its instant rows)."""
     cats = c.cat.dictionary.to_pylist()
     host_cat = np.array(
         [v not in DEVICE_CATS and CATEGORY_KIND.get(v, Kind.HOST) == Kind.HOST for v in cats] + [False], bool
@@ -200,18 +198,20 @@ def _int_keys(ids: IdColumn) -> np.ndarray:
     return ~ids.missing & np.isin(ids.ids, own)
 
 
-def _host_tables(c: EventColumns, idx: np.ndarray) -> tuple[pa.Table, pa.Table]:
-    """The events and args of the plain host rows ``idx`` (as the one-piece reader builds them;
-    event ids counted from the piece's first row, times without the base time)."""
+def _host_tables(c: EventColumns, idx: np.ndarray, instant: np.ndarray) -> tuple[pa.Table, pa.Table]:
+    """The events and args of the plain host rows ``idx`` (``instant``: which of them are instants;
+    as the one-piece reader builds them: event ids counted from the piece's first row, times
+    without the base time)."""
     cat = pc.take(c.cat, pa.array(idx))
-    dur = np.where(Phases(c.ph).mask(INSTANT_PHASES)[idx], 0, c.dur.values[idx])
+    dur = np.where(instant, 0, c.dur.values[idx])
     events = events_table(c, idx, cat, np.zeros(len(idx), bool), c.ts.values[idx], dur, idx)
     return events, args_table(c, idx, cat)
 
 
-def _compact(c: EventColumns, rows: np.ndarray, streamed: int) -> EventColumns:
-    """``c`` restricted to ``rows`` (``streamed`` rows were written out), everything the tables
-    ask of those rows decoded now, so that the piece's scan can be let go of. The pid/tid tables
+def _compact(c: EventColumns, rows: np.ndarray, streamed: int, is_meta: np.ndarray) -> EventColumns:
+    """``c`` restricted to ``rows`` (``streamed`` rows were written out; ``is_meta``: which of
+    ``rows`` are metadata), everything the tables ask of those rows decoded now, so that the
+    piece's scan can be let go of. The pid/tid tables
     stay whole: the join numbers the whole file's keys in order of first appearance."""
     take = pa.array(rows)
     corr, external, flow_ids = c.corr(rows), c.external_id(rows), c.flow_ids(rows)
@@ -219,7 +219,7 @@ def _compact(c: EventColumns, rows: np.ndarray, streamed: int) -> EventColumns:
     texts = c.shape_texts(rows)
     candidate = np.zeros(len(rows), bool)
     candidate[c.rich_candidates(rows)] = True
-    need = np.flatnonzero(candidate | Phases(pc.take(c.ph, take)).mask(("M",)))
+    need = np.flatnonzero(candidate | is_meta)
     decoded: dict[int, EventArgs | None] = dict(zip(need.tolist(), c.args(rows[need]), strict=True))
 
     def pick(arr: pa.Array) -> Any:
