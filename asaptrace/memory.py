@@ -1,13 +1,24 @@
-"""Memory of an ingest: freed memory given back to the system, and the budget's estimates.
+"""Memory of an ingest: glibc's malloc told how to keep and give back pages, and the budget's estimates.
 
-glibc's malloc serves a request of 128 KiB or more with a mapping of its own, returned to the
-system when freed, but it raises that threshold to the size of every such block freed (up to
-32 MiB). After the first large buffer of a scan is freed, the next ones — the scanner's column
-buffers, numpy arrays, msgspec objects, the reading threads' work — land in the heap arenas,
-which keep their pages when freed. On one 0.5 GB rank file that is ≈ 350 MB of peak RSS held but
-unused (benchmarks/ingest_bigfile.py: 1565 → 1220 MB peak, the same time). :func:`keep_mmap_threshold`
-fixes the threshold, as ``MALLOC_MMAP_THRESHOLD_`` would. Other C libraries (musl, macOS) do not
-have this behaviour, and there it does nothing.
+Two of glibc's malloc defaults cost an ingest dearly, one in memory and one in time:
+
+- **The mmap threshold.** A request of 128 KiB or more gets a mapping of its own, returned to the
+  system when freed, but glibc raises that threshold to the size of every such block freed (up to
+  32 MiB). After the first large buffer of a scan is freed, the next ones — the scanner's column
+  buffers, numpy arrays, msgspec objects — land in the heap arenas, which keep their pages when
+  freed: on one 0.5 GB rank file ≈ 350 MB of peak RSS held but unused (1565 → 1220 MB peak,
+  the same time). :func:`tune_malloc` fixes the threshold at 128 KiB, as
+  ``MALLOC_MMAP_THRESHOLD_`` would.
+- **The top pad.** A heap grows by what a request needs and gives back its free top as soon as it
+  passes 128 KiB, so a loop that allocates and frees a few MiB at a time takes fresh pages from
+  the kernel again and again: each is a page fault and a page of zeros. On this project's 2-core
+  VM a 0.5 GB rank file took 0.77 M faults and 2.4–3.0 s of system time in 5.5–6.3 s. Each heap
+  now keeps :func:`top_pad` (the budget / 16: 64 MiB at the default 1 GiB) of room at its top,
+  as ``MALLOC_TOP_PAD_`` would: 0.38 M faults, −15 % time on 2 GB, +20–50 MB of peak RSS
+  (docs/executors.md).
+
+Other C libraries (musl, macOS) have neither behaviour, and there this does nothing; a value the
+user set in the environment is left alone.
 """
 
 from __future__ import annotations
@@ -17,48 +28,64 @@ import ctypes
 import ctypes.util
 import os
 import sys
+from collections.abc import Callable
 
-#: glibc's ``M_MMAP_THRESHOLD`` parameter number (``malloc.h``).
+#: glibc's ``mallopt`` parameter numbers (``malloc.h``).
+_M_TOP_PAD = -2
 _M_MMAP_THRESHOLD = -3
 
 #: Requests of this size or more get a mapping of their own (glibc's initial default).
 MMAP_THRESHOLD = 128 * 1024
 
-_done = False
+#: The ingest's default memory budget (``asaptrace ingest --memory-budget``).
+DEFAULT_BUDGET = 1024**3
+
+#: Each glibc heap keeps this share of the memory budget as free room at its top.
+TOP_PAD_SHARE = 1 / 16
 
 
-def keep_mmap_threshold() -> bool:
-    """Fix glibc malloc's mmap threshold at :data:`MMAP_THRESHOLD` for the rest of the process
-    (once; left alone when the user set ``MALLOC_MMAP_THRESHOLD_``). Returns whether it is set."""
-    global _done
-    if _done:
-        return True
-    if not sys.platform.startswith("linux") or "MALLOC_MMAP_THRESHOLD_" in os.environ:
-        return False
+def top_pad(budget: int) -> int:
+    """The free room each heap keeps at its top under ``budget`` (64 MiB at 1 GiB, at most 256 MiB)."""
+    return max(0, min(int(budget * TOP_PAD_SHARE), 256 * 1024**2))
+
+
+def _mallopt() -> Callable[[int, int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
     except (OSError, AttributeError):  # not glibc
-        return False
+        return None
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    _done = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
-    return _done
+    return mallopt  # type: ignore[no-any-return]
+
+
+def tune_malloc(budget: int = DEFAULT_BUDGET) -> bool:
+    """Fix glibc malloc's mmap threshold at :data:`MMAP_THRESHOLD` and its top pad at
+    :func:`top_pad` of ``budget`` for the rest of the process (each left alone when the user set
+    ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TOP_PAD_``). Returns whether the threshold is set."""
+    mallopt = _mallopt()
+    if mallopt is None:
+        return False
+    if "MALLOC_TOP_PAD_" not in os.environ:
+        mallopt(_M_TOP_PAD, top_pad(budget))
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        return False
+    return mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
 
 
 def give_back() -> None:
     """Return the pages freed so far to the system: Arrow's pool lets go of its unused blocks and
-    glibc trims its heaps. Called between the phases of an ingest (after the reading, before the
-    run-wide decision), where the last phase's buffers are all freed and the next would otherwise
-    grow beside their pages (32 ranks × 10 steps: −20 MB of peak RSS, no time measurable)."""
+    glibc trims its heaps, their top pad too (the next phase takes it again, once). Called between
+    the phases of an ingest (after the reading, before the run-wide decision), where the last
+    phase's buffers are all freed and the next would otherwise grow beside their pages (32 ranks ×
+    10 steps: −20 MB of peak RSS, no time measurable)."""
     if "pyarrow" in sys.modules:
         sys.modules["pyarrow"].default_memory_pool().release_unused()
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):  # not glibc
             ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
 
-
-#: The ingest's default memory budget (``asaptrace ingest --memory-budget``).
-DEFAULT_BUDGET = 1024**3
 
 #: What a process holds once it has imported what an ingest needs (numpy, pyarrow, polars,
 #: msgspec, the enrichment): 95–130 MB measured, before a byte of a trace is read.

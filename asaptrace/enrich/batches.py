@@ -28,7 +28,7 @@ from asaptrace.errors import UsageError
 from asaptrace.schema import BATCHES_SCHEMA
 from asaptrace.userfiles import read_text
 
-_SCHEMA = {f.name: pl.from_arrow(BATCHES_SCHEMA.empty_table()).schema[f.name] for f in BATCHES_SCHEMA}  # type: ignore[union-attr]
+_SCHEMA = dict(pl.from_arrow(BATCHES_SCHEMA.empty_table()).schema)  # type: ignore[union-attr]
 
 
 def empty_batches() -> pl.DataFrame:

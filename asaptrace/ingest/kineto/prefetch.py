@@ -30,7 +30,7 @@ from asaptrace.errors import AsaptraceError
 from asaptrace.executors import available_memory
 from asaptrace.ingest.kineto import c_scanner
 from asaptrace.ingest.source import GZIP_MAGIC, GZIP_RATIO, decompressed
-from asaptrace.memory import DEFAULT_BUDGET, keep_mmap_threshold, whole_file_limit
+from asaptrace.memory import DEFAULT_BUDGET, tune_malloc, whole_file_limit
 
 #: Bytes of files read ahead at most (the window is short: a few files; a quarter of the free
 #: memory on a small machine).
@@ -73,7 +73,9 @@ class _Prefetcher:
             return 0
         if c_scanner() is None:
             return 0
-        keep_mmap_threshold()  # before the first big buffer is freed (asaptrace.memory)
+        tune_malloc(
+            DEFAULT_BUDGET if budget is None else budget
+        )  # before the first big buffer (asaptrace.memory)
         free = available_memory()
         left = min(BUDGET if budget is None else budget, free // 4 if free else BUDGET)
         queued: list[Prefetched] = []
