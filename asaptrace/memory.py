@@ -12,10 +12,11 @@ Two of glibc's malloc defaults cost an ingest dearly, one in memory and one in t
 - **The top pad.** A heap grows by what a request needs and gives back its free top as soon as it
   passes 128 KiB, so a loop that allocates and frees a few MiB at a time takes fresh pages from
   the kernel again and again: each is a page fault and a page of zeros. On this project's 2-core
-  VM a 0.5 GB rank file took 0.77 M faults and 2.4–3.0 s of system time in 5.5–6.3 s. Each heap
-  now keeps :func:`top_pad` (the budget / 16: 64 MiB at the default 1 GiB) of room at its top,
-  as ``MALLOC_TOP_PAD_`` would: 0.38 M faults, −15 % time on 2 GB, +20–50 MB of peak RSS
-  (docs/executors.md).
+  VM a 2 GB rank file took 2.8 M faults and 7.9–8.7 s of system time in 17.5–18.7 s. Each heap
+  now keeps :func:`top_pad` (the budget / 32: 32 MiB at the default 1 GiB) of room at its top,
+  as ``MALLOC_TOP_PAD_`` would: 1.1–1.2 M faults, 15.6–15.8 s, +5–30 MB of peak RSS (8 files of
+  40 MB: 0.39 → 0.25 M faults, −3 %; docs/executors.md). A larger pad buys little more time for
+  more memory (64 MiB: +30–50 MB), and every thread's heap keeps one.
 
 Other C libraries (musl, macOS) have neither behaviour, and there this does nothing; a value the
 user set in the environment is left alone.
@@ -41,11 +42,11 @@ MMAP_THRESHOLD = 128 * 1024
 DEFAULT_BUDGET = 1024**3
 
 #: Each glibc heap keeps this share of the memory budget as free room at its top.
-TOP_PAD_SHARE = 1 / 16
+TOP_PAD_SHARE = 1 / 32
 
 
 def top_pad(budget: int) -> int:
-    """The free room each heap keeps at its top under ``budget`` (64 MiB at 1 GiB, at most 256 MiB)."""
+    """The free room each heap keeps at its top under ``budget`` (32 MiB at 1 GiB, at most 256 MiB)."""
     return max(0, min(int(budget * TOP_PAD_SHARE), 256 * 1024**2))
 
 

@@ -55,23 +55,24 @@ def _read_both(path: Path, tmp_path: Path, monkeypatch, piece_mb: float = 0.002)
     return whole, split
 
 
+def _chunk_table(chunks, i: int, name: str):
+    return chunks.read_flows(i) if name == "flows" else chunks.read(i)[("events", "args").index(name)]
+
+
 def _joined(split, name: str) -> pl.DataFrame:
     tables = [conform(getattr(split, name), name)]
     if split.host_chunks is not None:
         for i in range(len(split.host_chunks.chunks)):
-            tables.append(conform(split.host_chunks.read(i)[("events", "args").index(name)], name))
+            tables.append(conform(_chunk_table(split.host_chunks, i, name), name))
     return pl.concat([pl.from_arrow(t) for t in tables], how="vertical_relaxed")  # type: ignore[misc]
 
 
 def _same_reads(whole, split) -> None:
-    for name in ("events", "args"):
+    for name in ("events", "args", "flows"):
         assert _rows(pl.from_arrow(conform(getattr(whole, name), name))).equals(
             _rows(_joined(split, name))
         ), name
-    for name in ("flows", "streams"):
-        assert _rows(pl.from_arrow(getattr(whole, name))).equals(
-            _rows(pl.from_arrow(getattr(split, name)))
-        ), name
+    assert _rows(pl.from_arrow(whole.streams)).equals(_rows(pl.from_arrow(split.streams)))
     assert whole.accounting == split.accounting
     assert whole.rank_info == split.rank_info and whole.notes == split.notes
 
@@ -198,6 +199,7 @@ def test_real_rank_store_from_chunks_is_the_whole_ranks_store(tmp_path, monkeypa
         pytest.skip("kineto-dlrm-8rank not in ../shared/data (the real traces are not bundled)")
     whole, split = _stores(paths, tmp_path, monkeypatch)
     _same_stores(whole, split)
+    assert whole.read("flows").equals(split.read("flows"))  # in the file's order too
 
 
 def test_host_rows_on_a_gpu_pid_send_the_file_back_to_the_usual_read(tmp_path, monkeypatch):
@@ -218,6 +220,54 @@ def test_a_base_time_past_int64_sends_the_file_back_to_the_usual_read(tmp_path, 
     assert split.host_chunks is None
     assert whole.accounting.rejected["bad_ts"] > 0  # the usual read rejects those rows: so does this one
     _same_reads(whole, split)
+
+
+def _with_flows(doc: dict) -> dict:
+    """``doc`` with a flow pair per launch and kernel (``s`` at the launch, ``f`` at the kernel, as
+    Kineto writes them), a flow on a pid that is not an int (kept, but not a plain flow: it stays
+    in the reader's tables) and one without an id (``bad_flow``), in the middle of the events."""
+    events: list[dict] = []
+    for e in doc["traceEvents"]:
+        events.append(e)
+        corr = (e.get("args") or {}).get("correlation")
+        if corr is None:
+            continue
+        ph = "s" if e["cat"] == "cuda_runtime" else "f"
+        flow = {"ph": ph, "id": corr, "pid": e["pid"], "tid": e["tid"], "ts": e["ts"]}
+        events.append({**flow, "cat": "ac2g", "name": "ac2g", **({"bp": "e"} if ph == "f" else {})})
+    middle = len(events) // 2
+    events[middle:middle] = [
+        {
+            "ph": "s",
+            "id": 7_777,
+            "pid": "Spans",
+            "tid": "PyTorch Profiler",
+            "ts": 15,
+            "cat": "ac2g",
+            "name": "odd",
+        },
+        {"ph": "f", "pid": 100, "tid": 100, "ts": 16, "cat": "ac2g", "name": "no id"},
+    ]
+    return {**doc, "traceEvents": events}
+
+
+def test_flows_in_chunks_give_the_whole_reads_flows_in_file_order(tmp_path, monkeypatch):
+    path = _write(tmp_path / "rank.json", _with_flows(_step_trace()))
+    whole, split = _read_both(path, tmp_path, monkeypatch)
+    chunks = split.host_chunks
+    assert chunks is not None
+    # every launch's and kernel's flow is a plain flow, written in chunks; the flow on the named
+    # pid stays in the tables, and its place in the file is known; the one without an id is
+    # rejected by both reads alike
+    assert chunks.flow_rows == 2 * 4 * 30
+    assert split.flows.num_rows == 1 and len(chunks.rest_flows) == 1
+    assert whole.accounting.rejected["bad_flow"] == 1
+    _same_reads(whole, split)
+    # the store's flows are the whole read's, row for row and in the file's order
+    a, b = _stores([path], tmp_path, monkeypatch)
+    _same_stores(a, b)
+    assert a.read("flows").equals(b.read("flows"))
+    assert [p.name for p in b.parts("flows")] == ["part-00000.parquet"]
 
 
 def test_ingest_says_a_chunked_rank_cannot_keep_a_tiny_budget(tmp_path, monkeypatch):

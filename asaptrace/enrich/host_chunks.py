@@ -1,6 +1,6 @@
 """A big rank's host chunks through the enrichment, never held whole.
 
-The reader wrote most of a big rank's host rows in chunks (:mod:`asaptrace.chunks`) and
+The reader wrote most of a big rank's host rows and flows in chunks (:mod:`asaptrace.chunks`) and
 handed the rest over as the rank's tables. A host row needs little of the enrichment: its step,
 layer and micro-batch come from the innermost host annotation span around it on its own thread,
 else from the step span around it on its rank (:mod:`asaptrace.enrich.segment`, rules 2 and 3c);
@@ -13,8 +13,9 @@ So :class:`HostPass` goes over the chunks twice, one chunk in memory at a time: 
 rest is segmented (:meth:`HostPass.launches`, the ``outside`` of
 :func:`~asaptrace.enrich.segment.segment`, keeping each row's span: 4 bytes a row), and once to
 write the rank's final parts (:meth:`HostPass.write`): each chunk's rows given their values and
-clock offset, merged with the rest's final rows in event-id order, written a row group at a
-time into the rank's one part per table. The store is the one the whole rank would give.
+clock offset, merged with the rest's final rows in event-id order (flows: in file order), written
+a row group at a time into the rank's one part per table. The store is the one the whole rank
+would give.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from asaptrace.chunks import HostChunks
+from asaptrace.chunks import POSITION, HostChunks
 from asaptrace.enrich.clock import apply_offsets
 from asaptrace.enrich.segment import innermost, span_values, step_from_rank_spans
 from asaptrace.executors import ahead_in_order
-from asaptrace.schema import conform
+from asaptrace.schema import TABLE_SCHEMAS, conform
 from asaptrace.store import StoreWriter
 
 _BY = ["rank", "pid", "stream"]
@@ -47,8 +48,12 @@ class HostPass:
 
     def _events(self, i: int) -> tuple[pl.DataFrame, pa.Table]:
         events, args = self.chunks.read(i)
-        frame: pl.DataFrame = pl.from_arrow(events)  # type: ignore[assignment]
-        return apply_offsets(frame, self.recorded.rename({"clock_offset_ns": "offset_ns"}), sign=+1), args
+        return self._as_recorded(events), args
+
+    def _as_recorded(self, table: pa.Table) -> pl.DataFrame:
+        """``table``'s times as recorded (an earlier alignment undone)."""
+        frame: pl.DataFrame = pl.from_arrow(table)  # type: ignore[assignment]
+        return apply_offsets(frame, self.recorded.rename({"clock_offset_ns": "offset_ns"}), sign=+1)
 
     def launches(self, spans: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         """Each chunk's rows given their innermost host span (kept for :meth:`write`); returns
@@ -84,57 +89,89 @@ class HostPass:
             ev = step_from_rank_spans(ev.drop("step", "layer", "micro_batch").with_columns(values), spans)
         return conform(apply_offsets(ev, offsets).to_arrow(), "events"), args
 
+    def final_flows(self, i: int, offsets: pl.DataFrame) -> pa.Table:
+        """Chunk ``i``'s final flows (clock aligned), with their places in the file."""
+        flows = self._as_recorded(self.chunks.read_flows(i))
+        return apply_offsets(flows, offsets).to_arrow()
+
+    def _finals(self, i: int, offsets: pl.DataFrame) -> dict[str, pa.Table]:
+        events, args = self.final(i, offsets)
+        return {"events": events, "args": args, "flows": self.final_flows(i, offsets)}
+
     def write(
-        self, writer: StoreWriter, part_id: str, events: pa.Table, args: pa.Table, offsets: pl.DataFrame
+        self,
+        writer: StoreWriter,
+        part_id: str,
+        events: pa.Table,
+        args: pa.Table,
+        flows: pa.Table,
+        offsets: pl.DataFrame,
     ) -> None:
-        """The rank's final events and args parts: ``events``/``args`` (the rest's, final) and
-        every chunk's, in event-id order, a row group per chunk (the chunk being written and the next)."""
-        rest = {"events": _Rest(conform(events, "events")), "args": _Rest(conform(args, "args"))}
+        """The rank's final events, args and flows parts: ``events``/``args``/``flows`` (the
+        rest's, final) and every chunk's, in event-id order (flows: in file order), a row group per
+        chunk (the chunk being written and the next)."""
+        flows = conform(flows, "flows") if flows.num_rows else TABLE_SCHEMAS["flows"].empty_table()
+        rest = {
+            "events": _Rest(conform(events, "events"), "eid"),
+            "args": _Rest(conform(args, "args"), "eid"),
+            "flows": _Rest(flows.append_column(POSITION, pa.array(self.chunks.rest_flows)), POSITION),
+        }
+        chunks = self.chunks.chunks
+        rows = {
+            "events": 1,  # a rank always has its events part
+            "args": args.num_rows + sum(c.args_rows for c in chunks),
+            "flows": flows.num_rows + sum(c.flow_rows for c in chunks),
+        }
         with ExitStack() as stack:
-            out = {"events": stack.enter_context(writer.staged_writer("events", part_id))}
-            if args.num_rows or any(
-                c.args_rows for c in self.chunks.chunks
-            ):  # as for any rank: no empty args part
-                out["args"] = stack.enter_context(writer.staged_writer("args", part_id))
-            chunks = self.chunks.chunks
+            out = {  # as for any rank: no empty args nor flows part
+                name: stack.enter_context(writer.staged_writer(name, part_id))
+                for name, n in rows.items()
+                if n
+            }
             made = stack.enter_context(  # the next chunk made while this one is encoded
-                closing(ahead_in_order(lambda i: self.final(i, offsets), range(len(chunks)), workers=1))
+                closing(ahead_in_order(lambda i: self._finals(i, offsets), range(len(chunks)), workers=1))
             )
-            for c, made_tables in zip(chunks, made, strict=True):
-                finals = dict(zip(("events", "args"), made_tables, strict=True))
+            for c, finals in zip(chunks, made, strict=True):
                 for name, w in out.items():
                     for piece in rest[name].merged(c.first_eid, c.end_eid, finals[name]):
-                        w.write_table(piece)
-                del finals, made_tables
+                        w.write_table(_stored(piece, name))
+                del finals
             for name, w in out.items():
                 if (tail := rest[name].tail()) is not None:
-                    w.write_table(tail)
+                    w.write_table(_stored(tail, name))
+
+
+def _stored(table: pa.Table, name: str) -> pa.Table:
+    """Rows as the store holds them (a flow's place in the file is not stored)."""
+    return conform(table, name) if name == "flows" else table
 
 
 class _Rest:
-    """The rest's final rows of a table (sorted by eid), handed out range by range."""
+    """The rest's final rows of a table (sorted by ``key``: the event id, a flow's place in the
+    file), handed out range by range."""
 
-    def __init__(self, table: pa.Table) -> None:
-        eid = table.column("eid").to_numpy()
-        if len(eid) > 1 and bool((eid[1:] < eid[:-1]).any()):
-            table = table.sort_by("eid")
-            eid = table.column("eid").to_numpy()
-        self.table, self.eid, self.at = table, eid, 0
+    def __init__(self, table: pa.Table, key: str) -> None:
+        at = table.column(key).to_numpy()
+        if len(at) > 1 and bool((at[1:] < at[:-1]).any()):
+            table = table.sort_by(key)
+            at = table.column(key).to_numpy()
+        self.table, self.key, self.keys, self.at = table, key, at, 0
 
     def merged(self, first: int, end: int, chunk: pa.Table) -> Iterator[pa.Table]:
-        """The rows before eid ``first`` not handed out yet, then those of [first, end) merged
-        with ``chunk`` (the chunk's rows, all in that range) in eid order."""
-        lo, hi = (int(x) for x in np.searchsorted(self.eid, [first, end]))
+        """The rows before ``first`` not handed out yet, then those of [first, end) merged
+        with ``chunk`` (the chunk's rows, all in that range) in key order."""
+        lo, hi = (int(x) for x in np.searchsorted(self.keys, [first, end]))
         if lo > self.at:
             yield self.table.slice(self.at, lo - self.at)
-        both = (
-            pa.concat_tables([self.table.slice(lo, hi - lo), chunk.cast(self.table.schema)])
-            .unify_dictionaries()
-            .combine_chunks()
-        )
-        yield both.sort_by("eid")
+        if hi > lo or chunk.num_rows:
+            both = (
+                pa.concat_tables([self.table.slice(lo, hi - lo), chunk.cast(self.table.schema)])
+                .unify_dictionaries()
+                .combine_chunks()
+            )
+            yield both.sort_by(self.key)
         self.at = max(self.at, hi)
 
     def tail(self) -> pa.Table | None:
         """The rows after the last range."""
-        return self.table.slice(self.at) if self.at < len(self.eid) else None
+        return self.table.slice(self.at) if self.at < len(self.keys) else None

@@ -300,10 +300,12 @@ def write_round(run: Enrichment, writer: StoreWriter, decision: Decision) -> Non
         filled, args = run.cache.take(kept)
         events, flows = finish_ranks(filled, run.index.read("flows", group), run.ranks, decision.offsets)
         del filled
-        if len(group) == 1 and group[0] in run.host:  # its events and args merged with its chunks'
+        if len(group) == 1 and group[0] in run.host:  # its events, args and flows merged with its chunks'
             rank = group[0]
-            run.host[rank].write(writer, f"{rank:05d}", events.to_arrow(), args.to_arrow(), decision.offsets)
-            return [(rank, {"flows": flows.to_arrow()} if flows.height else {})]
+            run.host[rank].write(
+                writer, f"{rank:05d}", events.to_arrow(), args.to_arrow(), flows.to_arrow(), decision.offsets
+            )
+            return [(rank, {})]
         tables = {"events": events, "args": args, "flows": flows}
         del events, args, flows
         return [

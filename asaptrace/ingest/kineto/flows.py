@@ -16,11 +16,20 @@ from asaptrace.ingest.kineto.dictionary import strings_at
 from asaptrace.schema import FLOWS_SCHEMA
 
 
-def flows(c: EventColumns, idx: np.ndarray, ts: Times) -> tuple[pa.Table, Counter[str]]:
-    """The flows table of the rows ``idx`` (flow phases) and the rows rejected for want of an id or a time."""
+def kept_flows(ids: pa.Array, ts_valid: np.ndarray) -> np.ndarray:
+    """Which flow rows are kept (``ids``: their flow ids; ``ts_valid``: whether their time is
+    usable): those with an id and a time (the others are ``bad_flow``)."""
+    return ids.is_valid().to_numpy(zero_copy_only=False) & ts_valid
+
+
+def flows(
+    c: EventColumns, idx: np.ndarray, ts: Times, ids: pa.Array | None = None
+) -> tuple[pa.Table, Counter[str]]:
+    """The flows table of the rows ``idx`` (flow phases; ``ids``: their flow ids when already
+    known) and the rows rejected for want of an id or a time."""
     rej: Counter[str] = Counter()
-    ids = c.flow_ids(idx)
-    ok = ids.is_valid().to_numpy(zero_copy_only=False) & ts.valid[idx]
+    ids = c.flow_ids(idx) if ids is None else ids
+    ok = kept_flows(ids, ts.valid[idx])
     if (~ok).any():
         rej["bad_flow"] += int((~ok).sum())
     keep = idx[ok]

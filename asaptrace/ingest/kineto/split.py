@@ -1,21 +1,26 @@
-"""A big Kineto file read in pieces, its plain host rows written in chunks as they come.
+"""A big Kineto file read in pieces, its plain host rows and flows written in chunks as they come.
 
 Read in pieces (:mod:`asaptrace.ingest.kineto.pieces`) and joined (:mod:`~asaptrace.ingest.kineto.merge`),
 a 2 GB rank still ends as 1 GB of tables in memory. Here each piece is split as soon as it is
-scanned: its *plain host rows* — complete or instant events of a host category (operators,
-runtime calls, Python functions; not annotations), with a name, int pid and tid, a time and a
-usable duration: rows that are kept as they are and need nothing from the rest of the file — go
-to a chunk on disk (:func:`~asaptrace.chunks.write_chunk`), built as the one-piece reader
-builds them. Everything else (device work, annotations, B/E pairs, flows, metadata, rows to
-reject) is compacted — only its rows, their args decoded now — and joined at the end into columns
-for the usual tables (:func:`~asaptrace.ingest.kineto.tables.tables_of`, with each row's event id in
-the whole file). So the store is the one-piece read's, row for row (tests/test_kineto_split.py).
+scanned, and two kinds of rows that are kept as they are and need nothing from the rest of the
+file go to a chunk on disk (:func:`~asaptrace.chunks.write_chunk`), built as the one-piece reader
+builds them:
+
+- its *plain host rows*: complete or instant events of a host category (operators, runtime
+  calls, Python functions; not annotations), with a name, int pid and tid, a time and a usable
+  duration;
+- its *plain flows*: flow events (``s``/``t``/``f``) with an id, int pid and tid and a time.
+
+Everything else (device work, annotations, B/E pairs, other flows, metadata, rows to reject) is
+compacted — only its rows, their args decoded now — and joined at the end into columns for the
+usual tables (:func:`~asaptrace.ingest.kineto.tables.tables_of`, with each row's event id in the
+whole file). So the store is the one-piece read's, row for row (tests/test_kineto_split.py).
 
 Three things are known only at the end of the file, and each is checked there: the base time
-(added when a chunk is read; a sum past int64 would make a row ``bad_ts``), the GPU pids of the
-metadata (a host row on a GPU pid is device work), and that some row is left for the tables. If
-any fails, :class:`~asaptrace.ingest.kineto.pieces.NotInPieces` is raised, the chunks are removed
-and the reader reads the file the usual way.
+(added when a chunk is read; a sum past int64 would make a row ``bad_ts`` or ``bad_flow``), the
+GPU pids of the metadata (a host row on a GPU pid is device work), and that some row is left for
+the tables. If any fails, :class:`~asaptrace.ingest.kineto.pieces.NotInPieces` is raised, the
+chunks are removed and the reader reads the file the usual way.
 """
 
 from __future__ import annotations
@@ -36,16 +41,19 @@ from asaptrace.ingest.kineto import pieces
 from asaptrace.ingest.kineto.args import args_table
 from asaptrace.ingest.kineto.decode import EventArgs, EventColumns, IdColumn, Times
 from asaptrace.ingest.kineto.dictionary import dict_codes
+from asaptrace.ingest.kineto.flows import flows, kept_flows
 from asaptrace.ingest.kineto.merge import Piece, merge
 from asaptrace.ingest.kineto.streams import streams_from_metadata
 from asaptrace.ingest.kineto.tables import (
     CATEGORY_KIND,
     DEVICE_CATS,
+    FLOW_PHASES,
     INSTANT_PHASES,
     Outside,
     Phases,
     base_time_ns,
     events_table,
+    shifted_times,
     tables_of,
 )
 from asaptrace.schema import Kind
@@ -91,13 +99,15 @@ def _read_split(path: Path, options: IngestOptions, folder: Path, sha256: Any) -
             "is_device": pa.array([False] * len(found.pairs)),
         }
     )
-    result = tables_of(cols, path, eids=np.concatenate(eids), outside=Outside(found.rows, streams))
+    places = np.concatenate(eids)
+    result = tables_of(cols, path, eids=places, outside=Outside(found.rows, streams, found.flows))
     chunks = HostChunks(
         chunks=tuple(found.chunks),
         ts_shift=base,
         names=tuple(sorted(found.names)),
         start_ns=None if found.lo is None else found.lo + base,
         end_ns=None if found.end is None else found.end + base,
+        rest_flows=places[_kept_flow_rows(cols, base)],
     )
     return IngestResult(**{**result.__dict__, "host_chunks": chunks if found.chunks else None})
 
@@ -114,6 +124,7 @@ class _Part:
     names: set[str] = field(default_factory=set)
     pairs: set[tuple[int, int]] = field(default_factory=set)
     times: tuple[int, int, int] | None = None  # first ts, last ts, last end (without the base time)
+    flow_times: tuple[int, int] | None = None  # the flows' first and last ts (without the base time)
 
 
 def _split(piece: Piece, i: int, folder: Path) -> _Part:
@@ -123,11 +134,20 @@ def _split(piece: Piece, i: int, folder: Path) -> _Part:
     instant = ph.mask(INSTANT_PHASES)
     plain = _plain_host(c, ph, instant)
     host = np.flatnonzero(plain)
+    flow_rows, flow_table = _plain_flows(c, ph)
+    plain[flow_rows] = True
     rest = np.flatnonzero(~plain)
-    out = _Part(Piece(_compact(c, rest, len(host), ph.mask(("M",))[rest]), piece.header_present), rest, c.n)
-    if len(host):
+    streamed = len(host) + len(flow_rows)
+    out = _Part(Piece(_compact(c, rest, streamed, ph.mask(("M",))[rest]), piece.header_present), rest, c.n)
+    if streamed:
         events, args = _host_tables(c, host, instant[host])
-        out.chunk = write_chunk(folder, i, events, args, 0, c.n)
+        out.chunk = write_chunk(
+            folder, i, events, args, 0, c.n, (flow_table, flow_rows) if len(flow_rows) else None
+        )
+    if len(flow_rows):
+        ts = c.ts.values[flow_rows]
+        out.flow_times = (int(ts.min()), int(ts.max()))
+    if len(host):
         name = events.column("name").combine_chunks()
         out.names = set(name.dictionary.take(pc.unique(name.indices)).to_pylist())
         out.pairs = {
@@ -140,38 +160,45 @@ def _split(piece: Piece, i: int, folder: Path) -> _Part:
 
 
 class _Found:
-    """What the chunks written so far hold (rows, names, streams, time range)."""
+    """What the chunks written so far hold (host rows, names, streams, time range; flows)."""
 
     def __init__(self) -> None:
         self.chunks: list[Chunk] = []
         self.rows = 0
+        self.flows = 0
         self.names: set[str] = set()
         self.pairs: set[tuple[int, int]] = set()
-        self.lo: int | None = None  # first ts (without the base time)
+        self.lo: int | None = None  # the host rows' first ts (without the base time)
         self.hi: int | None = None  # last ts
         self.end: int | None = None  # last ts + dur
+        self.flow_lo: int | None = None  # the flows' first and last ts
+        self.flow_hi: int | None = None
 
     def add(self, part: _Part, start: int) -> None:
         """Add ``part``'s chunk, its event ids now counted from ``start`` (its first row's place)."""
-        if part.chunk is None or part.times is None:
+        if part.chunk is None:
             return
         self.chunks.append(replace(part.chunk, first_eid=start, end_eid=start + part.n))
         self.rows += part.chunk.rows
+        self.flows += part.chunk.flow_rows
         self.names |= part.names
         self.pairs |= part.pairs
-        lo, hi, e = part.times
-        self.lo = lo if self.lo is None else min(self.lo, lo)
-        self.hi = hi if self.hi is None else max(self.hi, hi)
-        self.end = e if self.end is None else max(self.end, e)
+        if part.times is not None:
+            lo, hi, e = part.times
+            self.lo = lo if self.lo is None else min(self.lo, lo)
+            self.hi = hi if self.hi is None else max(self.hi, hi)
+            self.end = e if self.end is None else max(self.end, e)
+        if part.flow_times is not None:
+            lo, hi = part.flow_times
+            self.flow_lo = lo if self.flow_lo is None else min(self.flow_lo, lo)
+            self.flow_hi = hi if self.flow_hi is None else max(self.flow_hi, hi)
 
     def fits(self, base: int) -> bool:
         """Whether every time shifted by ``base`` stays an int64 (else the tables would reject some)."""
-        if not base or self.lo is None or self.hi is None or self.end is None:
-            return True
-        return (
-            self.hi <= col.INT64_MAX - base
-            and self.end <= col.INT64_MAX - base
-            and self.lo >= col.INT64_MIN - base
+        lows = [t for t in (self.lo, self.flow_lo) if t is not None]
+        highs = [t for t in (self.hi, self.end, self.flow_hi) if t is not None]
+        return not base or (
+            all(t <= col.INT64_MAX - base for t in highs) and all(t >= col.INT64_MIN - base for t in lows)
         )
 
 
@@ -187,6 +214,23 @@ def _plain_host(c: EventColumns, ph: Phases, instant: np.ndarray) -> np.ndarray:
     ok &= _int_keys(c.pid) & _int_keys(c.tid)
     ok &= c.ts.valid & (instant | (c.dur.valid & (c.dur.values >= 0)))
     return ok
+
+
+def _plain_flows(c: EventColumns, ph: Phases) -> tuple[np.ndarray, pa.Table]:
+    """The plain flows of a piece (flow rows with an id, a time and int pid and tid: kept as they
+    are whatever the rest of the file says) and their flows table, as the one-piece reader builds
+    it (times without the base time)."""
+    idx = np.flatnonzero(ph.mask(FLOW_PHASES) & _int_keys(c.pid) & _int_keys(c.tid))
+    ids = c.flow_ids(idx)
+    ok = kept_flows(ids, c.ts.valid[idx])
+    table, _ = flows(c, idx[ok], c.ts, ids.filter(pa.array(ok)))
+    return idx[ok], table
+
+
+def _kept_flow_rows(c: EventColumns, base: int) -> np.ndarray:
+    """The rows of ``c`` (the rest) that its flows table keeps, in its row order."""
+    idx = np.flatnonzero(Phases(c.ph).mask(FLOW_PHASES))
+    return idx[kept_flows(c.flow_ids(idx), shifted_times(c.ts, base).valid[idx])]
 
 
 def _int_keys(ids: IdColumn) -> np.ndarray:

@@ -98,12 +98,13 @@ class Phases:
 
 @dataclass(frozen=True)
 class Outside:
-    """Events of the file kept out of its tables, each read and kept (a big file's host rows,
-    written in chunks: :mod:`asaptrace.ingest.kineto.split`): how many, and their distinct
-    (pid, stream, is_device) for the streams table."""
+    """Events of the file kept out of its tables, each read and kept (a big file's host rows and
+    flows, written in chunks: :mod:`asaptrace.ingest.kineto.split`): how many host rows, their
+    distinct (pid, stream, is_device) for the streams table, and how many flows."""
 
     rows: int
     streams: pa.Table
+    flows: int = 0
 
 
 def base_time_ns(header: dict[str, Any]) -> int:
@@ -123,7 +124,7 @@ def tables_of(
         raise CorruptTrace("no events ('traceEvents' is empty)", path=path)
     rejected: Counter[str] = Counter(c.rejected)
     base_ns = base_time_ns(c.header)
-    ts = _shifted(c.ts, base_ns)
+    ts = shifted_times(c.ts, base_ns)
     ph = Phases(c.ph)
     is_span = ph.mask(SPAN_PHASES)
     is_end = ph.mask(("E",))
@@ -145,7 +146,7 @@ def tables_of(
     # ---- flows
     flow_table, flow_rej = flows(c, np.flatnonzero(is_flow), ts)
     rejected.update(flow_rej)
-    kept["flows"] = flow_table.num_rows
+    kept["flows"] = flow_table.num_rows + (outside.flows if outside else 0)
 
     # ---- spans (X, B/E matched, instants)
     span_mask = is_span.copy()
@@ -192,7 +193,7 @@ def tables_of(
     if outside is not None:
         used = pa.concat_tables([used, outside.streams.cast(used.schema)])
     streams = complete_streams(meta_streams, used, c.pid.table, c.tid.table)
-    read = c.n_read + (outside.rows if outside else 0)
+    read = c.n_read + (outside.rows + outside.flows if outside else 0)
     acc = Accounting(read=read, kept=kept, rejected=rejected).check(str(path))
     unit = c.header.get("displayTimeUnit")
     info = rank_info(c.header, events)
@@ -246,7 +247,7 @@ def events_table(
     )
 
 
-def _shifted(ts: Times, base_ns: int) -> Times:
+def shifted_times(ts: Times, base_ns: int) -> Times:
     """ts + baseTimeNanoseconds; a sum beyond int64 is an unusable time, never a wrap."""
     if not base_ns:
         return ts
