@@ -15,7 +15,7 @@ Its map, faces on top, each layer importing only those below (docs/layout.md; ``
 * ``synth`` (synthetic traces), ``advise`` (findings joined to what-ifs), ``replay`` (the what-ifs);
 * ``analyze`` (the diagnosis); ``enrich``, ``ingest`` (trace formats), ``workload`` (request workloads);
 * ``store`` (the Parquet store), ``info`` (what it holds), ``executors`` (where parallel work runs),
-  ``chunks`` (a big rank's host rows on disk between its reader and its enrichment);
+  ``chunks`` (a big rank's host rows and flows on disk between its reader and its enrichment);
 * leaves: ``schema``, ``errors``, ``registry``, ``accounting``, ``units``, ``userfiles``, ``memory``,
   ``display`` (how a result shows itself in a notebook), ``questions`` (the question each what-if
   answers, in the words every face prints).

@@ -106,8 +106,8 @@ def whole_file_peak(size: int) -> int:
 
 def whole_file_limit(budget: int) -> int:
     """The largest file (decompressed bytes) whose whole read keeps within ``budget``
-    (:func:`whole_file_peak`): a larger Kineto file is read in pieces, its host rows in chunks
-    (1 GiB: 470 MiB)."""
+    (:func:`whole_file_peak`): a larger Kineto file is read in pieces, its host rows and flows in
+    chunks (1 GiB: 470 MiB)."""
     return max(0, int((budget - IMPORT_BYTES) / PEAK_PER_BYTE))
 
 

@@ -225,7 +225,8 @@ def test_a_base_time_past_int64_sends_the_file_back_to_the_usual_read(tmp_path, 
 def _with_flows(doc: dict) -> dict:
     """``doc`` with a flow pair per launch and kernel (``s`` at the launch, ``f`` at the kernel, as
     Kineto writes them), a flow on a pid that is not an int (kept, but not a plain flow: it stays
-    in the reader's tables) and one without an id (``bad_flow``), in the middle of the events."""
+    in the reader's tables), one without an id (``bad_flow``) and a run of 200 flows alone, in the
+    middle of the events."""
     events: list[dict] = []
     for e in doc["traceEvents"]:
         events.append(e)
@@ -247,6 +248,11 @@ def _with_flows(doc: dict) -> dict:
             "name": "odd",
         },
         {"ph": "f", "pid": 100, "tid": 100, "ts": 16, "cat": "ac2g", "name": "no id"},
+        # a long run of flows alone (pieces that hold no host row, only flows)
+        *(
+            {"ph": "t", "id": 9_000 + k, "pid": 0, "tid": 7, "ts": 20 + k, "cat": "ac2g", "name": "run"}
+            for k in range(200)
+        ),
     ]
     return {**doc, "traceEvents": events}
 
@@ -259,7 +265,8 @@ def test_flows_in_chunks_give_the_whole_reads_flows_in_file_order(tmp_path, monk
     # every launch's and kernel's flow is a plain flow, written in chunks; the flow on the named
     # pid stays in the tables, and its place in the file is known; the one without an id is
     # rejected by both reads alike
-    assert chunks.flow_rows == 2 * 4 * 30
+    assert chunks.flow_rows == 2 * 4 * 30 + 200
+    assert any(c.rows == 0 and c.flow_rows for c in chunks.chunks)  # a chunk of flows alone
     assert split.flows.num_rows == 1 and len(chunks.rest_flows) == 1
     assert whole.accounting.rejected["bad_flow"] == 1
     _same_reads(whole, split)

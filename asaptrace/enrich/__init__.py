@@ -8,7 +8,7 @@ Modules, in the order data flows through them: ``taxonomy`` (kinds, from ``rules
 ``phases``, ``topology`` (roles, groups), ``instances`` and ``clock`` (matched collectives,
 offsets), ``batches``; ``frames`` runs them on a group of ranks (pure). Streaming a store through
 them a group at a time: ``streaming`` (the passes), ``early_pass`` (a large rank's first pass as
-its file is read), ``host_chunks`` (a big rank's host rows, read in chunks, given their steps
+its file is read), ``host_chunks`` (a big rank's host rows and flows, read in chunks, given their steps
 and written back), ``spill_cache`` (frames between rounds), ``store_parts`` (where each rank's
 parts are; the writers).
 """

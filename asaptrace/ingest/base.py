@@ -33,7 +33,7 @@ class IngestOptions:
     #: a file (decompressed) larger than this is never held whole: the largest file whose whole
     #: read keeps the ingest's memory budget (the driver sets it, :func:`~asaptrace.memory.whole_file_limit`)
     piecewise_from: int = DEFAULT_BUDGET
-    #: where a reader may write a big file's plain host rows in chunks instead of holding them
+    #: where a reader may write a big file's plain host rows and flows in chunks instead of holding them
     #: (:mod:`asaptrace.chunks`); set by the driver for an ingest that enriches, else None
     chunk_dir: str | None = None
 
@@ -115,7 +115,7 @@ class Format:
     suffixes: tuple[str, ...] = ()
     file_names: tuple[str, ...] = ()
     hashes_while_reading: Callable[[Path, IngestOptions], bool] | None = None
-    #: whether the reader writes this file's plain host rows in chunks (given a ``chunk_dir``)
+    #: whether the reader writes this file's plain host rows and flows in chunks (given a ``chunk_dir``)
     reads_in_chunks: Callable[[Path, IngestOptions], bool] | None = None
 
 

@@ -99,7 +99,7 @@ class FileSummary:
     start_ns: int | None = None  # the file's time range (before clock alignment)
     end_ns: int | None = None
     tables: dict[str, pa.Table] | None = None  # the parts, when the task held them (``FileTask.hold``)
-    host_chunks: HostChunks | None = None  # its plain host rows, written in chunks by its reader
+    host_chunks: HostChunks | None = None  # its plain host rows and flows, written in chunks by its reader
 
 
 @dataclass(frozen=True)
@@ -243,7 +243,7 @@ def ingest_paths(
     ``memory_budget`` (bytes; default :data:`~asaptrace.memory.DEFAULT_BUDGET`, 1 GiB)
     bounds the files read at once on threads (their estimated peaks together, within half the
     free memory as before). A Kineto rank file whose whole read would not keep the budget is read
-    in pieces and, with ``finish``, its plain host rows are written in chunks under the staging
+    in pieces and, with ``finish``, its plain host rows and flows are written in chunks under the staging
     folder (:mod:`asaptrace.chunks`: the summary's ``host_chunks``, handed to ``finish`` as the
     writer's ``host_chunks``); a file whose own peak still exceeds the budget cannot be kept to it:
     ``on_memory`` is then told why, once (:class:`MemoryNote`), and the ingest goes on.
@@ -376,7 +376,7 @@ def _memory_bytes(path: Path, size: int, options: IngestOptions) -> int:
 
 
 def _reads_in_chunks(path: Path, format: str | None, options: IngestOptions) -> bool:
-    """Whether ``path``'s reader writes its plain host rows in chunks (an ingest that enriches)."""
+    """Whether ``path``'s reader writes its plain host rows and flows in chunks (an ingest that enriches)."""
     try:
         fmt = FORMATS.get(format) if format else detect_format(path)
     except (UnsupportedFormat, CorruptTrace, SizeLimitExceeded):

@@ -9,7 +9,7 @@ Modules:
 * ``prefetch`` — reads and scans the first files while ``asaptrace ingest`` is still importing;
 * ``pieces`` — a big file read in pieces cut between events, scanned on both cores;
 * ``merge`` — the pieces' columns joined into the columns of the whole file;
-* ``split`` — a big file's plain host rows written in chunks as its pieces come (the rest joined);
+* ``split`` — a big file's plain host rows and flows written in chunks as its pieces come (the rest joined);
 * ``dictionary`` — helpers over the dictionary-encoded columns every table builder shares;
 * ``flows``, ``streams``, ``args`` — the flows, streams and args tables beside the events;
 * ``rank`` — which rank and device a file is (``distributedInfo``, ``deviceProperties``).

@@ -64,7 +64,7 @@ def _read_kineto(path: Path, options: IngestOptions) -> IngestResult:
     # a big file: never held whole, scanned on both cores, hashed as it is read (the driver does
     # not hash it: hashes_while_reading)
     sha256 = hashlib.sha256()
-    if options.chunk_dir is not None:  # its plain host rows written in chunks as they come
+    if options.chunk_dir is not None:  # its plain host rows and flows written in chunks as they come
         try:
             return replace(
                 read_split(path, options, Path(options.chunk_dir), sha256), sha256=sha256.hexdigest()
