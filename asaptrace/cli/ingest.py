@@ -70,7 +70,7 @@ def ingest(
         str,
         typer.Option(
             help="Memory the files read at once may take together, e.g. 512M, 4G (a Kineto rank "
-            "file too large to read whole within it is read in pieces, its host events kept on disk "
+            "file too large to read whole within it is read in pieces, its host events and flows kept on disk "
             "in chunks; a budget that still cannot be kept, the ingest says)."
         ),
     ] = f"{DEFAULT_BUDGET // 1024**3}G",
