@@ -9,7 +9,7 @@ all about device work and annotations, which are in the rest. What the rest need
 rows is what the kernels they launched inherit: the span of each correlation id's first launch
 and its earliest start.
 
-So :class:`HostPass` goes over the chunks twice, one chunk in memory at a time: once while the
+So :class:`HostPass` goes over the chunks twice, a chunk or two in memory at a time: once while the
 rest is segmented (:meth:`HostPass.launches`, the ``outside`` of
 :func:`~asaptrace.enrich.segment.segment`, keeping each row's span: 4 bytes a row), and once to
 write the rank's final parts (:meth:`HostPass.write`): each chunk's rows given their values and
@@ -61,24 +61,34 @@ class HostPass:
         self.spans, self.span_of = spans, []
         first: list[pl.DataFrame] = []
         earliest: list[pl.DataFrame] = []
-        for i in range(len(self.chunks.chunks)):
-            ev, _ = self._events(i)
-            keys = ev.select(*_BY, "ts_ns", "corr", "eid").with_row_index("_row")
-            rows, idx = innermost(keys, spans, False, _BY)
-            span_of = np.full(ev.height, -1, np.int32)
-            span_of[rows] = idx
+        # two chunks at a time (polars lets go of the GIL): each holds one chunk's rows at most
+        for span_of, f, e in ahead_in_order(
+            lambda i: self._launches(i, spans), range(len(self.chunks.chunks)), workers=2
+        ):
             self.span_of.append(span_of)
-            launch = keys.select(
-                "rank", "corr", "eid", "ts_ns", _span=pl.Series(span_of, dtype=pl.Int64)
-            ).filter(pl.col("corr").is_not_null())
-            first.append(
-                launch.filter(pl.col("_span") >= 0)
-                .group_by("rank", "corr")
-                .agg(pl.col("eid").first(), pl.col("_span").first())  # rows in eid order
-                .select("rank", "corr", "eid", "_span")
-            )
-            earliest.append(launch.group_by("rank", "corr").agg(pl.col("ts_ns").min().alias("_launch")))
+            first.append(f)
+            earliest.append(e)
         return pl.concat(first), pl.concat(earliest)
+
+    def _launches(self, i: int, spans: pl.DataFrame) -> tuple[np.ndarray, pl.DataFrame, pl.DataFrame]:
+        """Chunk ``i``'s rows' innermost host spans (-1: none), and its launches: the first launch
+        of each correlation id inside a span (rank, corr, eid, _span) and the earliest of each
+        (rank, corr, _launch)."""
+        ev, _ = self._events(i)
+        keys = ev.select(*_BY, "ts_ns", "corr", "eid").with_row_index("_row")
+        rows, idx = innermost(keys, spans, False, _BY)
+        span_of = np.full(ev.height, -1, np.int32)
+        span_of[rows] = idx
+        launch = keys.select("rank", "corr", "eid", "ts_ns", _span=pl.Series(span_of, dtype=pl.Int64)).filter(
+            pl.col("corr").is_not_null()
+        )
+        first = (
+            launch.filter(pl.col("_span") >= 0)
+            .group_by("rank", "corr")
+            .agg(pl.col("eid").first(), pl.col("_span").first())  # rows in eid order
+            .select("rank", "corr", "eid", "_span")
+        )
+        return span_of, first, launch.group_by("rank", "corr").agg(pl.col("ts_ns").min().alias("_launch"))
 
     def final(self, i: int, offsets: pl.DataFrame) -> tuple[pa.Table, pa.Table]:
         """Chunk ``i``'s final events (values from the spans, clock aligned) and args."""
@@ -146,13 +156,17 @@ def _stored(table: pa.Table, name: str) -> pa.Table:
     return conform(table, name) if name == "flows" else table
 
 
+def _in_order(keys: np.ndarray) -> bool:
+    return len(keys) < 2 or not bool((keys[1:] < keys[:-1]).any())
+
+
 class _Rest:
     """The rest's final rows of a table (sorted by ``key``: the event id, a flow's place in the
     file), handed out range by range."""
 
     def __init__(self, table: pa.Table, key: str) -> None:
         at = table.column(key).to_numpy()
-        if len(at) > 1 and bool((at[1:] < at[:-1]).any()):
+        if not _in_order(at):
             table = table.sort_by(key)
             at = table.column(key).to_numpy()
         self.table, self.key, self.keys, self.at = table, key, at, 0
@@ -163,7 +177,10 @@ class _Rest:
         lo, hi = (int(x) for x in np.searchsorted(self.keys, [first, end]))
         if lo > self.at:
             yield self.table.slice(self.at, lo - self.at)
-        if hi > lo or chunk.num_rows:
+        if hi == lo and _in_order(chunk.column(self.key).to_numpy()):  # the chunk's rows alone
+            if chunk.num_rows:
+                yield chunk.cast(self.table.schema)
+        else:
             both = (
                 pa.concat_tables([self.table.slice(lo, hi - lo), chunk.cast(self.table.schema)])
                 .unify_dictionaries()
