@@ -111,6 +111,24 @@ def whole_file_limit(budget: int) -> int:
     return max(0, int((budget - IMPORT_BYTES) / PEAK_PER_BYTE))
 
 
+#: A lone rank file over this (decompressed) is read in pieces, its host rows and flows in chunks,
+#: even when its whole read would keep the budget, in an ingest that enriches: both cores work on
+#: it and its peak is the chunked one (250 MB: 2.41–2.45 s at 480 MB in pieces, 2.57–2.62 s at
+#: 780 MB whole). Smaller files are read whole, the read begun while the process imports (100 MB:
+#: 1.36–1.59 s whole, 1.58–1.76 s in pieces); several files already keep both cores busy (4 × 150 MB:
+#: 4.07–4.13 s whole, 4.24–4.28 s in pieces, the same peak); and without the enrichment's chunks
+#: the pieces are joined whole (250 MB: 1.54–1.88 s whole, 2.04–2.26 s in pieces).
+LONE_FILE_PIECEWISE = 128 * 1024**2
+
+
+def piecewise_limit(budget: int, *, lone: bool = False) -> int:
+    """Bytes (decompressed) over which a Kineto rank file is read in pieces: the largest whole read
+    that keeps ``budget`` (:func:`whole_file_limit`), and at most :data:`LONE_FILE_PIECEWISE` for
+    a ``lone`` file (the only one of an ingest that enriches)."""
+    limit = whole_file_limit(budget)
+    return min(limit, LONE_FILE_PIECEWISE) if lone else limit
+
+
 #: A big Kineto rank read in chunks (asaptrace.chunks): its plain host rows and flows are never
 #: held whole, but its device work and annotations (≈ 10 % of the rows) are, with 4 bytes per host
 #: row and a row per launch while it is segmented (its peak, since the flows went to chunks too:

@@ -301,3 +301,49 @@ def test_chunks_made_in_worker_processes_give_the_same_store(tmp_path, monkeypat
     _in_pieces(monkeypatch)
     split = build_store(paths, tmp_path / "split.store", executor="process", jobs=2)
     _same_stores(whole, split)
+
+
+def _split_reads(monkeypatch) -> list[str]:
+    """The files the Kineto reader reads in pieces with chunks."""
+    from asaptrace.ingest.kineto import reader
+
+    got: list[str] = []
+    real = reader.read_split
+
+    def spy(path, *args, **kwargs):
+        got.append(Path(path).name)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(reader, "read_split", spy)
+    return got
+
+
+def test_a_lone_file_to_enrich_is_read_in_pieces_within_the_budget(tmp_path, monkeypatch):
+    # a lone rank over LONE_FILE_PIECEWISE (here 4 KB) is read in pieces and chunks even though
+    # its whole read keeps the 1 GiB budget: both cores on it, a third of the peak (memory.py)
+    import asaptrace.memory as memory
+    from asaptrace.ingest.kineto import prefetch
+
+    _whole(monkeypatch)
+    whole = build_store(
+        [_write(tmp_path / "worker0.json", _with_flows(_step_trace()))], tmp_path / "whole.store"
+    )
+    monkeypatch.setattr(memory, "LONE_FILE_PIECEWISE", 4096)
+    monkeypatch.setenv("ASAPTRACE_PIECE_MB", "0.001")  # the file is over two pieces
+    got = _split_reads(monkeypatch)
+    lone = build_store([tmp_path / "worker0.json"], tmp_path / "lone.store")
+    assert got == ["worker0.json"]
+    _same_stores(whole, lone)
+    assert whole.read("flows").equals(lone.read("flows"))
+    # not read ahead whole while the CLI imports: the pieces read it
+    assert prefetch.start([tmp_path / "worker0.json"], max_bytes=2**30, enrich=True) == 0
+    prefetch.clear()
+    # without the enrichment (no chunks: the pieces would be joined whole) it is read whole
+    build_store([tmp_path / "worker0.json"], tmp_path / "raw.store", enrich=False)
+    assert got == ["worker0.json"]
+    assert prefetch.start([tmp_path / "worker0.json"], max_bytes=2**30, enrich=False) == 1
+    prefetch.clear()
+    # and so is each of several files: they keep both cores busy already
+    second = _write(tmp_path / "worker1.json", _with_flows(_step_trace(steps=3)))
+    build_store([tmp_path / "worker0.json", second], tmp_path / "two.store")
+    assert got == ["worker0.json"]

@@ -70,8 +70,9 @@ def ingest(
         str,
         typer.Option(
             help="Memory the files read at once may take together, e.g. 512M, 4G (a Kineto rank "
-            "file too large to read whole within it is read in pieces, its host events and flows kept on disk "
-            "in chunks; a budget that still cannot be kept, the ingest says)."
+            "file too large to read whole within it, or a lone one over 128M, is read in pieces, its "
+            "host events and flows kept on disk in chunks; a budget that still cannot be kept, the "
+            "ingest says)."
         ),
     ] = f"{DEFAULT_BUDGET // 1024**3}G",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing store at OUTPUT.")] = False,
@@ -109,8 +110,8 @@ def ingest(
 
     max_bytes = parse_size(max_size)
     budget = parse_size(memory_budget)
-    if executor in (None, "serial", "thread"):  # read in this process: start on the first files now
-        pipeline.read_ahead(paths, max_bytes=max_bytes, budget=budget)  # while the imports below run
+    if executor in (None, "serial", "thread"):  # read in this process: the first files, while the imports run
+        pipeline.read_ahead(paths, max_bytes=max_bytes, budget=budget, enrich=not no_enrich)
     from asaptrace.views.store import discovery_lines, ingest_summary
 
     if rank_from not in ("auto", "content", "name", "order"):

@@ -31,7 +31,8 @@ class IngestOptions:
 
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED
     #: a file (decompressed) larger than this is never held whole: the largest file whose whole
-    #: read keeps the ingest's memory budget (the driver sets it, :func:`~asaptrace.memory.whole_file_limit`)
+    #: read keeps the ingest's memory budget, at most 128 MiB for a lone file to enrich (the
+    #: driver sets it, :func:`~asaptrace.memory.piecewise_limit`)
     piecewise_from: int = DEFAULT_BUDGET
     #: where a reader may write a big file's plain host rows and flows in chunks instead of holding them
     #: (:mod:`asaptrace.chunks`); set by the driver for an ingest that enriches, else None

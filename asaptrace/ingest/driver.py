@@ -40,7 +40,7 @@ from asaptrace.ingest.discovery import SourceFacts, find_sources, run_refusal, r
 from asaptrace.ingest.kineto import prefetch
 from asaptrace.ingest.ranks import RankFrom, check_unique_ranks, explicit_ranks, resolve_rank
 from asaptrace.ingest.source import GZIP_RATIO, file_sha256, is_gzip
-from asaptrace.memory import DEFAULT_BUDGET, give_back, over_budget, tune_malloc, whole_file_limit
+from asaptrace.memory import DEFAULT_BUDGET, give_back, over_budget, piecewise_limit, tune_malloc
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role, conform
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, write_part
 from asaptrace.userfiles import StaleFolder
@@ -276,7 +276,10 @@ def ingest_paths(
         runner = executor
     budget = DEFAULT_BUDGET if memory_budget is None else memory_budget
     tune_malloc(budget)  # freed big buffers go back to the system, heaps keep a top pad (asaptrace.memory)
-    options = replace(options, piecewise_from=whole_file_limit(budget))  # a file read whole keeps the budget
+    # a file read whole keeps the budget; a lone file to enrich is read on both cores
+    options = replace(
+        options, piecewise_from=piecewise_limit(budget, lone=len(files) == 1 and finish is not None)
+    )
     if isinstance(runner, ThreadExecutor) and runner.memory is None:
         runner.memory = min(budget, (available_memory() or 2**62) // 2)
     largest = max(range(len(files)), key=lambda i: _decompressed(files[i], sizes[i], options), default=None)

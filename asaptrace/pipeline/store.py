@@ -37,15 +37,17 @@ def open_store(path: str | Path) -> TraceStore:
     return TraceStore.open(path)
 
 
-def read_ahead(paths: Sequence[str | Path], *, max_bytes: int, budget: int | None = None) -> int:
+def read_ahead(
+    paths: Sequence[str | Path], *, max_bytes: int, budget: int | None = None, enrich: bool = True
+) -> int:
     """Start reading, hashing and scanning the first Kineto files of ``paths`` on a thread while
     the caller imports the rest of the ingest (:mod:`asaptrace.ingest.kineto.prefetch`; the
     standard library only), within ``budget`` bytes (the ingest's memory budget: a file over it
-    is read in pieces, never whole); :func:`build_store` takes what was read. Returns the files
-    queued."""
+    is read in pieces, never whole, and so is a lone file over 128 MiB when the ingest
+    ``enrich``-es); :func:`build_store` takes what was read. Returns the files queued."""
     from asaptrace.ingest.kineto import prefetch
 
-    return prefetch.start(paths, max_bytes=max_bytes, budget=budget)
+    return prefetch.start(paths, max_bytes=max_bytes, budget=budget, enrich=enrich)
 
 
 def read_tables(store: TraceStore) -> dict[str, pl.DataFrame]:

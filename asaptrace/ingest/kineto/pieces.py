@@ -47,8 +47,9 @@ class NotInPieces(Exception):
 def in_pieces(path: Path, options: IngestOptions) -> bool:
     """Whether ``path`` is read in pieces: the C scanner is on and the file (inflated: gzip ×10) is
     larger than ``options.piecewise_from`` (the largest file whose whole read keeps the memory
-    budget) and than two pieces. Smaller files are read whole: read while the process imports,
-    a file of 0.1 GB is ingested faster whole (docs/performance.md)."""
+    budget; for a lone file to enrich, at most 128 MiB: :func:`~asaptrace.memory.piecewise_limit`)
+    and than two pieces. Smaller files are read whole: read while the process imports, a file of
+    0.1 GB is ingested faster whole (docs/performance.md)."""
     try:
         size = path.stat().st_size * (GZIP_RATIO if is_gzip(path) else 1)  # what it holds inflated
     except OSError:

@@ -30,7 +30,7 @@ from asaptrace.errors import AsaptraceError
 from asaptrace.executors import available_memory
 from asaptrace.ingest.kineto import c_scanner
 from asaptrace.ingest.source import GZIP_MAGIC, GZIP_RATIO, decompressed
-from asaptrace.memory import DEFAULT_BUDGET, tune_malloc, whole_file_limit
+from asaptrace.memory import DEFAULT_BUDGET, piecewise_limit, tune_malloc
 
 #: Bytes of files read ahead at most (the window is short: a few files; a quarter of the free
 #: memory on a small machine).
@@ -66,9 +66,13 @@ class _Prefetcher:
         self.queue: deque[Prefetched] = deque()
         self.entries: dict[str, Prefetched] = {}
 
-    def start(self, paths: Iterable[str | Path], *, max_bytes: int, budget: int | None = None) -> int:
+    def start(
+        self, paths: Iterable[str | Path], *, max_bytes: int, budget: int | None = None, enrich: bool = False
+    ) -> int:
         """Queue the Kineto JSON files (plain or gzip) ``paths`` name, folders walked, and start
-        the thread; returns how many files were queued."""
+        the thread; returns how many files were queued. A file the ingest will read in pieces is
+        not read ahead (``enrich``: the ingest enriches, so a lone file over
+        :data:`~asaptrace.memory.LONE_FILE_PIECEWISE` is one, :func:`~asaptrace.memory.piecewise_limit`)."""
         if os.environ.get("ASAPTRACE_NO_PREFETCH", "") not in ("", "0"):
             return 0
         if c_scanner() is None:
@@ -79,7 +83,11 @@ class _Prefetcher:
         free = available_memory()
         left = min(BUDGET if budget is None else budget, free // 4 if free else BUDGET)
         queued: list[Prefetched] = []
-        for path in _candidates(paths):
+        candidates = list(_candidates(paths))
+        limit = piecewise_limit(
+            DEFAULT_BUDGET if budget is None else budget, lone=enrich and len(candidates) == 1
+        )
+        for path in candidates:
             try:
                 st = path.stat()
                 with open(path, "rb") as f:
@@ -87,7 +95,7 @@ class _Prefetcher:
             except OSError:
                 continue
             need = st.st_size * (GZIP_RATIO if gz else 1)  # what it holds once inflated
-            if need > left or need > whole_file_limit(DEFAULT_BUDGET if budget is None else budget):
+            if need > left or need > limit:
                 break  # in walk order: the first that does not fit (or is read in pieces) ends the run ahead
             left -= need
             queued.append(Prefetched(str(path.resolve()), st.st_size, st.st_mtime_ns, max_bytes))
