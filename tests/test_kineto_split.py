@@ -202,6 +202,31 @@ def test_real_rank_store_from_chunks_is_the_whole_ranks_store(tmp_path, monkeypa
     assert whole.read("flows").equals(split.read("flows"))  # in the file's order too
 
 
+def _other_thread_launches(doc: dict) -> dict:
+    """``doc`` with, in each ``ProfilerStep`` span, a launch on a thread of its own (tid 200, as the
+    autograd engine's: no span around it there) whose kernel runs after the span has ended, in
+    the idle gap before the next step."""
+    events = list(doc["traceEvents"])
+    steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    for k, span in enumerate(steps):
+        corr, mid, end = 90_000 + k, span["ts"] + span["dur"] // 2, span["ts"] + span["dur"]
+        launch = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 200}
+        events.append({**launch, "ts": mid, "dur": 2, "args": {"correlation": corr}})
+        events.append(kernel("bwd_gemm", end + 50, 20, corr=corr))
+    return {**doc, "traceEvents": events}
+
+
+def test_a_kernel_launched_off_the_steps_thread_takes_its_launchs_step_from_a_chunk(tmp_path, monkeypatch):
+    # the launch sits in a chunk with no span around it on its own thread, so the kernel's step
+    # comes from the step span on its rank that holds the launch's start (segment's rule 3c), not
+    # from the kernel's own start, which falls between two steps
+    path = _write(tmp_path / "rank.json", _other_thread_launches(_step_trace()))
+    whole, split = _stores([path], tmp_path, monkeypatch)
+    _same_stores(whole, split)
+    ev = split.read("events").with_columns(pl.col("name").cast(pl.String))
+    assert ev.filter(pl.col("name") == "bwd_gemm").sort("ts_ns").get_column("step").to_list() == [3, 4, 5, 6]
+
+
 def test_host_rows_on_a_gpu_pid_send_the_file_back_to_the_usual_read(tmp_path, monkeypatch):
     # pid 100's host ops are device work once the metadata at the end labels pid 100 a GPU
     label = {"ph": "M", "name": "process_labels", "pid": 100, "tid": 0, "args": {"labels": "GPU 1"}}

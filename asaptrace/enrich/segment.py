@@ -350,8 +350,13 @@ def step_from_rank_spans(
         .agg(pl.col("ts_ns").min().alias("_launch"))
     )
     if launched is not None:  # launches among the rows kept out of ``ev`` (``segment``'s outside)
+        # only those of the kernels still without a step, kept before the group-by (a big rank has a
+        # launch per kernel: grouping them all was its segmentation's peak, +180 MB at 2 GB)
+        wanted = missing.filter(pl.col("is_device")).select("rank", "corr").unique()
         launches = (
-            pl.concat([launches, launched], how="vertical_relaxed")
+            pl.concat(
+                [launches, launched.join(wanted, on=["rank", "corr"], how="semi")], how="vertical_relaxed"
+            )
             .group_by("rank", "corr")
             .agg(pl.col("_launch").min())
         )
