@@ -131,12 +131,12 @@ def piecewise_limit(budget: int, *, lone: bool = False) -> int:
 
 #: A big Kineto rank read in chunks (asaptrace.chunks): its plain host rows and flows are never
 #: held whole, but its device work and annotations (≈ 10 % of the rows) are, with 4 bytes per host
-#: row and a row per launch while it is segmented (its peak, since the flows went to chunks too:
-#: the read itself peaks at ≈ 550 MB at 2 GB), beside two pieces in flight
-#: (benchmarks/ingest_bigfile.py: 496–508 MB at 0.5 GB, 920–951 MB at 2 GB, so ≈ 250 MB + 0.30×
-#: the file beyond the imports).
+#: row and the launches its kernels still ask for while it is segmented, beside two pieces in
+#: flight (benchmarks/ingest_bigfile.py: 496–526 MB at 0.5 GB, where the read's own floor is the
+#: peak; 830 MB at 2 GB and 1,057 MB at 3 GB, where the segmentation of the rest is: so ≈ 250 MB
+#: + 0.25× the file beyond the imports, a little over at the large end).
 CHUNKED_BYTES = 250 * 1024**2
-CHUNKED_PER_BYTE = 0.30
+CHUNKED_PER_BYTE = 0.25
 
 
 def chunked_peak(size: int) -> int:
