@@ -13,7 +13,7 @@ where the rest's flows fall among the chunks').
 
 A chunk is stored as its reader left it: rank -1 and times without the file's base time, which
 the reader learns only at the end of the file (``baseTimeNanoseconds`` is in its tail).
-:meth:`HostChunks.read` and :meth:`HostChunks.read_flows` give a chunk as the store holds it:
+:meth:`HostChunks.read` gives a chunk's table as the store holds it:
 rank filled, times shifted. The enrichment (:mod:`asaptrace.enrich.host_chunks`) writes each
 rank's final parts from them.
 """
@@ -78,22 +78,15 @@ class HostChunks:
     def with_rank(self, rank: int) -> HostChunks:
         return replace(self, rank=rank)
 
-    def read(self, i: int) -> tuple[pa.Table, pa.Table]:
-        """Chunk ``i``'s events and args as the store holds them (rank filled, event ids counted
-        from the start of the file, times shifted)."""
+    def read(self, i: int, name: str) -> pa.Table:
+        """Chunk ``i``'s ``name`` table (events, args or flows) as the store holds it: rank filled,
+        event ids counted from the start of the file, times shifted; flows with their places in
+        the file (:data:`POSITION`). Only that table's file is read."""
         c = self.chunks[i]
-        return (
-            self._fixed(_read_ipc(c.events), "events", c.first_eid),
-            self._fixed(_read_ipc(c.args), "args", c.first_eid),
-        )
-
-    def read_flows(self, i: int) -> pa.Table:
-        """Chunk ``i``'s flows as the store holds them (rank filled, times shifted), with their
-        places in the file (:data:`POSITION`)."""
-        c = self.chunks[i]
-        if c.flows is None:
+        path = {"events": c.events, "args": c.args, "flows": c.flows}[name]
+        if path is None:  # a chunk with no flows
             return _with_position(TABLE_SCHEMAS["flows"].empty_table(), np.zeros(0, np.int64))
-        return self._fixed(_read_ipc(c.flows), "flows", c.first_eid)
+        return self._fixed(_read_ipc(path), name, c.first_eid)
 
     def _fixed(self, table: pa.Table, name: str, first_eid: int) -> pa.Table:
         n = table.num_rows

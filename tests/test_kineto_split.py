@@ -55,15 +55,11 @@ def _read_both(path: Path, tmp_path: Path, monkeypatch, piece_mb: float = 0.002)
     return whole, split
 
 
-def _chunk_table(chunks, i: int, name: str):
-    return chunks.read_flows(i) if name == "flows" else chunks.read(i)[("events", "args").index(name)]
-
-
 def _joined(split, name: str) -> pl.DataFrame:
     tables = [conform(getattr(split, name), name)]
     if split.host_chunks is not None:
         for i in range(len(split.host_chunks.chunks)):
-            tables.append(conform(_chunk_table(split.host_chunks, i, name), name))
+            tables.append(conform(split.host_chunks.read(i, name), name))
     return pl.concat([pl.from_arrow(t) for t in tables], how="vertical_relaxed")  # type: ignore[misc]
 
 

@@ -46,9 +46,9 @@ class HostPass:
         self.spans: pl.DataFrame | None = None
         self.span_of: list[np.ndarray] = []
 
-    def _events(self, i: int) -> tuple[pl.DataFrame, pa.Table]:
-        events, args = self.chunks.read(i)
-        return self._as_recorded(events), args
+    def _events(self, i: int) -> pl.DataFrame:
+        """Chunk ``i``'s events, their times as recorded (its args are not read)."""
+        return self._as_recorded(self.chunks.read(i, "events"))
 
     def _as_recorded(self, table: pa.Table) -> pl.DataFrame:
         """``table``'s times as recorded (an earlier alignment undone)."""
@@ -74,7 +74,7 @@ class HostPass:
         """Chunk ``i``'s rows' innermost host spans (-1: none), and its launches: the first launch
         of each correlation id inside a span (rank, corr, eid, _span) and the earliest of each
         (rank, corr, _launch)."""
-        ev, _ = self._events(i)
+        ev = self._events(i)
         keys = ev.select(*_BY, "ts_ns", "corr", "eid").with_row_index("_row")
         rows, idx = innermost(keys, spans, False, _BY)
         span_of = np.full(ev.height, -1, np.int32)
@@ -92,7 +92,7 @@ class HostPass:
 
     def final(self, i: int, offsets: pl.DataFrame) -> tuple[pa.Table, pa.Table]:
         """Chunk ``i``'s final events (values from the spans, clock aligned) and args."""
-        ev, args = self._events(i)
+        ev, args = self._events(i), self.chunks.read(i, "args")
         spans = self.spans
         if spans is not None and spans.height:  # else no span gives a host row anything
             values = span_values(spans, self.span_of[i].astype(np.int64))[:3]  # context: not stored
@@ -101,7 +101,7 @@ class HostPass:
 
     def final_flows(self, i: int, offsets: pl.DataFrame) -> pa.Table:
         """Chunk ``i``'s final flows (clock aligned), with their places in the file."""
-        flows = self._as_recorded(self.chunks.read_flows(i))
+        flows = self._as_recorded(self.chunks.read(i, "flows"))
         return apply_offsets(flows, offsets).to_arrow()
 
     def _finals(self, i: int, offsets: pl.DataFrame) -> dict[str, pa.Table]:
