@@ -24,12 +24,11 @@ user set in the environment is left alone.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
+import functools
 import os
 import sys
-from collections.abc import Callable
 
 #: glibc's ``mallopt`` parameter numbers (``malloc.h``).
 _M_TOP_PAD = -2
@@ -50,29 +49,33 @@ def top_pad(budget: int) -> int:
     return max(0, min(int(budget * TOP_PAD_SHARE), 256 * 1024**2))
 
 
-def _mallopt() -> Callable[[int, int], int] | None:
+@functools.cache
+def _glibc() -> ctypes.CDLL | None:
+    """The C library when it is glibc (it has ``mallopt`` and ``malloc_trim``), else None. Looked up
+    once: ``find_library`` runs ``ldconfig`` (≈ 2 ms), and :func:`give_back` is called per file."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt.argtypes, libc.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+        libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
     except (OSError, AttributeError):  # not glibc
         return None
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return mallopt  # type: ignore[no-any-return]
+    return libc
 
 
 def tune_malloc(budget: int = DEFAULT_BUDGET) -> bool:
     """Fix glibc malloc's mmap threshold at :data:`MMAP_THRESHOLD` and its top pad at
     :func:`top_pad` of ``budget`` for the rest of the process (each left alone when the user set
     ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TOP_PAD_``). Returns whether the threshold is set."""
-    mallopt = _mallopt()
-    if mallopt is None:
+    libc = _glibc()
+    if libc is None:
         return False
     if "MALLOC_TOP_PAD_" not in os.environ:
-        mallopt(_M_TOP_PAD, top_pad(budget))
+        libc.mallopt(_M_TOP_PAD, top_pad(budget))
     if "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False
-    return mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+    return bool(libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1)
 
 
 def give_back() -> None:
@@ -83,9 +86,8 @@ def give_back() -> None:
     10 steps: −20 MB of peak RSS, no time measurable)."""
     if "pyarrow" in sys.modules:
         sys.modules["pyarrow"].default_memory_pool().release_unused()
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):  # not glibc
-            ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    if (libc := _glibc()) is not None:
+        libc.malloc_trim(0)
 
 
 #: What a process holds once it has imported what an ingest needs (numpy, pyarrow, polars,
