@@ -77,16 +77,13 @@ class _Prefetcher:
             return 0
         if c_scanner() is None:
             return 0
-        tune_malloc(
-            DEFAULT_BUDGET if budget is None else budget
-        )  # before the first big buffer (asaptrace.memory)
+        ingest_budget = DEFAULT_BUDGET if budget is None else budget
+        tune_malloc(ingest_budget)  # before the first big buffer (asaptrace.memory)
         free = available_memory()
         left = min(BUDGET if budget is None else budget, free // 4 if free else BUDGET)
         queued: list[Prefetched] = []
         candidates = list(_candidates(paths))
-        limit = piecewise_limit(
-            DEFAULT_BUDGET if budget is None else budget, lone=enrich and len(candidates) == 1
-        )
+        limit = piecewise_limit(ingest_budget, lone=enrich and len(candidates) == 1)
         for path in candidates:
             try:
                 st = path.stat()
