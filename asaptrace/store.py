@@ -34,6 +34,7 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from polars.exceptions import PolarsError
 
@@ -107,6 +108,14 @@ def _parquet_options(schema: pa.Schema) -> dict[str, Any]:
             if f.name in _DELTA_COLUMNS and pa.types.is_integer(f.type)
         },
     }
+
+
+def event_names(table: pa.Table) -> list[str]:
+    """The distinct names a raw events part uses (its dictionary's codes in use, not all entries)."""
+    name = table.column("name").combine_chunks()
+    if not isinstance(name, pa.DictionaryArray):
+        return pc.unique(name).drop_null().to_pylist()
+    return name.dictionary.take(pc.unique(name.indices).drop_null()).to_pylist()
 
 
 def scan_parts(paths: list[Path], **options: Any) -> pl.LazyFrame:

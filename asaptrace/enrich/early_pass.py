@@ -25,10 +25,11 @@ from asaptrace.enrich.frames import (
     taxonomy_for,
 )
 from asaptrace.enrich.spill_cache import Kept, SpillCache
-from asaptrace.enrich.store_parts import event_names, frame_of
+from asaptrace.enrich.store_parts import frame_of
 from asaptrace.enrich.structure import StepPlan, same_cut
 from asaptrace.enrich.taxonomy import Profile, Taxonomy
 from asaptrace.memory import give_back
+from asaptrace.store import event_names
 
 
 @dataclass

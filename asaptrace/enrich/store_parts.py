@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from asaptrace.schema import TABLE_SCHEMAS
-from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore, scan_parts
+from asaptrace.store import PARTED_TABLES, StoreWriter, TraceStore, event_names, scan_parts
 
 #: A part of a parted table: a Parquet file, or a raw part held in memory (``StoreWriter.held``).
 Part = Path | pa.Table
@@ -111,14 +111,6 @@ class PartsIndex:
 def frame_of(table: pa.Table) -> pl.DataFrame:
     """A held part as the frame polars reads from its Parquet file (same dtypes)."""
     return pl.from_arrow(table)  # type: ignore[return-value]
-
-
-def event_names(table: pa.Table) -> list[str]:
-    """The distinct names a raw events part uses (its dictionary's codes in use, not all entries)."""
-    name = table.column("name").combine_chunks()
-    if not isinstance(name, pa.DictionaryArray):
-        return pc.unique(name).drop_null().to_pylist()
-    return name.dictionary.take(pc.unique(name.indices).drop_null()).to_pylist()
 
 
 class BackgroundWrites:

@@ -57,6 +57,7 @@ from asaptrace.ingest.kineto.tables import (
     tables_of,
 )
 from asaptrace.schema import Kind
+from asaptrace.store import event_names
 
 _HOST_PHASES = ("X", *INSTANT_PHASES)
 
@@ -148,8 +149,7 @@ def _split(piece: Piece, i: int, folder: Path) -> _Part:
         ts = c.ts.values[flow_rows]
         out.flow_times = (int(ts.min()), int(ts.max()))
     if len(host):
-        name = events.column("name").combine_chunks()
-        out.names = set(name.dictionary.take(pc.unique(name.indices)).to_pylist())
+        out.names = set(event_names(events))
         out.pairs = {
             (r["pid"], r["stream"]) for r in events.group_by(["pid", "stream"]).aggregate([]).to_pylist()
         }
