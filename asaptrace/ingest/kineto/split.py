@@ -133,9 +133,10 @@ def _split(piece: Piece, i: int, folder: Path) -> _Part:
     c = piece.cols
     ph = Phases(c.ph)
     instant = ph.mask(INSTANT_PHASES)
-    plain = _plain_host(c, ph, instant)
+    int_keys = _int_keys(c.pid) & _int_keys(c.tid)
+    plain = _plain_host(c, ph, instant, int_keys)
     host = np.flatnonzero(plain)
-    flow_rows, flow_table = _plain_flows(c, ph)
+    flow_rows, flow_table = _plain_flows(c, ph, int_keys)
     plain[flow_rows] = True
     rest = np.flatnonzero(~plain)
     streamed = len(host) + len(flow_rows)
@@ -202,25 +203,26 @@ class _Found:
         )
 
 
-def _plain_host(c: EventColumns, ph: Phases, instant: np.ndarray) -> np.ndarray:
+def _plain_host(c: EventColumns, ph: Phases, instant: np.ndarray, int_keys: np.ndarray) -> np.ndarray:
     """The rows kept as they are whatever the rest of the file says (see the module docstring;
-    ``ph``: the piece's phases, ``instant``: its instant rows)."""
+    ``ph``: the piece's phases, ``instant``: its instant rows, ``int_keys``: its rows whose pid and
+    tid are ints, :func:`_int_keys`)."""
     cats = c.cat.dictionary.to_pylist()
     host_cat = np.array(
         [v not in DEVICE_CATS and CATEGORY_KIND.get(v, Kind.HOST) == Kind.HOST for v in cats] + [False], bool
     )
     ok = ph.mask(_HOST_PHASES) & host_cat[dict_codes(c.cat)]
     ok &= c.name.is_valid().to_numpy(zero_copy_only=False)
-    ok &= _int_keys(c.pid) & _int_keys(c.tid)
+    ok &= int_keys
     ok &= c.ts.valid & (instant | (c.dur.valid & (c.dur.values >= 0)))
     return ok
 
 
-def _plain_flows(c: EventColumns, ph: Phases) -> tuple[np.ndarray, pa.Table]:
+def _plain_flows(c: EventColumns, ph: Phases, int_keys: np.ndarray) -> tuple[np.ndarray, pa.Table]:
     """The plain flows of a piece (flow rows with an id, a time and int pid and tid: kept as they
     are whatever the rest of the file says) and their flows table, as the one-piece reader builds
     it (times without the base time)."""
-    idx = np.flatnonzero(ph.mask(FLOW_PHASES) & _int_keys(c.pid) & _int_keys(c.tid))
+    idx = np.flatnonzero(ph.mask(FLOW_PHASES) & int_keys)
     ids = c.flow_ids(idx)
     ok = kept_flows(ids, c.ts.valid[idx])
     table, _ = flows(c, idx[ok], c.ts, ids.filter(pa.array(ok)))
