@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from asaptrace.schema import TABLE_SCHEMAS, conform
+from asaptrace.store import write_arrow
 
 #: The staging folder's subfolder for host chunks (removed before the store is committed).
 CHUNK_DIR = ".host-chunks"
@@ -56,7 +57,7 @@ class Chunk:
 
 @dataclass(frozen=True)
 class HostChunks:
-    """A rank's host rows on disk (see the module docstring)."""
+    """A rank's host rows and flows on disk (see the module docstring)."""
 
     chunks: tuple[Chunk, ...]
     ts_shift: int  # the file's baseTimeNanoseconds, added to every time when read
@@ -122,8 +123,7 @@ def write_chunk(
     paths = {}
     for name, table in tables.items():
         path = folder / f"{name}-{i:05d}.arrow"
-        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
-            out.write_table(table)
+        write_arrow(table, path)
         paths[name] = str(path)
     return Chunk(
         paths["events"],

@@ -69,12 +69,18 @@ def write_part(root: Path, table_name: str, part_id: str, table: pa.Table, *, sc
     table = conform(table, table_name)
     if scratch:
         path = directory / f"part-{part_id}{SCRATCH_SUFFIX}"
-        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
-            out.write_table(table)
+        write_arrow(table, path)
         return path
     path = directory / f"part-{part_id}.parquet"
     write_parquet(table, path)
     return path
+
+
+def write_arrow(table: pa.Table, path: Path) -> None:
+    """Write ``table`` as an Arrow IPC file: the ingest's scratch, written and read back once (no
+    encoding either way)."""
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+        out.write_table(table)
 
 
 #: Integer columns that grow along a rank's events (times, ids): stored as deltas.

@@ -130,7 +130,7 @@ class HostPass:
         rows = {
             "events": 1,  # a rank always has its events part
             "args": args.num_rows + sum(c.args_rows for c in chunks),
-            "flows": flows.num_rows + sum(c.flow_rows for c in chunks),
+            "flows": flows.num_rows + self.chunks.flow_rows,
         }
         with ExitStack() as stack:
             out = {  # as for any rank: no empty args nor flows part
