@@ -68,7 +68,7 @@ class IngestResult:
     rank_info: RankInfo = field(default_factory=RankInfo)
     notes: dict[str, Any] = field(default_factory=dict)  # format-specific facts kept in meta.json
     sha256: str | None = None  # of the file on disk, when the reader hashed it as it read it
-    host_chunks: HostChunks | None = None  # rows written in chunks, kept out of ``events``/``args``
+    host_chunks: HostChunks | None = None  # rows written in chunks, kept out of ``events``/``args``/``flows``
 
     def with_rank(self, rank: int) -> IngestResult:
         """Fill the rank column of every table."""
@@ -102,7 +102,7 @@ class Format:
     ``hashes_while_reading``: whether the reader hashes this file (read with these options) as it
     reads it (its result's ``sha256``), so the driver does not read it a second time to hash it.
     ``reads_in_chunks``: whether, given a ``chunk_dir``, the reader writes the file's plain host
-    rows there in chunks (:mod:`asaptrace.chunks`) instead of into its tables.
+    rows and flows there in chunks (:mod:`asaptrace.chunks`) instead of into its tables.
     """
 
     name: str

@@ -17,7 +17,8 @@ The cut is structural, and every piece is still parsed strictly; whatever does n
 no ``traceEvents`` array found in the head, a second ``traceEvents`` key in the tail, a piece the
 strict scanner refuses, integers too long for it — raises :class:`NotInPieces`, and the reader
 reads the file whole as before (which then gives the usual error message, with the byte offset
-in the whole file). Files larger than the ingest's memory budget are read this way (:func:`in_pieces`).
+in the whole file). Files whose whole read would not keep the ingest's memory budget, and a lone
+file over 128 MiB to enrich, are read this way (:func:`in_pieces`).
 """
 
 from __future__ import annotations
