@@ -4,7 +4,9 @@ rank it does not have to (issue 28)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,7 @@ import pytest
 
 from asaptrace.enrich.clock import apply_offsets
 from asaptrace.enrich.frames import finish_ranks
+from asaptrace.ingest.source import HASH_BLOCK, file_sha256
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,6 +53,40 @@ def _given_back(mode: str, **env: str) -> float:
 
 def _glibc() -> bool:
     return sys.platform.startswith("linux") and os.confstr("CS_GNU_LIBC_VERSION") is not None
+
+
+def test_file_hash_read_in_blocks_is_the_files_sha256(tmp_path):
+    """file_sha256 reads into one 1 MiB buffer: a file of several blocks and a partial last one,
+    a file of exactly one block and an empty file hash as hashlib hashes their bytes whole."""
+    rng = random.Random(7)
+    for size in (0, HASH_BLOCK, 2 * HASH_BLOCK + 12_345):
+        path = tmp_path / f"f{size}.json"
+        data = rng.randbytes(size)
+        path.write_bytes(data)
+        assert file_sha256(path) == hashlib.sha256(data).hexdigest(), size
+
+
+_OPENBLAS = r"""
+import os, sys
+sys.argv = ["asaptrace", "--version"]
+from asaptrace.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+print(os.environ.get("OPENBLAS_NUM_THREADS"), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "1"), ("3", "3")])
+def test_console_script_keeps_openblas_to_one_thread_unless_told(given, expected):
+    """Consistency check of the console script's environment: numpy's OpenBLAS gets one thread
+    (no spinning pool beside the read-ahead), a value the user set is kept."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    out = subprocess.run([sys.executable, "-c", _OPENBLAS], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert out.stderr.strip().splitlines()[-1] == expected
 
 
 @pytest.mark.skipif(not _glibc(), reason="glibc's malloc only")

@@ -7,6 +7,7 @@ on stderr, exit 2. Heavy modules are imported inside the commands, so ``--help``
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from typing import Annotated
 
@@ -71,6 +72,10 @@ for command in (
 
 def main() -> None:
     """The console script: usage errors (bad or missing options) are one line on stderr, exit 2."""
+    # numpy's OpenBLAS starts a thread per core when numpy is imported, and each spins for a while
+    # waiting for work: ≈ 0.1 s of a core taken from the files read ahead during the imports
+    # (asaptrace.ingest.kineto.prefetch). No command has a matrix large enough to want them.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # the click typer runs on (typer ≥ 0.20 vendors its own): the base of its usage errors
     click_error = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
     try:
