@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 from pathlib import Path
 
 import pytest
 
-from asaptrace.errors import CorruptTrace
+from asaptrace.errors import CorruptTrace, SizeLimitExceeded
 from asaptrace.ingest.kineto import cscan, pieces
 from asaptrace.ingest.kineto.reader import read_kineto
 from tests._kineto_helpers import cpu_op, gpu_process, kernel
@@ -80,6 +81,108 @@ def test_bare_list_is_cut_between_its_elements():
 def test_a_short_document_is_one_piece_unchanged():
     data = _doc(_events(2))
     assert list(pieces.documents(iter([data]), piece_bytes=10**6)) == [data]
+
+
+@pytest.mark.parametrize("piece", [1, 50, 300, 5000, 10**6])
+@pytest.mark.parametrize(
+    "data",
+    [
+        _doc(_events(40), tail={"traceName": "x", "baseTimeNanoseconds": 5}),
+        _doc(_events(40), indent=2),
+        json.dumps(_events(30)).encode(),
+        b"  " + _doc(_events(3)) + b"\n",
+    ],
+    ids=["tail", "indented", "bare-list", "short"],
+)
+def test_a_plain_file_is_cut_into_the_pieces_of_its_chunks(tmp_path, data, piece):
+    """A plain file read straight into reused buffers gives, byte for byte, the pieces the chunked
+    read gives (the one gzip files take), and its buffers come back: read one piece at a time, two
+    buffers serve every piece."""
+    path = tmp_path / "t.json"
+    path.write_bytes(data)
+    buffers = set()
+
+    def plain() -> list[bytes]:
+        out = []
+        for view, give_back in pieces.plain_documents(path, piece, max_bytes=2**40):
+            out.append(bytes(view))
+            buffers.add(id(view.obj))
+            del view
+            give_back()
+        return out
+
+    def outcome(read):  # the pieces, or why there are none (a head longer than two pieces)
+        try:
+            return read()
+        except pieces.NotInPieces as e:
+            return str(e)
+
+    want = outcome(lambda: list(pieces.documents(iter(_chunks(data, piece)), piece_bytes=piece)))
+    assert outcome(plain) == want
+    assert len(buffers) <= 2
+
+
+def test_a_plain_file_over_the_cap_is_refused_by_name(tmp_path):
+    path = tmp_path / "big.json"
+    path.write_bytes(_doc(_events(20)))
+    with pytest.raises(SizeLimitExceeded, match="over the cap") as err:
+        list(pieces.plain_documents(path, 100, max_bytes=1000))
+    assert err.value.path == str(path)
+
+
+def _python_walk(buf: bytes, in_string, escape, depth, level, min_gap, since):
+    """``_kscan.walk`` as its docstring says it, byte by byte: the reference its vector loops are
+    checked against."""
+    cuts, end, i = [], -1, 0
+    while i < len(buf):
+        c = buf[i : i + 1]
+        if in_string:
+            if escape:
+                escape = 0
+            elif c == b"\\":
+                escape = 1
+            elif c == b'"':
+                in_string = 0
+        elif c == b'"':
+            in_string = 1
+        elif c in (b"{", b"["):
+            depth += 1
+        elif c in (b"}", b"]"):
+            depth -= 1
+            if depth < level:
+                end = i
+                break
+        elif c == b"," and depth == level and since + i + 1 >= min_gap:
+            cuts.append(i + 1)
+            since = -(i + 1)
+        i += 1
+    return cuts, in_string, escape, depth, since + (end if end >= 0 else len(buf)), end
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_walk_agrees_with_a_byte_by_byte_walk(seed):
+    """Strings of quotes, backslashes and brackets, 0–70 bytes (across the 16-byte loads of the
+    walk's vector loop), the text cut into buffers at random bytes (inside strings and escapes),
+    the state carried: the same cuts, states and end as the plain walk."""
+    rng = random.Random(seed)
+    events = [
+        {"name": "".join(rng.choice('ab"\\{}[],:é ') for _ in range(rng.randrange(71))), "ts": i, "args": {}}
+        for i in range(300)
+    ]
+    data = json.dumps({"traceEvents": events, "tail": 1}).encode()
+    text = data[data.index(b"[") + 1 :]
+    walker = cscan._kscan
+    for _ in range(20):
+        bounds = sorted(rng.sample(range(1, len(text)), 3))
+        state = ref = (0, 0, 2, 2, rng.choice([1, 50, 700]), 0)
+        for a, b in zip([0, *bounds], [*bounds, len(text)], strict=True):
+            got = walker.walk(text[a:b], *state)
+            want = _python_walk(text[a:b], *ref)
+            assert (list(got[0]), *got[1:]) == want
+            if got[5] >= 0:
+                break
+            state = ref = (got[1], got[2], got[3], 2, state[4], got[4])
+        assert got[5] >= 0  # the events array's closing bracket found
 
 
 def _write(path: Path, events: list[dict], gz: bool = False, **kw) -> Path:

@@ -26,7 +26,7 @@ _CHUNK = 16 * 1024 * 1024
 HASH_BLOCK = 1024 * 1024
 
 
-def _over_cap(size: int, max_bytes: int, path: Path) -> SizeLimitExceeded:
+def over_cap(size: int, max_bytes: int, path: Path) -> SizeLimitExceeded:
     return SizeLimitExceeded(
         f"file is {size} bytes, over the cap of {max_bytes} bytes (raise --max-size)", path=path
     )
@@ -50,7 +50,7 @@ def read_source_bytes(path: str | Path, *, max_bytes: int = DEFAULT_MAX_DECOMPRE
         if not is_gzip(path):
             size = path.stat().st_size
             if size > max_bytes:
-                raise _over_cap(size, max_bytes, path)
+                raise over_cap(size, max_bytes, path)
             return path.read_bytes()
         return decompressed(path.read_bytes(), path, max_bytes=max_bytes)
     except OSError as err:
@@ -62,7 +62,7 @@ def decompressed(raw: bytes, path: Path, *, max_bytes: int = DEFAULT_MAX_DECOMPR
     releases the GIL, so this runs beside other threads."""
     if raw[:2] != GZIP_MAGIC:
         if len(raw) > max_bytes:
-            raise _over_cap(len(raw), max_bytes, path)
+            raise over_cap(len(raw), max_bytes, path)
         return raw
     chunks: list[bytes] = []
     total = 0
@@ -91,7 +91,7 @@ def read_source_chunks(path: Path, *, max_bytes: int, chunk: int, sha256: Any = 
             gz = f.read(2) == GZIP_MAGIC
             f.seek(0)
             if not gz and (size := os.fstat(f.fileno()).st_size) > max_bytes:
-                raise _over_cap(size, max_bytes, path)
+                raise over_cap(size, max_bytes, path)
             raw: BinaryIO = f if sha256 is None else _Hashed(f, sha256)  # type: ignore[assignment]
             stream = gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw
             while data := stream.read(chunk):

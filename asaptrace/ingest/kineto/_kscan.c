@@ -1625,6 +1625,22 @@ PyDoc_STRVAR(walk_doc,
 /* the bytes the walk stops at outside strings */
 static const unsigned char WALK_SPECIAL[256] = {['"'] = 1, ['{'] = 1, ['}'] = 1, ['['] = 1, [']'] = 1, [','] = 1};
 
+/* The first quote or backslash in s[i:n] (n when there is none): 16 bytes at a compare. A string's
+   two memchr calls (its quote, then a backslash before it) cost more than the string on Kineto's
+   short names and keys: the walk ran at 1.0 GB/s. */
+static size_t quote_or_backslash(const unsigned char *s, size_t i, size_t n) {
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
+    for (; i + 16 <= n; i += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)));
+        if (m) return i + (size_t)__builtin_ctz(m);
+    }
+#endif
+    while (i < n && s[i] != '"' && s[i] != '\\') i++;
+    return i;
+}
+
 static PyObject *ks_walk(PyObject *module, PyObject *args) {
     (void)module;
     Py_buffer view;
@@ -1643,24 +1659,17 @@ static PyObject *ks_walk(PyObject *module, PyObject *args) {
     int oom = 0;
     Py_BEGIN_ALLOW_THREADS
     while (i < n) {
-        if (in_string) { /* to the closing quote: memchr, then any backslash before it */
+        if (in_string) { /* to the next quote or backslash */
             if (escape) {
                 escape = 0;
                 i++;
                 continue;
             }
-            const unsigned char *q = memchr(s + i, '"', n - i);
-            size_t stop = q ? (size_t)(q - s) : n;
-            const unsigned char *b = memchr(s + i, '\\', stop - i);
-            if (b) {
-                escape = 1;
-                i = (size_t)(b - s) + 1;
-            } else if (q) {
-                in_string = 0;
-                i = stop + 1;
-            } else {
-                i = n;
-            }
+            i = quote_or_backslash(s, i, n);
+            if (i == n) break;
+            if (s[i] == '\\') escape = 1;
+            else in_string = 0;
+            i++;
             continue;
         }
         unsigned char c = s[i];
