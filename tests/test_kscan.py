@@ -9,6 +9,7 @@ parses untrusted files, so truncated, garbled and deeply nested input must raise
 from __future__ import annotations
 
 import contextlib
+import gc
 import gzip
 import json
 import math
@@ -135,7 +136,23 @@ def test_strings_are_unescaped_and_dictionary_encoded():
     codes, (data, offsets) = res["name"]
     assert np.frombuffer(codes, np.int32).tolist() == [0, 1, 0, -1]  # -1: not a string
     offs = np.frombuffer(offsets, np.int64).tolist()
-    assert [data[a:b].decode() for a, b in pairwise(offs)] == ['a"b\\c/d\x08\x0c\n\r\té😀', "plain"]
+    assert [str(data[a:b], "utf-8") for a, b in pairwise(offs)] == ['a"b\\c/d\x08\x0c\n\r\té😀', "plain"]
+
+
+def test_columns_are_the_scanners_own_memory_and_outlive_the_result():
+    """The scanner hands its columns over without a copy: read-only views that keep their memory
+    alive for as long as an array made from them (the result dict gone, the heap churned)."""
+    res = scan(b'[{"ts": 1.5, "name": "a"}, {"ts": 2, "name": "b"}, {"ts": 7, "name": "a"}]')
+    ts, codes = res["ts"][0], res["name"][0]
+    assert isinstance(ts, memoryview) and ts.readonly
+    arr = np.frombuffer(ts, np.int64)
+    del res, ts
+    gc.collect()
+    junk = [bytes(4096) for _ in range(2000)]  # freed memory would be handed out again here
+    assert arr.tolist() == [1_500, 2_000, 7_000] and np.frombuffer(codes, np.int32).tolist() == [0, 1, 0]
+    with pytest.raises(ValueError):
+        arr[0] = 0  # read-only: nothing writes into the scanner's memory
+    del junk
 
 
 def test_escaped_keys_match_and_the_last_duplicate_wins():

@@ -1426,15 +1426,58 @@ static void scan_free(Scan *sc) {
     }
 }
 
-/* A bytes object with a copy of the first nbytes of p, which is then freed: the peak is one
- * column held twice, not all of them. */
-static PyObject *bytes_and_free(void *p, size_t nbytes) {
-    PyObject *b = PyBytes_FromStringAndSize(p ? (const char *)p : "", (Py_ssize_t)nbytes);
-    free(p);
-    return b;
+/* A column's memory, handed to Python as it is: read-only through the buffer protocol (numpy,
+ * pyarrow and msgspec read it in place), freed with the last view of it. A copy into a bytes
+ * object was a second pass over every column and a fresh page fault per 4 KiB of it: ≈ 0.45×
+ * the input, ≈ 0.7 s of the scanning threads' CPU on a 2 GB rank. */
+typedef struct {
+    PyObject_HEAD
+    void *p;
+    Py_ssize_t n;
+} Block;
+
+static int block_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+    Block *b = (Block *)self;
+    return PyBuffer_FillInfo(view, self, b->p, b->n, 1, flags);
 }
 
-/* Move a column into a bytes object (the field is left NULL so that scan_free skips it). */
+static void block_dealloc(PyObject *self) {
+    free(((Block *)self)->p);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyBufferProcs block_buffer = {block_getbuffer, NULL};
+
+static PyTypeObject BlockType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_kscan.Block",
+    .tp_basicsize = sizeof(Block),
+    .tp_dealloc = block_dealloc,
+    .tp_as_buffer = &block_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A scanned column's memory (read it through a memoryview).",
+};
+
+/* A read-only memoryview of the first nbytes of p, which it owns from then on (trimmed to them;
+ * an empty column is an empty bytes object). */
+static PyObject *bytes_and_free(void *p, size_t nbytes) {
+    if (!p || nbytes == 0) {
+        free(p);
+        return PyBytes_FromStringAndSize("", 0);
+    }
+    void *fit = realloc(p, nbytes);
+    Block *b = PyObject_New(Block, &BlockType);
+    if (!b) {
+        free(fit ? fit : p);
+        return NULL;
+    }
+    b->p = fit ? fit : p;
+    b->n = (Py_ssize_t)nbytes;
+    PyObject *view = PyMemoryView_FromObject((PyObject *)b);
+    Py_DECREF(b);
+    return view;
+}
+
+/* Move a column into a view of its own memory (the field is left NULL so that scan_free skips it). */
 #define TAKE(field, nbytes) (moved = (void *)(field), (field) = NULL, bytes_and_free(moved, (nbytes)))
 
 static PyObject *take_buf(Buf *b) {
@@ -1566,7 +1609,8 @@ error:
 
 PyDoc_STRVAR(scan_doc,
              "scan(buf) -> dict\n\n"
-             "Scan a Chrome-trace JSON document (bytes-like) into columnar buffers: per-event codes,\n"
+             "Scan a Chrome-trace JSON document (bytes-like) into columnar buffers (read-only\n"
+             "memoryviews of the scanner's own memory, or b'' when empty): per-event codes,\n"
              "values and statuses, string dictionaries, raw spans of odd values, raw args text of the\n"
              "events whose args need Python, Input Dims/Input type text, and the spans of the header\n"
              "values.  Raises ValueError('invalid JSON at byte N: ...') on anything that is not strict\n"
@@ -1734,7 +1778,13 @@ static PyMethodDef ks_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static int ks_exec(PyObject *module) {
+    (void)module;
+    return PyType_Ready(&BlockType);
+}
+
 static PyModuleDef_Slot ks_slots[] = {
+    {Py_mod_exec, ks_exec},
     {0, NULL},
 };
 

@@ -1,6 +1,7 @@
 """The C fast path of the Kineto reader: ``_kscan.scan`` buffers → :class:`EventColumns`.
 
-The scanner (``_kscan.c``) reads the JSON once and returns plain buffers: per-event codes, values
+The scanner (``_kscan.c``) reads the JSON once and returns plain buffers (read-only memoryviews of
+its own memory, never copied): per-event codes, values
 and statuses, string dictionaries, and the raw text of the few values and args Python must decode
 itself. This module wraps them with numpy/Arrow (no Python object per event) and applies the same
 per-value rules as the msgspec path to the "odd" values the scanner did not convert.
@@ -67,9 +68,9 @@ def decode_c(data: bytes, path: Path, res: dict[str, Any] | None = None) -> Even
     return _Scanned(res, memoryview(data)).columns()
 
 
-def _strings(data: bytes, offsets: bytes) -> list[str]:
+def _strings(data: bytes | memoryview, offsets: bytes | memoryview) -> list[str]:
     offs = np.frombuffer(offsets, np.int64).tolist()
-    return [data[a:b].decode() for a, b in pairwise(offs)]
+    return [str(data[a:b], "utf-8") for a, b in pairwise(offs)]
 
 
 def _string_array(data: bytes, offsets: bytes, valid: np.ndarray | None = None) -> pa.Array:
