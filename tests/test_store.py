@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from asaptrace.errors import StoreError, StoreVersionError
@@ -159,3 +160,31 @@ def test_damage_after_open_is_a_store_error_on_read(tmp_path):
     (root / "events" / "part-00000.parquet").unlink()
     with pytest.raises(StoreError, match=r"events: cannot be read, the store is damaged"):
         store.read("events")
+
+
+def test_flow_ids_are_stored_plain_and_read_back_as_written(tmp_path):
+    """Consistency check of the Parquet settings: a flow id (shared by a flow's two or three
+    events only) is stored without a dictionary, the flows' other strings with one, and the ids
+    read back as the strings written."""
+    from asaptrace.schema import TABLE_SCHEMAS
+    from asaptrace.store import write_parquet
+
+    n = 3000
+    schema = TABLE_SCHEMAS["flows"]
+    cols = {f.name: pa.nulls(n, f.type) for f in schema}
+    cols.update(
+        rank=pa.array([0] * n, pa.int32()),
+        flow_id=pa.array([str(i // 2) for i in range(n)]),
+        phase=pa.array(["s", "f"] * (n // 2)),
+        pid=pa.array([1] * n, pa.int32()),
+        stream=pa.array([2] * n, pa.int32()),
+        ts_ns=pa.array(range(n), pa.int64()),
+    )
+    table = pa.table({f.name: cols[f.name] for f in schema}, schema=schema)
+    path = tmp_path / "flows.parquet"
+    write_parquet(table, path)
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
+    assert not any("DICTIONARY" in e for e in encodings["flow_id"])
+    assert any("DICTIONARY" in e for e in encodings["phase"])
+    assert pq.read_table(path).column("flow_id").to_pylist() == table.column("flow_id").to_pylist()
