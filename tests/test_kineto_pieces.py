@@ -122,6 +122,22 @@ def test_a_plain_file_is_cut_into_the_pieces_of_its_chunks(tmp_path, data, piece
     assert len(buffers) <= 2
 
 
+def test_a_buffer_still_viewed_is_not_used_again():
+    """A piece's buffer goes back for a later piece only once nothing views it: a view taken
+    from the piece and kept (a slice of it, a memoryview of it) keeps the buffer out of the pool,
+    so a later read can never write under it."""
+    pool = pieces._Buffers(64)
+    for keep in (lambda v: v[2:5], memoryview):
+        buf = pool.get()
+        buf[:5] = b"abcde"
+        view, give_back = pool.lend(buf, 5)
+        kept = keep(view)
+        del view
+        give_back()
+        assert pool.get() is not buf  # a new buffer: the viewed one was not given back
+        assert bytes(kept) in (b"cde", b"abcde")
+
+
 def test_a_plain_file_over_the_cap_is_refused_by_name(tmp_path):
     path = tmp_path / "big.json"
     path.write_bytes(_doc(_events(20)))

@@ -98,7 +98,11 @@ def scan_pieces(
     thread on each piece (``i``: its place) and its answer is yielded instead."""
     piece = piece_bytes or kineto_piece_bytes()
     docs: Iterator[Doc]
-    if is_gzip(path):
+    try:
+        gz = is_gzip(path)
+    except OSError as err:
+        raise IngestError(f"cannot read file ({err.strerror or err})", path=path) from None
+    if gz:
         chunks = read_source_chunks(path, max_bytes=max_bytes, chunk=piece, sha256=sha256)
         docs = ((doc, None) for doc in documents(chunks, piece))
     else:
@@ -107,12 +111,12 @@ def scan_pieces(
     def scanned(item: tuple[int, Doc]) -> Any:
         i, (doc, give_back) = item
         try:
-            scanned = _scan(doc, path)
+            piece_cols = _scan(doc, path)
         finally:
             del doc
             if give_back is not None:
-                give_back()
-        return scanned if then is None else then(scanned, i)
+                give_back()  # the buffer goes to a later piece while this one is split
+        return piece_cols if then is None else then(piece_cols, i)
 
     yield from ahead_in_order(scanned, enumerate(docs), workers=SCAN_THREADS, name="asaptrace-piece")
 
@@ -198,14 +202,18 @@ class _Buffers:
             return self.free.pop() if self.free else bytearray(self.size)
 
     def lend(self, buf: bytearray, end: int) -> Doc:
-        """``buf[:end]``, and what gives ``buf`` back (unless a view of it is still held)."""
+        """``buf[:end]``, and what gives ``buf`` back: not while any view of it still lives (the
+        piece's bytes must never change under a reader), which a bytearray tells by refusing to
+        grow."""
         view = memoryview(buf)[:end]
 
         def give_back() -> None:
             try:
                 view.release()
+                buf.append(0)
             except BufferError:  # something still holds a view of it: it keeps the buffer
                 return
+            buf.pop()
             with self.lock:
                 self.free.append(buf)
 
