@@ -122,6 +122,21 @@ def test_a_plain_file_is_cut_into_the_pieces_of_its_chunks(tmp_path, data, piece
     assert len(buffers) <= 2
 
 
+def test_a_bigger_file_gets_bigger_pieces_up_to_64_mib(monkeypatch):
+    """About 32 pieces a file, between 32 and 64 MiB each (fewer chunks for the passes over a
+    very big rank); ``ASAPTRACE_PIECE_MB`` wins when set."""
+    from asaptrace.ingest.kineto import piece_bytes
+
+    monkeypatch.delenv("ASAPTRACE_PIECE_MB", raising=False)
+    mib = 1024**2
+    assert piece_bytes() == 32 * mib
+    assert piece_bytes(512 * mib) == 32 * mib
+    assert piece_bytes(1536 * mib) == 48 * mib
+    assert piece_bytes(4096 * mib) == 64 * mib
+    monkeypatch.setenv("ASAPTRACE_PIECE_MB", "0.5")
+    assert piece_bytes(4096 * mib) == mib // 2
+
+
 def test_a_buffer_still_viewed_is_not_used_again():
     """A piece's buffer goes back for a later piece only once nothing views it: a view taken
     from the piece and kept (a slice of it, a memoryview of it) keeps the buffer out of the pool,

@@ -5,7 +5,8 @@ scan (≈ 1.5× the file at the peak of the read) and one core scans them while 
 Here the file (plain or gzip) is read in chunks; the C scanner's structural walk
 (``_kscan.walk``: strings, escapes, bracket depth, nothing decoded) finds the commas *between two
 events of the ``traceEvents`` array* — never one inside a string or a nested value — and the
-events are cut there into pieces of about :func:`~asaptrace.ingest.kineto.piece_bytes` (32 MiB).
+events are cut there into pieces of about :func:`~asaptrace.ingest.kineto.piece_bytes` (32 MiB, up to
+64 MiB for a file over 1 GiB).
 Each piece is wrapped into a document of its own (the first keeps the file's head, the last its
 tail) and scanned on a second thread while the next is read (the scanner lets go of the GIL);
 its columns are decoded at once and its bytes let go. A plain file is read straight into each
@@ -96,12 +97,13 @@ def scan_pieces(
     ``max_bytes``). ``sha256`` (a hashlib object) is fed the file's bytes on disk as they are
     read: the driver reads the file once. ``then(piece, i)``, when given, runs on the scanning
     thread on each piece (``i``: its place) and its answer is yielded instead."""
-    piece = piece_bytes or kineto_piece_bytes()
     docs: Iterator[Doc]
     try:
         gz = is_gzip(path)
+        size = path.stat().st_size * (GZIP_RATIO if gz else 1)  # what it holds inflated
     except OSError as err:
         raise IngestError(f"cannot read file ({err.strerror or err})", path=path) from None
+    piece = piece_bytes or kineto_piece_bytes(size)
     if gz:
         chunks = read_source_chunks(path, max_bytes=max_bytes, chunk=piece, sha256=sha256)
         docs = ((doc, None) for doc in documents(chunks, piece))
