@@ -86,7 +86,7 @@ class HostChunks:
         c = self.chunks[i]
         path = {"events": c.events, "args": c.args, "flows": c.flows}[name]
         if path is None:  # a chunk with no flows
-            return _with_position(TABLE_SCHEMAS["flows"].empty_table(), np.zeros(0, np.int64))
+            return with_position(TABLE_SCHEMAS["flows"].empty_table(), np.zeros(0, np.int64))
         return self._fixed(_read_ipc(path), name, c.first_eid)
 
     def _fixed(self, table: pa.Table, name: str, first_eid: int) -> pa.Table:
@@ -119,7 +119,7 @@ def write_chunk(
     folder.mkdir(parents=True, exist_ok=True)
     tables = {"events": conform(events, "events"), "args": conform(args, "args")}
     if flows is not None:
-        tables["flows"] = _with_position(conform(flows[0], "flows"), flows[1])
+        tables["flows"] = with_position(conform(flows[0], "flows"), flows[1])
     paths = {}
     for name, table in tables.items():
         path = folder / f"{name}-{i:05d}.arrow"
@@ -137,7 +137,8 @@ def write_chunk(
     )
 
 
-def _with_position(flows: pa.Table, position: np.ndarray) -> pa.Table:
+def with_position(flows: pa.Table, position: np.ndarray) -> pa.Table:
+    """``flows`` with each row's place in the file (:data:`POSITION`)."""
     return flows.append_column(POSITION, pa.array(np.asarray(position, np.int64)))
 
 

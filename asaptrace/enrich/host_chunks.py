@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from asaptrace.chunks import POSITION, HostChunks
+from asaptrace.chunks import POSITION, HostChunks, with_position
 from asaptrace.enrich.clock import apply_offsets
 from asaptrace.enrich.segment import innermost, span_values, step_from_rank_spans
 from asaptrace.executors import ahead_in_order
@@ -124,7 +124,7 @@ class HostPass:
         rest = {
             "events": _Rest(conform(events, "events"), "eid"),
             "args": _Rest(conform(args, "args"), "eid"),
-            "flows": _Rest(flows.append_column(POSITION, pa.array(self.chunks.rest_flows)), POSITION),
+            "flows": _Rest(with_position(flows, self.chunks.rest_flows), POSITION),
         }
         chunks = self.chunks.chunks
         rows = {

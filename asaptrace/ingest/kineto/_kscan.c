@@ -1459,7 +1459,7 @@ static PyTypeObject BlockType = {
 
 /* A read-only memoryview of the first nbytes of p, which it owns from then on (trimmed to them;
  * an empty column is an empty bytes object). */
-static PyObject *bytes_and_free(void *p, size_t nbytes) {
+static PyObject *column_view(void *p, size_t nbytes) {
     if (!p || nbytes == 0) {
         free(p);
         return PyBytes_FromStringAndSize("", 0);
@@ -1478,10 +1478,10 @@ static PyObject *bytes_and_free(void *p, size_t nbytes) {
 }
 
 /* Move a column into a view of its own memory (the field is left NULL so that scan_free skips it). */
-#define TAKE(field, nbytes) (moved = (void *)(field), (field) = NULL, bytes_and_free(moved, (nbytes)))
+#define TAKE(field, nbytes) (moved = (void *)(field), (field) = NULL, column_view(moved, (nbytes)))
 
 static PyObject *take_buf(Buf *b) {
-    PyObject *r = bytes_and_free(b->p, b->len);
+    PyObject *r = column_view(b->p, b->len);
     b->p = NULL;
     b->len = b->cap = 0;
     return r;

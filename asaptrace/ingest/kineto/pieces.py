@@ -55,6 +55,7 @@ READ_STEP = 4 * 1024**2
 Doc = tuple[bytes | memoryview, Callable[[], None] | None]
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_LEADING_SPACE = re.compile(rb"\s*")  # what bytes.lstrip() strips: space, \t, \n, \r, \v, \f
 
 
 class NotInPieces(Exception):
@@ -299,7 +300,8 @@ def _plain_pieces(f: BinaryIO, piece_bytes: int, hasher: _Hasher | None) -> Iter
     while True:  # the head: up to the events array's opening bracket
         n = read(buf, filled)
         filled += n
-        start = _events_start(bytearray(memoryview(buf)[:filled]))
+        with memoryview(buf) as mv:
+            start = _events_start(mv[:filled])
         if start is not None:
             break
         if n == 0:  # short, or no events array: the whole read says what it holds
@@ -361,15 +363,16 @@ def _wrapping(head: memoryview, found: tuple[bool, int]) -> tuple[bytes, bytes, 
     return prefix, suffix, level, walker
 
 
-def _events_start(head: bytearray) -> tuple[bool, int] | None:
+def _events_start(head: bytearray | memoryview) -> tuple[bool, int] | None:
     """(top-level list?, offset just past the events array's ``[``) once ``head`` shows it, else
-    None. The object form's key is taken at its first match; the walk of the first piece and its
-    strict scan check that it is the top-level one."""
-    stripped = head.lstrip()
-    if not stripped:
+    None (read in place: a plain file's head is its piece buffer). The object form's key is taken
+    at its first match; the walk of the first piece and its strict scan check that it is the
+    top-level one."""
+    first = _LEADING_SPACE.match(head).end()  # type: ignore[union-attr]  # \s* always matches
+    if first == len(head):
         return None
-    if stripped[:1] == b"[":
-        return True, len(head) - len(stripped) + 1
+    if head[first : first + 1] == b"[":
+        return True, first + 1
     m = _EVENTS_KEY.search(head)
     if m is None:
         return None
