@@ -107,14 +107,14 @@ proc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess
 dt = time.perf_counter() - t0
 if proc.returncode:
     sys.exit(proc.stderr.strip() or proc.returncode)
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-print(json.dumps({"seconds": dt, "rss_mb": rss}))
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"seconds": dt, "rss_mb": ru.ru_maxrss / 1024, "cpu_s": ru.ru_utime + ru.ru_stime}))
 """
 
 
 def measure_cli(args: list[str], path: Path, out: Path, script: Path | None = None) -> dict | None:
-    """Wall time and peak RSS of one run of the console script (``script``: this venv's), in a
-    fresh process of its own."""
+    """Wall time, peak RSS and CPU time (user + system, every thread) of one run of the console
+    script (``script``: this venv's), in a fresh process of its own."""
     script = script or Path(sys.executable).with_name("asaptrace")
     argv = [str(script), *(a.format(path=path, out=out) for a in args)]
     proc = subprocess.run([sys.executable, "-c", _MEASURE_CLI, *argv], capture_output=True, text=True)

@@ -17,6 +17,9 @@ each repetition is one more profiler step. Rows, each a fresh process timed from
 - HTA's ``parse_trace_file`` on the smallest size, when holistictraceanalysis is installed in this
   venv (a test extra); skipped with a note otherwise.
 
+Every row also says the CPU it took (user + system, every thread) and the cores that kept busy:
+on a shared VM whose speed drifts, the CPU a run takes moves less than its wall time.
+
 Goals (issue 28): a 2 GB file at peak RSS ≤ 1 GB and ≥ 200 MB/s whole CLI.
 """
 
@@ -42,7 +45,8 @@ proc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess
 dt = time.perf_counter() - t0
 if proc.returncode:
     sys.exit(proc.stderr.strip() or proc.returncode)
-print(json.dumps({"seconds": dt, "rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"seconds": dt, "rss_mb": ru.ru_maxrss / 1024, "cpu_s": ru.ru_utime + ru.ru_stime}))
 """
 
 _SCAN = r"""
@@ -68,8 +72,9 @@ else:  # the events cut at an event boundary, each half a document of its own
     for t in ts: t.start()
     for t in ts: t.join()
     n = sum(out)
-print(json.dumps({"seconds": time.perf_counter() - t0, "events": n,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+ru = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"seconds": time.perf_counter() - t0, "events": n, "rss_mb": ru.ru_maxrss / 1024,
+                  "cpu_s": ru.ru_utime + ru.ru_stime}))
 """
 
 _HTA = r"""
@@ -216,11 +221,15 @@ def main() -> None:
                 rows.append((name, mb, best))
     print(
         f"\n{'file':>8s}  {'measurement':40s} {'time s':>7s} {'MB/s':>6s} {'peak RSS':>9s} {'RSS/file':>8s}"
+        f" {'CPU s':>6s} {'cores':>5s}"
     )
     for name, mb, r in rows:
+        cpu = (
+            f"{r['cpu_s']:6.2f} {r['cpu_s'] / r['seconds']:5.2f}" if "cpu_s" in r else f"{'-':>6s} {'-':>5s}"
+        )
         print(
             f"{mb:6.0f}MB  {name:40s} {r['seconds']:7.2f} {mb / r['seconds']:6.0f} "
-            f"{r['rss_mb']:7.0f}MB {r['rss_mb'] / mb:7.2f}x"
+            f"{r['rss_mb']:7.0f}MB {r['rss_mb'] / mb:7.2f}x {cpu}"
         )
 
 
