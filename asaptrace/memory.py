@@ -94,23 +94,40 @@ def give_back() -> None:
 #: msgspec, the enrichment): 95–130 MB measured, before a byte of a trace is read.
 IMPORT_BYTES = 130 * 1024**2
 
-#: Peak bytes per (decompressed) byte of a rank file read whole: its bytes and scan, then its
-#: tables and its segmentation's working set (benchmarks/ingest_bigfile.py, a real trace's steps
-#: repeated: 130 MB + 1.9× at 0.5 GB, + 1.6× at 2 GB).
-PEAK_PER_BYTE = 1.9
+#: Peak bytes beyond the imports that a rank file read whole holds whatever its size (the
+#: enrichment's pools and working set, the read-ahead's), and per (decompressed) byte of it: its
+#: bytes and scan, its tables and its segmentation. Fitted on lone files of 40 MB – 0.5 GB read
+#: whole (2026-12-02: 276, 436, 710 and 1,020 MiB at 38, 95, 238 and 478 MiB; the model says
+#: 342, 436, 672 and 1,068). The fit of 130 MB + 1.9× before it, made on 0.5–2 GB files, left out
+#: the fixed part: a 40 MB file peaked 70 MB over it.
+WHOLE_FILE_BYTES = 150 * 1024**2
+PEAK_PER_BYTE = 1.65
+
+#: What an ingest of several rank files that enriches holds beyond one file's read, per byte of
+#: its largest file: after the last file, its writing pass makes two ranks' final tables while up
+#: to six parts are encoded. Fitted on folders read one file at a time (2026-12-02: 8 × 40 MB
+#: 395–401 MiB, 4 × 150 MB 691 MiB, 2 × 250 MB 1,021 MiB read whole and 752 MiB in pieces; the
+#: model says 395, 716, 1,005 and 772).
+SEVERAL_FILES_PER_BYTE = 1.4
 
 
-def whole_file_peak(size: int) -> int:
+def _several(size: int, several: bool) -> int:
+    return int(size * SEVERAL_FILES_PER_BYTE) if several else 0
+
+
+def whole_file_peak(size: int, *, several: bool = False) -> int:
     """The peak RSS of ingesting one rank file of ``size`` (decompressed) bytes read whole and
-    segmented whole: it grows with the file."""
-    return IMPORT_BYTES + int(size * PEAK_PER_BYTE)
+    segmented whole (``several``: as the largest of several files of an ingest that enriches): it
+    grows with the file."""
+    return IMPORT_BYTES + WHOLE_FILE_BYTES + int(size * PEAK_PER_BYTE) + _several(size, several)
 
 
-def whole_file_limit(budget: int) -> int:
+def whole_file_limit(budget: int, *, several: bool = False) -> int:
     """The largest file (decompressed bytes) whose whole read keeps within ``budget``
     (:func:`whole_file_peak`): a larger Kineto file is read in pieces, its host rows and flows in
-    chunks (1 GiB: 470 MiB)."""
-    return max(0, int((budget - IMPORT_BYTES) / PEAK_PER_BYTE))
+    chunks (1 GiB: 450 MiB; 243 MiB for one of several files of an ingest that enriches)."""
+    per_byte = PEAK_PER_BYTE + (SEVERAL_FILES_PER_BYTE if several else 0)
+    return max(0, int((budget - IMPORT_BYTES - WHOLE_FILE_BYTES) / per_byte))
 
 
 #: A lone rank file over this (decompressed) is read in pieces, its host rows and flows in chunks,
@@ -123,11 +140,12 @@ def whole_file_limit(budget: int) -> int:
 LONE_FILE_PIECEWISE = 128 * 1024**2
 
 
-def piecewise_limit(budget: int, *, lone: bool = False) -> int:
+def piecewise_limit(budget: int, *, lone: bool = False, several: bool = False) -> int:
     """Bytes (decompressed) over which a Kineto rank file is read in pieces: the largest whole read
-    that keeps ``budget`` (:func:`whole_file_limit`), and at most :data:`LONE_FILE_PIECEWISE` for
-    a ``lone`` file (the only one of an ingest that enriches)."""
-    limit = whole_file_limit(budget)
+    that keeps ``budget`` (:func:`whole_file_limit`; ``several``: one of several files of an
+    ingest that enriches), and at most :data:`LONE_FILE_PIECEWISE` for a ``lone`` file (the only
+    one of an ingest that enriches)."""
+    limit = whole_file_limit(budget, several=several)
     return min(limit, LONE_FILE_PIECEWISE) if lone else limit
 
 
@@ -141,13 +159,15 @@ CHUNKED_BYTES = 250 * 1024**2
 CHUNKED_PER_BYTE = 0.25
 
 
-def chunked_peak(size: int) -> int:
-    """The peak RSS of ingesting one Kineto rank file of ``size`` bytes read in chunks."""
-    return IMPORT_BYTES + CHUNKED_BYTES + int(size * CHUNKED_PER_BYTE)
+def chunked_peak(size: int, *, several: bool = False) -> int:
+    """The peak RSS of ingesting one Kineto rank file of ``size`` bytes read in chunks
+    (``several``: as the largest of several files of an ingest that enriches)."""
+    return IMPORT_BYTES + CHUNKED_BYTES + int(size * CHUNKED_PER_BYTE) + _several(size, several)
 
 
-def over_budget(budget: int, largest: int, *, chunked: bool = False) -> int | None:
+def over_budget(budget: int, largest: int, *, chunked: bool = False, several: bool = False) -> int | None:
     """The expected peak when the largest file (``largest`` decompressed bytes; ``chunked``: read
-    in chunks) cannot be ingested within ``budget``; None when it can."""
-    peak = chunked_peak(largest) if chunked else whole_file_peak(largest)
+    in chunks; ``several``: one of several files of an ingest that enriches) cannot be ingested
+    within ``budget``; None when it can."""
+    peak = chunked_peak(largest, several=several) if chunked else whole_file_peak(largest, several=several)
     return peak if peak > budget else None

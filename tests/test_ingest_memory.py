@@ -206,6 +206,30 @@ def test_memory_budget_note_names_the_largest_file(tmp_path):
     assert notes == []
 
 
+def test_memory_budget_note_counts_the_writing_pass_of_several_ranks(tmp_path):
+    """A folder enriched into one store peaks after its last file, in the writing pass, not while a
+    file is read: 8 files of 40 MB peaked at 395–401 MiB under a 300 MiB budget with no word said,
+    where one file read whole was estimated at 206 MiB. The estimate for one of several files
+    (asaptrace.memory.SEVERAL_FILES_PER_BYTE) now says so; one file alone, or a raw ingest, does
+    not write beside other ranks."""
+    from asaptrace.ingest.source import GZIP_RATIO
+    from asaptrace.memory import whole_file_peak
+    from asaptrace.pipeline import build_store
+
+    files = sorted(SAMPLE.glob("*.json.gz"))[:3]
+    largest = max(files, key=lambda f: f.stat().st_size)
+    size = largest.stat().st_size * GZIP_RATIO
+    alone, several = whole_file_peak(size), whole_file_peak(size, several=True)
+    assert several > alone
+    budget = (alone + several) // 2  # kept by one file's read, not by the writing pass of three ranks
+    notes = []
+    build_store(files, tmp_path / "a.store", jobs=1, memory_budget=budget, on_memory=notes.append)
+    assert [(n.path, n.peak, n.several) for n in notes] == [(largest, several, True)]
+    notes.clear()
+    build_store([largest], tmp_path / "b.store", memory_budget=budget, on_memory=notes.append)
+    assert notes == []
+
+
 def test_memory_budget_bounds_the_reading_threads(tmp_path, monkeypatch):
     from asaptrace import executors
     from asaptrace.ingest import driver

@@ -166,6 +166,7 @@ def _said_memory(note: MemoryNote) -> None:
         f"memory budget {human_bytes(note.budget)} cannot be kept: {note.path.name} "
         f"({human_bytes(note.size)}) is one rank, "
         + ("read in chunks but its device work held whole" if note.chunked else "segmented whole")
+        + (" and written beside the other ranks" if note.several else "")
         + f", about {human_bytes(note.peak)} at its peak",
         soft_wrap=True,
         markup=False,
