@@ -100,7 +100,9 @@ CLI_RUNS = {
     "asaptrace ingest (whole CLI, as a user runs it)": ["ingest", "{path}", "-o", "{out}", "--force"],
 }
 
-_MEASURE_CLI = r"""
+#: Runs the command in its argv and prints its wall time, peak RSS and CPU (user + system, every
+#: thread) as JSON: the console script timed from outside, in a fresh process.
+MEASURE_CLI = r"""
 import json, resource, subprocess, sys, time
 t0 = time.perf_counter()
 proc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -117,7 +119,7 @@ def measure_cli(args: list[str], path: Path, out: Path, script: Path | None = No
     script (``script``: this venv's), in a fresh process of its own."""
     script = script or Path(sys.executable).with_name("asaptrace")
     argv = [str(script), *(a.format(path=path, out=out) for a in args)]
-    proc = subprocess.run([sys.executable, "-c", _MEASURE_CLI, *argv], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", MEASURE_CLI, *argv], capture_output=True, text=True)
     if proc.returncode != 0:
         print(
             f"    failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}"

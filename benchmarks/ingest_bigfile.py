@@ -34,20 +34,11 @@ from pathlib import Path
 
 import msgspec
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-REAL = ROOT.parent / "shared" / "data" / "traces" / "kineto-dlrm-8rank"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ingest import MEASURE_CLI
 
-_TIMED = r"""
-import json, resource, subprocess, sys, time
-t0 = time.perf_counter()
-proc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-dt = time.perf_counter() - t0
-if proc.returncode:
-    sys.exit(proc.stderr.strip() or proc.returncode)
-ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"seconds": dt, "rss_mb": ru.ru_maxrss / 1024, "cpu_s": ru.ru_utime + ru.ru_stime}))
-"""
+ROOT = Path(__file__).resolve().parents[1]
+REAL = ROOT.parent / "shared" / "data" / "traces" / "kineto-dlrm-8rank"
 
 _SCAN = r"""
 import json, resource, sys, time, threading
@@ -155,7 +146,7 @@ def make_file(path: Path, gb: float) -> int:
 
 
 def run(argv: list[str], code: str | None = None) -> dict | None:
-    cmd = [sys.executable, "-c", code, *argv] if code else [sys.executable, "-c", _TIMED, *argv]
+    cmd = [sys.executable, "-c", code, *argv] if code else [sys.executable, "-c", MEASURE_CLI, *argv]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if proc.returncode:
         print(f"    failed: {(proc.stderr.strip().splitlines() or [proc.returncode])[-1]}")
