@@ -140,13 +140,13 @@ def whole_file_limit(budget: int, *, several: bool = False) -> int:
 LONE_FILE_PIECEWISE = 128 * 1024**2
 
 
-def piecewise_limit(budget: int, *, lone: bool = False, several: bool = False) -> int:
-    """Bytes (decompressed) over which a Kineto rank file is read in pieces: the largest whole read
-    that keeps ``budget`` (:func:`whole_file_limit`; ``several``: one of several files of an
-    ingest that enriches), and at most :data:`LONE_FILE_PIECEWISE` for a ``lone`` file (the only
-    one of an ingest that enriches)."""
-    limit = whole_file_limit(budget, several=several)
-    return min(limit, LONE_FILE_PIECEWISE) if lone else limit
+def piecewise_limit(budget: int, *, enriched_files: int = 0) -> int:
+    """Bytes (decompressed) over which a Kineto rank file of an ingest of ``enriched_files`` files
+    that enriches (0: an ingest that does not) is read in pieces: the largest whole read that keeps
+    ``budget`` (:func:`whole_file_limit`, as one of several files when there are several), and at
+    most :data:`LONE_FILE_PIECEWISE` for the only one."""
+    limit = whole_file_limit(budget, several=enriched_files > 1)
+    return min(limit, LONE_FILE_PIECEWISE) if enriched_files == 1 else limit
 
 
 #: A big Kineto rank read in chunks (asaptrace.chunks): its plain host rows and flows are never

@@ -277,16 +277,16 @@ def ingest_paths(
     budget = DEFAULT_BUDGET if memory_budget is None else memory_budget
     tune_malloc(budget)  # freed big buffers go back to the system, heaps keep a top pad (asaptrace.memory)
     # a file read whole keeps the budget; a lone file to enrich is read on both cores
-    lone, several = (len(files) == 1, len(files) > 1) if finish is not None else (False, False)
-    options = replace(options, piecewise_from=piecewise_limit(budget, lone=lone, several=several))
+    enriched = len(files) if finish is not None else 0
+    options = replace(options, piecewise_from=piecewise_limit(budget, enriched_files=enriched))
     if isinstance(runner, ThreadExecutor) and runner.memory is None:
         runner.memory = min(budget, (available_memory() or 2**62) // 2)
     largest = max(range(len(files)), key=lambda i: _decompressed(files[i], sizes[i], options), default=None)
     if largest is not None and on_memory is not None:
         size = _decompressed(files[largest], sizes[largest], options)
         chunked = finish is not None and _reads_in_chunks(files[largest], format, options)
-        if (peak := over_budget(budget, size, chunked=chunked, several=several)) is not None:
-            on_memory(MemoryNote(files[largest], size, budget, peak, chunked, several))
+        if (peak := over_budget(budget, size, chunked=chunked, several=enriched > 1)) is not None:
+            on_memory(MemoryNote(files[largest], size, budget, peak, chunked, enriched > 1))
     in_process = getattr(runner, "in_process", False)
     hold = _held(sizes, files, options) if finish is not None and in_process else []
     with StoreWriter(out, overwrite=overwrite, on_stale=on_stale) as writer:

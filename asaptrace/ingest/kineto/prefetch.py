@@ -83,9 +83,7 @@ class _Prefetcher:
         left = min(BUDGET if budget is None else budget, free // 4 if free else BUDGET)
         queued: list[Prefetched] = []
         candidates = list(_candidates(paths))
-        limit = piecewise_limit(
-            ingest_budget, lone=enrich and len(candidates) == 1, several=enrich and len(candidates) > 1
-        )
+        limit = piecewise_limit(ingest_budget, enriched_files=len(candidates) if enrich else 0)
         for path in candidates:
             try:
                 st = path.stat()
