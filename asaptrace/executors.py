@@ -186,13 +186,6 @@ class SerialExecutor:
             yield fn(item)
 
 
-#: A file's task holds about this many times its (decompressed) size at its peak: the bytes, the
-#: scanner's buffers and the tables (1.9–2.2× on Kineto files of 40–130 MB), and, when the
-#: pipeline segments the rank on the reading thread, its segmentation (≈ 1 KB per event: a 40 MB
-#: generated GPU trace of 154 k events peaked 250 MB above the interpreter's start-up, 6.2×).
-MEMORY_PER_BYTE = 6.5
-
-
 def available_memory() -> int | None:
     """Bytes of memory available to new work (``MemAvailable``), None where the OS does not say."""
     try:

@@ -122,6 +122,19 @@ def whole_file_peak(size: int, *, several: bool = False) -> int:
     return IMPORT_BYTES + WHOLE_FILE_BYTES + int(size * PEAK_PER_BYTE) + _several(size, several)
 
 
+def read_share(size: int) -> int:
+    """What one rank file of ``size`` (decompressed) bytes read whole adds to the peak of an ingest
+    that reads it beside others: :func:`whole_file_peak` but for its fixed part (the imports and
+    the enrichment's pools and working set: :func:`shared_bytes`), which the process pays once
+    however many files it reads at once."""
+    return int(size * PEAK_PER_BYTE)
+
+
+def shared_bytes() -> int:
+    """The part of an ingest's peak that does not grow with the files read at once (see :func:`read_share`)."""
+    return IMPORT_BYTES + WHOLE_FILE_BYTES
+
+
 def whole_file_limit(budget: int, *, several: bool = False) -> int:
     """The largest file (decompressed bytes) whose whole read keeps within ``budget``
     (:func:`whole_file_peak`): a larger Kineto file is read in pieces, its host rows and flows in

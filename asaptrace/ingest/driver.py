@@ -23,7 +23,6 @@ from asaptrace.accounting import Accounting
 from asaptrace.chunks import CHUNK_DIR, HostChunks
 from asaptrace.errors import CorruptTrace, SizeLimitExceeded, UnsupportedFormat, UsageError
 from asaptrace.executors import (
-    MEMORY_PER_BYTE,
     Executor,
     ThreadExecutor,
     available_memory,
@@ -40,7 +39,15 @@ from asaptrace.ingest.discovery import SourceFacts, find_sources, run_refusal, r
 from asaptrace.ingest.kineto import prefetch
 from asaptrace.ingest.ranks import RankFrom, check_unique_ranks, explicit_ranks, resolve_rank
 from asaptrace.ingest.source import GZIP_RATIO, file_sha256, is_gzip
-from asaptrace.memory import DEFAULT_BUDGET, give_back, over_budget, piecewise_limit, tune_malloc
+from asaptrace.memory import (
+    DEFAULT_BUDGET,
+    give_back,
+    over_budget,
+    piecewise_limit,
+    read_share,
+    shared_bytes,
+    tune_malloc,
+)
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role, conform
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, write_part
 from asaptrace.userfiles import StaleFolder
@@ -279,8 +286,10 @@ def ingest_paths(
     # a file read whole keeps the budget; a lone file to enrich is read on both cores
     enriched = len(files) if finish is not None else 0
     options = replace(options, piecewise_from=piecewise_limit(budget, enriched_files=enriched))
+    # the thread executor's bound: the files read at once share the process's fixed part
+    gate = max(0, min(budget, (available_memory() or 2**62) // 2) - shared_bytes())
     if isinstance(runner, ThreadExecutor) and runner.memory is None:
-        runner.memory = min(budget, (available_memory() or 2**62) // 2)
+        runner.memory = gate
     largest = max(range(len(files)), key=lambda i: _decompressed(files[i], sizes[i], options), default=None)
     if largest is not None and on_memory is not None:
         size = _decompressed(files[largest], sizes[largest], options)
@@ -302,7 +311,7 @@ def ingest_paths(
                 rank_from,
                 explicit[i],
                 single_file=len(files) == 1,
-                memory_bytes=_memory_bytes(f, sizes[i], options),
+                memory_bytes=_memory_bytes(f, sizes[i], options, alone=gate + 1),
                 hold=i < len(hold) and hold[i],
                 scratch=finish is not None,
                 after_read=after_read if in_process else None,
@@ -372,9 +381,13 @@ def _decompressed(path: Path, size: int, options: IngestOptions) -> int:
     return int(min(size * GZIP_RATIO, options.max_decompressed_bytes) if is_gzip(path) else size)
 
 
-def _memory_bytes(path: Path, size: int, options: IngestOptions) -> int:
-    """What reading ``path`` holds at its peak, for the thread executor's memory bound."""
-    return int(_decompressed(path, size, options) * MEMORY_PER_BYTE)
+def _memory_bytes(path: Path, size: int, options: IngestOptions, *, alone: int) -> int:
+    """What reading ``path`` adds to the peak beside the files read with it, for the thread
+    executor's memory bound (:func:`~asaptrace.memory.read_share`); ``alone`` (the whole bound)
+    for a file over the size read in pieces, which runs by itself: its pieces keep both cores busy,
+    and its whole read would not keep the budget beside another file's."""
+    inflated = _decompressed(path, size, options)
+    return alone if inflated > options.piecewise_from else read_share(inflated)
 
 
 def _reads_in_chunks(path: Path, format: str | None, options: IngestOptions) -> bool:
@@ -427,7 +440,7 @@ def _held(sizes: list[int], files: list[Path], options: IngestOptions) -> list[b
     left = hold_budget()
     out: list[bool] = []
     for f, size in zip(files, sizes, strict=True):
-        need = _memory_bytes(f, size, options) / MEMORY_PER_BYTE * TABLES_PER_BYTE
+        need = _decompressed(f, size, options) * TABLES_PER_BYTE
         out.append(need <= left)
         left = left - need if need <= left else 0
     return out
