@@ -324,3 +324,63 @@ def test_rank_facts_hold_only_what_the_decision_reads(tmp_path):
     assert facts.comm.height > 0 and facts.comm.schema["name"] == pl.Categorical
     assert facts.span_args.columns == ["rank", "eid", "extra"]
     assert facts.span_args.height > 0 and facts.span_args.get_column("extra").null_count() == 0
+
+
+def test_a_large_file_read_whole_is_its_bytes_in_pages_of_its_own(tmp_path):
+    """A plain file of WHOLE_READ_PAGES or more is read into a mapping of its own (huge pages
+    where the kernel gives them: fewer page faults); whatever the buffer, its content is the
+    file's, byte for byte, and a file that changed since its size was taken is read as it is."""
+    import mmap
+
+    from asaptrace.ingest.source import WHOLE_READ_PAGES, read_source_bytes, read_whole
+
+    big = tmp_path / "big.json"
+    content = random.Random(3).randbytes(WHOLE_READ_PAGES + 12_345)
+    big.write_bytes(content)
+    data = read_source_bytes(big)
+    assert bytes(data) == content
+    if sys.platform.startswith("linux"):
+        assert isinstance(data, mmap.mmap)
+    small = tmp_path / "small.json"
+    small.write_bytes(content[:1000])
+    assert read_source_bytes(small) == content[:1000]
+    with open(big, "rb", buffering=0) as f:  # it grew after its size was taken
+        assert read_whole(f, WHOLE_READ_PAGES) == content
+    with open(big, "rb", buffering=0) as f:  # it shrank
+        assert read_whole(f, len(content) + 10) == content
+
+
+def test_a_large_kineto_file_reads_the_same_from_its_own_pages(tmp_path, monkeypatch):
+    """The reader takes the mapping as it takes bytes: the tables of a trace over
+    WHOLE_READ_PAGES are the same as when it is read into plain bytes (both decoders)."""
+    import gzip
+    import json
+
+    from asaptrace.ingest import source
+    from asaptrace.ingest.kineto import prefetch, read_kineto
+
+    doc = json.loads(gzip.decompress(sorted(SAMPLE.glob("*.json.gz"))[0].read_bytes()))
+    doc["traceEvents"] = doc["traceEvents"] * 12  # ≈ 12 MB: over WHOLE_READ_PAGES
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps(doc))
+    assert path.stat().st_size > source.WHOLE_READ_PAGES
+    plain_c = None
+    for no_cscan in ("", "1"):
+        monkeypatch.setenv("ASAPTRACE_NO_CSCAN", no_cscan)
+        paged = read_kineto(path)
+        with monkeypatch.context() as m:
+            m.setattr(source, "WHOLE_READ_PAGES", 2**62)
+            plain = read_kineto(path)
+        for name in ("events", "args", "flows", "streams"):
+            assert getattr(paged, name).equals(getattr(plain, name)), name
+        assert paged.accounting == plain.accounting
+        plain_c = plain_c or plain
+    # and through the read-ahead, which reads the file while the CLI imports
+    monkeypatch.delenv("ASAPTRACE_NO_CSCAN")
+    assert prefetch.start([path], max_bytes=2**40) == 1
+    try:
+        assert prefetch.digest(path) == hashlib.sha256(path.read_bytes()).hexdigest()
+        ahead = read_kineto(path)
+    finally:
+        prefetch.clear()
+    assert ahead.events.equals(plain_c.events)

@@ -18,6 +18,7 @@ is an extension with no imports of its own. ``ASAPTRACE_NO_PREFETCH=1`` turns it
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import threading
 from collections import deque
@@ -29,7 +30,7 @@ from typing import Any
 from asaptrace.errors import AsaptraceError
 from asaptrace.executors import available_memory
 from asaptrace.ingest.kineto import c_scanner
-from asaptrace.ingest.source import GZIP_MAGIC, GZIP_RATIO, decompressed
+from asaptrace.ingest.source import GZIP_MAGIC, GZIP_RATIO, decompressed, read_whole
 from asaptrace.memory import DEFAULT_BUDGET, piecewise_limit, tune_malloc
 
 #: Bytes of files read ahead at most (the window is short: a few files; a quarter of the free
@@ -45,7 +46,9 @@ class Prefetched:
     size: int  # on disk
     mtime_ns: int
     max_bytes: int  # the ingest's cap on a file's (decompressed) size
-    data: bytes | None = None  # (decompressed) content; None: reading it failed (the ingest says why)
+    data: bytes | mmap.mmap | None = (
+        None  # (decompressed) content; None: reading it failed (the ingest says why)
+    )
     sha256: str | None = None
     scan: dict[str, Any] | None = None  # ``_kscan.scan``'s result (None with ``refused`` or no data)
     refused: bool = False  # the strict scanner refused it (the reader's msgspec path takes it)
@@ -174,8 +177,10 @@ def _candidates(paths: Iterable[str | Path]) -> Iterable[Path]:
 
 def _fill(e: Prefetched) -> None:
     try:
-        with open(e.path, "rb") as f:
-            raw = f.read()
+        with open(e.path, "rb", buffering=0) as f:
+            gz = f.read(2) == GZIP_MAGIC
+            f.seek(0)
+            raw = f.read() if gz else read_whole(f, e.size)  # plain: in pages of its own
         if len(raw) != e.size:
             return
         e.sha256 = hashlib.sha256(raw).hexdigest()  # of the file as it is on disk
