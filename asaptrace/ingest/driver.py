@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from asaptrace import memory
 from asaptrace.accounting import Accounting
 from asaptrace.chunks import CHUNK_DIR, HostChunks
 from asaptrace.errors import CorruptTrace, SizeLimitExceeded, UnsupportedFormat, UsageError
@@ -39,15 +40,6 @@ from asaptrace.ingest.discovery import SourceFacts, find_sources, run_refusal, r
 from asaptrace.ingest.kineto import prefetch
 from asaptrace.ingest.ranks import RankFrom, check_unique_ranks, explicit_ranks, resolve_rank
 from asaptrace.ingest.source import GZIP_RATIO, file_sha256, is_gzip
-from asaptrace.memory import (
-    DEFAULT_BUDGET,
-    give_back,
-    over_budget,
-    piecewise_limit,
-    read_share,
-    shared_bytes,
-    tune_malloc,
-)
 from asaptrace.schema import RANKS_SCHEMA, STREAMS_SCHEMA, Role, conform
 from asaptrace.store import StoreWriter, TraceStore, check_store_target, write_part
 from asaptrace.userfiles import StaleFolder
@@ -281,20 +273,20 @@ def ingest_paths(
         runner = make_executor("serial" if jobs == 1 else "thread", jobs=jobs)
     else:
         runner = executor
-    budget = DEFAULT_BUDGET if memory_budget is None else memory_budget
-    tune_malloc(budget)  # freed big buffers go back to the system, heaps keep a top pad (asaptrace.memory)
+    budget = memory.DEFAULT_BUDGET if memory_budget is None else memory_budget
+    memory.tune_malloc(budget)  # freed big buffers go back to the system, heaps keep a top pad
     # a file read whole keeps the budget; a lone file to enrich is read on both cores
     enriched = len(files) if finish is not None else 0
-    options = replace(options, piecewise_from=piecewise_limit(budget, enriched_files=enriched))
+    options = replace(options, piecewise_from=memory.piecewise_limit(budget, enriched_files=enriched))
     # the thread executor's bound: the files read at once share the process's fixed part
-    gate = max(0, min(budget, (available_memory() or 2**62) // 2) - shared_bytes())
+    gate = max(0, min(budget, (available_memory() or 2**62) // 2) - memory.shared_bytes())
     if isinstance(runner, ThreadExecutor) and runner.memory is None:
         runner.memory = gate
     largest = max(range(len(files)), key=lambda i: _decompressed(files[i], sizes[i], options), default=None)
     if largest is not None and on_memory is not None:
         size = _decompressed(files[largest], sizes[largest], options)
         chunked = finish is not None and _reads_in_chunks(files[largest], format, options)
-        if (peak := over_budget(budget, size, chunked=chunked, several=enriched > 1)) is not None:
+        if (peak := memory.over_budget(budget, size, chunked=chunked, several=enriched > 1)) is not None:
             on_memory(MemoryNote(files[largest], size, budget, peak, chunked, enriched > 1))
     in_process = getattr(runner, "in_process", False)
     hold = _held(sizes, files, options) if finish is not None and in_process else []
@@ -371,7 +363,7 @@ def ingest_paths(
             ],
         }
         if finish is not None:
-            give_back()  # the reading's buffers are freed: the enrichment reuses their pages
+            memory.give_back()  # the reading's buffers are freed: the enrichment reuses their pages
             meta = finish(writer, meta)
         return writer.commit(meta)
 
@@ -387,7 +379,7 @@ def _memory_bytes(path: Path, size: int, options: IngestOptions, *, alone: int) 
     for a file over the size read in pieces, which runs by itself: its pieces keep both cores busy,
     and its whole read would not keep the budget beside another file's."""
     inflated = _decompressed(path, size, options)
-    return alone if inflated > options.piecewise_from else read_share(inflated)
+    return alone if inflated > options.piecewise_from else memory.read_share(inflated)
 
 
 def _reads_in_chunks(path: Path, format: str | None, options: IngestOptions) -> bool:
