@@ -33,6 +33,7 @@ from __future__ import annotations
 import shutil
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,17 +154,23 @@ def enrich_streaming(
         facts += second_round(run, first.jobs, first.plan)
         give_back()  # the first pass's buffers are freed: the decision and writes reuse their pages
         tell("align clocks, roles, batches", 0, 1)
-        decision = decide(
-            facts,
-            ranks,
-            tax,
-            first.plan,
-            existing_batches=src.read("batches") if (src.path / "batches.parquet").is_file() else None,
-            parallel=parallel,
-            batches=batches,
-        )
+        existing = src.read("batches") if (src.path / "batches.parquet").is_file() else None
+        # decided on a thread of its own while the writing pass reads its first groups' frames back
+        # (what needs no decision), instead of before it with a core idle
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="asaptrace-decide") as pool:
+            deciding = pool.submit(
+                decide,
+                facts,
+                ranks,
+                tax,
+                first.plan,
+                existing_batches=existing,
+                parallel=parallel,
+                batches=batches,
+            )
+            write_round(run, writer, deciding.result)
+            decision = deciding.result()
         facts.clear()
-        write_round(run, writer, decision)
         return decision.meta
 
 
@@ -287,10 +294,11 @@ def check_every_rank_once(groups: list[list[int]], rank_ids: list[int]) -> None:
     )
 
 
-def write_round(run: Enrichment, writer: StoreWriter, decision: Decision) -> None:
+def write_round(run: Enrichment, writer: StoreWriter, decided: Callable[[], Decision]) -> None:
     """Each group's final parts (events with their clocks aligned, args, flows), a part per rank,
     staged on background threads; then the staged parts promoted and the ranks and batches tables
-    written."""
+    written. ``decided()`` gives the run-wide decision, waiting for it: the first groups' frames
+    are read back while it is taken."""
     order = run.cache.take_final()
     check_every_rank_once([group for group, _ in order], run.rank_ids)
 
@@ -298,7 +306,9 @@ def write_round(run: Enrichment, writer: StoreWriter, decision: Decision) -> Non
         """Group ``i``'s final parts, rank by rank (run on a helper thread, a few groups ahead)."""
         group, kept = order[i]
         filled, args = run.cache.take(kept)
-        events, flows = finish_ranks(filled, run.index.read("flows", group), run.ranks, decision.offsets)
+        raw_flows = run.index.read("flows", group)
+        decision = decided()
+        events, flows = finish_ranks(filled, raw_flows, run.ranks, decision.offsets)
         del filled
         if len(group) == 1 and group[0] in run.host:  # its events, args and flows merged with its chunks'
             rank = group[0]
@@ -325,6 +335,7 @@ def write_round(run: Enrichment, writer: StoreWriter, decision: Decision) -> Non
                     parts_out.put(name, f"{int(rank):05d}", table)
             del parts_of_group
     writer.promote_staged()
+    decision = decided()
     writer.write_table("ranks", decision.ranks.to_arrow())
     writer.write_table("batches", decision.batches.to_arrow())
     run.tell("write", total, total)
