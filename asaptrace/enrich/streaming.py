@@ -16,7 +16,7 @@ polars queries are paid per group, not per rank:
    :class:`~asaptrace.enrich.early_pass.EarlyPass`, was cut by its own gaps and joins that round
    only if the plan cuts them otherwise).
 2. **decide**: the cross-rank decisions (step plan, topology, clock offsets, batches) are taken on
-   that small data.
+   that small data, on a thread of their own while the writing pass reads its first groups back.
 3. **write** (:func:`write_round`): each group's final parts are written once, one part per rank,
    staged beside the raw parts until all are written; every rank must be written exactly once
    (:func:`check_every_rank_once`, an :class:`~asaptrace.errors.AccountingError` otherwise).
