@@ -119,7 +119,7 @@ def whole_file_peak(size: int, *, several: bool = False) -> int:
     """The peak RSS of ingesting one rank file of ``size`` (decompressed) bytes read whole and
     segmented whole (``several``: as the largest of several files of an ingest that enriches): it
     grows with the file."""
-    return IMPORT_BYTES + WHOLE_FILE_BYTES + int(size * PEAK_PER_BYTE) + _several(size, several)
+    return shared_bytes() + read_share(size) + _several(size, several)
 
 
 def read_share(size: int) -> int:
@@ -140,7 +140,7 @@ def whole_file_limit(budget: int, *, several: bool = False) -> int:
     (:func:`whole_file_peak`): a larger Kineto file is read in pieces, its host rows and flows in
     chunks (1 GiB: 450 MiB; 243 MiB for one of several files of an ingest that enriches)."""
     per_byte = PEAK_PER_BYTE + (SEVERAL_FILES_PER_BYTE if several else 0)
-    return max(0, int((budget - IMPORT_BYTES - WHOLE_FILE_BYTES) / per_byte))
+    return max(0, int((budget - shared_bytes()) / per_byte))
 
 
 #: A lone rank file over this (decompressed) is read in pieces, its host rows and flows in chunks,

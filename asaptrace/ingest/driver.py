@@ -278,7 +278,8 @@ def ingest_paths(
     # a file read whole keeps the budget; a lone file to enrich is read on both cores
     enriched = len(files) if finish is not None else 0
     options = replace(options, piecewise_from=memory.piecewise_limit(budget, enriched_files=enriched))
-    # the thread executor's bound: the files read at once share the process's fixed part
+    # the thread executor's bound: the files read at once share the process's fixed part; a file
+    # read in pieces asks for more than all of it (gate + 1), so nothing runs beside it
     gate = max(0, min(budget, (available_memory() or 2**62) // 2) - memory.shared_bytes())
     if isinstance(runner, ThreadExecutor) and runner.memory is None:
         runner.memory = gate

@@ -46,9 +46,8 @@ class Prefetched:
     size: int  # on disk
     mtime_ns: int
     max_bytes: int  # the ingest's cap on a file's (decompressed) size
-    data: bytes | mmap.mmap | None = (
-        None  # (decompressed) content; None: reading it failed (the ingest says why)
-    )
+    # (decompressed) content; None: reading it failed (the ingest says why)
+    data: bytes | mmap.mmap | None = None
     sha256: str | None = None
     scan: dict[str, Any] | None = None  # ``_kscan.scan``'s result (None with ``refused`` or no data)
     refused: bool = False  # the strict scanner refused it (the reader's msgspec path takes it)
