@@ -150,3 +150,13 @@ def test_group_medians_are_exactly_each_groups_median():
             members = values[groups == k].tolist()
             want = statistics.median(members) if members else float("nan")
             assert got[k] == want or (np.isnan(got[k]) and not members), (k, members)
+    # a rank's group holds thousands of instances (its middle found by partition, not a sort):
+    # sizes odd and even, equal and not, with ties
+    for _ in range(30):
+        n = int(rng.integers(1, 5))
+        sizes = rng.integers(65, 3000, n) if rng.random() < 0.5 else np.full(n, int(rng.integers(65, 3000)))
+        groups = rng.permutation(np.repeat(np.arange(n), sizes))
+        values = rng.normal(0, 1e6, len(groups)).round(int(rng.integers(-4, 2)))
+        got = _Groups(groups, n).median(values)
+        for k in range(n):
+            assert got[k] == statistics.median(values[groups == k].tolist()), (k, sizes)

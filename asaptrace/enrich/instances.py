@@ -76,8 +76,9 @@ def match_instances(
     ep = comm.filter(pl.col("kind") != Kind.COLLECTIVE).sort([*_SEG, "ts_ns"], nulls_last=True)
     ep = ep.with_columns(_run=_starts([*_SEG, "kind"]).cast(pl.Int32).cum_sum())
     ep = (
-        ep.group_by([*_SEG, "kind", "_run"])
+        ep.group_by("_run")  # a run is one (segment, kind): grouped by its number alone
         .agg(
+            pl.col(*_SEG, "kind").first(),
             pl.col("ts_ns").min().alias("arrival_ns"),
             pl.col("end_ns").max().alias("end_ns"),
             pl.len().cast(pl.Int32).alias("n_kernels"),
@@ -98,11 +99,16 @@ def match_instances(
         )
     )
     # seq: the occurrence of the op in its segment on its rank, in arrival order
-    both = pl.concat([ep.select(coll.columns), coll]).sort([*_SEG, "op", "arrival_ns"], nulls_last=True)
+    both = pl.concat([ep.select(coll.columns), coll])
+    # ops sorted by a code of their name (any order of ops gives the same occurrences: only the
+    # rows of one op in a segment are counted), not by the strings
+    both = both.with_columns(_op=pl.col("op").cast(pl.Categorical).to_physical()).sort(
+        [*_SEG, "_op", "arrival_ns"], nulls_last=True
+    )
     row = pl.int_range(pl.len(), dtype=pl.Int32)
     both = both.with_columns(
-        seq=row - pl.when(_starts([*_SEG, "op"])).then(row).otherwise(None).forward_fill()
-    )
+        seq=row - pl.when(_starts([*_SEG, "_op"])).then(row).otherwise(None).forward_fill()
+    ).drop("_op")
     expected = both.group_by("op").agg(pl.col("rank").n_unique().cast(pl.Int32).alias("expected_ranks"))
     ids = (
         both.group_by(_KEYS)
