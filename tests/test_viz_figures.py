@@ -61,6 +61,17 @@ def test_imposed_wait_ranking_puts_the_largest_on_top():
     assert fig.layout.xaxis.title.text == "imposed wait (ms)"
 
 
+def test_imposed_wait_labels_round_as_the_findings_do():
+    # DLRM's rank 7 was last at 5 of 8 barriers: the finding says 63%, the tables 62.5%; the
+    # chart's label said 62% (round half to even) beside them
+    t = pl.DataFrame(
+        {"dp_group": [7, 5], "imposed_wait_ns": [2 * MS, MS], "last_share": [5 / 8, 1 / 8]},
+        schema_overrides={"dp_group": pl.Int32},
+    )
+    (bar,) = barrier.imposed_wait_ranking(t).data
+    assert sorted(bar.text) == ["last at 13%", "last at 63%"]
+
+
 # ------------------------------------------------------------------------------------------ imbalance
 def _imbalance_tables(basis: str = "seq_lens") -> tuple[pl.DataFrame, pl.DataFrame]:
     by_group = pl.DataFrame(

@@ -38,7 +38,7 @@ from asaptrace.analyze.compare import HEADLINE_METRICS, compare, headline
 from asaptrace.info import deployment_phrase, steps_text
 from asaptrace.report.replay_sweep import replay_provenance
 from asaptrace.report.sections import FigureView, Section
-from asaptrace.units import format_table, human_ns, metric_label, metric_value, more_rows
+from asaptrace.units import format_table, human_ns, metric_label, metric_value, more_rows, percent
 from asaptrace.views.compare import compare_views
 from asaptrace.views.diagnosis import shown_tables
 from asaptrace.views.table import TableView
@@ -215,7 +215,7 @@ def _lead_sentence(diag: Diagnosis, h: dict[str, float | None]) -> str:
         f"{deployment}, {steps_text(diag.meta, int(h['n_steps'] or 0))}: "
         f"mean step time {human_ns(h['mean_step_time_ns'])}"
         + (
-            f", of which {100 * share:.1f}% is exposed wait (at barriers, or for results where there is no barrier)."
+            f", of which {percent(share, 1)} is exposed wait (at barriers, or for results where there is no barrier)."
             if share is not None
             else "."
         )

@@ -9,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from asaptrace.info import not_prefill_reason
-from asaptrace.units import human_ns, plural
+from asaptrace.units import human_ns, percent, plural
 from asaptrace.views.table import REPLAY_QUESTION, TableView, flat_frame, rows_view
 
 
@@ -224,7 +224,7 @@ def band_text(j: dict[str, Any]) -> str:
     total = j["reference_makespan_ns"] - j["makespan_ns"]
     b = j.get("band") or {}
     if b.get("status") == "fitted":
-        parts = ", ".join(f"{k} ±{100 * v:.0f}%" for k, v in b["parts"].items())
+        parts = ", ".join(f"{k} ±{percent(v)}" for k, v in b["parts"].items())
         return (
             f"recovered {human_ns(total)} (band {human_ns(b['recovered_low_ns'])} … "
             f"{human_ns(b['recovered_high_ns'])} from the fit's residual p95: {parts})"

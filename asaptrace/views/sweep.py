@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from asaptrace.replay.whatif.sweep_result import DECOMPOSITION_SCHEMA
-from asaptrace.units import rps_text
+from asaptrace.units import percent, rps_text
 from asaptrace.views.replay import deployment_text
 from asaptrace.views.table import TableView, flat_frame, narrow, rows_view
 
@@ -177,7 +177,7 @@ def paper_shares_line(res: Any) -> str | None:
         return None
     return (
         f"paper: coupled (its Default) at {short['rate']:g}/s, requests < {short['below_tokens']} "
-        f"tokens: synchronisation {100 * short['sync']:.0f}%, queueing {100 * short['queue']:.0f}% of TTFT"
+        f"tokens: synchronisation {percent(short['sync'])}, queueing {percent(short['queue'])} of TTFT"
     )
 
 

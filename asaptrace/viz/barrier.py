@@ -12,6 +12,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import polars as pl
 
+from asaptrace.units import percent
 from asaptrace.viz.theme import (
     HEATMAP_ROW_PX,
     WAIT_COLOUR,
@@ -165,7 +166,9 @@ def imposed_wait_ranking(barrier_by_group: pl.DataFrame, *, by_rank: pl.DataFram
             orientation="h",
             marker_color=WAIT_COLOUR,
             # beside the bar, at the axis labels' size (inside, plotly shrank it to fit a thin bar)
-            text=[f"last at {100 * s:.0f}%" for s in t.get_column("last_share").fill_null(0.0)],
+            text=[
+                f"last at {percent(s)}" for s in t.get_column("last_share").fill_null(0.0)
+            ],  # as the findings round
             textposition="outside",
             cliponaxis=False,
             name="imposed wait",
