@@ -99,11 +99,12 @@ def match_instances(
         )
     )
     # seq: the occurrence of the op in its segment on its rank, in arrival order
-    both = pl.concat([ep.select(coll.columns), coll])
     # ops sorted by a code of their name (any order of ops gives the same occurrences: only the
     # rows of one op in a segment are counted), not by the strings
-    both = both.with_columns(_op=pl.col("op").cast(pl.Categorical).to_physical()).sort(
-        [*_SEG, "_op", "arrival_ns"], nulls_last=True
+    both = (
+        pl.concat([ep.select(coll.columns), coll])
+        .with_columns(_op=pl.col("op").cast(pl.Categorical).to_physical())
+        .sort([*_SEG, "_op", "arrival_ns"], nulls_last=True)
     )
     row = pl.int_range(pl.len(), dtype=pl.Int32)
     both = both.with_columns(

@@ -165,10 +165,9 @@ def imposed_wait_ranking(barrier_by_group: pl.DataFrame, *, by_rank: pl.DataFram
             y=groups,
             orientation="h",
             marker_color=WAIT_COLOUR,
-            # beside the bar, at the axis labels' size (inside, plotly shrank it to fit a thin bar)
-            text=[
-                f"last at {percent(s)}" for s in t.get_column("last_share").fill_null(0.0)
-            ],  # as the findings round
+            # beside the bar, at the axis labels' size (inside, plotly shrank it to fit a thin bar),
+            # rounded as the findings round
+            text=[f"last at {percent(s)}" for s in t.get_column("last_share").fill_null(0.0)],
             textposition="outside",
             cliponaxis=False,
             name="imposed wait",
