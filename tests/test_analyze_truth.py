@@ -16,6 +16,7 @@ import pytest
 from asaptrace.ingest.driver import ingest_paths
 from asaptrace.pipeline import diagnose_store, enrich_store
 from asaptrace.synth import load_config, synthesize
+from tests._step_invariants import step_violations
 from tests.conftest import SAMPLE_RUNS
 
 #: presets with no bundled sample: synthesized by the test, one step each
@@ -183,3 +184,10 @@ def test_ttft_of_every_request_matches_truth(run, name):
     buckets = diag.tables["ttft_by_bucket"]
     assert buckets.height and buckets.get_column("mean_ttft_ns").null_count() == 0
     assert buckets.get_column("n_requests").sum() == tb.height
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_every_step_starts_at_an_annotation(run, name):
+    """Each sample's and preset's steps are its ``prefill_step#N`` annotations (tests/_step_invariants.py)."""
+    _, store, _ = run(name)
+    assert step_violations(store) == []

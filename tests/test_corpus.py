@@ -8,7 +8,8 @@ runs so a failure names the trace, and every assertion message names the value t
 The grouping is the one a user would ingest: DLRM's folder is one 8-rank run; HTA's two
 ``sampled_rank-*`` files are two ranks of one job while ``nccl_data`` is rank 0 of another job;
 the two TraceLens serving files are two separate one-rank runs (SGLang on MI300X, vLLM on 8
-MI300X); the Ascend and Nsight folders hold one run each (a LICENSE beside them is skipped).
+MI300X); the Ascend and Nsight folders hold one run each (a LICENSE beside them is skipped), and
+the Ascend folder's ``kernel_details.csv`` (of another run) named alone is a run of its own.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typer.testing import CliRunner
 
 from asaptrace.cli import app
 from asaptrace.store import open_store
+from tests._step_invariants import step_violations
 from tests.conftest import SAMPLE_RUNS, SAMPLES, SHARED_DATA
 
 TRACES = SHARED_DATA / "traces"
@@ -38,6 +40,7 @@ REAL_RUNS: dict[str, list[str]] = {
     "sglang": ["tracelens-serving/sglang_Qwen3-8B_prefilldecode.json.gz"],
     "vllm": ["tracelens-serving/vllm_prefilldecode_piecewise_graph_execution.json.gz"],
     "ascend-sample": ["ascend-sample"],
+    "ascend-csv": ["ascend-sample/kernel_details.csv"],  # named alone: that CSV, not the timeline
     "nsys-sample": ["nsys-sample"],
 }
 SAMPLE_NAMES = [f"sample-{name}" for name in SAMPLE_RUNS]
@@ -276,6 +279,12 @@ def test_a_partial_trace_says_how_many_of_its_ranks_were_traced(corpus, name, ph
     head = " ".join(chain.steps["analyze"].out.split("\n\n")[0].split())  # the header, unwrapped
     assert phrase in head
     assert phrase in chain.json("advise --json")["deployment_phrase"]
+
+
+def test_every_step_starts_at_an_annotation(chain):
+    """Steps are the trace's own (DOMAIN.md §9): tests/_step_invariants.py says what must hold."""
+    _need(chain, "ingest")
+    assert step_violations(open_store(chain.store_path)) == [], chain.name
 
 
 def test_no_step_is_shorter_than_its_longest_kernel(chain):

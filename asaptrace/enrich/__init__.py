@@ -3,7 +3,9 @@
 Pure frame → frame functions; enriching a store on disk is :func:`asaptrace.pipeline.enrich_store`.
 
 Modules, in the order data flows through them: ``taxonomy`` (kinds, from ``rules/*.toml``),
-``segment`` (steps, layers, micro-batches from annotations), ``structure`` and ``comm_layers``
+``segment`` (steps, layers, micro-batches from annotations), ``step_links`` (a step counted
+once: ``ProfilerStep#N`` of any category, device copies of a step span, Ascend step ids, unlinked
+device work by the device's time), ``structure`` and ``comm_layers``
 (steps from idle gaps, layers from the dispatch/combine order, where annotations say nothing),
 ``phases``, ``topology`` (roles, groups), ``instances`` and ``clock`` (matched collectives,
 offsets), ``batches``; ``frames`` runs them on a group of ranks (pure). Streaming a store through

@@ -391,6 +391,7 @@ def decide(
         if any(f.segment_notes.layer_source == "annotations" for f in facts)
         else "none",
     )
+    seg.notes += list(dict.fromkeys(n for f in facts for n in f.segment_notes.notes))  # each once
     if plan is not None:
         note_steps(seg, plan)
     if any(f.fill_notes.layer_source == "comm_order" for f in facts):

@@ -40,6 +40,7 @@ from typing import Protocol
 import numpy as np
 import polars as pl
 
+from asaptrace.enrich.step_links import device_window_steps, mirrors, step_ids, step_named_host
 from asaptrace.enrich.taxonomy import Taxonomy
 from asaptrace.schema import Kind
 
@@ -106,7 +107,7 @@ def annotation_spans(events: pl.DataFrame, args: pl.DataFrame, taxonomy: Taxonom
     ann = ann.with_columns(own_step=pl.coalesce("arg_step", "name_step")).sort(
         ["rank", "pid", "stream", "ts_ns", "end_ns"], descending=[False, False, False, False, True]
     )
-    return _build_tree(ann)
+    return _build_tree(ann, mirrors(ann, args))
 
 
 def _parse_name(name: str, taxonomy: Taxonomy) -> tuple[str, int | None, bool, int | None]:
@@ -130,12 +131,14 @@ def _parse_name(name: str, taxonomy: Taxonomy) -> tuple[str, int | None, bool, i
     return name, step, is_step, layer
 
 
-def _build_tree(ann: pl.DataFrame) -> pl.DataFrame:
+def _build_tree(ann: pl.DataFrame, mirror: np.ndarray) -> pl.DataFrame:
     """Parent links by a stack walk per (rank, pid, stream); values inherited from ancestors.
 
     A step span inside another step span (SGLang's ``step[EXTEND …]`` inside an ``execute_…``
     span) is part of that step. Step spans named without a number (vLLM's ``execute_…``) that are
-    inside no other step span are numbered by their order on the rank (host and device apart)."""
+    inside no other step span are numbered by their order on the rank's host; a device copy of one
+    (``mirror``: the row of the host span it copies, :func:`~asaptrace.enrich.step_links.mirrors`)
+    is that span's step, one without a host span is numbered by its order on its stream."""
     n = ann.height
     grp = (
         ann.select(pl.struct("rank", "pid", "stream").rank("dense")).to_series().to_numpy()
@@ -167,9 +170,13 @@ def _build_tree(ann: pl.DataFrame) -> pl.DataFrame:
         else:
             context[i] = names[i]
         stack.append(i)
-    ordinal = (pl.col("ts_ns").rank("ordinal").over("rank", "is_device", "_top") - 1).cast(pl.Int64)
+    linked = pl.Series(mirror >= 0)
+    # host spans by their order on the rank; device ones without a host span by theirs on a stream
+    where = [pl.col("rank"), pl.col("is_device"), pl.col("_top")]
+    where += [pl.when(pl.col("is_device")).then(pl.col(c)) for c in ("pid", "stream")]
+    ordinal = (pl.col("ts_ns").rank("ordinal").over(where) - 1).cast(pl.Int64)
     own = (
-        ann.with_columns(_top=pl.Series(~under_step) & pl.col("is_step_span").fill_null(False))
+        ann.with_columns(_top=pl.Series(~under_step) & pl.col("is_step_span").fill_null(False) & ~linked)
         .select(
             pl.when(pl.col("own_step").is_null() & pl.col("_top")).then(ordinal).otherwise(pl.col("own_step"))
         )
@@ -180,7 +187,11 @@ def _build_tree(ann: pl.DataFrame) -> pl.DataFrame:
     step: list[int | None] = [None] * n
     layer: list[int | None] = [None] * n
     mb: list[int | None] = [None] * n
-    for i in range(n):  # parents come before their children
+    on_device = ann.get_column("is_device").to_numpy()
+    # parents come before their children; host spans before the device spans that copy them
+    for i in np.concatenate([np.flatnonzero(~on_device), np.flatnonzero(on_device)]).tolist():
+        if mirror[i] >= 0:
+            own[i] = step[mirror[i]]
         p = parent[i]
         if p >= 0:
             step[i] = own[i] if own[i] is not None else step[p]
@@ -256,6 +267,7 @@ def segment(
     whose launches count as if they were (none of them is an annotation).
     """
     notes = SegmentNotes()
+    events = step_named_host(events, taxonomy)
     spans = annotation_spans(events, args, taxonomy)
     launched = outside.launches(spans) if outside is not None and spans.height else None
     ev = events.drop("step", "layer", "micro_batch").with_row_index("_row")
@@ -291,10 +303,21 @@ def segment(
             rows, idx = innermost(rest, spans, True, ["rank", "pid", "stream"])
             span_of[rows] = idx
     values = span_values(spans, span_of)
-    ev = ev.with_columns(values).drop("_row")
+    ev = ev.with_columns(values)
+    # 3b'. no span: the profiler's own step id (Ascend kernel_details.csv's Step Id)
+    ids = step_ids(ev.select("_row", "rank", "eid", "is_device"), args)
+    if ids.height:
+        said = np.full(n, -1, dtype=np.int64)
+        said[ids.get_column("_row").to_numpy()] = ids.get_column("_sid").to_numpy()
+        said_s = pl.Series(said).cast(pl.Int32)
+        ev = ev.with_columns(
+            step=pl.when(pl.col("step").is_null() & (said_s >= 0)).then(said_s).otherwise("step")
+        )
+        notes.notes.append("steps from the profiler's step ids (the Step Id of kernel_details.csv)")
+    ev = ev.drop("_row")
     # 3c. still no step: the step span that contains the event on its rank (any stream)
     ev = step_from_rank_spans(ev, spans, None if launched is None else launched[1])
-    has_steps = spans.height > 0 and spans.get_column("is_step_span").any()
+    has_steps = ids.height > 0 or (spans.height > 0 and spans.get_column("is_step_span").any())
     has_layers = spans.height > 0 and spans.get_column("is_layer_span").any()
     notes.step_source = "annotations" if has_steps else "none"
     notes.layer_source = "annotations" if has_layers else "none"
@@ -327,16 +350,19 @@ def step_from_rank_spans(
     the thread or stream: a host event by its own start (the autograd engine runs the backward on
     a thread of its own, outside the thread's ``ProfilerStep`` span), a kernel by its launch's
     start when it has one (a kernel launched inside a step belongs to it even when it runs after
-    the span ends), else by its own."""
-    if spans.height == 0:
-        return ev
+    the span ends). A kernel with no launch goes by the device's own time: the step whose device
+    work runs when it starts (:func:`~asaptrace.enrich.step_links.device_window_steps`: a GPU
+    running behind its CPU is in step N while the host is in N+1), else the step span by its own
+    start."""
     steps = (
         spans.filter(pl.col("is_step_span") & pl.col("own_step").is_not_null())
         .group_by("rank", "own_step")
         .agg(pl.col("ts_ns").min().alias("_s"), pl.col("end_ns").max().alias("_e"))
         .sort("_s")
+        if spans.height
+        else pl.DataFrame()
     )
-    if steps.height == 0:
+    if steps.height == 0 and not ev.select((pl.col("is_device") & pl.col("step").is_not_null()).any()).item():
         return ev
     ev = ev.with_row_index("_row")
     keys = ev.select("_row", "rank", "is_device", "corr", "ts_ns", "step", "kind")  # what is read below
@@ -364,18 +390,23 @@ def step_from_rank_spans(
         missing.filter(pl.col("is_device"))
         .select("_row", "rank", "corr", "ts_ns")
         .join(launches, on=["rank", "corr"], how="left")
-        .select("_row", "rank", pl.coalesce("_launch", "ts_ns").alias("ts_ns"))
     )
-    hit = (
-        pl.concat([host, dev])
-        .sort("ts_ns")
-        .join_asof(
-            steps, left_on="ts_ns", right_on="_s", by="rank", strategy="backward", check_sortedness=False
-        )
-        .filter(pl.col("ts_ns") < pl.col("_e"))
+    by_window = device_window_steps(ev, dev.filter(pl.col("_launch").is_null()))
+    dev = dev.join(by_window, on="_row", how="anti").select(
+        "_row", "rank", pl.coalesce("_launch", "ts_ns").alias("ts_ns")
     )
     fill = np.full(ev.height, -1, dtype=np.int64)
-    fill[hit.get_column("_row").to_numpy()] = hit.get_column("own_step").to_numpy()
+    fill[by_window.get_column("_row").to_numpy()] = by_window.get_column("step").to_numpy()
+    if steps.height:
+        hit = (
+            pl.concat([host, dev])
+            .sort("ts_ns")
+            .join_asof(
+                steps, left_on="ts_ns", right_on="_s", by="rank", strategy="backward", check_sortedness=False
+            )
+            .filter(pl.col("ts_ns") < pl.col("_e"))
+        )
+        fill[hit.get_column("_row").to_numpy()] = hit.get_column("own_step").to_numpy()
     fill_s = pl.Series("_fill", fill).cast(pl.Int32)
     return ev.with_columns(
         step=pl.when(pl.col("step").is_null() & (fill_s >= 0)).then(fill_s).otherwise(pl.col("step"))

@@ -131,7 +131,8 @@ def note_steps(notes: SegmentNotes, plan: StepPlan) -> None:
     )
     if n > 1:
         notes.notes.append(
-            f"{plural(n, 'step')} found from idle gaps longer than {text_ns(plan.threshold)} (no step annotations)"
+            f"{plural(n, 'step')} found from idle gaps longer than {text_ns(plan.threshold)} "
+            "(no step annotations; a cut only where no device work runs on any stream)"
         )
 
 

@@ -4,7 +4,9 @@ Real folders hold more than traces: a ``truth.json``, a ``config.toml``, a CSV o
 README. A file found by *walking a folder* that is not a profiler trace (its name says no, or its
 content matches no registered format) is skipped and listed, never fatal; a file *named on the
 command line* is always taken, so a wrong one stays an error. A path given twice is read once
-(and said so).
+(and said so). A file named that some format reads by itself is read as it is, never folded into
+the source beside it (``ingest kernel_details.csv`` reads that CSV, not the ``trace_view.json``
+next to it); a companion named alone (a ``communication.json``) goes with its timeline.
 
 After the files are read, :func:`run_warnings` checks that they plausibly belong to one run: two
 byte-identical files (same sha256) would become two ranks of the same timeline; time ranges that
@@ -74,7 +76,11 @@ def find_sources(paths: Iterable[str | Path], *, skip_bad: bool = False) -> Sour
     skipped: list[dict[str, str]] = []
     unreadable: list[dict[str, str]] = []
     files: list[Path] = []
-    for src in dict.fromkeys(group_sources(candidates)):  # e.g. an Ascend rank folder is one source
+    # a file named that is a trace by itself is read as it is (an Ascend kernel_details.csv named
+    # beside its trace_view.json); the rest are grouped (an Ascend rank folder is one source)
+    alone = [p for p in dict.fromkeys(named) if _trace_by_itself(p)]
+    rest = [p for p in candidates if p not in set(alone)]
+    for src in dict.fromkeys([*alone, *group_sources(rest)]):
         if src in explicit:
             files.append(src)
             continue
@@ -94,6 +100,15 @@ def find_sources(paths: Iterable[str | Path], *, skip_bad: bool = False) -> Sour
         extra = f" ({len(skipped) + len(unreadable)} other files skipped)" if skipped or unreadable else ""
         raise UsageError(f"no trace files found in {where}{extra}")
     return Sources(files, skipped, repeated, unreadable)
+
+
+def _trace_by_itself(path: Path) -> bool:
+    """Whether a file named on the command line is a trace some format reads as it is."""
+    try:
+        detect_format(path)
+    except IngestError:
+        return False
+    return True
 
 
 def _not_a_trace(path: Path) -> str | None:

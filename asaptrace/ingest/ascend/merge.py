@@ -210,7 +210,10 @@ def _json_object(**cols: str) -> pl.Expr:
 
 
 _KD_INFORMATIVE = pl.any_horizontal(
-    pl.col("shapes").is_not_null(), pl.col("dtypes").is_not_null(), pl.col("op_type").is_not_null()
+    pl.col("shapes").is_not_null(),
+    pl.col("dtypes").is_not_null(),
+    pl.col("op_type").is_not_null(),
+    pl.col("step").is_not_null(),  # the kernel's step (Step Id): the enrichment's steps
 )
 _KD_ARGS = (
     pl.col("shapes").alias("input_dims"),
