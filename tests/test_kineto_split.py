@@ -74,10 +74,16 @@ def _same_reads(whole, split) -> None:
 
 
 def _step_trace(
-    steps: int = 4, ops: int = 30, *, tail: dict | None = None, extra: list | None = None
+    steps: int = 4,
+    ops: int = 30,
+    *,
+    tail: dict | None = None,
+    extra: list | None = None,
+    step_cat: str = "user_annotation",
 ) -> dict:
-    """A rank of ``steps`` ``ProfilerStep#N`` spans, each with ``ops`` host ops, a launch and its
-    kernel (same correlation id) per op, and a B/E pair across the whole run; base time at the end."""
+    """A rank of ``steps`` ``ProfilerStep#N`` spans (of category ``step_cat``), each with ``ops``
+    host ops, a launch and its kernel (same correlation id) per op, and a B/E pair across the whole
+    run; base time at the end."""
     events: list[dict] = [
         {"ph": "B", "name": "run", "pid": 100, "tid": 100, "cat": "user_annotation", "ts": 0}
     ]
@@ -104,7 +110,7 @@ def _step_trace(
         events.append(
             {
                 "ph": "X",
-                "cat": "user_annotation",
+                "cat": step_cat,
                 "name": f"ProfilerStep#{s + 3}",
                 "pid": 100,
                 "tid": 100,
@@ -187,6 +193,18 @@ def test_store_built_from_chunks_is_the_whole_ranks_store(tmp_path, monkeypatch)
     kernels = ev.filter(pl.col("name").str.starts_with("gemm_")).sort("ts_ns")
     assert kernels.get_column("step").to_list() == [s + 3 for s in range(4) for _ in range(30)]
     assert ev.filter(pl.col("name") == "outside_any_step").get_column("step").to_list() == [None]
+
+
+def test_an_operator_profiler_step_stays_out_of_the_chunks_and_cuts_the_steps(tmp_path, monkeypatch):
+    """Older Kineto writes ``ProfilerStep#N`` as an ``Operator``, a host category whose rows go to
+    chunks: the step spans must stay where the enrichment reads them, so the steps are the same."""
+    path = _write(tmp_path / "rank.json", _step_trace(step_cat="Operator"))
+    whole, split = _stores([path], tmp_path, monkeypatch)
+    _same_stores(whole, split)
+    ev = split.read("events").with_columns(pl.col("name").cast(pl.String))
+    kernels = ev.filter(pl.col("name").str.starts_with("gemm_")).sort("ts_ns")
+    assert kernels.get_column("step").to_list() == [s + 3 for s in range(4) for _ in range(30)]
+    assert split.meta["segmentation"]["step_source"] == "annotations"
 
 
 def test_real_rank_store_from_chunks_is_the_whole_ranks_store(tmp_path, monkeypatch):

@@ -7,8 +7,9 @@ file go to a chunk on disk (:func:`~asaptrace.chunks.write_chunk`), built as the
 builds them:
 
 - its *plain host rows*: complete or instant events of a host category (operators, runtime
-  calls, Python functions; not annotations), with a name, int pid and tid, a time and a usable
-  duration;
+  calls, Python functions; not annotations, nor a ``ProfilerStep#N`` written as an operator,
+  which the enrichment reads as a step annotation), with a name, int pid and tid, a time and a
+  usable duration;
 - its *plain flows*: flow events (``s``/``t``/``f``) with an id, int pid and tid and a time.
 
 Everything else (device work, annotations, B/E pairs, other flows, metadata, rows to reject) is
@@ -213,6 +214,11 @@ def _plain_host(c: EventColumns, ph: Phases, instant: np.ndarray, int_keys: np.n
     )
     ok = ph.mask(_HOST_PHASES) & host_cat[dict_codes(c.cat)]
     ok &= c.name.is_valid().to_numpy(zero_copy_only=False)
+    # a ProfilerStep#N of a host category (older Kineto's Operator) is a step annotation: the
+    # enrichment reads it among the rest (asaptrace.enrich.step_links)
+    names = c.name.dictionary.to_pylist()
+    step = np.array([isinstance(v, str) and v.startswith("ProfilerStep#") for v in names] + [False], bool)
+    ok &= ~step[dict_codes(c.name)]
     ok &= int_keys
     ok &= c.ts.valid & (instant | (c.dur.valid & (c.dur.values >= 0)))
     return ok
