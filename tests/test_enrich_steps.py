@@ -97,6 +97,29 @@ def test_a_step_mirrored_on_two_gpu_streams_is_one_step(tmp_path, external_id):
     assert mirrored.rows() == [(names[1], [1]), (names[0], [0])]  # host and both device copies
 
 
+def test_serving_steps_inside_one_profiler_step_stay_apart(tmp_path):
+    """A profiler schedule around a serving loop: one ``ProfilerStep#7`` holding two vLLM engine
+    steps. The framework's own steps come first (DOMAIN.md §9): two steps, not one."""
+    t = RankTrace(0, 1)
+    t.annotation("ProfilerStep#7", 0, 12_000)
+    truth = []
+    for n, name in enumerate(
+        ["execute_context_1(100)_generation_2(2)", "execute_context_0(0)_generation_3(3)"]
+    ):
+        start = 10 + n * 6_000
+        t.annotation(name, start, 5_000)
+        for j in range(3):
+            ts = start + 200 + j * 1_000
+            t.kernel("vllm::fused_moe_kernel", ts, 500, launch_at=ts - 150)
+            truth.append((ts, n))
+    store = _store(tmp_path, t)
+    assert _work(store).select((pl.col("ts_ns") // US).alias("ts"), "step").rows() == truth
+    assert [(s["step"], s["phase"]) for s in store.meta["segmentation"]["steps"]] == [
+        (0, "mixed"),
+        (1, "decode"),
+    ]
+
+
 def test_gpu_behind_its_cpu_by_more_than_a_step_keeps_each_kernel_in_its_launching_step(tmp_path):
     """Each ``ProfilerStep#N`` lasts 10 ms on the host and its kernels run 16 ms after their launch:
     while the host is in step N+1 or N+2 the GPU still runs step N's kernels. A copy with no launch

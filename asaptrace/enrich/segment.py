@@ -6,18 +6,24 @@ From annotations when the trace has them, in this order of trust:
    (rank, pid, stream) nest; a span's own step/layer/micro-batch come from its args (the ``extra``
    JSON of the args table: ``step``, ``layer``, ``micro_batch``) or its name (the taxonomy's
    ``step_annotations`` / ``layer_annotations`` patterns, e.g. ``prefill_step#3``, ``layer#17``),
-   and what a span lacks it inherits from its ancestors.
+   and what a span lacks it inherits from its ancestors. ``ProfilerStep#N`` of any category is a
+   step span (an ``Operator`` or ``cpu_op`` so named becomes an annotation); a serving framework's
+   step spans outrank a ``ProfilerStep#N`` on their rank; a device copy of a step span is its
+   step (:mod:`asaptrace.enrich.step_links`).
 2. **Host events** take the values of their innermost enclosing host span.
 3. **Device events** take the values of the host launch that shares their correlation id (the
    kernel belongs to the layer that launched it, even when two micro-batches overlap on two
    streams); failing that, of the innermost device span on their own stream; failing that, the
-   step of the step span that contains them on their rank.
+   profiler's own step id (Ascend ``kernel_details.csv``'s ``Step Id``); failing that, unlinked
+   work the step whose device work runs when it starts, else the step of the step span that
+   contains them (a kernel: its launch) on their rank.
 
 Without annotations (or for what they leave unassigned), once kinds are known —
 :mod:`asaptrace.enrich.structure` (:func:`~asaptrace.enrich.structure.fill_from_structure`):
 
-4. **Steps from gaps**: a rank's device timeline is cut where it is idle for longer than
-   ``max(min_step_gap_ns, 20 × median gap)``. When ranks disagree on the number of steps, all
+4. **Steps from gaps** (a rank with no step annotation nor step id at all): a rank's device
+   timeline is cut where no work runs on any stream for longer than
+   ``max(min_step_gap_ns, 20 × median gap)``, so a cut never runs through a kernel. When ranks disagree on the number of steps, all
    events go to step 0 and the note says so.
 5. **Layers from the order of dispatch/combine**: within a (rank, step), the k-th run of
    dispatch kernels and the combine run after it form MoE layer k (counted from 0 among MoE layers,
@@ -93,12 +99,23 @@ def annotation_spans(events: pl.DataFrame, args: pl.DataFrame, taxonomy: Taxonom
     names = ann.get_column("name").unique().to_list()
     parsed = pl.DataFrame(
         [_parse_name(n, taxonomy) for n in names],
-        schema={"name": pl.String, "name_step": pl.Int64, "name_is_step": pl.Boolean, "name_layer": pl.Int64},
+        schema={
+            "name": pl.String,
+            "name_step": pl.Int64,
+            "name_is_step": pl.Boolean,
+            "name_layer": pl.Int64,
+            "name_rule": pl.Boolean,
+        },
         orient="row",
     )
     ann = ann.join(parsed, on="name", how="left")
+    # a serving framework's own step spans come first: a ProfilerStep#N around them on their rank
+    # (a profiler schedule over a serving loop) is no step, or it would make its steps one
+    outranked = ~pl.col("name_rule") & pl.col("name_rule").any().over("rank")
     ann = ann.with_columns(
         is_layer_span=pl.col("arg_layer").is_not_null() | pl.col("name_layer").is_not_null(),
+        name_is_step=pl.col("name_is_step") & ~outranked,
+        name_step=pl.when(outranked).then(None).otherwise(pl.col("name_step")),
     ).with_columns(
         is_step_span=(pl.col("name_is_step") | (pl.col("arg_step").is_not_null() & ~pl.col("is_layer_span"))),
         own_layer=pl.coalesce("arg_layer", "name_layer"),
@@ -110,13 +127,15 @@ def annotation_spans(events: pl.DataFrame, args: pl.DataFrame, taxonomy: Taxonom
     return _build_tree(ann, mirrors(ann, args))
 
 
-def _parse_name(name: str, taxonomy: Taxonomy) -> tuple[str, int | None, bool, int | None]:
+def _parse_name(name: str, taxonomy: Taxonomy) -> tuple[str, int | None, bool, int | None, bool]:
+    """(name, its step number, whether it names a step, its layer, whether a ``[[step]]`` rule
+    read it: a serving framework's step rather than ``ProfilerStep#N``)."""
     step, is_step, layer = None, False, None
     for rule in taxonomy.step_rules:  # a serving framework's step (its phase: asaptrace.enrich.phases)
         m = rule.match.search(name)
         if m:
             found = m.groupdict().get("step")
-            return name, None if found is None else int(found), True, None
+            return name, None if found is None else int(found), True, None, True
     for pat in taxonomy.step_annotations:
         m = pat.search(name)
         if m:
@@ -128,7 +147,7 @@ def _parse_name(name: str, taxonomy: Taxonomy) -> tuple[str, int | None, bool, i
         if m and m.groups():
             layer = int(m.group(1))
             break
-    return name, step, is_step, layer
+    return name, step, is_step, layer, False
 
 
 def _build_tree(ann: pl.DataFrame, mirror: np.ndarray) -> pl.DataFrame:
