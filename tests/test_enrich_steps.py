@@ -13,12 +13,15 @@ import pytest
 from asaptrace.pipeline import enrich_store
 from tests._analysis_helpers import COMM_STREAM, COMPUTE_STREAM, HOST_PID, RankTrace, ingest, write_traces
 from tests._ingest_helpers import kd_row, write_kernel_details
+from tests._step_invariants import step_violations
 
 US = 1000
 
 
 def _store(tmp_path, trace: RankTrace):
-    return enrich_store(ingest(write_traces(tmp_path / "t", [trace]), tmp_path / "s"))
+    store = enrich_store(ingest(write_traces(tmp_path / "t", [trace]), tmp_path / "s"))
+    assert step_violations(store) == []  # what must hold of any store's steps
+    return store
 
 
 def _events(store) -> pl.DataFrame:
