@@ -311,6 +311,17 @@ def test_sources_fold_companions_beside_a_bare_timeline(tmp_path):
     ) == [t, other]
 
 
+def test_a_named_kernel_details_csv_is_read_as_it_is_and_a_named_companion_goes_with_its_timeline(tmp_path):
+    """``ingest …/kernel_details.csv`` reads that CSV, not the trace_view.json beside it; a
+    communication.json named alone is no trace and still stands for its timeline."""
+    t = write_json(tmp_path / "run" / "trace_view.json", small_trace())
+    csv = write_kernel_details(tmp_path / "run" / "kernel_details.csv", [kd_row("k", "1000.0", "5.0")])
+    comm = write_json(tmp_path / "run" / "communication.json", {})
+    assert find_sources([csv]).files == [csv]
+    assert find_sources([comm]).files == [t]
+    assert find_sources([tmp_path / "run"]).files == [t]  # found in a folder: the rank's timeline
+
+
 def test_rank_folder_with_nothing_to_read_is_a_one_line_error(tmp_path):
     root = tmp_path / "host_1_2_ascend_pt"
     write_json(root / "profiler_info_0.json", {})
