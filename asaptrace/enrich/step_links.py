@@ -101,11 +101,14 @@ def device_window_steps(ev: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     """(_row, step) of the device events ``rows`` (_row, rank, ts_ns) that start while the device
     work of a step runs on their rank: from the first start to the last end of that step's device
     work in ``ev`` (annotations aside); where two overlap, the step that began last."""
-    work = ev.filter(
+    none = pl.DataFrame(schema={"_row": pl.UInt32, "step": pl.Int32})
+    if rows.height == 0:
+        return none
+    work = ev.select("is_device", "kind", "rank", "step", "ts_ns", "dur_ns").filter(
         pl.col("is_device") & (pl.col("kind") != _ANNOTATION) & pl.col("step").is_not_null()
-    ).select("rank", "step", "ts_ns", "dur_ns")
-    if work.height == 0 or rows.height == 0:
-        return pl.DataFrame(schema={"_row": pl.UInt32, "step": pl.Int32})
+    )
+    if work.height == 0:
+        return none
     windows = (
         work.group_by("rank", "step")
         .agg(pl.col("ts_ns").min().alias("_s"), (pl.col("ts_ns") + pl.col("dur_ns")).max().alias("_e"))
