@@ -23,8 +23,8 @@ Without annotations (or for what they leave unassigned), once kinds are known �
 
 4. **Steps from gaps** (a rank with no step annotation nor step id at all): a rank's device
    timeline is cut where no work runs on any stream for longer than
-   ``max(min_step_gap_ns, 20 × median gap)``, so a cut never runs through a kernel. When ranks disagree on the number of steps, all
-   events go to step 0 and the note says so.
+   ``max(min_step_gap_ns, 20 × median gap)``, so a cut never runs through a kernel. When ranks
+   disagree on the number of steps, all events go to step 0 and the note says so.
 5. **Layers from the order of dispatch/combine**: within a (rank, step), the k-th run of
    dispatch kernels and the combine run after it form MoE layer k (counted from 0 among MoE layers,
    not the model's layer id); a compute kernel belongs to layer k when k combine runs ended before
