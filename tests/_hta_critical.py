@@ -10,6 +10,7 @@ Prints {"ok", "length", "kernels": [[name, correlation, dur], …]} — HTA's pa
 its edges' weights, in HTA's time unit) and the device spans on it.
 """
 
+import itertools
 import json
 import sys
 
@@ -33,7 +34,7 @@ analysis = TraceAnalysis(trace_dir=trace_dir)
 rank = sorted(analysis.t.get_all_traces())[0]
 graph, ok = analysis.critical_path_analysis(rank=rank, annotation=annotation, instance_id=instance)
 path = graph.critical_path_nodes
-length = sum(graph.edges[u, v]["weight"] for u, v in zip(path, path[1:]))
+length = sum(graph.edges[u, v]["weight"] for u, v in itertools.pairwise(path))
 df = analysis.t.get_trace(rank)
 symbols = analysis.t.symbol_table.get_sym_table()
 kernels = []

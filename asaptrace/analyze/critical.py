@@ -59,6 +59,10 @@ KINDS = ("compute", "copy", "transfer", "barrier", "launch", "sync", "host", "ga
 _COMM = {str(k) for k in COMM_KINDS}
 
 
+class NoWindows(ValueError):
+    """The store has no window to walk: no steps, or no annotation of the name asked for."""
+
+
 class PathIdentityError(ValueError):
     """The path's split does not sum to its length, or a what-if gained more than it shortened."""
 
@@ -91,11 +95,11 @@ def critical_path(
     elif annotation is not None:
         windows = _annotation_windows(lazy(events), ev, annotation)
         if not windows:
-            raise ValueError(f"no annotation named like {annotation!r} in the store")
+            raise NoWindows(f"no annotation named like {annotation!r} in the store")
     else:
         windows = [(int(s), f"step {s}", ev.filter(pl.col("step") == s)) for s in _steps(ev)]
         if not windows:
-            raise ValueError("the store has no steps with events (try --annotation NAME)")
+            raise NoWindows("the store has no steps with events (try --annotation NAME)")
     inst = _joinable(instances if instances is not None else match_instances(lazy(events), ranks))
     rows, by_rank, paths, kernels = [], [], [], []
     for wid, label, frame in windows:
