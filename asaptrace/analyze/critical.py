@@ -109,11 +109,12 @@ def critical_path(
         joins = _joins(frame, inst)
         g = cg.build_graph(w, joins)
         walked = walk(g)
-        row, rk, pth = _summarise(g, walked, wid, label, len(joins))
+        kinds = _edge_kinds(g)
+        row, rk, pth = _summarise(g, walked, wid, label, kinds)
         rows.append(row)
         by_rank.append(rk)
         paths.append(pth)
-        kernels.append(_what_if(g, walked, wid, top, faster))
+        kernels.append(_what_if(g, walked, wid, top, faster, kinds))
     return CriticalPaths(
         pl.DataFrame(rows, schema=_STEP_SCHEMA, orient="row"),
         pl.concat(by_rank) if by_rank else pl.DataFrame(schema=_RANK_SCHEMA),
@@ -271,16 +272,18 @@ def _edge_kinds(g: cg.Graph) -> np.ndarray:
     at = np.maximum(g.attr, 0)
     k = np.full(len(g.src), KINDS.index("host"), np.int8)
     span = g.etype == cg.SPAN
-    ekind = w.kind[at]
+    copy_ev = w.kind == Kind.MEMCPY
+    comm_ev = np.isin(w.kind, list(_COMM))
     k[span] = np.where(
-        ekind[span] == Kind.MEMCPY,
+        copy_ev[at[span]],
         KINDS.index("copy"),
-        np.where(np.isin(ekind[span], list(_COMM)), KINDS.index("transfer"), KINDS.index("compute")),
+        np.where(comm_ev[at[span]], KINDS.index("transfer"), KINDS.index("compute")),
     )
     host = g.etype == cg.HOST
-    nm = w.name[at]
-    k[host & np.isin(nm, list(cg.LAUNCH_CALLS))] = KINDS.index("launch")
-    k[host & np.isin(nm, list(cg.BLOCKING_CALLS))] = KINDS.index("sync")
+    launch_ev = np.isin(w.name, list(cg.LAUNCH_CALLS))  # per event, then per edge: names are many
+    blocking_ev = np.isin(w.name, list(cg.BLOCKING_CALLS))
+    k[host & launch_ev[at]] = KINDS.index("launch")
+    k[host & blocking_ev[at]] = KINDS.index("sync")
     k[g.etype == cg.LAUNCH] = KINDS.index("launch")
     k[g.etype == cg.GAP] = KINDS.index("gap")
     k[g.etype == cg.SYNC] = KINDS.index("sync")
@@ -289,10 +292,10 @@ def _edge_kinds(g: cg.Graph) -> np.ndarray:
     return k
 
 
-def _summarise(g: cg.Graph, walked, wid: int, label: str, hops: int):
+def _summarise(g: cg.Graph, walked, wid: int, label: str, edge_kinds: np.ndarray):
     w = g.window
     pe = walked.path_edges
-    kinds = _edge_kinds(g)[pe]
+    kinds = edge_kinds[pe]
     wt = g.weight[pe]
     split = np.bincount(kinds, weights=wt, minlength=len(KINDS)).astype(np.int64)
     if int(split.sum()) != walked.length:
@@ -310,7 +313,6 @@ def _summarise(g: cg.Graph, walked, wid: int, label: str, hops: int):
         len(np.unique(w.rank)),
         used,
     )
-    del hops
     rk = pl.DataFrame({"window": wid, "rank": rank, "on_path_ns": wt}, schema=_RANK_SCHEMA)
     rk = rk.group_by("window", "rank").agg(pl.col("on_path_ns").sum()).sort("rank")
     show = (wt > 0) | (g.etype[pe] == cg.JOIN_IN)
@@ -332,7 +334,7 @@ def _summarise(g: cg.Graph, walked, wid: int, label: str, hops: int):
     return row, rk, path
 
 
-def _what_if(g: cg.Graph, walked, wid: int, top: int, faster: float) -> pl.DataFrame:
+def _what_if(g: cg.Graph, walked, wid: int, top: int, faster: float, edge_kinds: np.ndarray) -> pl.DataFrame:
     """The top kernels on the path, each made ``faster`` everywhere in the window and re-walked."""
     w = g.window
     pe = walked.path_edges
@@ -341,7 +343,7 @@ def _what_if(g: cg.Graph, walked, wid: int, top: int, faster: float) -> pl.DataF
     if len(on) == 0:
         return pl.DataFrame(schema=_KERNEL_SCHEMA)
     names = w.name[g.attr[on]]
-    kinds = np.asarray(KINDS, object)[_edge_kinds(g)[on]]
+    kinds = np.asarray(KINDS, object)[edge_kinds[on]]
     tab = (
         pl.DataFrame({"name": names, "kind": kinds, "w": g.weight[on]})
         .group_by("name")
