@@ -85,6 +85,7 @@ class Window:
     end: np.ndarray  # int64
     corr: np.ndarray  # int64, -1 when none
     eid: np.ndarray  # int64 (the store's event id within its rank)
+    stream: np.ndarray  # int32 (the store's stream: device stream or host thread)
 
 
 @dataclass

@@ -34,7 +34,8 @@ Symbols, per window W:
 ``by_rank`` — window, rank, on_path_ns (int64, ns): the path's time on each rank.
 
 ``path`` — one row per edge of the path that carries time or hops ranks: window, rank, kind, name,
-start_ns, end_ns (int64, ns), in path order.
+start_ns, end_ns (int64, ns), stream (int32: the device stream or host thread of the piece's
+event), in path order.
 
 ``kernels`` — the top kernels of each window by time on the path: window, name, kind, count (int32,
 spans of it on the path), on_path_ns, shortening_ns (Σ of its on-path spans × ``faster``),
@@ -141,6 +142,7 @@ _PATH_SCHEMA = {
     "name": pl.String,
     "start_ns": pl.Int64,
     "end_ns": pl.Int64,
+    "stream": pl.Int32,
 }
 _KERNEL_SCHEMA = {
     "window": pl.Int64,
@@ -221,6 +223,7 @@ def _window(frame: pl.DataFrame) -> cg.Window:
         end=(ts + dur).astype(np.int64),
         corr=f.get_column("corr").to_numpy().astype(np.int64),
         eid=f.get_column("eid").to_numpy().astype(np.int64),
+        stream=f.get_column("stream").to_numpy().astype(np.int32),
     )
 
 
@@ -328,6 +331,7 @@ def _summarise(g: cg.Graph, walked, wid: int, label: str, edge_kinds: np.ndarray
             "name": w.name[name_ev],
             "start_ns": g.node_ts[g.src[pe_s]],
             "end_ns": g.node_ts[g.dst[pe_s]],
+            "stream": w.stream[name_ev],
         },
         schema=_PATH_SCHEMA,
     )

@@ -161,9 +161,20 @@ def export_store(
         _waits(diagnose_store(store)),
         streams=store.read("streams"),
         counters=in_flight if in_flight.height else None,
+        critical_path=_critical_pieces(store),
         metadata={"store": Path(store_path).name},
     )
     return write_export(trace, output, per_rank=per_rank)
+
+
+def _critical_pieces(store: TraceStore) -> pl.DataFrame | None:
+    """The critical path of every step, for the export to draw (none when the store has no steps)."""
+    from asaptrace.analyze.critical import NoWindows, critical_path
+
+    try:
+        return critical_path(store.events(), store.ranks(), top=0).path
+    except NoWindows:
+        return None
 
 
 def compare_stores(
