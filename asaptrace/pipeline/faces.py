@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     import polars as pl
 
+    from asaptrace.analyze.critical import CriticalPaths
     from asaptrace.analyze.diagnosis import Diagnosis
     from asaptrace.report.sections import Section
     from asaptrace.store import TraceStore
@@ -97,6 +98,11 @@ def report_store(
         from asaptrace.report.advice import advice_section
 
         extra.insert(0, advice_section(advise_store(store, diagnosis=diag).to_json()))
+    cp = _critical_of(store)
+    if cp is not None:
+        from asaptrace.report.critical import critical_section
+
+        extra.append(critical_section(cp))
     sections = [*sections, *extra]
     other = None
     if compare_path is not None:  # refused, as by `compare`, when the runs have nothing in common
@@ -167,14 +173,20 @@ def export_store(
     return write_export(trace, output, per_rank=per_rank)
 
 
-def _critical_pieces(store: TraceStore) -> pl.DataFrame | None:
-    """The critical path of every step, for the export to draw (none when the store has no steps)."""
+def _critical_of(store: TraceStore, *, top: int = 5) -> CriticalPaths | None:
+    """The critical path of every step, for the report and the export (none when the store has no steps)."""
     from asaptrace.analyze.critical import NoWindows, critical_path
 
     try:
-        return critical_path(store.events(), store.ranks(), top=0).path
+        return critical_path(store.events(), store.ranks(), top=top)
     except NoWindows:
         return None
+
+
+def _critical_pieces(store: TraceStore) -> pl.DataFrame | None:
+    """The path's pieces of every step, for the export to draw."""
+    cp = _critical_of(store, top=0)
+    return None if cp is None else cp.path
 
 
 def compare_stores(
