@@ -74,3 +74,20 @@ def test_export_draws_the_path_across_ranks():
     assert len(arrows) == 6  # one s/f pair between each two consecutive pieces
     hop = [e for e in arrows if e["ph"] == "f" and e["pid"] == 0]
     assert hop and {e["id"] for e in hop} <= {e["id"] for e in arrows if e["ph"] == "s"}
+
+
+def test_timeline_draws_the_steps_critical_path_over_its_lanes(coupled):
+    from asaptrace_dashboards.pages import timeline
+    from asaptrace_dashboards.state import Stores
+
+    stores = Stores([coupled.path])
+    _steps, step, _lo, _hi, window, _marks, _ranks, _msg = timeline.timeline_controls(stores, "0")
+    fig = timeline.timeline_fig(stores, "0", step, window, None)
+    (line,) = [t for t in fig.data if t.name == "critical path"]
+    path = stores.get("0").critical_path()
+    spans = stores.get("0").timeline(step, tuple(window), None)
+    lo, hi = spans["start_ns"].min(), spans["end_ns"].max()
+    inside = path.filter((pl.col("window") == step) & (pl.col("end_ns") >= lo) & (pl.col("start_ns") <= hi))
+    assert inside.height > 0 and len(line.x) == 2 * inside.height  # each piece: its start and its end
+    # the line hops between ranks where the path crosses a collective
+    assert inside.get_column("rank").n_unique() > 1
