@@ -51,13 +51,16 @@ import polars as pl
 
 from asaptrace.analyze import _cp_graph as cg
 from asaptrace.analyze._common import lazy
-from asaptrace.analyze._cp_walk import walk
+from asaptrace.analyze._cp_walk import CycleError, walk
 from asaptrace.enrich.instances import match_instances
 from asaptrace.schema import COMM_KINDS, Kind
 
 #: Kinds of time on the path, in display order.
 KINDS = ("compute", "copy", "transfer", "barrier", "launch", "sync", "host", "gap")
 _COMM = {str(k) for k in COMM_KINDS}
+
+
+__all__ = ["KINDS", "CriticalPaths", "CycleError", "NoWindows", "PathIdentityError", "critical_path"]
 
 
 class NoWindows(ValueError):

@@ -14,8 +14,7 @@ def critical_store(
 ) -> CriticalPaths:
     """Open a store and walk the critical path of every step (``annotation``: of every instance
     of that annotation instead, as HTA's analysis takes it); see :mod:`asaptrace.analyze.critical`."""
-    from asaptrace.analyze._cp_walk import CycleError
-    from asaptrace.analyze.critical import NoWindows, critical_path
+    from asaptrace.analyze.critical import CycleError, NoWindows, critical_path
     from asaptrace.errors import UsageError
     from asaptrace.store import TraceStore
 
