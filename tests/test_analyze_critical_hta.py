@@ -19,6 +19,7 @@ import pytest
 from asaptrace.analyze.barrier import barrier_wait
 from asaptrace.analyze.critical import critical_path
 from asaptrace.ingest.driver import ingest_paths
+from tests._kineto_helpers import cpu_op, gpu_process, kernel, write_trace
 
 pytest.importorskip("hta", reason="HTA (holistictraceanalysis) is in the test extras")
 HERE = Path(__file__).resolve().parent
@@ -42,6 +43,78 @@ def test_path_equals_htas(shared_data, tmp_path, trace):
     folder = tmp_path / "trace"
     folder.mkdir()
     shutil.copy(src, folder / trace)  # HTA reads a folder: this file alone
+    _same_path_as_htas(folder, tmp_path)
+
+
+def _runtime(name: str, ts: int, dur: int, corr: int) -> dict:
+    return {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": name,
+        "pid": 100,
+        "tid": 100,
+        "ts": ts,
+        "dur": dur,
+        "args": {"correlation": corr},
+    }
+
+
+@pytest.mark.parametrize(
+    ("call", "record"), [("cudaStreamSynchronize", "Stream Sync"), ("cudaDeviceSynchronize", "Context Sync")]
+)
+def test_path_through_a_synchronisation_equals_htas(tmp_path, call, record):
+    # the host waits in `call` for the copy queued behind a long gemm; the path runs launch → gemm →
+    # copy → (the sync record) → the host op after the wait; HTA walks the same trace
+    folder = tmp_path / "trace"
+    sync = {
+        "ph": "X",
+        "cat": "cuda_sync",
+        "name": record,
+        "pid": 0,
+        "tid": 7,
+        "ts": 130,
+        "dur": 320,
+        "args": {
+            "cuda_sync_kind": record,
+            "stream": 7 if record == "Stream Sync" else -1,
+            "correlation": 4,
+            "device": 0,
+        },
+    }
+    events = [
+        *gpu_process(0),
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 100,
+            "tid": 100,
+            "ts": 0,
+            "dur": 1000,
+        },
+        cpu_op("aten::mm", 10, 50),
+        _runtime("cudaLaunchKernel", 20, 10, 1),
+        kernel("gemm", 35, 365, corr=1, tid=7),
+        cpu_op("aten::add", 70, 30),
+        _runtime("cudaLaunchKernel", 75, 10, 2),
+        kernel("add", 90, 30, corr=2, tid=8),
+        cpu_op("aten::copy_", 110, 350),
+        _runtime("cudaMemcpyAsync", 115, 10, 3),
+        kernel("Memcpy DtoH (Device -> Pinned)", 400, 20, corr=3, tid=7, cat="gpu_memcpy"),
+        _runtime(call, 130, 320, 4),
+        sync,
+        cpu_op("aten::relu", 470, 30),
+        _runtime("cudaLaunchKernel", 475, 10, 5),
+        kernel("relu", 490, 5, corr=5, tid=7),
+    ]
+    write_trace(folder / "rank0.json", events)
+    ours = _same_path_as_htas(folder, tmp_path)
+    # by hand: launch 15 + gemm 365 + copy 20, then the host after the wait: 450 µs in all
+    assert ours.steps.get_column("length_ns")[0] == 450_000
+    assert ours.steps.get_column("sync_ns")[0] == 0  # the wait itself is the device's time
+
+
+def _same_path_as_htas(folder: Path, tmp_path: Path):
     store = ingest_paths([folder], tmp_path / "s", jobs=1)
     ours = critical_path(store.events(), store.ranks(), annotation="ProfilerStep")
     hta = _hta(folder, "ProfilerStep", 0)
@@ -64,6 +137,7 @@ def test_path_equals_htas(shared_data, tmp_path, trace):
     )
     assert sorted(mine["dur_ns"].to_list()) == sorted(round(d * 1000) for *_, d in hta["kernels"])
     assert mine.height > 0  # the path runs through the device, not only the host
+    return ours
 
 
 def test_coupled_path_hops_to_the_last_arriving_group(sample_run):
