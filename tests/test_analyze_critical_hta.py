@@ -116,7 +116,7 @@ def test_path_through_a_synchronisation_equals_htas(tmp_path, call, record):
 
 def _same_path_as_htas(folder: Path, tmp_path: Path):
     store = ingest_paths([folder], tmp_path / "s", jobs=1)
-    ours = critical_path(store.events(), store.ranks(), annotation="ProfilerStep")
+    ours = critical_path(store.events(), store.ranks(), args=store.scan("args"), annotation="ProfilerStep")
     hta = _hta(folder, "ProfilerStep", 0)
     assert hta["ok"]
     # HTA's times are µs on these traces (kernel durations below say so too); ours ns
@@ -166,3 +166,71 @@ def test_coupled_path_hops_to_the_last_arriving_group(sample_run):
         .get_column("len")
         .to_list()
     )
+
+
+def test_event_record_and_waits_by_hand(tmp_path):
+    # stream 8's kernel K2 waits (cudaStreamWaitEvent) on the event recorded after K1 on stream 7, and
+    # the host waits (cudaEventSynchronize) on the same event before aten::relu [130, 170] µs:
+    #   L1 [0, 5] → K1 on stream 7 [10, 110]; record [6, 8]; wait [9, 11]; L4 [12, 17] → K2 on 8 [110, 130]
+    # path: launch delay 10 + K1 100 → (event sync, 0) → the waiting call's end → relu 40 = 150 µs; the
+    # kernel chain through the stream wait is 10 + 100 + 0 + 20 = 130. Without the event edges the host
+    # chain (54) and K2's launch delay (5 + 2 + 2 + 98 + 20 = 127) would be all there is.
+    def wait_record(kind: str, ts: int, corr: int, stream: int) -> dict:
+        args = {
+            "cuda_sync_kind": kind,
+            "stream": stream,
+            "correlation": corr,
+            "device": 0,
+            "wait_on_stream": 7,
+            "wait_on_cuda_event_record_corr_id": 2,
+        }
+        return {
+            "ph": "X",
+            "cat": "cuda_sync",
+            "name": kind,
+            "pid": 0,
+            "tid": stream,
+            "ts": ts,
+            "dur": 1,
+            "args": args,
+        }
+
+    events = [
+        *gpu_process(0),
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 100,
+            "tid": 100,
+            "ts": 0,
+            "dur": 200,
+        },
+        _runtime("cudaLaunchKernel", 0, 5, 1),
+        kernel("K1", 10, 100, corr=1, tid=7),
+        _runtime("cudaEventRecord", 6, 2, 2),
+        _runtime("cudaStreamWaitEvent", 9, 2, 3),
+        wait_record("Stream Wait Event", 11, 3, 8),
+        _runtime("cudaLaunchKernel", 12, 5, 4),
+        kernel("K2", 110, 20, corr=4, tid=8),
+        _runtime("cudaEventSynchronize", 20, 105, 5),
+        wait_record("Event Sync", 124, 5, -1),
+        cpu_op("aten::relu", 130, 40),
+    ]
+    write_trace(tmp_path / "trace" / "rank0.json", events)
+    store = ingest_paths([tmp_path / "trace"], tmp_path / "s", jobs=1)
+    cp = critical_path(store.events(), store.ranks(), args=store.scan("args"), annotation="ProfilerStep")
+    step = cp.steps.row(0, named=True)
+    assert (step["length_ns"], step["launch_ns"], step["compute_ns"], step["host_ns"]) == (
+        150_000,
+        10_000,
+        100_000,
+        40_000,
+    )
+    assert cp.path.get_column("name").to_list() == ["K1", "K1", "aten::relu"]
+    # K2 made 20 % faster: off the path, no gain; K1: on it, all of its 20 µs
+    gains = dict(cp.kernels.select("name", "gain_ns").rows())
+    assert gains == {"K1": 20_000}
+    # without the args (no record → wait links) the path is the launch-delayed K2 chain
+    blind = critical_path(store.events(), store.ranks(), annotation="ProfilerStep")
+    assert blind.steps.get_column("length_ns")[0] == 127_000

@@ -18,6 +18,12 @@ instance joins:
   weighing the gap;
 * **synchronisation** — ``Stream Sync`` / ``Context Sync`` device records: the last work on the
   stream (all streams) → the end of the synchronising call (0);
+* **event record → wait** — a CUDA event wait names its ``cudaEventRecord`` and that event's
+  stream (args kept by the Kineto reader): the source is the last work launched on that stream
+  before the record; an ``Event Sync`` (``cudaEventSynchronize`` / ``cudaEventQuery``) joins it to
+  the end of the waiting call (0); a ``Stream Wait Event`` to the start of the next kernel launched
+  from the same thread onto the waiting stream (0), which then takes no stream-order or launch
+  edge from before that work ended (HTA's rule);
 * **collective instances** (several ranks): a matched instance is one *release* node at its last
   arrival; the last rank to arrive enters it from the start of its first kernel of the instance, and
   it leaves to the end of every rank's last kernel of the instance (the transfer). That kernel's own
@@ -86,6 +92,8 @@ class Window:
     corr: np.ndarray  # int64, -1 when none
     eid: np.ndarray  # int64 (the store's event id within its rank)
     stream: np.ndarray  # int32 (the store's stream: device stream or host thread)
+    wait_record: np.ndarray | None = None  # int64: a CUDA event wait's cudaEventRecord correlation (-1)
+    wait_stream: np.ndarray | None = None  # int64: that event's stream (-1)
 
 
 @dataclass
@@ -192,6 +200,8 @@ def _device_edges(w: Window):
         hit = (hk_s[p] == wk) & (w.corr[work] >= 0)
         launch[work[hit]] = host_s[p[hit]]
     qrun, qker = _queue_lengths(w, work, launch)
+    ksync, event_edges = _event_waits(w, work, launch)
+    out.append(event_edges)
     # stream order per (rank, stream), kernels by start time
     stream = w.thread[work] + (w.rank[work].astype(np.int64) << 40)
     o = np.lexsort((work, w.ts[work], stream))
@@ -202,8 +212,12 @@ def _device_edges(w: Window):
     has_l = lk >= 0
     run_ts = np.where(has_l, w.ts[np.maximum(lk, 0)], 0)
     queue_empty = (qrun[k] == 1) & (qker[k] == 0)
-    use_launch = has_l & queue_empty & ((prev < 0) | (w.end[np.maximum(prev, 0)] < run_ts))
-    use_gap = ~use_launch & (prev >= 0)
+    xs = ksync[k]  # the work each kernel waits on through an event (-1: none)
+    x_end = np.where(xs >= 0, w.end[np.maximum(xs, 0)], np.iinfo(np.int64).min)
+    use_launch = has_l & queue_empty & ((prev < 0) | (w.end[np.maximum(prev, 0)] < run_ts)) & (x_end < run_ts)
+    use_gap = ~use_launch & (prev >= 0) & (x_end < w.end[np.maximum(prev, 0)])
+    ws = xs >= 0
+    out.append(_edges(2 * xs[ws] + 1, 2 * k[ws], np.zeros(int(ws.sum())), SYNC, -1))
     li = k[use_launch]
     out.append(_edges(2 * lk[use_launch], 2 * li, w.ts[li] - run_ts[use_launch], LAUNCH, -1))
     gi, gp = k[use_gap], prev[use_gap]
@@ -211,6 +225,48 @@ def _device_edges(w: Window):
     if len(sync):
         out.append(_sync_edges(w, sync, k, s, host))
     return tuple(np.concatenate([o_[i] for o_ in out]) for i in range(5))
+
+
+def _event_waits(w: Window, work: np.ndarray, launch: np.ndarray):
+    """CUDA event waits (see the module docstring): per event, the work a kernel waits on (-1), and
+    the edges of ``Event Sync`` records to their waiting calls."""
+    ksync = np.full(len(w.ts), -1, np.int64)
+    none = _edges([], [], [], SYNC, [])
+    if w.wait_record is None:
+        return ksync, none
+    recs = np.flatnonzero(w.is_device & (w.wait_record >= 0))
+    if len(recs) == 0:
+        return ksync, none
+    host = {(int(w.rank[h]), int(w.corr[h])): h for h in np.flatnonzero(~w.is_device & (w.corr >= 0))}
+    launched = work[launch[work] >= 0]
+    launched = launched[np.isin(w.name[launch[launched]], list(LAUNCH_CALLS))]
+    lts = w.ts[launch[launched]]
+    src, dst = [], []
+    for e in recs.tolist():
+        rank = int(w.rank[e])
+        record = host.get((rank, int(w.wait_record[e])))
+        call = host.get((rank, int(w.corr[e])))
+        if record is None or call is None:
+            continue
+        # the last work launched on the event's stream before the record
+        mine = (w.rank[launched] == rank) & (w.stream[launched] == w.wait_stream[e]) & (lts <= w.ts[record])
+        if not mine.any():
+            continue
+        x = int(launched[mine][np.argmax(lts[mine])])
+        if w.name[e] == "Stream Wait Event":
+            # the next kernel launched from the waiting call's thread onto the waiting stream
+            nxt = (
+                (w.rank[launched] == rank)
+                & (w.stream[launched] == w.stream[e])
+                & (w.thread[launch[launched]] == w.thread[call])
+                & (lts >= w.ts[call])
+            )
+            if nxt.any():
+                ksync[int(launched[nxt][np.argmin(lts[nxt])])] = x
+        else:  # Event Sync: the host waits in the call
+            src.append(2 * x + 1)
+            dst.append(2 * call + 1)
+    return ksync, _edges(src, dst, np.zeros(len(src)), SYNC, -np.ones(len(src)))
 
 
 def _queue_lengths(w: Window, work: np.ndarray, launch: np.ndarray):

@@ -87,12 +87,13 @@ def critical_path(
     ranks: pl.LazyFrame | pl.DataFrame | None = None,
     *,
     annotation: str | None = None,
+    args: pl.LazyFrame | pl.DataFrame | None = None,
     instances: pl.DataFrame | None = None,
     top: int = 5,
     faster: float = 0.2,
 ) -> CriticalPaths:
     """The critical path of every step (or of every instance of ``annotation``), across ranks."""
-    ev = _graph_events(lazy(events))
+    ev = _with_waits(_graph_events(lazy(events)), args)
     notes: list[str] = []
     if annotation == "":
         windows = [(0, "whole trace", ev)]
@@ -174,6 +175,33 @@ def _graph_events(ev: pl.LazyFrame) -> pl.DataFrame:
     )
 
 
+def _with_waits(ev: pl.DataFrame, args: pl.LazyFrame | pl.DataFrame | None) -> pl.DataFrame:
+    """``wait_record``, ``wait_stream``: a CUDA event wait's record correlation and stream, from the
+    args' ``extra`` (-1 where none)."""
+    out = ev.with_columns(wait_record=pl.lit(-1, pl.Int64), wait_stream=pl.lit(-1, pl.Int64))
+    if args is None:
+        return out
+    extra = pl.col("extra")
+    waits = (
+        lazy(args)
+        .filter(extra.str.contains("wait_on_cuda_event_record_corr_id", literal=True))
+        .select(
+            "rank",
+            "eid",
+            extra.str.json_path_match("$.wait_on_cuda_event_record_corr_id").cast(pl.Int64).alias("_rec"),
+            extra.str.json_path_match("$.wait_on_stream").cast(pl.Int64).alias("_st"),
+        )
+        .collect()
+    )
+    if waits.height == 0:
+        return out
+    return (
+        out.join(waits, on=["rank", "eid"], how="left")
+        .with_columns(wait_record=pl.col("_rec").fill_null(-1), wait_stream=pl.col("_st").fill_null(-1))
+        .drop("_rec", "_st")
+    )
+
+
 def _steps(ev: pl.DataFrame) -> list[int]:
     return ev.get_column("step").drop_nulls().unique().sort().to_list()
 
@@ -227,6 +255,8 @@ def _window(frame: pl.DataFrame) -> cg.Window:
         corr=f.get_column("corr").to_numpy().astype(np.int64),
         eid=f.get_column("eid").to_numpy().astype(np.int64),
         stream=f.get_column("stream").to_numpy().astype(np.int32),
+        wait_record=f.get_column("wait_record").to_numpy().astype(np.int64),
+        wait_stream=f.get_column("wait_stream").to_numpy().astype(np.int64),
     )
 
 

@@ -24,6 +24,13 @@ def critical_store(
         raise UsageError(f"--top must be 0 or more, not {top}")
     store = TraceStore.open(store_path)
     try:
-        return critical_path(store.events(), store.ranks(), annotation=annotation, top=top, faster=faster)
+        return critical_path(
+            store.events(),
+            store.ranks(),
+            args=store.scan("args"),
+            annotation=annotation,
+            top=top,
+            faster=faster,
+        )
     except (NoWindows, CycleError) as e:
         raise UsageError(f"{store_path}: {e}") from None

@@ -178,7 +178,7 @@ def _critical_of(store: TraceStore, *, top: int = 5) -> CriticalPaths | None:
     from asaptrace.analyze.critical import NoWindows, critical_path
 
     try:
-        return critical_path(store.events(), store.ranks(), top=top)
+        return critical_path(store.events(), store.ranks(), args=store.scan("args"), top=top)
     except NoWindows:
         return None
 
