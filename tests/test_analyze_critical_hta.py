@@ -231,6 +231,7 @@ def test_event_record_and_waits_by_hand(tmp_path):
     # K2 made 20 % faster: off the path, no gain; K1: on it, all of its 20 µs
     gains = dict(cp.kernels.select("name", "gain_ns").rows())
     assert gains == {"K1": 20_000}
+    assert cp.notes == []  # its waits are recorded: no note that streams are blind to each other
     # without the args (no record → wait links) the path is the launch-delayed K2 chain
     blind = critical_path(store.events(), store.ranks(), annotation="ProfilerStep")
     assert blind.steps.get_column("length_ns")[0] == 127_000

@@ -26,6 +26,8 @@ def test_json_has_per_window_length_split_and_path_rows(coupled):
     assert r.code == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["schema_version"] == 1
+    # the synthetic run records no event waits between its streams, and says what that means
+    assert any("no event waits" in n for n in doc["notes"])
     w = doc["windows"][0]
     assert sum(w["split_ns"].values()) == w["length_ns"]
     assert sum(w["by_rank_ns"].values()) == w["length_ns"]

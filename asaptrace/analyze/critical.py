@@ -94,7 +94,7 @@ def critical_path(
 ) -> CriticalPaths:
     """The critical path of every step (or of every instance of ``annotation``), across ranks."""
     ev = _with_waits(_graph_events(lazy(events)), args)
-    notes: list[str] = []
+    notes = _blind_streams(ev)
     if annotation == "":
         windows = [(0, "whole trace", ev)]
     elif annotation is not None:
@@ -200,6 +200,20 @@ def _with_waits(ev: pl.DataFrame, args: pl.LazyFrame | pl.DataFrame | None) -> p
         .with_columns(wait_record=pl.col("_rec").fill_null(-1), wait_stream=pl.col("_st").fill_null(-1))
         .drop("_rec", "_st")
     )
+
+
+def _blind_streams(ev: pl.DataFrame) -> list[str]:
+    """A note when ranks run work on several streams but the trace records no event waits between
+    them: what one stream waited for on another is then idle time (``gap``) on the path."""
+    dev = ev.filter(pl.col("is_device"))
+    streams = dev.group_by("rank").agg(pl.col("stream").n_unique().alias("n"))
+    if streams.height == 0 or streams.get_column("n").max() < 2 or (ev.get_column("wait_record") >= 0).any():  # type: ignore[operator]
+        return []
+    return [
+        "work runs on several streams of a rank but the trace records no event waits between them "
+        "(Kineto's cuda_sync records with their event's correlation): a stream's wait for another "
+        "is counted as gap on the path"
+    ]
 
 
 def _steps(ev: pl.DataFrame) -> list[int]:

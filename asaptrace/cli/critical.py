@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from asaptrace.cli._common import JsonOpt, StoreArg, print_json, print_table, user_errors
+from asaptrace.cli._common import JsonOpt, StoreArg, out, print_json, print_table, print_wrapped, user_errors
 
 
 @user_errors
@@ -39,3 +39,5 @@ def critical(
         return
     for view in critical_views(cp):
         print_table(view)
+    for note in cp.notes:
+        print_wrapped(out, "[dim]note:[/] ", note, style="dim")

@@ -35,4 +35,5 @@ def critical_section(cp: CriticalPaths) -> Section:
         "ranks at each matched collective from the last rank to arrive, so no rank's barrier wait is on it. "
         "`asaptrace critical` prints the same tables, `--json` the whole path."
     )
+    text += "".join(f" Note: {n}." for n in cp.notes)
     return Section("critical-path", "Critical path", text, tables=tuple(critical_views(cp, path_rows=10)))
