@@ -19,6 +19,7 @@ import pytest
 from asaptrace.analyze.barrier import barrier_wait
 from asaptrace.analyze.critical import critical_path
 from asaptrace.ingest.driver import ingest_paths
+from asaptrace.pipeline import enrich_store
 from tests._kineto_helpers import cpu_op, gpu_process, kernel, write_trace
 
 pytest.importorskip("hta", reason="HTA (holistictraceanalysis) is in the test extras")
@@ -235,3 +236,35 @@ def test_event_record_and_waits_by_hand(tmp_path):
     # without the args (no record → wait links) the path is the launch-delayed K2 chain
     blind = critical_path(store.events(), store.ranks(), annotation="ProfilerStep")
     assert blind.steps.get_column("length_ns")[0] == 127_000
+
+
+@pytest.mark.parametrize(
+    "trace",
+    [
+        "kineto-dlrm-8rank",
+        "kineto-hta-samples/nccl_data.json.gz",
+        "tracelens-serving/sglang_Qwen3-8B_prefilldecode.json.gz",
+        "nsys-sample",
+        "ascend-sample/trace_view.json",
+    ],
+)
+def test_identities_on_real_traces(shared_data, tmp_path, trace):
+    # every real trace: the split and the ranks each sum to the length, the length never exceeds the
+    # window's extent, the path runs forward in time, and each what-if gains within [0, shortening]
+    store = enrich_store(ingest_paths([shared_data / "traces" / trace], tmp_path / "s", jobs=1))
+    cp = critical_path(store.events(), store.ranks(), args=store.scan("args"), top=3)
+    assert cp.steps.height >= 1
+    split = pl.sum_horizontal(
+        [f"{k}_ns" for k in ("compute", "copy", "transfer", "barrier", "launch", "sync", "host", "gap")]
+    )
+    assert cp.steps.select((split == pl.col("length_ns")).all()).item()
+    assert cp.steps.select((pl.col("length_ns") <= pl.col("span_ns")).all()).item()
+    on_rank = cp.by_rank.group_by("window").agg(pl.col("on_path_ns").sum())
+    assert (
+        on_rank.join(cp.steps, on="window").select((pl.col("on_path_ns") == pl.col("length_ns")).all()).item()
+    )
+    for part in cp.path.partition_by("window"):
+        ends = part.get_column("end_ns").to_list()
+        assert ends == sorted(ends)
+    k = cp.kernels
+    assert k.select(((pl.col("gain_ns") >= 0) & (pl.col("gain_ns") <= pl.col("shortening_ns"))).all()).item()

@@ -18,14 +18,13 @@ _KINDS = ("compute", "copy", "transfer", "barrier", "launch", "sync", "host", "g
 
 
 def _short(col: str = "name") -> pl.Expr:
-    """A kernel's name without ``void``, its namespace path, template arguments and parameters."""
-    return (
-        pl.col(col)
-        .str.replace(r"^void ", "")
-        .str.replace(r"[<(].*$", "")
-        .str.replace(r"^.*::", "")
-        .alias(col)
-    )
+    """A kernel's name without ``void``, anonymous namespaces, template arguments, parameters and
+    its namespace path (the whole name, cut, when nothing is left)."""
+    e = pl.col(col).str.replace(r"^void ", "").str.replace_all("(anonymous namespace)::", "", literal=True)
+    for _ in range(4):  # nested templates, innermost first
+        e = e.str.replace_all(r"<[^<>]*>", "")
+    e = e.str.replace(r"\(.*$", "").str.replace(r"^.*::", "")
+    return pl.when(e.str.len_chars() > 0).then(e).otherwise(pl.col(col).str.slice(0, 40)).alias(col)
 
 
 def critical_views(cp: CriticalPaths, *, path_rows: int = 20) -> list[TableView]:
