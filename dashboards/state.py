@@ -45,6 +45,7 @@ class Loaded:
     timelines: Memo[pl.DataFrame] = field(default_factory=lambda: Memo(max_items=TIMELINE_CACHE))
     _advice: dict[str, Any] | None = None
     _advice_lock: threading.Lock = field(default_factory=threading.Lock)
+    _critical: Any = None  # the path's pieces, False when the store has none
 
     def advice(self) -> dict[str, Any]:
         """The store's advice (:func:`asaptrace.pipeline.advise_store`, its JSON), made once: a few
@@ -53,6 +54,16 @@ class Loaded:
             if self._advice is None:
                 self._advice = pipeline.advise_store(self.store, diagnosis=self.diag).to_json()
             return self._advice
+
+    def critical_path(self) -> pl.DataFrame | None:
+        """The critical path's pieces of every step (made once; None when the store has no steps)."""
+        with self._advice_lock:
+            if self._critical is None:
+                try:
+                    self._critical = pipeline.critical_store(self.path, top=0).path
+                except AsaptraceError:
+                    self._critical = False
+            return self._critical if self._critical is not False else None
 
     def timeline(
         self, step: int | None, layers: tuple[int, int] | None, ranks: tuple[int, ...] | None

@@ -8,6 +8,8 @@ Modules, in the order data flows through them:
 * ``imbalance`` — DP groups' unequal work per step, and whether Σs² explains the wait;
 * ``straggler`` — who arrives last, how often, device or load;
 * ``ttft`` — each request's time to first token, split by cause;
+* ``critical`` — the path that set each step, across ranks (graph in ``_cp_graph``, walk and
+  what-if re-walks in ``_cp_walk``);
 * ``in_flight`` — in-flight MoE items on a disaggregated pool (a counter track);
 * ``diagnosis`` — every table above for one store; ``findings`` (with ``_findings_overlap``) — the
   tables as ranked sentences;

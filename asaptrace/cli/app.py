@@ -18,6 +18,7 @@ from asaptrace.cli._common import err, out, usage_error_line
 from asaptrace.cli.advise import advise
 from asaptrace.cli.analyze import analyze
 from asaptrace.cli.compare import compare
+from asaptrace.cli.critical import critical
 from asaptrace.cli.dashboard import dashboard
 from asaptrace.cli.export import export
 from asaptrace.cli.info import info
@@ -57,6 +58,7 @@ for command in (
     ingest,
     info,
     analyze,
+    critical,
     advise,
     replay,
     sweep,

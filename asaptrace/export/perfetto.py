@@ -15,6 +15,10 @@ ui.perfetto.dev and chrome://tracing open:
   (category ``barrier_wait``, which no reader takes for device work);
 * flow arrows (``s``/``f``, one id per arrow) from the last-arriving rank's collective kernel at the
   release time to each waiter's wait slice;
+* the critical path (a ``critical_path`` frame: rows of rank, kind, name, start_ns, end_ns in path
+  order, :mod:`asaptrace.analyze.critical`) as slices on a **critical path** thread of each rank
+  (:data:`CRITICAL_TID`, category ``critical_path``) joined by flow arrows from each piece to the
+  next, across ranks where the path hops through a collective;
 * counter tracks (``C`` events) from a ``counters`` frame — the hook for the replay's in-flight MoE
   items (columns ``rank, name, ts_ns, value``).
 
@@ -31,6 +35,7 @@ does; :func:`write_trace` writes ``.json`` or ``.json.gz`` atomically.
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 from decimal import Decimal
 from pathlib import Path
@@ -44,6 +49,8 @@ from asaptrace.userfiles import write_atomic
 
 #: Thread id of the barrier-wait track inside each rank's process (no stream uses it).
 WAIT_TID = 999_999_000
+#: Thread id of the critical-path track inside each rank's process, and its category.
+CRITICAL_TID, CRITICAL_CAT = 999_999_001, "critical_path"
 #: Category of the wait slices and of the flow arrows.
 WAIT_CAT, FLOW_CAT = "barrier_wait", "barrier"
 #: Category (and name) of Kineto's launch → kernel arrows.
@@ -70,6 +77,7 @@ def export_perfetto(
     *,
     streams: pl.DataFrame | None = None,
     counters: pl.DataFrame | None = None,
+    critical_path: pl.DataFrame | None = None,
     include_host: bool = False,
     metadata: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -115,6 +123,8 @@ def export_perfetto(
     out += _launch_flows(spans, base)
     out += _wait_slices(waits, base)
     out += _flows(waits, barrier_instances, spans, base)
+    if critical_path is not None and critical_path.height:
+        out += _critical(critical_path, base)
     if counters is not None:
         out += [
             {
@@ -292,6 +302,48 @@ def _flows(waits: pl.DataFrame, instances: pl.DataFrame, spans: pl.DataFrame, ba
                 "pid": int(a["rank"]),
                 "tid": WAIT_TID,
                 "ts": _us(max(a["release_ns"] - 1, a["arrival_ns"]) - base),
+            }
+        )
+    return out
+
+
+def _critical(path: pl.DataFrame, base: int) -> list[dict[str, Any]]:
+    """The path's pieces as slices on each rank's critical-path thread, an arrow from each to the next."""
+    out: list[dict[str, Any]] = []
+    ranks = sorted(set(path.get_column("rank").to_list()))
+    out += [
+        {"ph": "M", "name": "thread_name", "pid": r, "tid": CRITICAL_TID, "args": {"name": "critical path"}}
+        for r in ranks
+    ]
+    rows = path.filter(pl.col("end_ns") >= pl.col("start_ns")).to_dicts()
+    for r in rows:
+        out.append(
+            {
+                "ph": "X",
+                "cat": CRITICAL_CAT,
+                "name": f"{r['kind']} · {r['name']}",
+                "pid": r["rank"],
+                "tid": CRITICAL_TID,
+                "ts": _us(r["start_ns"] - base),
+                "dur": _us(r["end_ns"] - r["start_ns"]),
+                "args": {"kind": r["kind"], "window": r["window"]},
+            }
+        )
+    flow = 1 << 40  # ids apart from the barrier arrows'
+    for i, (a, b) in enumerate(itertools.pairwise(rows)):
+        if a["window"] != b["window"]:
+            continue
+        at = max(a["end_ns"] - 1, a["start_ns"])
+        common = {"cat": CRITICAL_CAT, "name": "critical path", "id": flow + i}
+        out.append({"ph": "s", **common, "pid": a["rank"], "tid": CRITICAL_TID, "ts": _us(at - base)})
+        out.append(
+            {
+                "ph": "f",
+                "bp": "e",
+                **common,
+                "pid": b["rank"],
+                "tid": CRITICAL_TID,
+                "ts": _us(b["start_ns"] - base),
             }
         )
     return out

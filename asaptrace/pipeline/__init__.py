@@ -11,6 +11,7 @@ Its modules, in data-flow order:
 
 * ``store`` — ingest → enrich → store (written once), open, read, diagnose, analyze;
 * ``whatif`` — store → replay → store, the serving sweep, the advice, the policy catalogue;
+* ``critical`` — store → the critical path of each step across ranks;
 * ``faces`` — the report, the Perfetto export, the comparison of two runs, the timeline's spans.
 """
 
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from asaptrace.ingest.source import DEFAULT_MAX_DECOMPRESSED
 from asaptrace.memory import DEFAULT_BUDGET
+from asaptrace.pipeline.critical import critical_store
 from asaptrace.pipeline.faces import (
     REPORT_SUFFIXES,
     comparability_of,
@@ -61,6 +63,7 @@ __all__ = [
     "comparability_of",
     "compare_diagnoses",
     "compare_stores",
+    "critical_store",
     "diagnose_store",
     "enrich_store",
     "export_store",

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     import polars as pl
 
+    from asaptrace.analyze.critical import CriticalPaths
     from asaptrace.analyze.diagnosis import Diagnosis
     from asaptrace.report.sections import Section
     from asaptrace.store import TraceStore
@@ -97,6 +98,11 @@ def report_store(
         from asaptrace.report.advice import advice_section
 
         extra.insert(0, advice_section(advise_store(store, diagnosis=diag).to_json()))
+    cp = _critical_of(store)
+    if cp is not None:
+        from asaptrace.report.critical import critical_section
+
+        extra.append(critical_section(cp))
     sections = [*sections, *extra]
     other = None
     if compare_path is not None:  # refused, as by `compare`, when the runs have nothing in common
@@ -161,9 +167,26 @@ def export_store(
         _waits(diagnose_store(store)),
         streams=store.read("streams"),
         counters=in_flight if in_flight.height else None,
+        critical_path=_critical_pieces(store),
         metadata={"store": Path(store_path).name},
     )
     return write_export(trace, output, per_rank=per_rank)
+
+
+def _critical_of(store: TraceStore, *, top: int = 5) -> CriticalPaths | None:
+    """The critical path of every step, for the report and the export (none when the store has no steps)."""
+    from asaptrace.analyze.critical import NoWindows, critical_path
+
+    try:
+        return critical_path(store.events(), store.ranks(), args=store.scan("args"), top=top)
+    except NoWindows:
+        return None
+
+
+def _critical_pieces(store: TraceStore) -> pl.DataFrame | None:
+    """The path's pieces of every step, for the export to draw."""
+    cp = _critical_of(store, top=0)
+    return None if cp is None else cp.path
 
 
 def compare_stores(

@@ -15,6 +15,7 @@ Modules:
 - :mod:`~asaptrace.views.replay`: a replay's views and its flat tables.
 - :mod:`~asaptrace.views.compare`: two stores side by side, and as flat tables.
 - :mod:`~asaptrace.views.sweep`: an online sweep's views and its flat tables.
+- :mod:`~asaptrace.views.critical`: the critical path's tables and its ``--json``.
 - :mod:`~asaptrace.views.advice`: the advice's views, legend, lines and its flat tables.
 - :mod:`~asaptrace.views.files`: writing any result's flat tables as CSV / Parquet, all or nothing.
 """

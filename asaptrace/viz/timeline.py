@@ -173,11 +173,14 @@ def timeline_figure(
     pixel_width: int = 1600,
     max_segments: int = 150_000,
     highlight_ns: tuple[int, int] | None = None,
+    critical: pl.DataFrame | None = None,
 ) -> go.Figure:
     """Draw :func:`timeline_spans`' output: lanes per rank and stream, one WebGL trace per kind + waits.
 
     ``highlight_ns`` (start, end on the store's clock) shades one interval, e.g. a barrier instance
-    from its first arrival to its release.
+    from its first arrival to its release. ``critical`` (rows of rank, stream, kind, name, start_ns,
+    end_ns in path order: :mod:`asaptrace.analyze.critical`'s ``path``) is drawn over the lanes as
+    one line from piece to piece; a host piece sits on its rank's first lane.
     """
     if spans.height == 0:
         return empty_figure(title, "no device work in this step and layer range")
@@ -199,6 +202,8 @@ def timeline_figure(
         part = segs.filter(pl.col("kind") == kind)
         if part.height:
             fig.add_trace(_segments_trace(part, kind, t0, div, unit, width_px))
+    if critical is not None and critical.height:
+        fig.add_trace(_critical_trace(critical, lane_t, t0, div, unit))
     rank_rows = lane_t.group_by("rank", "dp_group").agg(pl.col("lane").min()).sort("lane")
     every = max(1, rank_rows.height // 48)
     ticks = rank_rows.gather_every(every)
@@ -224,6 +229,36 @@ def timeline_figure(
         x_title=f"time since window start ({unit})",
         y_title="rank · stream (wait band last)",
         height=height,
+    )
+
+
+def _critical_trace(path: pl.DataFrame, lane_t: pl.DataFrame, t0: int, div: int, unit: str) -> go.Scattergl:
+    """The critical path as one polyline over the lanes: each piece from its start to its end on its
+    lane, joined to the next (the hops cross ranks)."""
+    first = lane_t.group_by("rank").agg(pl.col("lane").min().alias("_first"))
+    p = (
+        path.join(lane_t.select("rank", "stream", "lane"), on=["rank", "stream"], how="left")
+        .join(first, on="rank", how="left")
+        .with_columns(pl.coalesce("lane", "_first").alias("lane"))
+        .filter(pl.col("lane").is_not_null())
+    )
+    xs: list[float] = []
+    ys: list[int] = []
+    text: list[str] = []
+    for r in p.iter_rows(named=True):
+        label = f"{r['kind']} · {plain(str(r['name'])[:NAME_CHARS])}"
+        for t in (r["start_ns"], r["end_ns"]):
+            xs.append(round((t - t0) / div, X_DECIMALS))
+            ys.append(r["lane"])
+            text.append(label)
+    return go.Scattergl(
+        x=xs,
+        y=ys,
+        mode="lines",
+        name="critical path",
+        line={"color": "#111111", "width": 2},
+        text=text,
+        hovertemplate="%{text}<br>%{x} " + unit + "<extra>critical path</extra>",
     )
 
 

@@ -1,4 +1,5 @@
-"""Timeline: the device Gantt of one step, a layer range and chosen ranks, barrier wait in its band."""
+"""Timeline: the device Gantt of one step, a layer range and chosen ranks, barrier wait in its band,
+the step's critical path drawn over the lanes."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def layout(stores: Any = None) -> html.Div:
             html.Div(id="tl-message"),
             graph("tl-figure", empty_figure("Device timeline", "loading")),
             html.P(
-                "Drag to zoom, double-click to zoom out; the last lane of each rank is its barrier wait.",
+                "Drag to zoom, double-click to zoom out; the last lane of each rank is its barrier wait; the "
+                "black line is the step's critical path (asaptrace critical).",
                 className="note",
             ),
         ]
@@ -72,7 +74,20 @@ def timeline_fig(stores: Stores, key: Any, step: Any, layers: Any, ranks: Any):
     subset = tuple(sorted(int(r) for r in ranks)) if ranks else None
     spans = s.timeline(None if step is None else int(step), window, subset)
     where = f"step {step}" + (f", layers {window[0]}–{window[1]}" if window else "")
-    return timeline_figure(spans, title=f"Device timeline, {where}")
+    return timeline_figure(spans, title=f"Device timeline, {where}", critical=_critical(s, step, spans))
+
+
+def _critical(s: Any, step: Any, spans: Any) -> Any:
+    """The critical path's pieces of the step inside the drawn window (None when there are none)."""
+    import polars as pl
+
+    path = s.critical_path()
+    if path is None or step is None or spans.height == 0:
+        return None
+    lo, hi = spans.get_column("start_ns").min(), spans.get_column("end_ns").max()
+    return path.filter(
+        (pl.col("window") == int(step)) & (pl.col("end_ns") >= lo) & (pl.col("start_ns") <= hi)
+    ).filter(pl.col("rank").is_in(spans.get_column("rank").unique().to_list()))
 
 
 def register(app, stores: Stores, jobs) -> None:

@@ -1078,11 +1078,17 @@ static int args_key(const char *p, size_t len) {
     case 13:
         if (key_is(p, len, "In msg nelems")) return A_RICH;
         break;
+    case 14:
+        if (key_is(p, len, "wait_on_stream")) return A_RICH;
+        break;
     case 15:
         if (key_is(p, len, "Collective name")) return A_RICH;
         break;
     case 19:
         if (key_is(p, len, "Process Group Ranks")) return A_RICH;
+        break;
+    case 33: /* a CUDA event wait: which cudaEventRecord it waits on (critical path) */
+        if (key_is(p, len, "wait_on_cuda_event_record_corr_id")) return A_RICH;
         break;
     default:
         break;

@@ -20,7 +20,9 @@ from asaptrace.ingest.kineto.decode import EventArgs, EventColumns, is_rich
 from asaptrace.ingest.kineto.dictionary import dict_mask, text_of
 from asaptrace.schema import ANNOTATION_ARG_KEYS, ARGS_SCHEMA
 
-_EXTRA_KEYS = ANNOTATION_ARG_KEYS
+#: ``extra``'s keys: the annotation args, and a CUDA event wait's record and stream (the critical path's
+#: event record → wait edges, asaptrace.analyze._cp_graph)
+_EXTRA_KEYS = (*ANNOTATION_ARG_KEYS, "wait_on_stream", "wait_on_cuda_event_record_corr_id")
 
 _encode = msgspec.json.Encoder().encode
 

@@ -68,6 +68,9 @@ class EventArgs(msgspec.Struct, gc=False):
     cached_lens: Any = None
     request_ids: Any = None
     arrivals_ns: Any = None
+    # a CUDA event wait (cuda_sync records): the cudaEventRecord it waits on, and that event's stream
+    wait_on_stream: Any = None
+    wait_on_cuda_event_record_corr_id: Any = None
 
 
 #: Args without any key we keep (shared: nothing downstream mutates args).
@@ -89,6 +92,7 @@ def is_rich(a: EventArgs | None) -> bool:
         or a.seq_lens is not None
         or a.dp_group is not None
         or a.micro_batch is not None
+        or a.wait_on_cuda_event_record_corr_id is not None
     )
 
 
