@@ -217,6 +217,7 @@ def ingest_paths(
     mix_devices: bool = False,
     memory_budget: int | None = None,
     on_memory: Callable[[MemoryNote], None] | None = None,
+    options_said: dict[str, str] | None = None,
 ) -> TraceStore:
     """Ingest trace files (or folders of them) into a new store at ``out``; returns the opened store.
 
@@ -255,12 +256,12 @@ def ingest_paths(
     ["unreadable"]`` (their events are in no count of the accounting, which says how many files
     it left out). Separate one-rank runs, and device types mixed without ``mix_devices``, are
     refused (:func:`~asaptrace.ingest.discovery.run_refusal`).
+    ``meta["ingest"]``: the paths (absolute) and ``options_said``, what rebuilds the store.
     """
+    paths = list(paths)
     options = options or IngestOptions()
     check_store_target(out, overwrite=overwrite)  # a bad output fails before any file is opened
-    sources = find_sources(
-        paths, skip_bad=skip_bad
-    )  # folders walked, non-traces skipped; one path per source
+    sources = find_sources(paths, skip_bad=skip_bad)  # folders walked, non-traces skipped
     files = sources.files
     if format is not None:
         FORMATS.get(format)  # unknown name → RegistryError
@@ -341,6 +342,7 @@ def ingest_paths(
             total = total.merge(s.accounting)
         total.check("the store")
         meta = {
+            "ingest": {"inputs": [str(Path(p).absolute()) for p in paths], **(options_said or {})},
             "discovery": {**sources.to_json(), "unreadable": unreadable, "warnings": run_warnings(facts)},
             "parallel": None,
             "taxonomy_profile": None,

@@ -55,7 +55,9 @@ def info_summary(info: dict[str, Any]) -> tuple[str, str]:
     """What follows the store's name on ``asaptrace info``'s first line, and the accounting line."""
     span, acc = info["time_span"], info["accounting"]
     head = (
-        f"  format v{info['format_version']}  {plural(info['n_ranks'], 'rank')}  "
+        f"  store format v{info['format_version']}"
+        + (f" (asaptrace {info['asaptrace_version']})" if info.get("asaptrace_version") else "")
+        + f"  {plural(info['n_ranks'], 'rank')}  "
         f"{plural(info['n_events'], 'event')}  span {human_ns(span['duration_ns'])}"
     )
     rejected = ", ".join(f"{k}: {v:,}" for k, v in acc["rejected"].items()) or "none"
