@@ -60,7 +60,9 @@ def test_a_duration_column_is_in_one_unit_named_in_its_header():
     assert rows == [["0", "1.500", "4"], ["1", "0.017", "4"]]
     # 49 µs at most fills µs; below a microsecond the column stays in ns
     assert format_table(["wait_ns"], [{"wait_ns": 49_000}])[0] == ["wait (µs)"]
-    assert format_table(["wait_ns"], [{"wait_ns": 999}]) == (["wait (ns)"], [["999"]])
+    # under 1 µs: still µs, never a raw nanosecond count under "(ns)" (issue 42)
+    assert format_table(["wait_ns"], [{"wait_ns": 999}]) == (["wait (µs)"], [["0.999"]])
+    assert format_table(["wait_ns"], [{"wait_ns": 0}]) == (["wait (µs)"], [["0.000"]])
     # a column with no value names no unit (an empty table never shows "(ns)" headers)
     assert format_table(["wait_ns"], [{"wait_ns": None}]) == (["wait"], [["–"]])
     assert header("last_share") == "last share"

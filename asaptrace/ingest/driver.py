@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from asaptrace import memory
 from asaptrace.accounting import Accounting
 from asaptrace.chunks import CHUNK_DIR, HostChunks
-from asaptrace.errors import CorruptTrace, SizeLimitExceeded, UnsupportedFormat, UsageError
+from asaptrace.errors import CorruptTrace, RankError, SizeLimitExceeded, UnsupportedFormat, UsageError
 from asaptrace.executors import (
     Executor,
     ThreadExecutor,
@@ -136,7 +136,11 @@ def ingest_file(task: FileTask) -> FileSummary | Unreadable:
         if known is None and not (fmt.hashes_while_reading and fmt.hashes_while_reading(path, task.options)):
             hasher, digest = _sha256_in_thread(path)  # else the reader hashes it (result.sha256)
         result = fmt.read(path, task.options)
-    except BAD_FILE as e:
+        hint = fmt.rank_hint(path)  # a file whose rank cannot be told is skipped with the bad ones
+        info = resolve_rank(
+            result.rank_info, path, task.rank_from, task.explicit_rank, hint, single_file=task.single_file
+        )
+    except (*BAD_FILE, RankError) as e:
         if not task.skip_bad:
             raise
         prefetch.take(path)
@@ -144,14 +148,6 @@ def ingest_file(task: FileTask) -> FileSummary | Unreadable:
             hasher.join()
         return Unreadable(task.index, str(path), e.message)
     prefetch.take(path)  # let go of what was read ahead for it, if its reader did not take it
-    info = resolve_rank(
-        result.rank_info,
-        path,
-        task.rank_from,
-        task.explicit_rank,
-        fmt.rank_hint(path),
-        single_file=task.single_file,
-    )
     assert info.rank is not None
     result = result.with_rank(info.rank)
     root = Path(task.root)

@@ -38,7 +38,15 @@ from asaptrace.analyze.compare import HEADLINE_METRICS, compare, headline
 from asaptrace.info import deployment_phrase, steps_text
 from asaptrace.report.replay_sweep import replay_provenance
 from asaptrace.report.sections import FigureView, Section
-from asaptrace.units import format_table, human_ns, metric_label, metric_value, more_rows, percent
+from asaptrace.units import (
+    format_table,
+    human_bytes,
+    human_ns,
+    metric_label,
+    metric_value,
+    more_rows,
+    percent,
+)
 from asaptrace.views.compare import compare_views
 from asaptrace.views.diagnosis import shown_tables
 from asaptrace.views.table import TableView
@@ -123,16 +131,29 @@ def _shown_path(path: str, root: Path | None) -> str:
         return path
 
 
+#: the clock alignment's status (meta.json ``clock.status``) as the report says it
+CLOCK_STATUS = {
+    "aligned": "aligned",
+    "partial": "partly aligned",
+    "impossible": "not possible (too few collectives shared by two ranks)",
+    "single_rank": "one rank, nothing to align",
+    "not_run": "not run",
+    "replayed": "replayed (one clock)",
+}
+
+
 def _provenance(diag: Diagnosis, store_meta: dict[str, Any], root: Path | None) -> dict[str, Any]:
     acc = store_meta.get("accounting") or {}
     clock_t = diag.tables["clock"]
     residual = clock_t.get_column("residual_ns")
     clock = dict(diag.meta.get("clock") or store_meta.get("clock") or {})
     clock_rows = {
-        "status": clock.get("status", "–"),
+        "status": CLOCK_STATUS.get(clock.get("status"), clock.get("status") or "–"),
         "reference rank": clock.get("reference_rank", "–"),
         "instances used": clock.get("n_instances", "–"),
-        "largest offset": human_ns(clock_t.get_column("offset_ns").abs().max()) if clock_t.height else "–",  # type: ignore[arg-type]
+        "largest offset": human_ns(clock_t.get_column("offset_ns").abs().max())  # type: ignore[arg-type]
+        if clock_t.height > 1
+        else "–",
         "largest residual": human_ns(residual.abs().max()) if residual.drop_nulls().len() else "–",  # type: ignore[arg-type]
         # the reference rank is the clock the others are aligned to: never "not aligned" itself
         # (a single rank has no residual, and nothing to align)
@@ -149,7 +170,7 @@ def _provenance(diag: Diagnosis, store_meta: dict[str, Any], root: Path | None) 
                 "path": _shown_path(str(s.get("path", "")), root),
                 "format": s.get("format", "–"),
                 "rank": s.get("rank", "–"),
-                "size": f"{s.get('size', 0):,}",
+                "size": human_bytes(int(s.get("size") or 0)),
                 "sha256": s.get("sha256", "–"),
                 "read": f"{(s.get('accounting') or {}).get('read', 0):,}",
             }
