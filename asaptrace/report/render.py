@@ -49,6 +49,7 @@ from asaptrace.units import (
 )
 from asaptrace.views.compare import compare_views
 from asaptrace.views.diagnosis import shown_tables
+from asaptrace.views.store import clock_status_text
 from asaptrace.views.table import TableView
 from asaptrace.viz import barrier, breakdown, imbalance, timeline
 
@@ -131,24 +132,13 @@ def _shown_path(path: str, root: Path | None) -> str:
         return path
 
 
-#: the clock alignment's status (meta.json ``clock.status``) as the report says it
-CLOCK_STATUS = {
-    "aligned": "aligned",
-    "partial": "partly aligned",
-    "impossible": "not possible (too few collectives shared by two ranks)",
-    "single_rank": "one rank, nothing to align",
-    "not_run": "not run",
-    "replayed": "replayed (one clock)",
-}
-
-
 def _provenance(diag: Diagnosis, store_meta: dict[str, Any], root: Path | None) -> dict[str, Any]:
     acc = store_meta.get("accounting") or {}
     clock_t = diag.tables["clock"]
     residual = clock_t.get_column("residual_ns")
     clock = dict(diag.meta.get("clock") or store_meta.get("clock") or {})
     clock_rows = {
-        "status": CLOCK_STATUS.get(clock.get("status"), clock.get("status") or "–"),
+        "status": clock_status_text(clock.get("status")),
         "reference rank": clock.get("reference_rank", "–"),
         "instances used": clock.get("n_instances", "–"),
         "largest offset": human_ns(clock_t.get_column("offset_ns").abs().max())  # type: ignore[arg-type]
