@@ -93,6 +93,17 @@ def test_a_fall_threshold_and_a_pass():
     assert _verdict([100, 200], [80, 160], "step_time<-10%")["status"] == "fail"  # −20 %, d = (−20, −40)
 
 
+def test_a_rise_from_zero_is_beyond_any_threshold():
+    # no exposed wait in BASE, some in NEW: no percentage exists, and the rise is a regression
+    a, b = _run([100, 100]), _run([100, 100])
+    b["step_breakdown"] = b["step_breakdown"].with_columns(wait_ns=pl.lit(5 * MS))
+    table = verdicts(compare(a, b), a, b, [parse_threshold("exposed_wait>+10%")])
+    run = table.filter(pl.col("scope") == "run").row(0, named=True)
+    assert run["base"] == 0 and run["new"] == 10 * MS and run["change"] is None and run["status"] == "fail"
+    same = verdicts(compare(a, a), a, a, [parse_threshold("exposed_wait>+10%")])
+    assert set(same.get_column("status")) == {"pass"}
+
+
 def test_one_step_has_no_band_and_the_threshold_alone_decides():
     v = _verdict([100], [106])
     assert v["noise"] is None and v["status"] == "fail"

@@ -154,9 +154,10 @@ VERDICT_SCHEMA = {
     "scope": pl.String,  # run | DP group N
     "base": pl.Float64,  # the headline value in BASE (its unit: the metric's, *_ns in ns)
     "new": pl.Float64,
-    "change": pl.Float64,  # (new − base) / base, a fraction; null when base is 0 or unknown
+    "change": pl.Float64,  # (new − base) / base, a fraction; null when unknown or from 0 to another value
     "noise": pl.Float64,  # the noise band as a fraction of base; null: no per-step values
     "status": pl.String,  # fail | pass | noise (beyond the threshold, within the band) | unknown
+    # (from 0, a rise for ">" or a fall for "<" is beyond any threshold)
 }
 
 
@@ -200,10 +201,15 @@ def _verdict(
     sa: list[tuple[int, float]] | None,
     sb: list[tuple[int, float]] | None,
 ) -> tuple:
-    if base is None or new is None or base == 0:
+    if base is None or new is None:
         return (t.text, t.metric, scope, base, new, None, None, "unknown")
-    change = (new - base) / base
     band = noise_band(sa or [], sb or [], how) if how else None
+    if base == 0:  # no relative change from zero: any rise (fall) in the threshold's direction is beyond it
+        beyond = new > 0 if t.op == ">" else new < 0
+        within = band is not None and abs(new) <= band
+        status = "pass" if not beyond else "noise" if within else "fail"
+        return (t.text, t.metric, scope, base, new, None if new else 0.0, None, status)
+    change = (new - base) / base
     noise = None if band is None else band / abs(base)
     if not t.beyond(change):
         status = "pass"

@@ -68,7 +68,7 @@ def _unit(headline: str) -> str:
 def _change(row: dict) -> str:
     """``+9.3% (noise ±2.8%)``, ``+9.3% (one step: no noise band)``: the change and its band."""
     if row["change"] is None:
-        return "unknown"
+        return "from zero" if row["base"] == 0 and row["new"] is not None else "unknown"
     band = (
         f"noise ±{percent(row['noise'], 1)}"
         if row["noise"] is not None
