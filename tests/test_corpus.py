@@ -1,7 +1,8 @@
 """Every real trace (../shared/data/traces) and every bundled sample, used as a user would: ingest →
 info → analyze → report → advise → replay → compare with itself, through the CLI at 80 and 120
-columns, and the invariants that must hold whatever the trace (issue 29, "one truth on real
-traces"), and the texts a person reads (issue 42: units, plurals, widths, no pointer to a file).
+columns, and every dashboard page's text; the invariants that must hold whatever the trace
+(issue 29, "one truth on real traces") and the texts a person reads (issue 42: units, plurals,
+widths, no pointer to a repository file).
 
 Each run is ingested once per session (``corpus`` fixture); every test is parametrised over the
 runs so a failure names the trace, and every assertion message names the value that broke it.
@@ -448,6 +449,34 @@ def test_text_has_no_raw_units_bad_plurals_or_internal_pointers(chain):
             for m in re.finditer(pattern, text):
                 broken.append(f"{where}: {why}: {text[max(0, m.start() - 30) : m.end() + 10]!r}")
     assert not broken, f"{chain.name}: {len(broken)} bad phrases, e.g. " + " | ".join(broken[:8])
+
+
+def test_dashboard_pages_text_has_no_raw_units_bad_plurals_or_internal_pointers(chain):
+    """Every dashboard page's text (bodies built in-process, as Dash sends them) on every run."""
+    from asaptrace_dashboards.pages import barriers, compare, imbalance, overlap, overview, replay, sweep
+    from asaptrace_dashboards.state import Stores
+    from tests._dashboard_helpers import page_texts
+
+    stores = Stores([chain.store_path])
+    pages = {
+        "overview": overview.overview_body(stores, "0"),
+        "advice": overview.advice_body(stores, "0"),
+        "barriers": barriers.barriers_body(stores, "0", "all"),
+        "imbalance": imbalance.imbalance_body(stores, "0", "all"),
+        "overlap": overlap.overlap_body(stores, "0"),
+        "compare": compare.compare_body(stores, "0", "0"),
+        "replay": replay.layout(stores),
+        "sweep": sweep.layout(),
+    }
+    broken = []
+    for page, body in pages.items():
+        for text in page_texts(body):
+            for pattern, why in TEXT_RULES.items():
+                if re.search(pattern, text):
+                    broken.append(f"{page}: {why}: {text[:120]!r}")
+    assert not broken, f"{chain.name}: {len(broken)} bad texts on the dashboard, e.g. " + " | ".join(
+        broken[:6]
+    )
 
 
 def test_cli_text_is_whole_and_within_the_terminal(chain):
