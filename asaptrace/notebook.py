@@ -65,7 +65,10 @@ def advice_html(advice: Any) -> str:
     if advice.ranked:
         parts.append(table_html(advice_view(j)))
     parts.append(_lines(advice_lines(j)))
-    head = f"Advice for {j['store']}: measured makespan {text_ns(j['measured_makespan_ns'])}"
+    makespan = j["measured_makespan_ns"]
+    head = f"Advice for {j['store']}: " + (
+        f"measured makespan {text_ns(makespan)}" if makespan else "no device work in the trace"
+    )
     return _page(head, parts)
 
 

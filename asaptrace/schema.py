@@ -11,8 +11,18 @@ from enum import StrEnum
 
 import pyarrow as pa
 
-#: Bumped whenever a table's columns or meanings change; a store of another version is refused.
-STORE_FORMAT_VERSION = 1
+#: Bumped whenever what a store holds or means changes: a table's columns, an enum's values, a
+#: meta.json key (:data:`META_KEYS`) — or a meaning the code gives them (how steps are assigned, what
+#: a breakdown part counts), which no fingerprint sees. A store of another version is refused with
+#: the command that rebuilds it (:func:`asaptrace.store.rebuild_command`).
+#: v2 (issue 42): meta.json records how the store was ingested (``ingest``: the rebuild command),
+#: and the events' step assignment changed with it (a v1 store's steps may differ).
+STORE_FORMAT_VERSION = 2
+
+#: The fingerprint (:func:`store_fingerprint`) of each format version's tables and meta.json keys:
+#: tests/test_store_version.py fails when the schema or the keys change and this line (the
+#: version) does not — bump :data:`STORE_FORMAT_VERSION`, then record the new fingerprint here.
+STORE_FINGERPRINTS: dict[int, str] = {2: "bc5be7293439f276"}
 
 #: Keys of annotation args every ingester keeps in ``args.extra`` (segmentation and batches read them).
 ANNOTATION_ARG_KEYS = (
@@ -186,3 +196,41 @@ def conform(table: pa.Table, name: str) -> pa.Table:
     if missing:
         raise ValueError(f"table {name!r} lacks columns {missing}")
     return table.select(schema.names).cast(schema)
+
+
+#: The keys meta.json may hold (top level), and for its blocks the keys they may hold (None: a value
+#: or a block whose keys are not the store's format — a list, a replay block with its own
+#: ``schema_version``). A key written that is not here fails tests/test_store_version.py.
+META_KEYS: dict[str, tuple[str, ...] | None] = {
+    "format_version": None,
+    "asaptrace_version": None,
+    "ingest": ("inputs", "parallel", "batches", "taxonomy"),
+    "discovery": ("skipped", "repeated", "unreadable", "warnings"),
+    "parallel": ("dp", "tp", "ep", "pp", "world_size", "deployment", "source", "declared_world_size"),
+    "taxonomy_profile": None,
+    "enriched": None,
+    "accounting": ("read", "kept", "kept_by_table", "rejected", "files_read", "files_unreadable"),
+    "sources": None,
+    "taxonomy": ("label", "profiles"),
+    "segmentation": ("step_source", "layer_source", "notes", "steps"),
+    "clock": ("status", "reference_rank", "n_instances", "notes"),
+    "batches_source": None,
+    "replay": None,
+    "files": None,
+}
+
+
+def store_fingerprint() -> str:
+    """A short hash of what a store of this version holds: every table's columns (name, type,
+    nullability), the enums' values and :data:`META_KEYS`. It changes with any of them."""
+    import hashlib
+    import json
+
+    described = {
+        "tables": {name: [(f.name, str(f.type), f.nullable) for f in s] for name, s in TABLE_SCHEMAS.items()},
+        "kinds": list(KINDS),
+        "roles": [r.value for r in Role],
+        "annotation_args": list(ANNOTATION_ARG_KEYS),
+        "meta": {k: list(v) if v is not None else None for k, v in META_KEYS.items()},
+    }
+    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]

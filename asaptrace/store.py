@@ -280,25 +280,30 @@ class TraceStore:
     def open(cls, path: str | Path) -> TraceStore:
         path = Path(path)
         meta_path = path / "meta.json"
+        import shlex
+
+        ingest = shlex.join(
+            ["asaptrace", "ingest", str(path), "-o", f"{path.name.split('.')[0] or 'run'}.store"]
+        )
+        if path.is_file():
+            raise StoreError(f"is a file, not a store; read it into one first: `{ingest}`", path=path)
         if not path.is_dir():
             raise StoreError("no such store directory", path=path)
         if not meta_path.is_file():
             if (path / "events").is_dir() or (path / "ranks.parquet").exists():
                 raise StoreError("missing: the store is damaged; re-ingest the traces", path=meta_path)
-            raise StoreError("not an asaptrace store (no meta.json)", path=path)
+            raise StoreError(
+                f"not an asaptrace store (no meta.json); to read traces in it: `{ingest}`", path=path
+            )
         try:
             meta = json.loads(meta_path.read_text())
         except (OSError, json.JSONDecodeError) as err:
             raise StoreError(f"meta.json is unreadable ({err})", path=path) from None
-        version = meta.get("format_version")
-        if version != STORE_FORMAT_VERSION:
-            raise StoreVersionError(
-                f"store format version {version!r} is not supported by this asaptrace "
-                f"(expects {STORE_FORMAT_VERSION}); re-ingest the traces",
-                path=path,
-            )
         if not isinstance(meta, dict):
             raise StoreError("meta.json is unreadable (not a JSON object)", path=path)
+        version = meta.get("format_version")
+        if version != STORE_FORMAT_VERSION:
+            raise StoreVersionError(version_message(meta, path), path=path)
         _check_files(path, meta.get("files"))
         return cls(path=path, meta=meta)
 
@@ -336,6 +341,46 @@ class TraceStore:
         except (PolarsError, OSError) as err:
             where = self.path / (name if name in PARTED_TABLES else f"{name}.parquet")
             raise StoreError(f"cannot be read, the store is damaged ({_one_line(err)})", path=where) from None
+
+
+def version_message(meta: dict[str, Any], path: Path) -> str:
+    """Why a store of another format version is refused, in one line: both versions and how to
+    rebuild it (:func:`rebuild_command`)."""
+    version, by = meta.get("format_version"), meta.get("asaptrace_version")
+    said = f"store format v{version}" if isinstance(version, int) else f"store format {version!r}"
+    written = f"written by asaptrace {by} in {said}" if by else f"written in {said}"
+    newer = isinstance(version, int) and version > STORE_FORMAT_VERSION
+    return (
+        f"{written}; this asaptrace ({__version__}) reads v{STORE_FORMAT_VERSION}"
+        + (" (upgrade asaptrace, or" if newer else "; rebuild it")
+        + f" with `{rebuild_command(meta, path)}`"
+        + (")" if newer else "")
+    )
+
+
+def rebuild_command(meta: dict[str, Any], path: Path) -> str:
+    """The command that rebuilds the store at ``path`` from its sources: the paths and options its
+    ingest recorded (``meta["ingest"]``), else the folder its sources share (a store written before
+    v2); a replayed store: the replay of the store it was replayed from."""
+    import shlex
+
+    replay = meta.get("replay")
+    if isinstance(replay, dict) and replay.get("of"):
+        words = ["asaptrace", "replay", str(replay["of"]), "--policy", str(replay.get("policy", "…"))]
+        return shlex.join([*words, "-o", str(path), "--force"])
+    said = meta.get("ingest") if isinstance(meta.get("ingest"), dict) else {}
+    inputs = [str(p) for p in said.get("inputs") or []]
+    if not inputs:
+        sources = [
+            str(s.get("path")) for s in meta.get("sources") or [] if isinstance(s, dict) and s.get("path")
+        ]
+        inputs = (
+            [os.path.commonpath([os.path.dirname(s) for s in sources])] if len(sources) > 1 else sources
+        ) or ["TRACES"]
+    options = [
+        w for k in ("parallel", "batches", "taxonomy") if said.get(k) for w in (f"--{k}", str(said[k]))
+    ]
+    return shlex.join(["asaptrace", "ingest", *inputs, "-o", str(path), "--force", *options])
 
 
 def open_store(path: str | Path) -> TraceStore:

@@ -77,9 +77,11 @@ def points(x: float | None, digits: int = 1) -> str:
 
 
 def time_unit(values: Iterable[float | int | None]) -> str:
-    """The one unit a column of durations (ns) is shown in: the largest its largest value fills."""
+    """The one unit a column of durations (ns) is shown in: the largest its largest value fills,
+    at least µs (a column of zeros or of sub-µs values reads ``0.000``, ``0.350`` µs: never a raw
+    nanosecond count under "(ns)")."""
     top = max((abs(v) for v in values if v is not None), default=0)
-    return next((unit for unit, scale in _TIME_UNITS if top >= scale), "ns")
+    return next((unit for unit, scale in _TIME_UNITS if top >= scale), "µs")
 
 
 def _base(column: str) -> str:

@@ -31,3 +31,37 @@ class LiveDash:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)
+
+
+def page_texts(component) -> list[str]:
+    """Every text a dashboard component tree shows: its strings, its tables' headers and cells,
+    its options' labels, and its figures' titles, axis titles and annotations (as Dash sends them)."""
+    import json
+
+    from plotly.utils import PlotlyJSONEncoder
+
+    out: list[str] = []
+
+    def walk(c) -> None:
+        if isinstance(c, str):
+            out.append(c)
+        elif isinstance(c, (list, tuple)):
+            for x in c:
+                walk(x)
+        elif c is not None and not isinstance(c, (int, float)):
+            if (fig := getattr(c, "figure", None)) is not None:
+                layout = json.loads(json.dumps(fig, cls=PlotlyJSONEncoder)).get("layout", {})
+                for key, value in layout.items():
+                    if key == "title" or key.startswith(("xaxis", "yaxis")):
+                        title = value.get("title", value) if isinstance(value, dict) else None
+                        out.append((title or {}).get("text") or "" if isinstance(title, dict) else "")
+                out.extend(a.get("text") or "" for a in layout.get("annotations") or [])
+            for attr in ("children", "title", "placeholder", "label"):
+                walk(getattr(c, attr, None))
+            for attr in ("data", "columns", "options"):
+                for row in getattr(c, attr, None) or []:
+                    if isinstance(row, dict):
+                        out.extend(v for v in row.values() if isinstance(v, str))
+
+    walk(component)
+    return [t for t in out if t]

@@ -100,8 +100,11 @@ def test_compare_page_documents_exactly_these_columns():
         ):
             current.append((m.group(1), m.group(2)))
     names = {pl.Int32: "int32", pl.Float64: "float64", pl.String: "str"}
+    from asaptrace.analyze.gate import parse_threshold, verdicts
+
     c = compare(_tables(**A), _tables(**B))
-    actual = {"headline": headline(_tables(**A)), **c}
+    gate = verdicts(c, _tables(**A), _tables(**B), [parse_threshold("step_time>+5%")])
+    actual = {"headline": headline(_tables(**A)), **c, "gate": gate}
     assert set(documented) == set(actual)
     for name, table in actual.items():
         assert [(col, names[type(t)]) for col, t in table.schema.items()] == documented[name], name

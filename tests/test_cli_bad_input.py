@@ -293,3 +293,26 @@ def test_dashboard_of_a_folder_that_is_not_a_store_is_one_line_before_serving(wo
     _fails_cleanly(run, str(work["trace"].parent), "not an asaptrace store (no meta.json)")
     assert "serving" not in run.stdout
     _fails_cleanly(run_cli("dashboard", work["root"] / "nope.store"), "nope.store: no such store directory")
+
+
+def test_errors_wrap_to_the_terminal_and_stay_one_line_in_a_log(tmp_path):
+    """Issue 42: errors ran to ≈ 420 characters on one line. At a known width (a terminal, or
+    COLUMNS) a message wraps between words under its text; with none (a log, a pipe) it stays one
+    whole line that grep finds."""
+    from typer.testing import CliRunner
+
+    from asaptrace.cli import _common, app
+
+    trace = tmp_path / "rank0.json"
+    trace.write_text("{}")
+    for columns, lines in (("60", None), ("", 1)):
+        _common.err._width = None
+        r = CliRunner().invoke(app, ["analyze", str(trace)], env={"COLUMNS": columns})
+        said = r.stderr.rstrip("\n").splitlines()
+        assert r.exit_code == 2 and said[0].startswith("error: ")
+        assert "is a file, not a store" in " ".join(r.stderr.split()) and "asaptrace ingest" in r.stderr
+        if lines is None:
+            assert len(said) > 1 and all(len(s) <= 60 or "/" in s for s in said), said
+            assert all(s.startswith("       ") for s in said[1:]), said  # under the text, past "error: "
+        else:
+            assert len(said) == lines, said

@@ -1,6 +1,8 @@
 """Every real trace (../shared/data/traces) and every bundled sample, used as a user would: ingest →
-info → analyze → report → advise → compare with itself, through the CLI, and the invariants that
-must hold whatever the trace (issue 29, "one truth on real traces").
+info → analyze → report → advise → replay → compare with itself, through the CLI at 80 and 120
+columns, and every dashboard page's text; the invariants that must hold whatever the trace
+(issue 29, "one truth on real traces") and the texts a person reads (issue 42: units, plurals,
+widths, no pointer to a repository file).
 
 Each run is ingested once per session (``corpus`` fixture); every test is parametrised over the
 runs so a failure names the trace, and every assertion message names the value that broke it.
@@ -70,11 +72,14 @@ class Step:
 
 @dataclass
 class Chain:
-    """Everything a user sees for one run, plus the store itself for the invariants."""
+    """Everything a user sees for one run, plus the store itself for the invariants. ``steps``
+    must exit 0; ``shown`` are more of what a person reads (the commands at 120 columns, replay,
+    which may refuse a run it does not apply to: in one line, exit 2)."""
 
     name: str
     store_path: Path
     steps: dict[str, Step] = field(default_factory=dict)
+    shown: dict[str, Step] = field(default_factory=dict)
     report_md: str = ""
     report_html: str = ""
 
@@ -84,16 +89,27 @@ class Chain:
     def texts(self) -> dict[str, str]:
         """Every text a user reads: each command's stdout and stderr, and both reports."""
         texts = {}
-        for command, step in self.steps.items():
-            texts[f"{command} stdout"] = step.out
+        for command, step in {**self.steps, **self.shown}.items():
+            if "--json" not in command:
+                texts[f"{command} stdout"] = step.out
             texts[f"{command} stderr"] = step.err
         texts["report.md"] = self.report_md
         return texts
 
+    def terminal(self) -> dict[str, tuple[int, Step]]:
+        """Each command a terminal shows, with its width (the label says it: ``info@120``)."""
+        every = {**self.steps, **self.shown}
+        return {
+            c: (int(c.split("@")[1]) if "@" in c else 80, s) for c, s in every.items() if "--json" not in c
+        }
 
-def _run(*args: Any, want_json: bool = False) -> Step:
-    """Run the CLI in-process at 80 columns (CliRunner is not a terminal: rich uses 80 too)."""
-    result = CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "80"})
+
+def _run(*args: Any, want_json: bool = False, columns: int = 80) -> Step:
+    """Run the CLI in-process at ``columns`` (CliRunner is not a terminal: COLUMNS sets the width)."""
+    from asaptrace.cli import _common
+
+    _common.out._width = _common.err._width = None  # rich reads COLUMNS on each print
+    result = CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": str(columns)})
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     step = Step(result.exit_code, result.stdout, result.stderr)
@@ -127,6 +143,11 @@ def _build(name: str, root: Path) -> Chain:
         chain.steps[f"{command} --json"] = _run(command, store, "--json", want_json=True)
     chain.steps["compare"] = _run("compare", store, store)
     chain.steps["compare --json"] = _run("compare", store, store, "--json", want_json=True)
+    chain.shown["replay"] = _run("replay", store)
+    for command in ("info", "analyze", "advise"):
+        chain.shown[f"{command}@120"] = _run(command, store, columns=120)
+    chain.shown["compare@120"] = _run("compare", store, store, columns=120)
+    chain.shown["replay@120"] = _run("replay", store, columns=120)
     for fmt in ("md", "html"):
         out = root / f"report.{fmt}"
         chain.steps[f"report {fmt}"] = _run("report", store, "-o", out, "--format", fmt)
@@ -416,9 +437,14 @@ def test_compare_with_itself_is_all_zero(chain):
 
 #: pattern → what is wrong with it
 TEXT_RULES = {
-    r"\b1 (?:\w+ )?(?:devices|ranks|steps|groups|layers|instances|requests|files|barriers)\b": "plural after 1",
+    r"(?<![\d,.])1 (?:\w+ )?(?:devices|ranks|steps|groups|layers|instances|requests|files|barriers|lanes|"
+    r"events|tables|kernels|streams|seeds|points|batches|collectives)\b": "plural after 1",
     r"\b\d[\d,]{4,}(?:\.\d+)? ns\b": "raw nanoseconds",
-    r"DOMAIN\.md": "a pointer to a file users do not have",
+    r"\(ns\)": "a table column in raw nanoseconds",
+    r"\b\d[\d,]{3,} bytes\b|\| bytes \|": "a raw byte count",
+    r"\bmakespan 0 ns\b": "a makespan of nothing (say there is no device work)",
+    r"\bstatus (?:single_rank|not_run|impossible)\b": "a code word for the clock's status",
+    r"\b(?:DOMAIN|DESIGN|STYLE)\.md\b|(?<![\w/])(?:docs|tests|benchmarks|asaptrace)/[\w/.-]+\.(?:md|py)\b": "a pointer to a repository file",
     r"\b(?:nan|NaN|inf)%?(?!\w)": "nan/inf shown as a number",
     r"\bat unknown of\b": "an unknown where a number belongs",
     r"\b\w+_ns\s+-?[\d.,]+ (?:s|ms|µs)\b": "a *_ns name beside a value in another unit",
@@ -434,18 +460,56 @@ def test_text_has_no_raw_units_bad_plurals_or_internal_pointers(chain):
     assert not broken, f"{chain.name}: {len(broken)} bad phrases, e.g. " + " | ".join(broken[:8])
 
 
-def test_cli_tables_are_whole_at_80_columns(chain):
-    """At 80 columns no cell is cut to "expo…" and no line runs past 80 columns unless a long path
-    makes it (issue 29 item 9); "… and N more rows" is fine."""
+def test_dashboard_pages_text_has_no_raw_units_bad_plurals_or_internal_pointers(chain):
+    """Every dashboard page's text (bodies built in-process, as Dash sends them) on every run."""
+    from asaptrace_dashboards.pages import barriers, compare, imbalance, overlap, overview, replay, sweep
+    from asaptrace_dashboards.state import Stores
+    from tests._dashboard_helpers import page_texts
+
+    stores = Stores([chain.store_path])
+    pages = {
+        "overview": overview.overview_body(stores, "0"),
+        "advice": overview.advice_body(stores, "0"),
+        "barriers": barriers.barriers_body(stores, "0", "all"),
+        "imbalance": imbalance.imbalance_body(stores, "0", "all"),
+        "overlap": overlap.overlap_body(stores, "0"),
+        "compare": compare.compare_body(stores, "0", "0"),
+        "replay": replay.layout(stores),
+        "sweep": sweep.layout(),
+    }
+    broken = []
+    for page, body in pages.items():
+        for text in page_texts(body):
+            for pattern, why in TEXT_RULES.items():
+                if re.search(pattern, text):
+                    broken.append(f"{page}: {why}: {text[:120]!r}")
+    assert not broken, f"{chain.name}: {len(broken)} bad texts on the dashboard, e.g. " + " | ".join(
+        broken[:6]
+    )
+
+
+def test_cli_text_is_whole_and_within_the_terminal(chain):
+    """At 80 and 120 columns no cell is cut to "expo…" and no line of stdout or stderr (tables,
+    prose, errors and warnings) runs past the width unless a long path makes it (issue 29 item 9,
+    issue 42); "… and N more rows" is fine."""
     cut = []
-    for command, step in chain.steps.items():
-        for line in step.out.splitlines():
+    for command, (width, step) in chain.terminal().items():
+        for line in (step.out + step.err).splitlines():
             if re.search(r"\w…", line):
                 cut.append(f"{command}: {line.strip()[:80]!r}")
-            elif len(re.sub(r"/\S+", "/…", line)) > 80 and "--json" not in command:
+            elif len(re.sub(r"/\S+", "/…", line)) > width:
                 # a long path may overflow; prose and tables wrap
                 cut.append(f"{command}: {len(line)} columns: {line.strip()[:60]!r}")
-    assert not cut, f"{chain.name}: {len(cut)} truncated or over-wide lines at 80 columns, e.g. {cut[:6]}"
+    assert not cut, f"{chain.name}: {len(cut)} truncated or over-wide lines, e.g. {cut[:6]}"
+
+
+def test_replay_runs_or_says_why_not_in_one_message(chain):
+    for command in ("replay", "replay@120"):
+        step = chain.shown.get(command)
+        assert step is not None and step.code in (0, 2), f"{chain.name}: {command} exit {step and step.code}"
+        if step.code == 2:
+            assert step.err.startswith("error: ") and "Traceback" not in step.err, step.err
+            assert step.err.count("error: ") == 1, f"{chain.name}: {command} said {step.err!r}"
 
 
 def test_every_key_table_has_rows_or_a_reason(chain):
@@ -489,4 +553,7 @@ def test_folder_of_two_separate_runs_is_named_not_merged(tmp_path):
     said = (step.err + step.out).strip()
     assert step.code == 2, f"tracelens-serving folder: exit {step.code}, expected 2; said {said!r}"
     assert "separate" in said and "--rank-from order" not in said, f"tracelens-serving folder said {said!r}"
-    assert len(said.splitlines()) <= 2, f"tracelens-serving folder: {len(said.splitlines())} lines: {said!r}"
+    # one message (wrapped to the 80 columns _run gives it, its later lines indented under it)
+    assert said.count("error: ") == 1 and all(line.startswith("       ") for line in said.splitlines()[1:]), (
+        said
+    )

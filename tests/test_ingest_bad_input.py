@@ -91,7 +91,7 @@ def test_decompression_bomb_is_capped(tmp_path):
     bomb.write_bytes(gzip.compress(payload, compresslevel=9))
     assert bomb.stat().st_size < 1024 * 1024
     run = run_cli("ingest", bomb, "-o", tmp_path / "out", "--max-size", "16M")
-    _assert_clean_failure(tmp_path, run, str(bomb), "cap of 16777216 bytes", "--max-size")
+    _assert_clean_failure(tmp_path, run, str(bomb), "cap of 16.0 MiB", "--max-size")
 
 
 def test_files_with_no_rank_say_how_to_give_one(tmp_path):
@@ -143,3 +143,36 @@ def test_existing_output_needs_force(tmp_path):
     assert run.code == 2 and "--force" in run.stderr
     assert run_cli("ingest", f, "-o", tmp_path / "out", "--force").code == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "out"]  # no temporary left behind
+
+
+def test_skip_bad_skips_and_lists_a_file_whose_rank_cannot_be_told(tmp_path):
+    """Issue 42: ``--skip-bad`` stopped at a file with no rank in its content or name; it must skip
+    it, name it with the reason, and keep the others."""
+    from tests.conftest import SAMPLES
+
+    src = SAMPLES / "coupled" / "kineto"
+    if not src.is_dir():
+        pytest.skip(f"sample trace {src} is absent")
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "rank000.pt.trace.json.gz").write_bytes((src / "rank000.pt.trace.json.gz").read_bytes())
+    trace = json.loads(gzip.decompress((src / "rank001.pt.trace.json.gz").read_bytes()))
+    trace.pop("distributedInfo", None)
+    (folder / "mystery.pt.trace.json.gz").write_bytes(gzip.compress(json.dumps(trace).encode()))
+    strict = run_cli("ingest", str(folder), "-o", str(tmp_path / "a.store"))
+    assert strict.code == 2 and "cannot tell which rank" in strict.stderr
+    run = run_cli("ingest", str(folder), "-o", str(tmp_path / "b.store"), "--skip-bad")
+    assert run.code == 0, run.stderr
+    assert "skipped mystery.pt.trace.json.gz" in run.stderr and "cannot tell which rank" in run.stderr
+    assert "1 rank," in run.text and "1 unreadable file left out" in run.text
+
+
+def test_two_files_of_one_name_are_named_by_their_folders():
+    from asaptrace.ingest.discovery import shown_names
+
+    paths = ["/r/a/kernel_details.csv", "/r/b/kernel_details.csv", "/r/b/trace_view.json"]
+    assert shown_names(paths) == {
+        "/r/a/kernel_details.csv": "a/kernel_details.csv",
+        "/r/b/kernel_details.csv": "b/kernel_details.csv",
+        "/r/b/trace_view.json": "trace_view.json",
+    }

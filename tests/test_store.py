@@ -72,7 +72,10 @@ def test_other_format_version_is_refused(tmp_path):
     meta = json.loads((tmp_path / "s" / "meta.json").read_text())
     meta["format_version"] = STORE_FORMAT_VERSION + 1
     (tmp_path / "s" / "meta.json").write_text(json.dumps(meta))
-    with pytest.raises(StoreVersionError, match=r"format version .* not supported .* re-ingest"):
+    with pytest.raises(
+        StoreVersionError,
+        match=r"store format v\d+; this asaptrace .* reads v\d+ \(upgrade asaptrace, or with `asaptrace ingest",
+    ):
         TraceStore.open(tmp_path / "s")
 
 

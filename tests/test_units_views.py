@@ -60,7 +60,9 @@ def test_a_duration_column_is_in_one_unit_named_in_its_header():
     assert rows == [["0", "1.500", "4"], ["1", "0.017", "4"]]
     # 49 µs at most fills µs; below a microsecond the column stays in ns
     assert format_table(["wait_ns"], [{"wait_ns": 49_000}])[0] == ["wait (µs)"]
-    assert format_table(["wait_ns"], [{"wait_ns": 999}]) == (["wait (ns)"], [["999"]])
+    # under 1 µs: still µs, never a raw nanosecond count under "(ns)" (issue 42)
+    assert format_table(["wait_ns"], [{"wait_ns": 999}]) == (["wait (µs)"], [["0.999"]])
+    assert format_table(["wait_ns"], [{"wait_ns": 0}]) == (["wait (µs)"], [["0.000"]])
     # a column with no value names no unit (an empty table never shows "(ns)" headers)
     assert format_table(["wait_ns"], [{"wait_ns": None}]) == (["wait"], [["–"]])
     assert header("last_share") == "last share"
@@ -248,3 +250,17 @@ def test_percent_rounds_a_half_up_as_people_do():
     # DLRM: rank 7 arrived last at 5 of 8 barriers; the table beside it says 62.5%
     assert percent(5 / 8) == "63%" and percent(5 / 8, 1) == "62.5%"
     assert percent(0.0034, 1) == "0.3%" and percent(None) == "unknown" and percent(1.0) == "100%"
+
+
+def test_the_wrapper_never_splits_a_number_from_its_unit():
+    """Issue 42: ``info`` printed "span 14.6\\ns" at some widths. At every width the wrapped lines
+    keep "7.245 s", "32 ranks" and "asaptrace 0.1.0" whole, and rejoin to the text."""
+    from asaptrace.views.table import wrap
+
+    text = "store format v2 (asaptrace 0.1.0)  32 ranks  166,656 events  span 7.245 s, 1 rank waited 15.2 ms"
+    for width in range(20, 60):
+        lines = wrap(text, width)
+        joined = "\n".join(lines)
+        for phrase in ("7.245 s", "32 ranks", "166,656 events", "asaptrace 0.1.0", "15.2 ms", "1 rank"):
+            assert phrase in joined, (width, lines)
+        assert " ".join(" ".join(lines).split()) == " ".join(text.split())

@@ -119,7 +119,9 @@ def test_attention_vs_sum_sq_says_so_when_lengths_are_unknown():
     # no DP group at all (a one-rank serving trace whose lengths its annotations give): the groups
     # are missing, not the lengths, and "pass --batches" would not help
     fig = imbalance.attention_vs_sum_sq(by_group.clear(), fit)
-    assert not fig.data and _annotation_texts(fig) == ["no DP groups with attention work"]
+    assert not fig.data and _annotation_texts(fig) == [
+        "fewer than two DP groups: imbalance is measured between the DP groups of a step"
+    ]
 
 
 def test_imbalance_ratios_shows_tokens_sum_sq_and_attention_per_step():

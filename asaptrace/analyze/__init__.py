@@ -13,5 +13,6 @@ Modules, in the order data flows through them:
 * ``in_flight`` — in-flight MoE items on a disaggregated pool (a counter track);
 * ``diagnosis`` — every table above for one store; ``findings`` (with ``_findings_overlap``) — the
   tables as ranked sentences;
-* ``compare`` — two Diagnoses side by side; ``_common`` — small shared pieces.
+* ``compare`` — two Diagnoses side by side; ``gate`` — thresholds on the comparison, judged
+  against the steps' noise (the regression gate); ``_common`` — small shared pieces.
 """

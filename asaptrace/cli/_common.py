@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import shlex
 import sys
@@ -26,6 +27,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: Exit code for a user mistake (bad input file, bad option); 1 stays for "ran, found a problem".
 EXIT_USER_ERROR = 2
+#: Exit code for "ran, found a problem" (``compare --fail-if``: a regression beyond a threshold).
+EXIT_FOUND = 1
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -48,7 +51,7 @@ def user_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except AsaptraceError as e:
-            err.print(f"[bold red]error:[/] {escape(str(e))}", markup=True, highlight=False, soft_wrap=True)
+            print_message(err, "[bold red]error:[/] ", str(e))
             raise typer.Exit(EXIT_USER_ERROR) from None
         except KeyboardInterrupt:
             err.print("interrupted")
@@ -68,6 +71,36 @@ def parse_size(text: str) -> int:
         raise typer.BadParameter(f"not a size: {text!r} (examples: 512M, 8G)")
     unit = (m.group(2) or "").lower()[:1]
     return int(float(m.group(1)) * _UNITS[unit])
+
+
+def terminal_width(console: Console) -> int | None:
+    """The width messages wrap to: the terminal's, or ``COLUMNS`` when set; None when the stream is
+    neither a terminal nor sized (a log, a pipe: each message stays one line that grep finds)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return console.width if console.is_terminal else None
+
+
+def print_message(console: Console, prefix: str, text: str, *, style: str = "") -> None:
+    """An error, warning or note: ``prefix`` (rich markup) then ``text`` (plain), wrapped between
+    words to :func:`terminal_width` with its continuation lines under the text, by the one
+    wrapper (:func:`asaptrace.views.table.wrap`); one whole line where no width is known."""
+    from rich.text import Text
+
+    from asaptrace.views.table import wrap
+
+    head = Text.from_markup(prefix)
+    width = terminal_width(console)
+    lead = " " * len(head.plain) if len(head.plain) <= (width or 0) // 3 else ""
+    for i, line in enumerate(wrap(text, width, first=" " * len(head.plain), indent=lead)):
+        body = Text(line[len(head.plain) :] if i == 0 else line, style=style)
+        console.print(Text.assemble(head, body) if i == 0 else body, soft_wrap=True, highlight=False)
+
+
+def print_warning(text: str) -> None:
+    """A warning on stderr (:func:`print_message`)."""
+    print_message(err, "[bold yellow]warning:[/] ", text.removeprefix("warning: "))
 
 
 def print_json(obj: Any) -> None:

@@ -18,6 +18,7 @@ from asaptrace.cli._common import (
     err,
     out,
     print_json,
+    print_message,
     print_table,
     print_wrapped,
     user_errors,
@@ -47,7 +48,7 @@ def analyze(
 
     diag, written = analyze_store(store, csv=csv, parallel=parallel, batches=batches, taxonomy=taxonomy)
     if csv is not None:
-        err.print(f"wrote {plural(len(written), 'table')} as CSV to {csv}/", soft_wrap=True, markup=False)
+        print_message(err, "", f"wrote {plural(len(written), 'table')} as CSV to {csv}/")
     if as_json:
         print_json(diag.to_json())
         return

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from asaptrace import __version__
-from asaptrace.cli._common import err, out, usage_error_line
+from asaptrace.cli._common import err, out, print_message, usage_error_line
 from asaptrace.cli.advise import advise
 from asaptrace.cli.analyze import analyze
 from asaptrace.cli.compare import compare
@@ -93,6 +93,6 @@ def main() -> None:
     except click_error as e:  # UsageError, BadParameter, MissingParameter, NoSuchOption, …
         if not e.format_message():  # no arguments at all: the help was the answer
             sys.exit(e.exit_code)
-        err.print(usage_error_line(e), markup=False, highlight=False, soft_wrap=True)
+        print_message(err, "", usage_error_line(e))
         sys.exit(e.exit_code)
     sys.exit(code if isinstance(code, int) else 0)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from asaptrace.cli._common import err, out, user_errors
+from asaptrace.cli._common import out, print_warning, user_errors
 
 #: Hosts that only this machine can reach.
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -58,9 +58,7 @@ def dashboard(
     for path in stores:  # each must be a store before anything is served (one line if not)
         open_store(path)
     if host not in LOCAL_HOSTS:
-        err.print(
-            f"[bold yellow]warning:[/] serving on {host}: anyone who can reach port {port} sees these stores"
-        )
+        print_warning(f"serving on {host}: anyone who can reach port {port} sees these stores")
     app = create_app(stores)
     serve(
         app,

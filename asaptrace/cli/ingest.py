@@ -19,6 +19,7 @@ from asaptrace.cli._common import (
     out,
     parse_size,
     print_json,
+    print_message,
     print_wrapped,
     user_errors,
 )
@@ -146,30 +147,30 @@ def ingest(
     if as_json:
         print_json(info)
         return
-    for line in discovery_lines(info):  # log lines: one each, whole (grep finds them)
-        err.print(line, soft_wrap=True, markup=False)
+    for line in discovery_lines(info):  # wrapped on a terminal, one whole line each in a log
+        print_message(err, "", line)
     # the path on its own line (folded if it is wider than the terminal), then what was kept
     out.print(f"wrote [bold]{escape(str(store.path))}[/]:", overflow="fold")
     print_wrapped(out, "  ", ingest_summary(info, time.perf_counter() - t0))
 
 
 def _said_stale(folder: StaleFolder) -> None:
-    err.print(
+    print_message(
+        err,
+        "",
         f"removed {folder.path} ({human_bytes(folder.size)}), left by an ingest (pid {folder.pid}) that no longer runs",
-        soft_wrap=True,
-        markup=False,
     )
 
 
 def _said_memory(note: MemoryNote) -> None:
-    err.print(
+    print_message(
+        err,
+        "",
         f"memory budget {human_bytes(note.budget)} cannot be kept: {note.path.name} "
         f"({human_bytes(note.size)}) is one rank, "
         + ("read in chunks but its device work held whole" if note.chunked else "segmented whole")
         + (" and written beside the other ranks" if note.several else "")
         + f", about {human_bytes(note.peak)} at its peak",
-        soft_wrap=True,
-        markup=False,
     )
 
 

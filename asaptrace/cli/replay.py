@@ -14,10 +14,10 @@ from asaptrace.cli._common import (
     ParquetOpt,
     StoreArg,
     check_tables,
-    err,
     out,
     print_json,
     print_table,
+    print_warning,
     print_wrapped,
     user_errors,
     write_tables,
@@ -134,7 +134,7 @@ def replay(
     print_json(result.to_json()) if as_json else _print_replay(result.to_json())
     write_tables(replay_tables(result.to_json()), csv, parquet)
     for line in result.warnings:
-        print_wrapped(err, "[yellow]warning:[/] ", line)
+        print_warning(line)
 
 
 def _replay_params(**options: Any) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from asaptrace.cli._common import (
     CsvOpt,
@@ -21,6 +20,7 @@ from asaptrace.cli._common import (
     print_json,
     print_lines,
     print_table,
+    print_warning,
     user_errors,
     write_tables,
 )
@@ -143,7 +143,7 @@ def sweep(
             seeds=seeds,
         )
     for line in res.get("cost_warnings", []):
-        err.print(f"[bold yellow]warning:[/] {escape(line)}", soft_wrap=True)
+        print_warning(line)
     print_json(res.to_json()) if as_json else _print_sweep(res)
     write_tables(sweep_tables(res), csv, parquet)
     if output is not None and not as_json:

@@ -137,13 +137,29 @@ class SourceFacts:
     rank_source: str = "unknown"  # where that rank came from (distributedInfo, filename:…, order, map)
 
 
+def shown_names(paths: Sequence[str]) -> dict[str, str]:
+    """path → how a sentence names it: its file name, or as many of its folders as tell it apart
+    from another path of the same name (``rank0/kernel_details.csv``, ``rank1/kernel_details.csv``)."""
+    parts = {p: Path(p).parts for p in paths}
+    shown = {}
+    for p, mine in parts.items():
+        depth = 1
+        while depth < len(mine) and any(
+            q != p and theirs[-depth:] == mine[-depth:] for q, theirs in parts.items()
+        ):
+            depth += 1
+        shown[p] = "/".join(mine[-depth:])
+    return shown
+
+
 def run_warnings(facts: Sequence[SourceFacts]) -> list[str]:
     """Warnings that the sources are not the ranks of one run (see the module docstring)."""
     warnings: list[str] = []
+    name = shown_names([f.path for f in facts])
     by_hash: dict[str, list[str]] = {}
     for f in facts:
         if f.sha256:
-            by_hash.setdefault(f.sha256, []).append(Path(f.path).name)
+            by_hash.setdefault(f.sha256, []).append(name[f.path])
     for names in by_hash.values():
         if len(names) > 1:
             warnings.append(
@@ -171,8 +187,8 @@ def run_warnings(facts: Sequence[SourceFacts]) -> list[str]:
         if latest_start[0] > earliest_end[1]:  # no instant inside every file's time range
             gap = latest_start[0] - earliest_end[1]
             warnings.append(
-                f"the files' time ranges do not overlap ({Path(earliest_end[2]).name} ends "
-                f"{_gap(gap)} before {Path(latest_start[2]).name} starts): they look like several "
+                f"the files' time ranges do not overlap ({name[earliest_end[2]]} ends "
+                f"{_gap(gap)} before {name[latest_start[2]]} starts): they look like several "
                 "runs mixed together; their cross-rank findings are not meaningful"
             )
     return warnings
@@ -184,7 +200,8 @@ def _gap(ns: int) -> str:
 
 
 def _names(paths: Sequence[str], show: int = 3) -> str:
-    names = [Path(p).name for p in paths]
+    shown = shown_names(paths)
+    names = [shown[p] for p in paths]
     return ", ".join(names[:show]) + (f" and {len(names) - show} more" if len(names) > show else "")
 
 

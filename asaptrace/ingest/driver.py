@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from asaptrace import memory
 from asaptrace.accounting import Accounting
 from asaptrace.chunks import CHUNK_DIR, HostChunks
-from asaptrace.errors import CorruptTrace, SizeLimitExceeded, UnsupportedFormat, UsageError
+from asaptrace.errors import CorruptTrace, RankError, SizeLimitExceeded, UnsupportedFormat, UsageError
 from asaptrace.executors import (
     Executor,
     ThreadExecutor,
@@ -136,7 +136,11 @@ def ingest_file(task: FileTask) -> FileSummary | Unreadable:
         if known is None and not (fmt.hashes_while_reading and fmt.hashes_while_reading(path, task.options)):
             hasher, digest = _sha256_in_thread(path)  # else the reader hashes it (result.sha256)
         result = fmt.read(path, task.options)
-    except BAD_FILE as e:
+        hint = fmt.rank_hint(path)  # a file whose rank cannot be told is skipped with the bad ones
+        info = resolve_rank(
+            result.rank_info, path, task.rank_from, task.explicit_rank, hint, single_file=task.single_file
+        )
+    except (*BAD_FILE, RankError) as e:
         if not task.skip_bad:
             raise
         prefetch.take(path)
@@ -144,14 +148,6 @@ def ingest_file(task: FileTask) -> FileSummary | Unreadable:
             hasher.join()
         return Unreadable(task.index, str(path), e.message)
     prefetch.take(path)  # let go of what was read ahead for it, if its reader did not take it
-    info = resolve_rank(
-        result.rank_info,
-        path,
-        task.rank_from,
-        task.explicit_rank,
-        fmt.rank_hint(path),
-        single_file=task.single_file,
-    )
     assert info.rank is not None
     result = result.with_rank(info.rank)
     root = Path(task.root)
@@ -217,6 +213,7 @@ def ingest_paths(
     mix_devices: bool = False,
     memory_budget: int | None = None,
     on_memory: Callable[[MemoryNote], None] | None = None,
+    options_said: dict[str, str] | None = None,
 ) -> TraceStore:
     """Ingest trace files (or folders of them) into a new store at ``out``; returns the opened store.
 
@@ -255,12 +252,12 @@ def ingest_paths(
     ["unreadable"]`` (their events are in no count of the accounting, which says how many files
     it left out). Separate one-rank runs, and device types mixed without ``mix_devices``, are
     refused (:func:`~asaptrace.ingest.discovery.run_refusal`).
+    ``meta["ingest"]``: the paths (absolute) and ``options_said``, what rebuilds the store.
     """
+    paths = list(paths)
     options = options or IngestOptions()
     check_store_target(out, overwrite=overwrite)  # a bad output fails before any file is opened
-    sources = find_sources(
-        paths, skip_bad=skip_bad
-    )  # folders walked, non-traces skipped; one path per source
+    sources = find_sources(paths, skip_bad=skip_bad)  # folders walked, non-traces skipped
     files = sources.files
     if format is not None:
         FORMATS.get(format)  # unknown name → RegistryError
@@ -341,6 +338,7 @@ def ingest_paths(
             total = total.merge(s.accounting)
         total.check("the store")
         meta = {
+            "ingest": {"inputs": [str(Path(p).absolute()) for p in paths], **(options_said or {})},
             "discovery": {**sources.to_json(), "unreadable": unreadable, "warnings": run_warnings(facts)},
             "parallel": None,
             "taxonomy_profile": None,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from asaptrace.errors import CorruptTrace, IngestError, SizeLimitExceeded
+from asaptrace.units import human_bytes
 
 GZIP_MAGIC = b"\x1f\x8b"
 #: A gzip trace inflates about this much (Kineto JSON: 8–12×): the memory a file's read is
@@ -29,14 +30,14 @@ HASH_BLOCK = 1024 * 1024
 
 
 def over_cap(size: int, max_bytes: int, path: Path) -> SizeLimitExceeded:
-    return SizeLimitExceeded(
-        f"file is {size} bytes, over the cap of {max_bytes} bytes (raise --max-size)", path=path
-    )
+    said, cap = human_bytes(size), human_bytes(max_bytes)
+    over = "just over" if said == cap else f"{said}, over"
+    return SizeLimitExceeded(f"file is {over} the cap of {cap} (raise --max-size)", path=path)
 
 
 def _inflates_over_cap(max_bytes: int, path: Path) -> SizeLimitExceeded:
     return SizeLimitExceeded(
-        f"decompresses to more than the cap of {max_bytes} bytes (raise --max-size)", path=path
+        f"decompresses to more than the cap of {human_bytes(max_bytes)} (raise --max-size)", path=path
     )
 
 

@@ -217,3 +217,29 @@ def compare_diagnoses(a: Diagnosis, b: Diagnosis) -> dict[str, pl.DataFrame]:
     from asaptrace.analyze.compare import compare
 
     return compare(a.tables, b.tables)
+
+
+def gate_thresholds(fail_if: Sequence[str], thresholds_file: Path | None = None) -> list:
+    """The regression gate's thresholds: each ``--fail-if`` expression, then a thresholds file's
+    (``fail-if = [...]``; :mod:`asaptrace.analyze.gate`). A bad one is one UsageError."""
+    from asaptrace.analyze.gate import parse_threshold, thresholds_from_toml
+
+    rules = [parse_threshold(text) for text in fail_if]
+    if thresholds_file is not None:
+        try:
+            text = Path(thresholds_file).read_text()
+        except OSError as err:
+            raise UsageError(
+                f"cannot read the thresholds file ({err.strerror})", path=thresholds_file
+            ) from None
+        rules += thresholds_from_toml(text, source=str(thresholds_file))
+    return rules
+
+
+def gate_verdicts(
+    comparison: dict[str, pl.DataFrame], a: Diagnosis, b: Diagnosis, thresholds: Sequence
+) -> pl.DataFrame:
+    """One verdict per threshold and scope for BASE ``a`` and NEW ``b`` (:func:`asaptrace.analyze.gate.verdicts`)."""
+    from asaptrace.analyze.gate import verdicts
+
+    return verdicts(comparison, a.tables, b.tables, list(thresholds))

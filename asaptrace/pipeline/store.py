@@ -93,6 +93,12 @@ def build_store(
 
     if max_bytes is not None:
         ingest_options["options"] = IngestOptions(max_decompressed_bytes=max_bytes)
+    said = {"parallel": parallel, "batches": batches, "taxonomy": taxonomy}  # as typed: to rebuild the store
+    ingest_options["options_said"] = {
+        k: str(Path(v).absolute()) if Path(v).is_file() else str(v)
+        for k, v in said.items()
+        if isinstance(v, (str, Path))
+    }
     ingest_options["rank_map"] = load_rank_map(rank_map) if isinstance(rank_map, (str, Path)) else rank_map
     if isinstance(executor, str):  # a bad name or a stray address fails before any file is read
         executor = make_executor(executor, jobs=ingest_options.get("jobs"), address=ray_address)

@@ -38,9 +38,18 @@ from asaptrace.analyze.compare import HEADLINE_METRICS, compare, headline
 from asaptrace.info import deployment_phrase, steps_text
 from asaptrace.report.replay_sweep import replay_provenance
 from asaptrace.report.sections import FigureView, Section
-from asaptrace.units import format_table, human_ns, metric_label, metric_value, more_rows, percent
+from asaptrace.units import (
+    format_table,
+    human_bytes,
+    human_ns,
+    metric_label,
+    metric_value,
+    more_rows,
+    percent,
+)
 from asaptrace.views.compare import compare_views
 from asaptrace.views.diagnosis import shown_tables
+from asaptrace.views.store import clock_status_text
 from asaptrace.views.table import TableView
 from asaptrace.viz import barrier, breakdown, imbalance, timeline
 
@@ -129,10 +138,12 @@ def _provenance(diag: Diagnosis, store_meta: dict[str, Any], root: Path | None) 
     residual = clock_t.get_column("residual_ns")
     clock = dict(diag.meta.get("clock") or store_meta.get("clock") or {})
     clock_rows = {
-        "status": clock.get("status", "–"),
+        "status": clock_status_text(clock.get("status")),
         "reference rank": clock.get("reference_rank", "–"),
         "instances used": clock.get("n_instances", "–"),
-        "largest offset": human_ns(clock_t.get_column("offset_ns").abs().max()) if clock_t.height else "–",  # type: ignore[arg-type]
+        "largest offset": human_ns(clock_t.get_column("offset_ns").abs().max())  # type: ignore[arg-type]
+        if clock_t.height > 1
+        else "–",
         "largest residual": human_ns(residual.abs().max()) if residual.drop_nulls().len() else "–",  # type: ignore[arg-type]
         # the reference rank is the clock the others are aligned to: never "not aligned" itself
         # (a single rank has no residual, and nothing to align)
@@ -149,7 +160,7 @@ def _provenance(diag: Diagnosis, store_meta: dict[str, Any], root: Path | None) 
                 "path": _shown_path(str(s.get("path", "")), root),
                 "format": s.get("format", "–"),
                 "rank": s.get("rank", "–"),
-                "size": f"{s.get('size', 0):,}",
+                "size": human_bytes(int(s.get("size") or 0)),
                 "sha256": s.get("sha256", "–"),
                 "read": f"{(s.get('accounting') or {}).get('read', 0):,}",
             }

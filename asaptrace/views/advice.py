@@ -49,6 +49,8 @@ def advice_header(j: dict[str, Any], store: Any) -> str:
     deployment = j.get("deployment_phrase") or deployment_phrase(
         {"deployment": j["deployment"]}, j["devices"]
     )
+    if not j.get("measured_makespan_ns"):  # a CPU-only or MTIA trace: no device work to measure
+        return f"{store}: {deployment}, no device work in the trace (nothing a what-if could win back):"
     measured = human_ns(j["measured_makespan_ns"], sig=True)
     ref = j.get("reference_makespan_ns")  # 0 or None: no what-if ran, none to measure against
     reference = human_ns(ref, sig=True) if ref else measured

@@ -55,7 +55,9 @@ def info_summary(info: dict[str, Any]) -> tuple[str, str]:
     """What follows the store's name on ``asaptrace info``'s first line, and the accounting line."""
     span, acc = info["time_span"], info["accounting"]
     head = (
-        f"  format v{info['format_version']}  {plural(info['n_ranks'], 'rank')}  "
+        f"  store format v{info['format_version']}"
+        + (f" (asaptrace {info['asaptrace_version']})" if info.get("asaptrace_version") else "")
+        + f"  {plural(info['n_ranks'], 'rank')}  "
         f"{plural(info['n_events'], 'event')}  span {human_ns(span['duration_ns'])}"
     )
     rejected = ", ".join(f"{k}: {v:,}" for k, v in acc["rejected"].items()) or "none"
@@ -122,6 +124,22 @@ def policies_lines(catalogue: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+#: the clock alignment's status (meta.json ``clock.status``) as a person reads it
+CLOCK_STATUS = {
+    "aligned": "aligned",
+    "partial": "partly aligned",
+    "impossible": "not possible (too few collectives shared by two ranks)",
+    "single_rank": "one rank, nothing to align",
+    "not_run": "not run",
+    "replayed": "replayed (one clock)",
+}
+
+
+def clock_status_text(status: str | None) -> str:
+    """``single_rank`` → ``one rank, nothing to align`` (the report's and the dashboard's words)."""
+    return CLOCK_STATUS.get(status or "", status or "–")
+
+
 def store_provenance(
     label: str, diag: Diagnosis, info: dict[str, Any], meta: dict[str, Any]
 ) -> list[tuple[str, str]]:
@@ -134,7 +152,7 @@ def store_provenance(
         ("deployment", diagnosis_header(diag).strip()),
         ("ranks, events", f"{plural(info['n_ranks'], 'rank')}, {plural(info['n_events'], 'event')}"),
         ("accounting", f"read {acc['read']:,} = kept {acc['kept']:,} + rejected ({rejected})"),
-        ("clock", str((meta.get("clock") or {}).get("status", "-"))),
+        ("clock", clock_status_text((meta.get("clock") or {}).get("status"))),
         ("batches", str(diag.meta.get("batches_source") or "-")),
         (
             "written by",

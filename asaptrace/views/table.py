@@ -5,6 +5,7 @@ many rows a terminal shows, when a terminal is narrow, how a line wraps, which q
 
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import dataclass, replace
 from typing import Any
@@ -76,22 +77,36 @@ def narrow(width: int | None) -> bool:
     return width is not None and width < WIDE
 
 
+#: a number and the unit or noun after it ("7.2 s", "32 ranks"), never split across lines
+_NUMBER_UNIT = re.compile(
+    r"(?<=\d) (?=(?:ns|µs|us|ms|s|min|h|B|KB|MB|GB|TB|KiB|MiB|GiB|TiB|pp|%|×|GB/s|MB/s|"
+    r"(?:rank|event|step|device|file|layer|request|group|row|token|instance|barrier|lane)s?)(?![\w/]))"
+    r"|(?<=asaptrace) (?=\d)"  # a version: "asaptrace 0.1.0"
+)
+_KEEP = "\x1f"  # a character textwrap does not break at, standing for a kept space while wrapping
+
+
 def wrap(text: str, width: int | None, *, first: str = "", indent: str = "") -> list[str]:
     """``first + text`` wrapped to ``width`` columns between words, continuation lines indented by
     ``indent`` (one line when ``width`` is None): how the CLI prints a numbered line or a reading.
-    Columns are :func:`~asaptrace.units.text_width`'s: a line holding µ or — is wrapped earlier."""
+    Columns are :func:`~asaptrace.units.text_width`'s: a line holding µ or — is wrapped earlier.
+    A number keeps its unit on its line ("7.2 s", "32 ranks")."""
     if width is None:
         return [first + text]
+    kept = _NUMBER_UNIT.sub(_KEEP, text)
     limit = at = max(width, 20)
     while True:
-        lines = textwrap.wrap(
-            text,
-            at,
-            initial_indent=first,
-            subsequent_indent=indent,
-            break_on_hyphens=False,
-            break_long_words=True,  # only a token longer than the terminal (a path) is cut
-        ) or [first]
+        lines = [
+            line.replace(_KEEP, " ")
+            for line in textwrap.wrap(
+                kept,
+                at,
+                initial_indent=first,
+                subsequent_indent=indent,
+                break_on_hyphens=False,
+                break_long_words=True,  # only a token longer than the terminal (a path) is cut
+            )
+        ] or [first]
         over = max(text_width(line) for line in lines) - limit
         if over <= 0 or at <= 20:
             return lines

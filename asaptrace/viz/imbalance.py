@@ -34,7 +34,9 @@ def attention_vs_sum_sq(imbalance_by_group: pl.DataFrame, imbalance_fit: pl.Data
     """
     title = "Attention time vs Σs² per DP group and step"
     if imbalance_by_group.height == 0:  # no groups (one rank, none given): lengths are not the cause
-        return empty_figure(title, "no DP groups with attention work")
+        return empty_figure(
+            title, "fewer than two DP groups: imbalance is measured between the DP groups of a step"
+        )
     t = imbalance_by_group.filter(pl.col("sum_sq").is_not_null() & pl.col("attention_ns").is_not_null())
     basis = imbalance_fit.get_column("cost_basis")[0] if imbalance_fit.height else None
     if t.height == 0 or basis == "measured_attention":
@@ -92,7 +94,9 @@ def imbalance_ratios(imbalance_by_step: pl.DataFrame) -> go.Figure:
     title = "Imbalance per step: tokens vs Σs² vs attention time (max / mean over DP groups)"
     t = imbalance_by_step.sort("step")
     if t.height == 0:
-        return empty_figure(title, "no DP groups with attention work")
+        return empty_figure(
+            title, "fewer than two DP groups: imbalance is measured between the DP groups of a step"
+        )
     steps = [str(s) for s in t.get_column("step")]
     fig = go.Figure()
     for col, name, colour in (

@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from asaptrace.schema import Kind
+from asaptrace.units import plural
 from asaptrace.viz.theme import (
     RECEIVE_WAIT_COLOUR,
     WAIT_COLOUR,
@@ -215,7 +216,7 @@ def timeline_figure(
         zeroline=False,
     )
     sub = (
-        f"{spans.height:,} spans in {n_lanes} lanes, drawn as {segs.height:,} segments "
+        f"{spans.height:,} spans in {plural(n_lanes, 'lane')}, drawn as {segs.height:,} segments "
         f"(merged below {resolution / 1000:,.1f} µs)"
     )
     fig.update_layout(hovermode="closest")

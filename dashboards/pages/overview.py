@@ -6,6 +6,7 @@ from typing import Any
 
 from dash import Input, Output, dcc, html
 
+from asaptrace.units import plural
 from asaptrace.views.advice import advice_lines, advice_view
 from asaptrace.views.diagnosis import findings_view, headline_rows
 from asaptrace.views.store import store_provenance, store_sources
@@ -56,7 +57,7 @@ def overview_body(stores: Stores, key: Any) -> list:
         text_table(["", ""], provenance, id="overview-provenance"),
         html.Details(
             [
-                html.Summary(f"{len(sources)} source files"),
+                html.Summary(plural(len(sources), "source file")),
                 text_table(source_headers, sources, id="overview-sources"),
             ]
         ),
