@@ -35,8 +35,10 @@ def idle_findings(t: dict[str, pl.DataFrame], n_ranks: int, make: Any) -> list[A
     cause = max(by_cause, key=lambda c: by_cause[c])
     n_steps = bd.select(pl.struct("step").n_unique()).item()
     each = "of each step" if n_steps > 1 else "of the step"
+    share = idle / total
+    # under 1 % it keeps a decimal rather than read "0%" of a real idle time
     text = (
-        f"GPU idle {percent(idle / total)} {each} ({text_ns(idle / n_ranks)} per rank of "
+        f"GPU idle {percent(share, 1 if share < 0.01 else 0)} {each} ({text_ns(idle / n_ranks)} per rank of "
         f"{text_ns(total / n_ranks)}); {percent(by_cause[cause] / idle)} of it {_CAUSES[cause]}"
     )
     text += _evidence(t, bd, cause)
@@ -47,7 +49,7 @@ def idle_findings(t: dict[str, pl.DataFrame], n_ranks: int, make: Any) -> list[A
     data = {
         "idle_ns": idle,
         "step_time_ns": total,
-        "idle_share": idle / total,
+        "idle_share": share,
         "cause": cause.removeprefix("idle_").removesuffix("_ns"),
         **by_cause,
         "worst_rank": worst["rank"],

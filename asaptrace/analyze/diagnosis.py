@@ -118,24 +118,10 @@ def diagnose(
     ev = lazy(events)
     rk = lazy(ranks).collect()
     # reduce early: device work only, the columns the analyses read
-    dev = (
-        ev.filter(pl.col("is_device"))
-        .select(
-            "rank",
-            "stream",
-            "is_device",
-            "kind",
-            "name",
-            "cat",
-            "ts_ns",
-            "dur_ns",
-            "step",
-            "layer",
-            "micro_batch",
-            "corr",
-        )
-        .collect()
-    )
+    present = set(ev.collect_schema().names())
+    cols = ["rank", "stream", "is_device", "kind", "name", "cat", "ts_ns", "dur_ns", "step", "layer"]
+    cols += ["micro_batch", "corr"]
+    dev = ev.filter(pl.col("is_device")).select(c for c in cols if c in present).collect()
     b = batches.collect() if isinstance(batches, pl.LazyFrame) else batches
     inst = match_instances(dev, rk)
     barrier = bw.barrier_wait(dev, rk, instances=inst)
