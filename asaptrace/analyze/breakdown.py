@@ -12,10 +12,10 @@ work minus the start of its host spans (annotation, ops) on the rank — the que
 
 1. **compute** — a kernel that is neither communication nor a copy runs (any stream, any step);
 2. **copy** — a memcpy or memset runs;
-3. **transfer** — a communication kernel runs, past the release of its barrier instance (all its
-   peers have arrived) or outside any matched instance;
-4. **wait** — a communication kernel runs inside the wait part [a[i, r], R[i]] of a barrier
-   instance (or an asynchronous receive of a disaggregated deployment,
+3. **transfer** — a communication kernel runs past the release R[i] of its barrier instance (all
+   its peers have arrived), or one that belongs to no matched instance runs;
+4. **wait** — a communication kernel of instance i runs before R[i] (its last peer has not
+   arrived; an asynchronous receive of a disaggregated deployment waits all along,
    :func:`~asaptrace.analyze.barrier.receive_wait`);
 5. **idle** — nothing runs; split by cause into idle_sync, idle_host, idle_other
    (:mod:`asaptrace.analyze._idle`).
@@ -153,7 +153,6 @@ def breakdown_tables(
         ns.filter(first(_COPY)).sum().alias("copy_ns"),
         ns.filter(first(_TRANSFER)).sum().alias("transfer_ns"),
         ns.filter(first(_WAIT)).sum().alias("wait_ns"),
-        ns.filter((pl.col("mask") & 0b1111 == 0) & has(_COMM)).sum().alias("_comm_only"),
         ns.filter(has(_COMM) & (has(_COMPUTE) | has(_COPY))).sum().alias("overlapped_ns"),
     )
     gaps = seg.filter((pl.col("mask") == 0) & (ns > 0)).select(*_KEYS, pl.col("t").alias("g0"), "ns")
@@ -174,10 +173,8 @@ def breakdown_tables(
         .join(idle, on=_KEYS, how="left", nulls_equal=True)
         .with_columns(
             pl.col(c).fill_null(0).cast(pl.Int64)
-            for c in (*PARTS, "_comm_only", "overlapped_ns", "n_host_gaps", "n_host_gaps_short")
+            for c in (*PARTS, "overlapped_ns", "n_host_gaps", "n_host_gaps_short")
         )
-        # a communication instant matched to no kernel state (a wait interval past its kernel) is transfer
-        .with_columns(transfer_ns=pl.col("transfer_ns") + pl.col("_comm_only"))
         .with_columns(
             step_time_ns=pl.col("end_ns") - pl.col("start_ns"),
             idle_ns=pl.col("idle_host_ns") + pl.col("idle_sync_ns") + pl.col("idle_other_ns"),
@@ -229,27 +226,37 @@ def _segments(act: pl.DataFrame, barrier: pl.DataFrame, windows: pl.DataFrame) -
     )
     work = act.select("rank", "start", "end", cat.alias("cat"))
     rank_t = work.schema["rank"]
+    seg_keys = ["rank", "step", "layer", "micro_batch", "kind"]
+    comm = act.filter(pl.col("is_comm")).select(*seg_keys, "start", "end").with_row_index("_k")
     b = barrier.select(
         pl.col("rank").cast(rank_t),
+        pl.col("step").cast(act.schema["step"]),
+        pl.col("layer").cast(act.schema["layer"]),
+        pl.col("micro_batch").cast(act.schema["micro_batch"]),
+        pl.col("kind").cast(pl.String),
         pl.col("arrival_ns").alias("a"),
-        pl.min_horizontal("release_ns", "end_ns").alias("r"),
+        pl.col("release_ns").alias("r"),
         pl.col("end_ns").alias("e"),
     )
-    waits = b.filter(pl.col("r") > pl.col("a")).select(
-        "rank", pl.col("a").alias("start"), pl.col("r").alias("end"), pl.lit(_WAIT, pl.Int64).alias("cat")
+    # each communication kernel of a matched instance (a collective kernel is its own instance, a
+    # dispatch/combine instance is every kernel of the op in [a, e] of its segment) waits from its
+    # start to the release R[i] and transfers after it; a kernel of no instance transfers all along
+    linked = (
+        comm.join(b, on=seg_keys, nulls_equal=True)
+        .filter(
+            (pl.col("start") >= pl.col("a"))
+            & (pl.col("start") < pl.col("e"))
+            & ((pl.col("kind") != "collective") | (pl.col("start") == pl.col("a")))
+        )
+        .group_by("_k")
+        .agg(pl.col("r").max())
     )
-    # a communication kernel is in its transfer state past its instance's release (all peers in),
-    # or all along when it belongs to no matched instance (the instance whose [a, e] holds its start)
-    comm = act.filter(pl.col("is_comm")).select("rank", "start", "end").sort("start")
-    state = comm.join_asof(
-        b.sort("a"), left_on="start", right_on="a", by="rank", strategy="backward", check_sortedness=False
+    state = comm.join(linked, on="_k", how="left").with_columns(
+        _r=pl.col("r").fill_null(pl.col("start")).clip(pl.col("start"), pl.col("end"))
     )
-    inside = pl.col("a").is_not_null() & (pl.col("start") < pl.col("e"))
+    waits = state.select("rank", "start", pl.col("_r").alias("end"), pl.lit(_WAIT, pl.Int64).alias("cat"))
     transfer = state.select(
-        "rank",
-        pl.when(inside).then(pl.max_horizontal("start", "r")).otherwise(pl.col("start")).alias("start"),
-        "end",
-        pl.lit(_TRANSFER, pl.Int64).alias("cat"),
+        "rank", pl.col("_r").alias("start"), "end", pl.lit(_TRANSFER, pl.Int64).alias("cat")
     )
     iv = pl.concat([work, waits, transfer], how="vertical_relaxed")
     cuts = windows.select(pl.col("rank").cast(rank_t), pl.col("start_ns").alias("t"))
