@@ -71,11 +71,12 @@ def test_sglang_prefill_idle_is_the_host_blocked_in_aten_to(shared_data, tmp_pat
     if not path.is_file():
         pytest.skip(f"{path} is absent")
     diag = _diagnose([path], tmp_path)
-    f = _idle(diag)
-    assert f.severity in ("medium", "high") and f.data["cause"] == "sync"
-    assert "with the host blocked in a synchronisation" in f.text and "aten::to" in f.text
+    idle = _idle(diag)
+    assert idle.severity in ("medium", "high") and idle.data["cause"] == "sync"
+    assert "with the host blocked in a synchronisation" in idle.text and "aten::to" in idle.text
     # the truth: an aten::to of ~493 ms inside the device span during which the device ran < 0.1 ms
-    events = json.loads(gzip.open(path).read())["traceEvents"]
+    with gzip.open(path) as f:
+        events = json.loads(f.read())["traceEvents"]
     dev = [e for e in events if e.get("ph") == "X" and e.get("cat") in _DEVICE]
     first, last = min(e["ts"] for e in dev), max(e["ts"] + e["dur"] for e in dev)
     (to,) = [e for e in events if e.get("name") == "aten::to" and e.get("dur", 0) > 100_000]

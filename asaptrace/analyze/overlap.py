@@ -23,6 +23,7 @@ Identity, checked in code and in a test: ``compute_ns + copy_ns + exposed_comm_n
 | copy_ns | int64 | ns | Y |
 | comm_ns | int64 | ns | M |
 | overlapped_ns | int64 | ns | M ∧ (C ∨ copy) |
+| overlapped_copy_ns | int64 | ns | M ∧ copy ∧ ¬C (the part of overlapped_ns under a copy alone) |
 | exposed_comm_ns | int64 | ns | M ∧ ¬C ∧ ¬copy |
 | idle_ns | int64 | ns | neither |
 | overlap_efficiency | float64 | – | overlapped_ns / comm_ns (null without communication) |
@@ -80,6 +81,7 @@ def overlap_by_rank(
         pl.col("ns").filter(copy & ~comp).sum().alias("copy_ns"),
         pl.col("ns").filter(comm).sum().alias("comm_ns"),
         pl.col("ns").filter(comm & (comp | copy)).sum().alias("overlapped_ns"),
+        pl.col("ns").filter(comm & copy & ~comp).sum().alias("overlapped_copy_ns"),
         pl.col("ns").filter(mask == 2).sum().alias("exposed_comm_ns"),
         pl.col("ns").filter(mask == 0).sum().alias("idle_ns"),
     )
@@ -101,6 +103,7 @@ def overlap_by_rank(
             for c in ("span_ns", "compute_ns", "comm_ns", "overlapped_ns", "exposed_comm_ns", "idle_ns")
         ],
         pl.col("copy_ns").cast(pl.Int64),
+        pl.col("overlapped_copy_ns").cast(pl.Int64),
         share(pl.col("overlapped_ns"), pl.col("comm_ns")).alias("overlap_efficiency"),
         share(pl.col("compute_ns"), pl.col("span_ns")).alias("utilisation"),
         pl.col("n_bubbles").fill_null(0).cast(pl.Int64),
