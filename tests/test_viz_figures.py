@@ -210,7 +210,7 @@ def test_rank_stacked_bars_are_the_breakdown_parts_per_step():
         "idle: synchronisation": 10.0,
         "idle: other": 5.0,
     }
-    assert sum(rank0.values()) == 80.0 and [tr.y[1] for tr in fig.data][0] == 80.0  # rank 1: all compute
+    assert sum(rank0.values()) == 80.0 and fig.data[0].y[1] == 80.0  # rank 1: all compute
 
 
 def test_overlap_per_device_splits_the_span_in_five():
