@@ -16,6 +16,9 @@ import polars as pl
 from asaptrace.analyze._idle import SHORT_KERNEL_NS
 from asaptrace.units import percent, plural, text_ns
 
+#: Idle time under this share of the step is not worth a sentence (a few µs between kernels)
+MIN_IDLE_SHARE = 0.01
+
 _CAUSES = {
     "idle_host_ns": "waiting on the host to launch the next kernel",
     "idle_sync_ns": "with the host blocked in a synchronisation",
@@ -24,21 +27,20 @@ _CAUSES = {
 
 
 def idle_findings(t: dict[str, pl.DataFrame], n_ranks: int, make: Any) -> list[Any]:
-    """The ``idle`` finding, or none when the device never idled inside a step."""
+    """The ``idle`` finding, or none when the device idled under :data:`MIN_IDLE_SHARE` of the steps."""
     bd = t["step_breakdown"]
     if bd.height == 0 or "idle_ns" not in bd.columns:
         return []
     idle, total = int(bd.get_column("idle_ns").sum()), int(bd.get_column("step_time_ns").sum())
-    if idle <= 0 or total <= 0:
+    if idle <= 0 or total <= 0 or idle / total < MIN_IDLE_SHARE:
         return []
     by_cause = {c: int(bd.get_column(c).sum()) for c in _CAUSES}
     cause = max(by_cause, key=lambda c: by_cause[c])
     n_steps = bd.select(pl.struct("step").n_unique()).item()
     each = "of each step" if n_steps > 1 else "of the step"
     share = idle / total
-    # under 1 % it keeps a decimal rather than read "0%" of a real idle time
     text = (
-        f"GPU idle {percent(share, 1 if share < 0.01 else 0)} {each} ({text_ns(idle / n_ranks)} per rank of "
+        f"GPU idle {percent(share)} {each} ({text_ns(idle / n_ranks)} per rank of "
         f"{text_ns(total / n_ranks)}); {percent(by_cause[cause] / idle)} of it {_CAUSES[cause]}"
     )
     text += _evidence(t, bd, cause)
