@@ -167,14 +167,20 @@ def test_each_idle_cause():
             (1, False, "host", "aten::add", "cpu_op", 110, 2, 0, None),
             (1, False, "host", "cudaLaunchKernel", "cuda_runtime", 190, 5, 0, 4),
             (7, True, "compute", "k4", "kernel", 200, 10, 0, 4),
+            # K5 [400, 410) launched over [220, 225) by a thread busy over [210, 220): the device
+            # waited on the host until 225 + 20 µs of launch latency = 35 µs of the gap 210..400;
+            # the 155 µs K5 then sat in its queue are other (a dependency, not the host)
+            (1, False, "host", "aten::mul", "cpu_op", 210, 10, 0, None),
+            (1, False, "host", "cudaLaunchKernel", "cuda_runtime", 220, 5, 0, 5),
+            (7, True, "compute", "k5", "kernel", 400, 10, 0, 5),
         ]
     )
     bd, ops = breakdown_tables(ev, _RANKS, barrier=empty_barrier(), host=_host(ev))
     r = _row(bd)
-    assert (r["idle_host_ns"], r["idle_sync_ns"], r["idle_other_ns"]) == (40 * US, 20 * US, 117 * US)
-    assert (r["n_host_gaps"], r["n_host_gaps_short"]) == (1, 1)  # K2 runs 3 µs, under 5
-    assert sum(r[c] for c in PARTS) == r["step_time_ns"] == 210 * US
+    assert (r["idle_host_ns"], r["idle_sync_ns"], r["idle_other_ns"]) == (75 * US, 20 * US, 272 * US)
+    assert (r["n_host_gaps"], r["n_host_gaps_short"]) == (2, 1)  # K2 runs 3 µs, under 5
+    assert sum(r[c] for c in PARTS) == r["step_time_ns"] == 410 * US
     assert ops.select("cause", "name", "ns").rows() == [
-        ("host", "cudaLaunchKernel", 40 * US),
+        ("host", "cudaLaunchKernel", 75 * US),
         ("sync", "cudaStreamSynchronize", 20 * US),
     ]

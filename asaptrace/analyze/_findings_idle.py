@@ -22,7 +22,8 @@ MIN_IDLE_SHARE = 0.01
 _CAUSES = {
     "idle_host_ns": "waiting on the host to launch the next kernel",
     "idle_sync_ns": "with the host blocked in a synchronisation",
-    "idle_other_ns": "with no host cause in the trace (the next kernel was launched before the gap, or no host data)",
+    "idle_other_ns": "with no host cause in the trace (the next kernel was already launched and waited on a "
+    "dependency or the driver, or the trace has no host side)",
 }
 
 

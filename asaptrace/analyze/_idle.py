@@ -5,9 +5,11 @@ ends at the kernel (or copy) K that starts at g1. Its time goes, in this order, 
 
 * **sync** — the instants at which some host thread of the rank was inside a synchronising call
   (:data:`SYNC_CALLS`: the host blocked on the device, so it launched nothing);
-* **host** — the rest, when K's launch (the runtime call with K's correlation id) started after g0
-  and the launching thread was busy in host ops (CPU ops, Python functions, runtime calls) for at
-  least half of [g0, launch]: the device waited for the host to get to the launch;
+* **host** — of the rest, up to the launch call's end plus :data:`LAUNCH_LATENCY_NS`, when K's
+  launch (the runtime call with K's correlation id) started after g0 and the launching thread was
+  busy in host ops (CPU ops, Python functions, runtime calls) for at least half of [g0, launch]:
+  the device waited for the host to get to the launch (a kernel that then waits longer in its
+  queue waits on something else);
 * **other** — the rest otherwise (K launched before the gap began: a dependency or the driver held
   it; the thread idle; no host data).
 
@@ -43,6 +45,9 @@ SYNC_CALLS = (
 )
 #: Share of [gap start, launch] the launching thread must be busy for the gap to be the host's
 HOST_BUSY_SHARE = 0.5
+#: How soon after its launch call returns a kernel can start on an idle device: a queued kernel that
+#: starts later than this waited on something other than the host (a dependency, the driver)
+LAUNCH_LATENCY_NS = 20_000
 #: A kernel this short keeps the device busy for less than a launch costs the host
 SHORT_KERNEL_NS = 5_000
 
@@ -142,6 +147,7 @@ def idle_causes(gaps: pl.DataFrame, act: pl.DataFrame, host: pl.DataFrame | None
         pl.col("corr").alias("_corr"),
         pl.col("stream").alias("_thread"),
         pl.col("start").alias("_launch"),
+        pl.col("end").alias("_lend"),
         pl.col("name").alias("launch"),
     )
     launches = launches.unique(["rank", "_corr"], keep="first")
@@ -168,14 +174,15 @@ def idle_causes(gaps: pl.DataFrame, act: pl.DataFrame, host: pl.DataFrame | None
     else:
         is_host = pl.lit(False)
     rest = pl.col("ns") - pl.col("idle_sync_ns")
+    waited = pl.min_horizontal(rest, pl.col("_lend") + LAUNCH_LATENCY_NS - pl.col("g0"))
     return (
         g.with_row_index("_gap")
+        .with_columns(idle_host_ns=pl.when(is_host).then(waited).otherwise(0).cast(pl.Int64))
         .with_columns(
-            idle_host_ns=pl.when(is_host).then(rest).otherwise(0).cast(pl.Int64),
-            idle_other_ns=pl.when(is_host).then(0).otherwise(rest).cast(pl.Int64),
+            idle_other_ns=(rest - pl.col("idle_host_ns")).cast(pl.Int64),
             launch=pl.when(is_host).then(pl.col("launch")).otherwise(None),
         )
-        .drop("_gap", "_thread", "_launch", "_corr")
+        .drop("_gap", "_thread", "_launch", "_lend", "_corr")
     )
 
 
