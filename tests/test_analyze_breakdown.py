@@ -135,6 +135,7 @@ def test_windows_tile_the_device_time_and_the_lag_is_apart():
     assert s0["step_time_ns"] + s1["step_time_ns"] == 150 * US
     assert (s0["compute_ns"], s1["compute_ns"]) == (110 * US, 40 * US)  # b's 260..280 is step 1's by time
     assert (s0["lag_ns"], s1["lag_ns"]) == (150 * US, 160 * US)  # reported, not added
+    assert s0["last_end_ns"] == 280 * US  # step 0's results are out when b ends, inside step 1's window
 
 
 def test_work_before_the_first_step_is_a_row_of_its_own():

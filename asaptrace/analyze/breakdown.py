@@ -41,6 +41,7 @@ Columns of :func:`step_breakdown`:
 | rank, dp_group | int32 | – | rank and its DP group |
 | step | int32 | – | step (null: work before the first step, or a rank without steps) |
 | start_ns, end_ns | int64 | ns | the device window on the aligned clock |
+| last_end_ns | int64 | ns | last end of the device work launched in the step (its results are out; may pass end_ns) |
 | step_time_ns | int64 | ns | end_ns − start_ns |
 | compute_ns | int64 | ns | part 1 |
 | copy_ns | int64 | ns | part 2 |
@@ -86,27 +87,23 @@ def device_windows(act: pl.DataFrame) -> pl.DataFrame:
     """Per (rank, step): the device window [start_ns, end_ns) that tiles the rank's device span
     (module docstring); rows in time order per rank."""
     span = act.group_by("rank").agg(pl.col("start").min().alias("_first"), pl.col("end").max().alias("_last"))
-    firsts = (
-        act.filter(pl.col("step").is_not_null())
-        .group_by("rank", "step")
-        .agg(pl.col("start").min().alias("start_ns"))
+    launched = act.group_by("rank", "step").agg(
+        pl.col("start").min().alias("start_ns"), pl.col("end").max().alias("last_end_ns")
     )
+    firsts = launched.filter(pl.col("step").is_not_null())
     lead = span.join(
         firsts.group_by("rank").agg(pl.col("start_ns").min().alias("_s0")), on="rank", how="left"
     ).filter(pl.col("_s0").is_null() | (pl.col("_first") < pl.col("_s0")))
-    before = lead.select(
-        "rank",
-        pl.lit(None, firsts.schema["step"]).alias("step"),
-        pl.col("_first").alias("start_ns"),
+    # the earliest work is launched outside every step: its own row, from the rank's first work
+    before = lead.join(launched.filter(pl.col("step").is_null()), on="rank").select(
+        "rank", "step", pl.col("_first").alias("start_ns"), "last_end_ns"
     )
-    w = pl.concat([before, firsts.select("rank", "step", "start_ns")]).sort(
-        "rank", "start_ns", "step", nulls_last=False
-    )
+    w = pl.concat([before, firsts.select(before.columns)]).sort("rank", "start_ns", "step", nulls_last=False)
     nxt = pl.col("start_ns").shift(-1).over("rank")
     return (
         w.join(span, on="rank")
         .with_columns(end_ns=pl.coalesce(nxt, pl.col("_last")))
-        .select("rank", "step", "start_ns", "end_ns")
+        .select("rank", "step", "start_ns", "end_ns", "last_end_ns")
     )
 
 
@@ -192,6 +189,7 @@ def breakdown_tables(
         pl.col("step").cast(pl.Int32),
         "start_ns",
         "end_ns",
+        "last_end_ns",
         "step_time_ns",
         *PARTS,
         *_COUNTS[:2],

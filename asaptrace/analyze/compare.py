@@ -69,7 +69,11 @@ def headline(tables: Tables) -> pl.DataFrame:
     values = {
         "n_ranks": float(n_ranks),
         "n_steps": float(bd.get_column("step").drop_nulls().n_unique()) if bd.height else 0.0,
-        "mean_step_time_ns": _mean(bd, "step_time_ns"),
+        # the row of work before the first step (step null) is no step: not in the mean when steps exist
+        "mean_step_time_ns": _mean(
+            bd.filter(pl.col("step").is_not_null()) if bd.height and bd["step"].is_not_null().any() else bd,
+            "step_time_ns",
+        ),
         "exposed_wait_ns": per_rank("wait_ns"),
         "wait_share": _ratio(_sum(bd, "wait_ns"), _sum(bd, "step_time_ns")),
         "transfer_ns": per_rank("transfer_ns"),
