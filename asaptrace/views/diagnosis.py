@@ -197,7 +197,7 @@ def empty_reason(name: str, tables: dict[str, pl.DataFrame], batches_source: str
         return "no attention kernel and no request lengths per DP group to compare"
     if name == "stragglers":
         return "no rank ever arrived last and no rank is an outlier" if barriers else no_barrier
-    if name == "overlap_by_role":
+    if name in ("overlap_by_role", "step_breakdown"):
         return "no device kernels in the store"
     if name == "ttft_by_bucket":
         if batches_source not in (None, "", "none"):  # lengths known, arrivals not
