@@ -196,17 +196,80 @@ def moe_scenario(
     return traces
 
 
-def check_one_meaning(tables: dict) -> None:
+def check_one_meaning(tables: dict, events=None) -> None:
     """One meaning of *exposed* (docs/analyses/findings.md), per rank of a Diagnosis:
     Σ over steps of the breakdown's exposed transfer ≤ overlap's exposed communication ≤ its
-    communication. Raises AssertionError naming the rank and the three numbers."""
+    communication; and every nanosecond once (DOMAIN §9): the breakdown's parts sum to each step's
+    time, a rank's windows never overlap and add up to its device span, and its compute is the
+    time some kernel that is neither communication nor a copy runs — from ``events`` (when given)
+    recomputed here, so a memcpy counted as compute anywhere breaks it. Raises AssertionError
+    naming the rank and the numbers."""
     import polars as pl
 
-    transfer = tables["step_breakdown"].group_by("rank").agg(pl.col("transfer_ns").sum())
+    bd = tables["step_breakdown"]
+    transfer = bd.group_by("rank").agg(pl.col("transfer_ns").sum())
     ov = tables["overlap_by_rank"].select(pl.col("rank").cast(pl.Int64), "exposed_comm_ns", "comm_ns")
     both = ov.join(transfer.with_columns(pl.col("rank").cast(pl.Int64)), on="rank", how="full", coalesce=True)
     for r in both.fill_null(0).iter_rows(named=True):
         assert r["transfer_ns"] <= r["exposed_comm_ns"] <= r["comm_ns"], (
             f"rank {r['rank']}: exposed transfer {r['transfer_ns']} ns, exposed communication "
             f"{r['exposed_comm_ns']} ns, communication {r['comm_ns']} ns"
+        )
+    check_every_nanosecond_once(bd, tables["overlap_by_rank"], events)
+
+
+_PARTS = ("compute_ns", "copy_ns", "transfer_ns", "wait_ns", "idle_host_ns", "idle_sync_ns", "idle_other_ns")
+_NOT_COMPUTE = ("annotation", "dispatch", "combine", "collective", "memcpy")
+_COPY_CATS = ("gpu_memcpy", "gpu_memset", "Memcpy", "Memset", "Memcpy_async")
+
+
+def check_every_nanosecond_once(bd, overlap, events=None) -> None:
+    """The identities of DOMAIN §9 on a step breakdown (see :func:`check_one_meaning`)."""
+    import numpy as np
+    import polars as pl
+
+    for r in bd.iter_rows(named=True):
+        parts = sum(r[c] for c in _PARTS)
+        assert parts == r["step_time_ns"], (
+            f"rank {r['rank']} step {r['step']}: parts {parts} != {r['step_time_ns']}"
+        )
+    for (rank,), w in bd.sort("start_ns").group_by("rank", maintain_order=True):
+        starts, ends = w["start_ns"].to_list(), w["end_ns"].to_list()
+        overlaps = [(a, b) for a, b in zip(ends[:-1], starts[1:], strict=True) if a > b]
+        assert not overlaps, f"rank {rank}: step windows overlap (end, next start): {overlaps[:3]}"
+    spans = {r["rank"]: r for r in overlap.iter_rows(named=True)}
+    sums = bd.group_by("rank").agg(pl.col("step_time_ns").sum(), pl.col("compute_ns").sum())
+    for r in sums.iter_rows(named=True):
+        o = spans[r["rank"]]
+        assert r["step_time_ns"] == o["span_ns"], (
+            f"rank {r['rank']}: Σ step time {r['step_time_ns']} != span {o['span_ns']}"
+        )
+        assert r["compute_ns"] == o["compute_ns"], (
+            f"rank {r['rank']}: Σ compute {r['compute_ns']} != {o['compute_ns']}"
+        )
+    if events is None:
+        return
+    ev = events.lazy() if isinstance(events, pl.DataFrame) else events
+    kern = (
+        ev.filter(
+            pl.col("is_device")
+            & ~pl.col("kind").cast(pl.String).is_in(_NOT_COMPUTE)
+            & ~pl.col("cat").cast(pl.String).fill_null("").is_in(_COPY_CATS)
+        )
+        .select("rank", "ts_ns", (pl.col("ts_ns") + pl.col("dur_ns")).alias("end"))
+        .collect()
+    )
+    computed = {r: 0 for r in sums["rank"].to_list()}
+    for (rank,), k in kern.group_by("rank"):
+        order = np.argsort(k["ts_ns"].to_numpy(), kind="stable")
+        s, e = k["ts_ns"].to_numpy()[order], k["end"].to_numpy()[order]
+        reach = np.maximum.accumulate(e)
+        new = np.r_[True, s[1:] > reach[:-1]]  # a merged piece starts where nothing before reaches
+        first = np.flatnonzero(new)
+        last = np.r_[first[1:], len(s)] - 1
+        computed[rank] = int((reach[last] - s[first]).sum())
+    for r in sums.iter_rows(named=True):
+        assert r["compute_ns"] == computed.get(r["rank"], 0), (
+            f"rank {r['rank']}: Σ compute {r['compute_ns']} != time a non-copy, non-communication kernel "
+            f"runs {computed.get(r['rank'], 0)} (a copy or communication counted as compute?)"
         )

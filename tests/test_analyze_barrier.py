@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from asaptrace.analyze import barrier as bw
-from asaptrace.analyze.breakdown import BreakdownIdentityError, check_identity, step_breakdown
+from asaptrace.analyze.breakdown import PARTS, BreakdownIdentityError, check_identity, step_breakdown
 from asaptrace.pipeline import enrich_store
 from tests._analysis_helpers import (
     EXPECTED_COMBINE_WAIT_US,
@@ -102,11 +102,8 @@ def test_identity_violation_is_a_named_error():
         {
             "rank": [0],
             "step": [0],
-            "compute_ns": [1],
-            "wait_ns": [1],
-            "transfer_ns": [1],
-            "idle_ns": [1],
-            "step_time_ns": [5],
+            **{c: [1] for c in PARTS},
+            "step_time_ns": [len(PARTS) + 1],
         }
     )
     with pytest.raises(BreakdownIdentityError, match="does not add up"):

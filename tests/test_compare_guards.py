@@ -35,6 +35,22 @@ def test_other_work_on_the_same_layout_is_compared_with_a_warning():
     assert warnings == ["the runs differ in MoE layers: MoE layers in a, no MoE layers in b"]
 
 
+def test_two_traced_ranks_of_a_larger_job_are_said_apart_from_a_whole_job():
+    # HTA's sampled ranks: 2 of a 128-rank job, beside a whole 2-rank job of the same work
+    sampled = RunSummary(
+        ranks=2, deployment="unknown", roles=("unknown",), moe_layers=False, steps=2, declared_world=128
+    )
+    whole = RunSummary(ranks=2, deployment="unknown", roles=("unknown",), moe_layers=False, steps=2)
+    warnings, refusal = comparability(sampled, whole, ("hta.store", "two.store"))
+    assert refusal is None
+    assert warnings == [
+        "the runs differ in declared world size: a job of 128 ranks in hta.store, a job of 2 ranks in two.store"
+    ]
+    assert comparability(sampled, sampled) == ([], None)
+    # two whole jobs of other sizes: the rank count says it, once
+    assert [w for w in comparability(MOE_PREFILL, whole)[0] if "world size" in w] == []
+
+
 def test_other_work_on_another_layout_is_refused():
     # DLRM: 8 ranks, no deployment known, no MoE layers, 1 step — work and layout both differ
     dlrm = RunSummary(ranks=8, deployment="unknown", roles=("unknown",), moe_layers=False, steps=1)

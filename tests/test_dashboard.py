@@ -172,7 +172,7 @@ def test_imbalance_overlap_compare_pages_have_their_figures(stores):
     assert {t.name for t in one[0].figure.data} >= {"step 1"} and "step 0" not in {
         t.name for t in one[0].figure.data
     }
-    assert len(overlap.overlap_body(stores, "0")) == 3
+    assert len(overlap.overlap_body(stores, "0")) == 4  # per device, per rank, per DP group, the table
     body = compare.compare_body(stores, "0", "1")
     # the coupled run beside its ASAP layout: compared, the differences said first (as by `compare`)
     heads = [c.children for c in body if getattr(c, "id", None) is None and isinstance(c.children, str)]

@@ -204,7 +204,29 @@ def check_utilisation(text: str, t: dict, n: int) -> None:
         assert dur_ok(m[3], m[4], r["mean_bubble_ns"])
 
 
+def check_idle(text: str, t: dict, n: int) -> None:
+    m = re.search(
+        rf"GPU idle (\d+)% of (?:each|the) step \({DUR} per rank of {DUR}\); (\d+)% of it "
+        r"(waiting on the host|with the host blocked|with no host cause)",
+        text,
+    )
+    assert m, text
+    bd = t["step_breakdown"]
+    idle = sum(col_sum(bd, c) for c in ("idle_host_ns", "idle_sync_ns", "idle_other_ns"))
+    total = col_sum(bd, "step_time_ns")
+    assert idle / total >= 0.01 and pct_ok(m.group(1), idle / total), text  # under 1 %: no sentence
+    assert dur_ok(m.group(2), m.group(3), idle / n) and dur_ok(m.group(4), m.group(5), total / n), text
+    cause = {"waiting on the host": "idle_host_ns", "with the host blocked": "idle_sync_ns"}.get(
+        m.group(7), "idle_other_ns"
+    )
+    assert col_sum(bd, cause) == max(
+        col_sum(bd, c) for c in ("idle_host_ns", "idle_sync_ns", "idle_other_ns")
+    )
+    assert pct_ok(m.group(6), col_sum(bd, cause) / idle), text
+
+
 CHECKS = {
+    "idle": check_idle,
     "barrier_wait": check_barrier_wait,
     "straggler_group": check_straggler_group,
     "sumsq_imbalance": check_sumsq,

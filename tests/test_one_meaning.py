@@ -136,7 +136,7 @@ def test_time_counted_in_the_barrier_finding_is_said_and_not_ranked_twice(tmp_pa
         ingest(write_traces(tmp_path / "t", moe_scenario(annotations=False)), tmp_path / "s")
     )
     d = diagnose_store(store)
-    check_one_meaning(d.tables)
+    check_one_meaning(d.tables, store.events())
     codes = [f.code for f in d.findings]
     (ov,) = [f for f in d.findings if f.code == "overlap"]
     (bw,) = [f for f in d.findings if f.code == "barrier_wait"]
@@ -165,9 +165,10 @@ REAL = [
 
 
 @pytest.mark.parametrize("name", REAL)
-def test_real_traces_keep_one_meaning_of_exposed(name, shared_data, tmp_path):
+def test_real_traces_keep_one_meaning_and_count_every_nanosecond_once(name, shared_data, tmp_path):
     path = shared_data / "traces" / name
     if not path.exists():
         pytest.skip(f"{path} is absent")
-    d = diagnose_store(enrich_store(ingest_paths([path], tmp_path / "s", jobs=1)))
-    check_one_meaning(d.tables)
+    store = enrich_store(ingest_paths([path], tmp_path / "s", jobs=1))
+    d = diagnose_store(store)
+    check_one_meaning(d.tables, store.events())  # and every nanosecond once, copies never compute

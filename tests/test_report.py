@@ -18,6 +18,7 @@ FIGURES = (
     "fig-timeline",
     "fig-wait-heatmap",
     "fig-imposed-wait",
+    "fig-rank-bars",
     "fig-group-bars",
     "fig-attention-sumsq",
     "fig-imbalance-ratios",

@@ -51,7 +51,8 @@ def test_sample_report_opens_offline_and_draws_every_figure(page, coupled_store,
     assert shown == advise_store(coupled_store.path).lines() and len(shown) == 5
     # the timeline is WebGL, the others SVG; each figure has its traces
     assert page.locator("#fig-timeline .gl-container").count() == 1
-    assert page.evaluate("document.getElementById('fig-group-bars').data.length") == 6
+    # attention, MoE, other compute, copy, transfer, wait, idle by its three causes
+    assert page.evaluate("document.getElementById('fig-group-bars').data.length") == 9
 
 
 def test_report_with_replay_and_sweep_sections_draws_them_offline(page, coupled_store, tmp_path):

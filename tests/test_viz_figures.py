@@ -150,9 +150,12 @@ def test_group_stacked_bars_parts_add_up_to_step_time():
             "step": [0, 1, 0, 1],
             "step_time_ns": [100 * u] * 4,
             "compute_ns": [60 * u, 70 * u, 90 * u, 90 * u],
-            "wait_ns": [30 * u, 20 * u, 0, 0],
+            "copy_ns": [5 * u, 0, 0, 0],
+            "wait_ns": [25 * u, 20 * u, 0, 0],
             "transfer_ns": [5 * u] * 4,
-            "idle_ns": [5 * u] * 4,
+            "idle_host_ns": [5 * u] * 4,
+            "idle_sync_ns": [0] * 4,
+            "idle_other_ns": [0] * 4,
         }
     )
     # rank 0: compute 130, attention 80 + MoE 40 = 120 → other compute 10.
@@ -160,40 +163,79 @@ def test_group_stacked_bars_parts_add_up_to_step_time():
     st = pl.DataFrame({"rank": [0, 1], "attention_ns": [80 * u, 150 * u], "moe_ns": [40 * u, 50 * u]})
     fig = breakdown.group_stacked_bars(bd, st)
     got = {tr.name: tr.y[0] for tr in fig.data}
-    # means per rank over both steps (ms): attention 115, MoE 35, other 5, transfer 10, wait 25, idle 10
+    # means per rank over both steps (ms): attention 115, MoE 35, other 5, copy 2.5 (rank 0's 5 and
+    # rank 1's 0: a copy is never compute), transfer 10, wait 22.5, idle waiting on the host 10
     assert got == {
         "attention": 115.0,
         "MoE experts": 35.0,
         "other compute": 5.0,
+        "copy (memcpy, memset)": 2.5,
         "communication (exposed transfer)": 10.0,
-        "exposed barrier wait": 25.0,
-        "idle": 10.0,
+        "exposed barrier wait": 22.5,
+        "idle: host launch": 10.0,
+        "idle: synchronisation": 0.0,
+        "idle: other": 0.0,
     }
     assert sum(got.values()) == 200.0  # the mean step time (two steps of 100 ms)
     assert fig.data[0].marker.color == KIND_COLOURS[Kind.ATTENTION]
-    assert fig.data[4].marker.color == WAIT_COLOUR
+    assert fig.data[5].marker.color == WAIT_COLOUR
     assert list(fig.data[0].x) == ["DP0"] and fig.layout.barmode == "stack"
     assert fig.layout.yaxis.title.text == "time per rank (ms)"
 
 
-def test_overlap_per_device_splits_the_span_in_four():
+def test_rank_stacked_bars_are_the_breakdown_parts_per_step():
+    u = MS
+    bd = pl.DataFrame(
+        {
+            "rank": [0, 0, 1],
+            "dp_group": [None, None, None],
+            "step": [0, 1, 0],
+            "step_time_ns": [100 * u, 60 * u, 80 * u],
+            "compute_ns": [50 * u, 30 * u, 80 * u],
+            "copy_ns": [10 * u, 0, 0],
+            "transfer_ns": [0, 10 * u, 0],
+            "wait_ns": [0, 0, 0],
+            "idle_host_ns": [20 * u, 10 * u, 0],
+            "idle_sync_ns": [20 * u, 0, 0],
+            "idle_other_ns": [0, 10 * u, 0],
+        }
+    )
+    fig = breakdown.rank_stacked_bars(bd)
+    rank0 = {tr.name: tr.y[0] for tr in fig.data}
+    # rank 0, mean over its two steps (ms): compute 40, copy 5, transfer 5, host 15, sync 10, other 5
+    assert rank0 == {
+        "compute": 40.0,
+        "copy (memcpy, memset)": 5.0,
+        "communication (exposed transfer)": 5.0,
+        "exposed barrier wait": 0.0,
+        "idle: host launch": 15.0,
+        "idle: synchronisation": 10.0,
+        "idle: other": 5.0,
+    }
+    assert sum(rank0.values()) == 80.0 and fig.data[0].y[1] == 80.0  # rank 1: all compute
+
+
+def test_overlap_per_device_splits_the_span_in_five():
     t = pl.DataFrame(
         {
             "rank": [1, 0],
             "dp_group": [1, 0],
             "span_ns": [100 * MS, 50 * MS],
-            "compute_ns": [70 * MS, 40 * MS],
+            "compute_ns": [60 * MS, 40 * MS],
+            "copy_ns": [10 * MS, 0],
             "overlapped_ns": [20 * MS, 0],
+            "overlapped_copy_ns": [5 * MS, 0],
             "exposed_comm_ns": [20 * MS, 10 * MS],
             "idle_ns": [10 * MS, 0],
         }
     )
     fig = breakdown.overlap_per_device(t)
-    assert [tr.name for tr in fig.data] == ["compute", "overlapped comm", "exposed comm", "idle"]
+    assert [tr.name for tr in fig.data] == ["compute", "copy", "overlapped comm", "exposed comm", "idle"]
     assert list(fig.data[0].x) == ["r0 · DP0", "r1 · DP1"]
-    # rank 1: compute alone 70 − 20 = 50, overlapped 20, exposed 20, idle 10 (= span 100)
-    assert [tr.y[1] for tr in fig.data] == [50.0, 20.0, 20.0, 10.0]
-    assert [tr.y[0] for tr in fig.data] == [40.0, 0.0, 10.0, 0.0]
+    # rank 1: compute alone 60 − 15 = 45, copy alone 10 − 5 = 5, overlapped 20 (15 under compute,
+    # 5 under the copy), exposed 20, idle 10 (= span 100)
+    assert [tr.y[1] for tr in fig.data] == [45.0, 5.0, 20.0, 20.0, 10.0]
+    assert [tr.y[0] for tr in fig.data] == [40.0, 0.0, 0.0, 10.0, 0.0]
 
 
 # ------------------------------------------------------------------------------------------ timeline

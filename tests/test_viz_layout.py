@@ -82,16 +82,17 @@ def test_titles_sit_below_the_modebar_and_above_the_legend():
             "dp_group": [0],
             "step": [0],
             "step_time_ns": [10 * MS],
-            **{c: [MS] for c in ("compute_ns", "wait_ns", "transfer_ns", "idle_ns")},
+            **{c: [MS] for c in ("compute_ns", "copy_ns", "wait_ns", "transfer_ns")},
+            **{c: [2 * MS] for c in ("idle_host_ns", "idle_sync_ns", "idle_other_ns")},
         }
     )
     fig = breakdown.group_stacked_bars(bd, pl.DataFrame({"rank": [0], "attention_ns": [MS], "moe_ns": [0]}))
     title = fig.layout.template.layout.title  # where every figure's title sits: the template's
     assert title.yref == "container" and title.y == 1 and title.yanchor == "top"
     assert title.pad.t >= 28  # plotly's modebar is ≈ 28 px tall, top right, shown on hover
-    # the margin holds the title (one line at 1000 px: 20 px) and the legend's rows (6 entries)
+    # the margin holds the title (one line at 1000 px: 20 px) and the legend's rows (9 entries)
     legend = [t.name for t in fig.data if t.name]
-    assert len(legend) == 6 and fig.layout.margin.t >= TITLE_TOP_PX + 20 + 24
+    assert len(legend) == 9 and fig.layout.margin.t >= TITLE_TOP_PX + 20 + 24
     # half as wide (two figures side by side): the title wraps, the legend takes more rows, the
     # margin grows and so does the figure, by as much (the plot keeps its height)
     wide_top = fig.layout.margin.t

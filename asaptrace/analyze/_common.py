@@ -13,13 +13,21 @@ def lazy(frame: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
     return frame.lazy() if isinstance(frame, pl.DataFrame) else frame
 
 
+#: Profiler categories of copies (memcpy, memset): a copy is never compute, whatever a taxonomy
+#: rule named it, and never communication
+COPY_CATS = ("gpu_memcpy", "gpu_memset", "Memcpy", "Memset", "Memcpy_async")
+
+
 def device_activity(events: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
     """Device spans that are work (annotation copies left out): rank, stream, step, layer,
-    micro_batch, kind (str), start, end, is_comm."""
+    micro_batch, kind (str), start, end, corr (null when the events have none), is_comm, is_copy
+    (a memcpy or memset: neither compute nor communication)."""
+    ev = lazy(events)
+    names = ev.collect_schema().names()
     kind = pl.col("kind").cast(pl.String)
+    cat = pl.col("cat").cast(pl.String).is_in(COPY_CATS).fill_null(False) if "cat" in names else pl.lit(False)
     return (
-        lazy(events)
-        .filter(pl.col("is_device") & (kind != Kind.ANNOTATION))
+        ev.filter(pl.col("is_device") & (kind != Kind.ANNOTATION))
         .select(
             "rank",
             "stream",
@@ -29,8 +37,10 @@ def device_activity(events: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
             kind.alias("kind"),
             pl.col("ts_ns").alias("start"),
             (pl.col("ts_ns") + pl.col("dur_ns")).alias("end"),
+            (pl.col("corr") if "corr" in names else pl.lit(None, pl.Int64)).alias("corr"),
+            (cat | (kind == Kind.MEMCPY)).alias("is_copy"),
         )
-        .with_columns(is_comm=pl.col("kind").is_in(COMM))
+        .with_columns(is_comm=pl.col("kind").is_in(COMM) & ~pl.col("is_copy"))
         .collect()
     )
 

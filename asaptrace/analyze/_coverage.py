@@ -15,36 +15,50 @@ import polars as pl
 
 def coverage(intervals: pl.DataFrame, keys: list[str], n_cats: int) -> pl.DataFrame:
     """Columns: ``keys``, mask (int64), ns (int64 total length), segments (int64 count)."""
+    seg = segments(intervals, keys, n_cats)
+    return seg.group_by([*keys, "mask"]).agg(
+        pl.col("ns").sum().cast(pl.Int64), (pl.col("ns") > 0).sum().cast(pl.Int64).alias("segments")
+    )
+
+
+def segments(
+    intervals: pl.DataFrame, keys: list[str], n_cats: int, cuts: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """The elementary segments themselves: ``keys``, t (start), ns (length), mask (int64), in time
+    order per group. ``cuts`` (``keys``, t) adds boundaries where nothing starts or ends (a step
+    window's edge), so that no segment crosses one."""
     iv = intervals.filter(pl.col("end") > pl.col("start"))
     if iv.height == 0:
         return pl.DataFrame(
-            schema={
-                **{k: intervals.schema[k] for k in keys},
-                "mask": pl.Int64,
-                "ns": pl.Int64,
-                "segments": pl.Int64,
-            }
+            schema={**{k: intervals.schema[k] for k in keys}, "t": pl.Int64, "ns": pl.Int64, "mask": pl.Int64}
         )
     deltas = [
         pl.when(pl.col("cat") == c).then(pl.col("d")).otherwise(0).alias(f"_d{c}") for c in range(n_cats)
     ]
-    bounds = pl.concat(
-        [
-            iv.select(*keys, pl.col("start").alias("t"), "cat", pl.lit(1, pl.Int64).alias("d")),
-            iv.select(*keys, pl.col("end").alias("t"), "cat", pl.lit(-1, pl.Int64).alias("d")),
-        ]
-    ).with_columns(deltas)
+    parts = [
+        iv.select(*keys, pl.col("start").alias("t"), "cat", pl.lit(1, pl.Int64).alias("d")),
+        iv.select(*keys, pl.col("end").alias("t"), "cat", pl.lit(-1, pl.Int64).alias("d")),
+    ]
+    if cuts is not None and cuts.height:
+        parts.append(
+            cuts.select(
+                *keys,
+                pl.col("t").cast(pl.Int64),
+                pl.lit(-1, pl.Int64).alias("cat"),
+                pl.lit(0, pl.Int64).alias("d"),
+            )
+        )
+    bounds = pl.concat(parts, how="vertical_relaxed").with_columns(deltas)
     agg = (
         bounds.group_by([*keys, "t"]).agg([pl.col(f"_d{c}").sum() for c in range(n_cats)]).sort([*keys, "t"])
     )
     counts = [pl.col(f"_d{c}").cum_sum().over(keys).alias(f"_c{c}") for c in range(n_cats)]
     mask = pl.sum_horizontal([(pl.col(f"_c{c}") > 0).cast(pl.Int64) * (1 << c) for c in range(n_cats)])
-    seg = agg.with_columns(counts).with_columns(
-        mask=mask,
-        ns=(pl.col("t").shift(-1).over(keys) - pl.col("t")).fill_null(0),
-    )
-    return seg.group_by([*keys, "mask"]).agg(
-        pl.col("ns").sum().cast(pl.Int64), (pl.col("ns") > 0).sum().cast(pl.Int64).alias("segments")
+    return agg.with_columns(counts).select(
+        *keys,
+        pl.col("t").cast(pl.Int64),
+        (pl.col("t").shift(-1).over(keys) - pl.col("t")).fill_null(0).cast(pl.Int64).alias("ns"),
+        mask.cast(pl.Int64).alias("mask"),
     )
 
 

@@ -69,7 +69,11 @@ def headline(tables: Tables) -> pl.DataFrame:
     values = {
         "n_ranks": float(n_ranks),
         "n_steps": float(bd.get_column("step").drop_nulls().n_unique()) if bd.height else 0.0,
-        "mean_step_time_ns": _mean(bd, "step_time_ns"),
+        # the row of work before the first step (step null) is no step: not in the mean when steps exist
+        "mean_step_time_ns": _mean(
+            bd.filter(pl.col("step").is_not_null()) if bd.height and bd["step"].is_not_null().any() else bd,
+            "step_time_ns",
+        ),
         "exposed_wait_ns": per_rank("wait_ns"),
         "wait_share": _ratio(_sum(bd, "wait_ns"), _sum(bd, "step_time_ns")),
         "transfer_ns": per_rank("transfer_ns"),
@@ -146,6 +150,7 @@ class RunSummary:
     moe_layers: bool  # the steps were cut into (MoE) layers
     steps: int
     phases: tuple[str, ...] = ()  # the steps' phases the trace says (prefill, decode, training …)
+    declared_world: int | None = None  # ranks the job had when the files say more than were traced
 
 
 def run_summary(tables: Tables, meta: Mapping[str, Any]) -> RunSummary:
@@ -159,6 +164,7 @@ def run_summary(tables: Tables, meta: Mapping[str, Any]) -> RunSummary:
         moe_layers=layers not in (None, "none"),
         steps=bd.get_column("step").n_unique() if bd.height else 0,
         phases=tuple(p for p in phase_counts(meta) if p != "unknown"),
+        declared_world=(meta.get("parallel") or {}).get("declared_world_size"),
     )
 
 
@@ -172,6 +178,8 @@ def _aspects(s: RunSummary) -> dict[str, tuple[str, str]]:
         "steps": ("detail", plural(s.steps, "step")),
         # what the steps did: a training run beside a prefill run is other work
         "phase": ("work", " and ".join(s.phases) + " steps" if s.phases else ""),
+        # two traced ranks of a 128-rank job are not a 2-rank job: waits and arrivals differ
+        "declared world size": ("detail", f"a job of {plural(s.declared_world or s.ranks, 'rank')}"),
     }
 
 
@@ -185,6 +193,8 @@ def comparability(
     differ = {k: sa[k][0] for k in sa if sa[k][1] != sb[k][1]}
     if not (a.phases and b.phases):  # a run whose trace says no phase may have done either
         differ.pop("phase", None)
+    if a.declared_world is None and b.declared_world is None:  # both whole jobs: "ranks" says it
+        differ.pop("declared world size", None)
     warnings = [f"the runs differ in {k}: {sa[k][1]} in {names[0]}, {sb[k][1]} in {names[1]}" for k in differ]
     layout = [k for k, (kind, _) in sa.items() if kind == "layout"]
     if "work" in differ.values() and all(k in differ for k in layout):

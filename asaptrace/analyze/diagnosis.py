@@ -22,7 +22,8 @@ import polars as pl
 
 from asaptrace.analyze import barrier as bw
 from asaptrace.analyze._common import lazy
-from asaptrace.analyze.breakdown import step_breakdown
+from asaptrace.analyze._idle import host_frame
+from asaptrace.analyze.breakdown import breakdown_tables
 from asaptrace.analyze.findings import Finding, rank_findings
 from asaptrace.analyze.imbalance import fit_attention, imbalance_by_group, imbalance_by_step
 from asaptrace.analyze.overlap import overlap_by_rank, overlap_by_role
@@ -47,6 +48,7 @@ TABLE_NAMES = (
     "barrier_by_rank_layer",
     "receive_waits",
     "step_breakdown",
+    "idle_ops",
     "imbalance_by_group",
     "imbalance_by_step",
     "imbalance_fit",
@@ -116,19 +118,17 @@ def diagnose(
     ev = lazy(events)
     rk = lazy(ranks).collect()
     # reduce early: device work only, the columns the analyses read
-    dev = (
-        ev.filter(pl.col("is_device"))
-        .select(
-            "rank", "stream", "is_device", "kind", "name", "ts_ns", "dur_ns", "step", "layer", "micro_batch"
-        )
-        .collect()
-    )
+    present = set(ev.collect_schema().names())
+    cols = ["rank", "stream", "is_device", "kind", "name", "cat", "ts_ns", "dur_ns", "step", "layer"]
+    cols += ["micro_batch", "corr"]
+    dev = ev.filter(pl.col("is_device")).select(c for c in cols if c in present).collect()
     b = batches.collect() if isinstance(batches, pl.LazyFrame) else batches
     inst = match_instances(dev, rk)
     barrier = bw.barrier_wait(dev, rk, instances=inst)
     receive = bw.receive_wait(dev, rk)
     waits = pl.concat([barrier, receive]) if receive.height else barrier
-    breakdown = step_breakdown(dev, rk, barrier=waits)
+    host = host_frame(ev)
+    breakdown, idle_ops = breakdown_tables(dev, rk, barrier=waits, host=host)
     by_group_imb = imbalance_by_group(dev, rk, batches=b, breakdown=breakdown)
     ov = overlap_by_rank(dev, rk)
     t: dict[str, pl.DataFrame] = {
@@ -141,6 +141,7 @@ def diagnose(
         "barrier_by_rank_layer": bw.wait_by_rank_layer(waits),
         "receive_waits": receive,
         "step_breakdown": _with_phase(breakdown, meta),
+        "idle_ops": idle_ops,
         "imbalance_by_group": by_group_imb,
         "imbalance_by_step": imbalance_by_step(by_group_imb),
         "imbalance_fit": fit_attention(by_group_imb),

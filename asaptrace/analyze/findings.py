@@ -28,6 +28,8 @@ from typing import Any
 
 import polars as pl
 
+from asaptrace.analyze._findings_evidence import unreliable_residual, weigh
+from asaptrace.analyze._findings_idle import idle_findings
 from asaptrace.analyze._findings_overlap import overlap_findings
 from asaptrace.units import percent, plural, text_ns
 
@@ -83,11 +85,13 @@ def rank_findings(t: dict[str, pl.DataFrame], ranks: pl.DataFrame, meta: dict[st
     out += _straggler_findings(t, n_ranks)
     out += _imbalance_findings(t, n_ranks, coupled=t["barrier_instances"].height > 0)
     out += overlap_findings(t, n_ranks, deployment, Finding)
+    out += idle_findings(t, n_ranks, Finding)
     if t["barrier_instances"].height:
         out += _ttft_findings(t)
     out += _clock_findings(t, meta)
     step_time = int(t["step_breakdown"].get_column("step_time_ns").sum()) / n_ranks
     out = [f if f.cost_ns is None else replace(f, severity=cost_severity(f.cost_ns, step_time)) for f in out]
+    out = weigh(out, unreliable_residual(t, meta, UNRELIABLE_RESIDUAL_NS))
     # within a severity, by the time at stake that no other finding counts (``data["counted_ns"]``)
     return sorted(out, key=lambda f: (_ORDER[f.severity], -((f.cost_ns or 0) - f.data.get("counted_ns", 0))))
 

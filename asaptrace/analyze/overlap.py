@@ -2,13 +2,15 @@
 
 Symbols, per rank over its device span [first start, last end] (annotation copies excluded):
 
-* C = time some compute kernel or copy runs (any stream);
+* C = time some compute kernel runs (any stream; a memcpy or memset is never compute);
+* Y = time a copy runs and no compute kernel does;
 * M = time some communication kernel runs — kinds ``dispatch``, ``combine``, ``collective``, so
   DeepEP and HCCL traffic counts, not only NCCL;
-* overlapped = time both run; exposed communication = M − overlapped; idle = span − |C ∪ M|;
+* overlapped = time M runs under C or a copy; exposed communication = M − overlapped;
+  idle = span − |C ∪ copies ∪ M|;
 * overlap efficiency = overlapped / M (HTA's definition, with the wider notion of communication).
 
-Identity, checked in code and in a test: ``compute_ns + exposed_comm_ns + idle_ns = span_ns``.
+Identity, checked in code and in a test: ``compute_ns + copy_ns + exposed_comm_ns + idle_ns = span_ns``.
 
 :func:`overlap_by_rank` columns:
 
@@ -18,9 +20,11 @@ Identity, checked in code and in a test: ``compute_ns + exposed_comm_ns + idle_n
 | role | str | – | fused / attention / expert / unknown |
 | span_ns | int64 | ns | last end − first start of device work |
 | compute_ns | int64 | ns | C |
+| copy_ns | int64 | ns | Y |
 | comm_ns | int64 | ns | M |
-| overlapped_ns | int64 | ns | C ∧ M |
-| exposed_comm_ns | int64 | ns | M ∧ ¬C |
+| overlapped_ns | int64 | ns | M ∧ (C ∨ copy) |
+| overlapped_copy_ns | int64 | ns | M ∧ copy ∧ ¬C (the part of overlapped_ns under a copy alone) |
+| exposed_comm_ns | int64 | ns | M ∧ ¬C ∧ ¬copy |
 | idle_ns | int64 | ns | neither |
 | overlap_efficiency | float64 | – | overlapped_ns / comm_ns (null without communication) |
 | utilisation | float64 | – | compute_ns / span_ns (spinning communication kernels are not work) |
@@ -29,7 +33,7 @@ Identity, checked in code and in a test: ``compute_ns + exposed_comm_ns + idle_n
 
 :func:`overlap_by_role` sums the same per role: role, n_ranks, span_ns, compute_ns, comm_ns,
 overlapped_ns, exposed_comm_ns, idle_ns (int64, Σ over ranks), overlap_efficiency,
-utilisation (float64), n_bubbles, bubble_ns (int64, Σ), mean_bubble_ns (int64).
+utilisation (float64), n_bubbles, bubble_ns (int64, Σ), mean_bubble_ns (int64), copy_ns (int64, Σ).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from asaptrace.analyze._common import device_activity, rank_groups, share
 from asaptrace.analyze._coverage import coverage, idle_gaps
 from asaptrace.errors import AccountingError
 
-_COMPUTE, _COMM = 0, 1
+_COMPUTE, _COMM, _COPY = 0, 1, 2
 DEFAULT_BUBBLE_MIN_NS = 10_000
 
 
@@ -60,24 +64,30 @@ def overlap_by_rank(
         "rank",
         "start",
         "end",
-        pl.when(pl.col("is_comm"))
+        pl.when(pl.col("is_copy"))
+        .then(pl.lit(_COPY))
+        .when(pl.col("is_comm"))
         .then(pl.lit(_COMM))
         .otherwise(pl.lit(_COMPUTE))
         .cast(pl.Int64)
         .alias("cat"),
     )
-    cov = coverage(iv, ["rank"], 2)
+    cov = coverage(iv, ["rank"], 3)
     mask = pl.col("mask")
+    comp, comm, copy = (mask & 1) > 0, (mask & 2) > 0, (mask & 4) > 0
     per = cov.group_by("rank").agg(
         pl.col("ns").sum().alias("span_ns"),
-        pl.col("ns").filter((mask & 1) > 0).sum().alias("compute_ns"),
-        pl.col("ns").filter((mask & 2) > 0).sum().alias("comm_ns"),
-        pl.col("ns").filter(mask == 3).sum().alias("overlapped_ns"),
+        pl.col("ns").filter(comp).sum().alias("compute_ns"),
+        pl.col("ns").filter(copy & ~comp).sum().alias("copy_ns"),
+        pl.col("ns").filter(comm).sum().alias("comm_ns"),
+        pl.col("ns").filter(comm & (comp | copy)).sum().alias("overlapped_ns"),
+        pl.col("ns").filter(comm & copy & ~comp).sum().alias("overlapped_copy_ns"),
         pl.col("ns").filter(mask == 2).sum().alias("exposed_comm_ns"),
         pl.col("ns").filter(mask == 0).sum().alias("idle_ns"),
     )
     bad = per.filter(
-        pl.col("compute_ns") + pl.col("exposed_comm_ns") + pl.col("idle_ns") != pl.col("span_ns")
+        pl.col("compute_ns") + pl.col("copy_ns") + pl.col("exposed_comm_ns") + pl.col("idle_ns")
+        != pl.col("span_ns")
     )
     if bad.height:
         r = bad.row(0, named=True)
@@ -92,6 +102,8 @@ def overlap_by_rank(
             pl.col(c).cast(pl.Int64)
             for c in ("span_ns", "compute_ns", "comm_ns", "overlapped_ns", "exposed_comm_ns", "idle_ns")
         ],
+        pl.col("copy_ns").cast(pl.Int64),
+        pl.col("overlapped_copy_ns").cast(pl.Int64),
         share(pl.col("overlapped_ns"), pl.col("comm_ns")).alias("overlap_efficiency"),
         share(pl.col("compute_ns"), pl.col("span_ns")).alias("utilisation"),
         pl.col("n_bubbles").fill_null(0).cast(pl.Int64),
@@ -110,6 +122,7 @@ def overlap_by_role(by_rank: pl.DataFrame) -> pl.DataFrame:
         "idle_ns",
         "n_bubbles",
         "bubble_ns",
+        "copy_ns",
     ]
     out = by_rank.group_by("role").agg(
         pl.len().cast(pl.Int64).alias("n_ranks"), *[pl.col(c).sum().cast(pl.Int64) for c in sums]
@@ -132,6 +145,7 @@ def overlap_by_role(by_rank: pl.DataFrame) -> pl.DataFrame:
             "n_bubbles",
             "bubble_ns",
             "mean_bubble_ns",
+            "copy_ns",
         )
         .sort("role")
     )

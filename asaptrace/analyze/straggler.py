@@ -84,7 +84,7 @@ def stragglers(
 ) -> pl.DataFrame:
     """Per rank: last arrivals, lateness, compute ratios, outlier flag and cause (see above)."""
     rk = rank_groups(ranks)
-    act = device_activity(events).filter(~pl.col("is_comm"))
+    act = device_activity(events).filter(~pl.col("is_comm") & ~pl.col("is_copy"))
     dur = pl.col("end") - pl.col("start")
     work = act.group_by("rank").agg(
         dur.sum().alias("compute_ns"),

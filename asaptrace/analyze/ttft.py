@@ -3,8 +3,9 @@
 A prefill request's first token exists when the step that processed it ends. For request q of DP
 group g in step k (from the batches table):
 
-* start[k, g] / end[k, g] = earliest start / latest end of the step window over g's ranks
-  (see :mod:`asaptrace.analyze.breakdown`);
+* start[k, g] = earliest start of the step's window over g's ranks; end[k, g] = latest end of the
+  device work launched in the step over them (``last_end_ns``: the step's results are out, even
+  when the next step's window began earlier; see :mod:`asaptrace.analyze.breakdown`);
 * queue = start − arrival (null when arrivals are unknown; arrivals must be on the trace's clock);
 * wait = exposed barrier wait of the step, averaged over g's ranks;
 * kernel = (end − start) − wait: compute, transfer and device idle of the step;
@@ -78,7 +79,9 @@ def ttft_requests(
         breakdown.filter(pl.col("dp_group").is_not_null())
         .group_by("step", "dp_group")
         .agg(
-            pl.col("start_ns").min(), pl.col("end_ns").max(), pl.col("wait_ns").mean().round(0).cast(pl.Int64)
+            pl.col("start_ns").min(),
+            pl.col("last_end_ns" if "last_end_ns" in breakdown.columns else "end_ns").max().alias("end_ns"),
+            pl.col("wait_ns").mean().round(0).cast(pl.Int64),
         )
     )
     r = b.with_columns(pl.col("step").cast(pl.Int32), pl.col("dp_group").cast(pl.Int32)).join(

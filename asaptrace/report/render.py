@@ -88,6 +88,7 @@ def report_figures(
             "fig-imposed-wait",
             barrier.imposed_wait_ranking(t["barrier_by_group"], by_rank=t.get("barrier_by_rank")),
         ),
+        FigureView("fig-rank-bars", breakdown.rank_stacked_bars(t["step_breakdown"])),
         FigureView("fig-group-bars", breakdown.group_stacked_bars(t["step_breakdown"], t["stragglers"])),
         FigureView(
             "fig-attention-sumsq", imbalance.attention_vs_sum_sq(t["imbalance_by_group"], t["imbalance_fit"])

@@ -28,6 +28,25 @@ def _key(name: str, title: str, columns: tuple[str, ...], caption: str = "", max
 
 KEY_TABLES: tuple[TableView, ...] = (
     _key(
+        "step_breakdown",
+        "Step time by part, per rank (mean per step)",
+        (
+            "rank",
+            "step_time_ns",
+            "compute_ns",
+            "copy_ns",
+            "transfer_ns",
+            "wait_ns",
+            "idle_host_ns",
+            "idle_sync_ns",
+            "idle_other_ns",
+            "lag_ns",
+        ),
+        "the parts add up to the step time; idle by cause: host launch, synchronisation, other; lag = "
+        "how far the device runs behind the step's host spans (not a part); most idle first",
+        max_rows=16,
+    ),
+    _key(
         "barrier_by_group",
         "Barrier wait by DP group",
         ("dp_group", "n_ranks", "mean_wait_ns", "last_share", "imposed_wait_ns", "caused_wait_ns"),
@@ -121,7 +140,9 @@ def shown_tables(tables: dict[str, pl.DataFrame], batches_source: str | None = N
             continue
         if (key.name == "barrier_by_layer" and not layers) or (key.name == "barrier_by_instance" and layers):
             continue
-        if key.name == "stragglers" and t.height:
+        if key.name == "step_breakdown" and t.height:
+            t = per_rank_breakdown(t)
+        elif key.name == "stragglers" and t.height:
             t = t.filter(t["outlier"] | (t["last_count"] > 0)).sort(
                 ["last_count", "rank"], descending=[True, False]
             )
@@ -133,6 +154,23 @@ def shown_tables(tables: dict[str, pl.DataFrame], batches_source: str | None = N
         why = "" if t.height else empty_reason(key.name, tables, batches_source)
         shown.append(replace(key, columns=list(t.columns), rows=t, reason=why))
     return shown
+
+
+def per_rank_breakdown(bd: pl.DataFrame) -> pl.DataFrame:
+    """The step breakdown as a mean per step of each rank (its steps' sums over their count, so the
+    parts still add up to the step time within rounding), most idle first."""
+    cols = [c for c in key_table("step_breakdown").columns[1:] if c in bd.columns]
+    steps = pl.col("step").n_unique() + pl.col("step").null_count().clip(upper_bound=1)
+    return (
+        bd.group_by("rank")
+        .agg(*[pl.col(c).sum() for c in cols if c != "lag_ns"], pl.col("lag_ns").mean(), steps.alias("_n"))
+        .with_columns(*[(pl.col(c) / pl.col("_n")).round().cast(pl.Int64) for c in cols])
+        .with_columns(
+            (pl.col("idle_host_ns") + pl.col("idle_sync_ns") + pl.col("idle_other_ns")).alias("_idle")
+        )
+        .sort(["_idle", "rank"], descending=[True, False])
+        .drop("_n", "_idle")
+    )
 
 
 def short_op() -> pl.Expr:
@@ -159,7 +197,7 @@ def empty_reason(name: str, tables: dict[str, pl.DataFrame], batches_source: str
         return "no attention kernel and no request lengths per DP group to compare"
     if name == "stragglers":
         return "no rank ever arrived last and no rank is an outlier" if barriers else no_barrier
-    if name == "overlap_by_role":
+    if name in ("overlap_by_role", "step_breakdown"):
         return "no device kernels in the store"
     if name == "ttft_by_bucket":
         if batches_source not in (None, "", "none"):  # lengths known, arrivals not

@@ -1,7 +1,7 @@
-"""Where device time goes: per-DP-group stacked bars and the overlap of each device.
+"""Where device time goes: per-rank and per-DP-group stacked bars and the overlap of each device.
 
 Inputs: ``step_breakdown``, ``stragglers`` (attention and MoE kernel time per rank) and
-``overlap_by_rank`` (docs/reference/columns.md).
+``overlap_by_rank`` (docs/reference/columns.md). Copies are never drawn as compute.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from asaptrace.schema import Kind
 from asaptrace.viz.theme import (
     EXPOSED_COMM_COLOUR,
     IDLE_COLOUR,
+    IDLE_HOST_COLOUR,
+    IDLE_SYNC_COLOUR,
     KIND_COLOURS,
     OVERLAPPED_COLOUR,
     WAIT_COLOUR,
@@ -23,19 +25,29 @@ from asaptrace.viz.theme import (
     time_unit,
 )
 
+#: The step breakdown's parts after compute, bottom to top: (column, legend name, colour).
+_REST = (
+    ("copy_ns", "copy (memcpy, memset)", KIND_COLOURS[Kind.MEMCPY]),
+    ("transfer_ns", "communication (exposed transfer)", EXPOSED_COMM_COLOUR),
+    ("wait_ns", "exposed barrier wait", WAIT_COLOUR),
+    ("idle_host_ns", "idle: host launch", IDLE_HOST_COLOUR),
+    ("idle_sync_ns", "idle: synchronisation", IDLE_SYNC_COLOUR),
+    ("idle_other_ns", "idle: other", IDLE_COLOUR),
+)
 #: The parts of a DP group's bar, bottom to top: (column, legend name, colour).
 GROUP_PARTS = (
     ("attention_ns", "attention", KIND_COLOURS[Kind.ATTENTION]),
     ("moe_ns", "MoE experts", KIND_COLOURS[Kind.MOE]),
     ("other_compute_ns", "other compute", KIND_COLOURS[Kind.COMPUTE]),
-    ("transfer_ns", "communication (exposed transfer)", EXPOSED_COMM_COLOUR),
-    ("wait_ns", "exposed barrier wait", WAIT_COLOUR),
-    ("idle_ns", "idle", IDLE_COLOUR),
+    *_REST,
 )
+#: The parts of a rank's bar: the step breakdown's own (they add up to the step time).
+RANK_PARTS = (("compute_ns", "compute", KIND_COLOURS[Kind.COMPUTE]), *_REST)
 
-#: The parts of a device's overlap bar: compute alone, comm under compute, comm alone, idle.
+#: The parts of a device's overlap bar: compute alone, copies alone, comm under either, comm alone, idle.
 OVERLAP_PARTS = (
     ("compute_only_ns", "compute", KIND_COLOURS[Kind.COMPUTE]),
+    ("copy_only_ns", "copy", KIND_COLOURS[Kind.MEMCPY]),
     ("overlapped_ns", "overlapped comm", OVERLAPPED_COLOUR),
     ("exposed_comm_ns", "exposed comm", EXPOSED_COMM_COLOUR),
     ("idle_ns", "idle", IDLE_COLOUR),
@@ -43,15 +55,15 @@ OVERLAP_PARTS = (
 
 
 def group_time(step_breakdown: pl.DataFrame, stragglers: pl.DataFrame) -> pl.DataFrame:
-    """Per DP group, mean per rank over all steps: the six parts of :data:`GROUP_PARTS` and step time.
+    """Per DP group, mean per rank over all steps: the parts of :data:`GROUP_PARTS` and step time.
 
     ``other_compute_ns`` = compute − attention − MoE kernel time, clipped at 0 (when kernels of
     two micro-batches run at once their kernel times add up to more than the compute time).
-    The six parts add up to the mean step time.
+    The parts add up to the mean step time.
     """
     per_rank = (
         step_breakdown.group_by("rank", "dp_group")
-        .agg(pl.col("step_time_ns", "compute_ns", "wait_ns", "transfer_ns", "idle_ns").sum())
+        .agg(pl.col("step_time_ns", "compute_ns", *[c for c, _, _ in _REST]).sum())
         .join(stragglers.select("rank", "attention_ns", "moe_ns"), on="rank", how="left")
         .with_columns(pl.col("attention_ns", "moe_ns").fill_null(0))
         .with_columns(
@@ -89,17 +101,44 @@ def group_stacked_bars(step_breakdown: pl.DataFrame, stragglers: pl.DataFrame) -
     return styled(fig, title=title, x_title="DP group", y_title=f"time per rank ({unit})")
 
 
-def overlap_per_device(overlap_by_rank: pl.DataFrame) -> go.Figure:
-    """Per device: compute alone, communication overlapped by compute, exposed communication, idle.
+def rank_stacked_bars(step_breakdown: pl.DataFrame) -> go.Figure:
+    """Per rank, mean per step: compute, copy, exposed transfer, exposed wait and idle by cause —
+    the step breakdown's parts, which add up to the step time (DOMAIN §9)."""
+    title = "Where each rank's step time goes (mean per step)"
+    if step_breakdown.height == 0:
+        return empty_figure(title, "no steps found")
+    cols = ["step_time_ns", *[c for c, _, _ in RANK_PARTS]]
+    n = pl.col("step").n_unique() + pl.col("step").null_count().clip(upper_bound=1)
+    t = (
+        step_breakdown.group_by("rank", "dp_group")
+        .agg(*[pl.col(c).sum() for c in cols], n.alias("_n"))
+        .with_columns(*[(pl.col(c) / pl.col("_n")).round(0).cast(pl.Int64) for c in cols])
+        .sort("dp_group", "rank", nulls_last=True)
+    )
+    unit, div = time_unit(t.get_column("step_time_ns"))
+    x = [rank_label(r, g) for r, g in t.select("rank", "dp_group").iter_rows()]
+    fig = _stacked(x, t, RANK_PARTS, div, unit)
+    fig.update_layout(barmode="stack", bargap=0.1)
+    fig.update_xaxes(type="category", tickangle=-60)
+    return styled(fig, title=title, x_title="rank · DP group", y_title=f"time per step ({unit})")
 
-    The four parts add up to the device's span (``compute + exposed_comm + idle = span`` and the
-    overlapped part is cut out of compute).
+
+def overlap_per_device(overlap_by_rank: pl.DataFrame) -> go.Figure:
+    """Per device: compute alone, copies alone, communication under either, exposed communication, idle.
+
+    The five parts add up to the device's span (``compute + copy + exposed_comm + idle = span``;
+    the overlapped part is cut out of the compute and copy it runs under).
     """
-    title = "Overlap per device: compute / overlapped comm / exposed comm / idle"
+    title = "Overlap per device: compute / copy / overlapped comm / exposed comm / idle"
     if overlap_by_rank.height == 0:
         return empty_figure(title, "no device work")
+    under_copy = (
+        pl.col("overlapped_copy_ns") if "overlapped_copy_ns" in overlap_by_rank.columns else pl.lit(0)
+    )
+    copy = pl.col("copy_ns") if "copy_ns" in overlap_by_rank.columns else pl.lit(0)
     t = overlap_by_rank.sort("dp_group", "rank", nulls_last=True).with_columns(
-        (pl.col("compute_ns") - pl.col("overlapped_ns")).alias("compute_only_ns")
+        (pl.col("compute_ns") - (pl.col("overlapped_ns") - under_copy)).alias("compute_only_ns"),
+        (copy - under_copy).alias("copy_only_ns"),
     )
     unit, div = time_unit(t.get_column("span_ns"))
     x = [rank_label(r, g) for r, g in t.select("rank", "dp_group").iter_rows()]

@@ -37,8 +37,10 @@ KIND_COLOURS: dict[str, str] = {
 WAIT_COLOUR = "#D55E00"
 #: Waiting for one's own results where there is no barrier (a disaggregated run's combine receive).
 RECEIVE_WAIT_COLOUR = "#F4A582"
-#: Device idle.
+#: Device idle (its cause unknown), idle waiting on the host to launch, idle while the host synchronises.
 IDLE_COLOUR = "#E5E5E5"
+IDLE_HOST_COLOUR = "#FDB863"
+IDLE_SYNC_COLOUR = "#B2ABD2"
 #: Communication that runs under compute (overlapped) vs alone (exposed).
 OVERLAPPED_COLOUR = "#A6D96A"
 EXPOSED_COMM_COLOUR = KIND_COLOURS[Kind.DISPATCH]
