@@ -93,7 +93,8 @@ def policy_of(spec: str, params: dict[str, Any] | None = None) -> Policy:
 def catalogue() -> list[dict[str, Any]]:
     """Every registered policy for a face's form or listing: name, family, whether it serves
     online, its named ablations, its parameters with their defaults (``online_params``: those only
-    its online former reads), its docstring's first line, and what ``advise`` reads of it (its
+    its online former reads; ``kinds``: each one's type; ``form``: those a form offers, with what
+    it says), its docstring's first line, and what ``advise`` reads of it (its
     label, the findings it answers, the settings its search tries)."""
     from dataclasses import MISSING, fields
 
@@ -110,6 +111,9 @@ def catalogue() -> list[dict[str, Any]]:
                 "variants": {f"{name}-{v}": p for v, p in cls.variants.items()},
                 "params": {f.name: (None if f.default is MISSING else f.default) for f in fields(cls)},
                 "online_params": [f.name for f in fields(cls) if f.metadata.get("online")],
+                # the schema a face generates its form from: each setting's type, and what a form says
+                "kinds": {f.name: str(f.type) for f in fields(cls)},
+                "form": {f.name: f.metadata["form"] for f in fields(cls) if "form" in f.metadata},
                 "summary": summary,
                 "label": cls.label or name,
                 "answers": list(cls.answers),

@@ -44,7 +44,7 @@ from asaptrace.replay.mechanics.offline import transfer_factor
 from asaptrace.replay.mechanics.pipelined import PipelineConfig, PipelineTrace
 from asaptrace.replay.mechanics.planner import place_longest_first
 from asaptrace.replay.mechanics.work import MeasuredWork
-from asaptrace.replay.policies.base import serve_setting
+from asaptrace.replay.policies.base import form_setting, serve_setting
 from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
 from asaptrace.replay.policies.pipelined_online import UNBOUNDED, OnlineFormer
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
@@ -145,7 +145,7 @@ class AfdPingpong(PipelinedPolicy):
     answers: ClassVar[tuple[str, ...]] = ("barrier_wait",)
     search_settings: ClassVar[dict[str, tuple]] = {"m": M_VALUES}
     online_former: ClassVar[type[OnlineFormer] | None] = PingpongFormer
-    m: int = 2
+    m: int = form_setting(2, "micro-batches (afd-pingpong)")
     #: online: a step takes queued requests FIFO up to this many new tokens
     step_tokens: int = serve_setting(262144)
 

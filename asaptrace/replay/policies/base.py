@@ -226,6 +226,12 @@ class Policy:
         return [f.name for f in fields(cls)]
 
 
+def form_setting(default: Any, text: str) -> Any:
+    """A setting a face's form offers, said in ``text`` (the dashboard's Replay page generates one
+    input per such setting of the registry, a checkbox for a bool: :func:`~asaptrace.replay.policies.catalogue`)."""
+    return field(default=default, metadata={"form": text})
+
+
 # ----------------------------------------------------------------------------------------- lockstep
 def serve_setting(default: Any) -> Any:
     """A field the online former reads (the offline replay runs the store's own measured setup):

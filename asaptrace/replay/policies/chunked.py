@@ -30,7 +30,7 @@ from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.lockstep import chain_from_costs
 from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
-from asaptrace.replay.policies.base import NO_COMPOSITION, LockstepPolicy
+from asaptrace.replay.policies.base import NO_COMPOSITION, LockstepPolicy, form_setting
 from asaptrace.replay.policies.lockstep_online import LockstepFormer, Piece
 from asaptrace.replay.serving.requests import ServingRequests
 from asaptrace.replay.serving.scenario import Scenario
@@ -110,7 +110,7 @@ class Chunked(LockstepPolicy):
     search_settings: ClassVar[dict[str, tuple]] = {"chunk_tokens": (2048, 4096, 8192, 16384)}
     search_words: ClassVar[dict[str, str]] = {"chunk_tokens": "chunk sizes"}
     online_former: ClassVar[type | None] = ChunkedFormer
-    chunk_tokens: int = 8192
+    chunk_tokens: int = form_setting(8192, "tokens per group per step (chunked)")
 
     @classmethod
     def whatif_label(cls, params: dict) -> str:

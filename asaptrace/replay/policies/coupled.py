@@ -21,7 +21,7 @@ from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.lockstep import scale_transfers
 from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
-from asaptrace.replay.policies.base import LockstepPolicy, Policy
+from asaptrace.replay.policies.base import LockstepPolicy, Policy, form_setting
 from asaptrace.replay.policies.lockstep_online import LockstepFormer
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
 from asaptrace.replay.serving.scenario import Scenario
@@ -43,7 +43,7 @@ class Coupled(LockstepPolicy):
             )
         return super().serve(requests, scenario)
 
-    expert_failure: bool = False
+    expert_failure: bool = form_setting(False, "lose one expert die")
     failed_rank: int = 0
 
     def counterfactuals(self, wl: MeasuredWork) -> list[tuple[str, Policy]]:

@@ -24,7 +24,14 @@ from asaptrace.replay.mechanics.formers import BatchFormer
 from asaptrace.replay.mechanics.pipeline_run import run_pipeline
 from asaptrace.replay.mechanics.pipelined import PipelineConfig, PipelineTrace, ServiceOrder
 from asaptrace.replay.mechanics.work import MeasuredWork
-from asaptrace.replay.policies.base import Policy, PolicyRun, batch_rows, parse_attention, resolve_deployment
+from asaptrace.replay.policies.base import (
+    Policy,
+    PolicyRun,
+    batch_rows,
+    form_setting,
+    parse_attention,
+    resolve_deployment,
+)
 from asaptrace.replay.policies.pipelined_online import UNBOUNDED, serve_on_pipeline
 from asaptrace.replay.serving.capacity import disaggregated_bounds
 
@@ -42,14 +49,16 @@ class PipelinedPolicy(Policy):
     serve_attention: ClassVar[str] = "4x4"
     serve_experts: ClassVar[int] = 16
     searches_split: ClassVar[bool] = True
-    attention: str | None = None  # "DxT"; None: half the measured devices in groups of the measured TP
-    experts: int | None = None  # None: the rest of the measured device total
-    dual_batch: bool = True
-    overlap: bool = True
-    super_kernel: bool = True
+    #: "DxT"; None: half the measured devices in groups of the measured TP
+    attention: str | None = form_setting(None, "attention dies (DxT, empty: half the measured devices)")
+    #: None: the rest of the measured device total
+    experts: int | None = form_setting(None, "expert dies (empty: the rest)")
+    dual_batch: bool = form_setting(True, "dual-batch interleaving")
+    overlap: bool = form_setting(True, "overlap on expert dies")
+    super_kernel: bool = form_setting(True, "device-launched MoE (super kernel)")
     long_tokens: int = 16384
     buffer_slots: int = 64
-    expert_failure: bool = False
+    expert_failure: bool = form_setting(False, "lose one expert die")
 
     def former(self, wl: MeasuredWork, costs: CostModel, dep: Deployment) -> BatchFormer:
         """The hook: who forms the batches and what each costs on ``dep``."""
