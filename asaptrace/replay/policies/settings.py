@@ -155,8 +155,12 @@ def policy_params(spec: str, settings: dict[str, Any]) -> dict[str, Any]:
         setting_key(key, POLICIES)  # an unknown policy or setting: one line naming the forms
         if not reaches(key, pol):
             head, dot, name = key.partition(".")
-            what = f"is a setting of {head}, not of {spec}" if dot else f"is not a setting of {spec}"
-            raise UsageError(f"{key!r} {what} (it has: {', '.join(registry_cls.param_names())})")
+            what = (
+                f"{key!r} is a setting of {head}, not of {spec}"
+                if dot
+                else f"policy {spec!r} has no parameter {key}"
+            )
+            raise UsageError(f"{what} (it has: {', '.join(registry_cls.param_names())})")
         pol = apply_settings(pol, {key: raw})
         name = OLD_NAMES[key][1] if key in OLD_NAMES else (key.partition(".")[2] or key)
         out[name] = getattr(pol, name)
