@@ -40,9 +40,7 @@ TL_CONTROLS = (
     "..tl-step.options...tl-step.value...tl-layers.min...tl-layers.max...tl-layers.value..."
     "tl-layers.marks...tl-ranks.options...tl-message.children.."
 )
-RP_KNOBS = (
-    "..rp-attention.disabled...rp-experts.disabled...rp-m.disabled...rp-chunk.disabled...rp-mech.options.."
-)
+RP_KNOBS = "..rp-attention.disabled...rp-experts.disabled...rp-m.disabled...rp-chunk_tokens.disabled...rp-mech.options.."
 RP_RUN, RP_POLL = (
     "..replay-job.data...rp-cancel-msg.children..",
     "..rp-progress.children...rp-result.children...rp-poll.disabled..",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
+from asaptrace.advise.candidates import candidates
 from asaptrace.cli import app
 from asaptrace.views.advice import advice_view, disagrees
 from asaptrace.views.sweep import BINDING_SHORT
@@ -48,7 +49,7 @@ def test_advise_online_reads_at_80_and_160_columns(online_advice, coupled_store,
     flat = " ".join(text.split())  # a label may wrap between words inside its cell or line
     j = online_advice.to_json()
     ran = [w for w in j["whatifs"] if w["applies"]]
-    assert len(ran) == 5
+    assert len(ran) == len(candidates())  # every candidate of the registry applies to the sample
     for w in ran:
         assert w["label"] in flat  # every what-if named in full
         o = w["online"]

@@ -506,3 +506,34 @@ def test_the_sweep_worker_calls_pipeline_sweep_with_the_form_and_forwards_progre
     got = [q.get_nowait() for _ in range(q.qsize())]
     assert got == [("progress", "sweeping"), ("progress", "asap @ 1/s"), ("done", {"slo_rps": {"asap": 1.0}})]
     assert {k: v for k, v in seen.items() if k != "progress"} == args
+
+
+def test_replay_form_is_generated_from_the_registry_schema():
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from asaptrace.replay.policies import POLICIES, Coupled, register_policy
+    from asaptrace.replay.policies.base import form_setting
+
+    @dataclass(frozen=True)
+    class Widened(Coupled):
+        name: ClassVar[str] = "test-widened"
+        widgets: int = form_setting(3, "widgets per step (test-widened)")
+        spare: bool = form_setting(True, "keep a spare die")
+
+    before, _ = replay.form_settings()
+    register_policy(Widened)
+    try:
+        knobs, mechanisms = replay.form_settings()
+        # its settings join the form with their own words and types; nothing else moves
+        assert knobs == [*before, ("widgets", "rp-widgets", "widgets per step (test-widened)", "int")]
+        assert ("spare", "keep a spare die") in mechanisms
+        # only its own settings pass (m is afd-pingpong's; an unchecked expert failure is left out)
+        assert replay.replay_params("test-widened", {"widgets": 5, "m": 3}, ["spare"]) == {
+            "widgets": 5,
+            "spare": True,
+        }
+        with pytest.raises(ValueError, match="widgets per step must be a whole number"):
+            replay.replay_params("test-widened", {"widgets": 2.5}, [])
+    finally:
+        POLICIES._items.pop("test-widened")

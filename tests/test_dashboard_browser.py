@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from asaptrace.advise.candidates import candidates
 from tests._browser import BROWSER_MARKS, watch, watched_page
 from tests._dashboard_helpers import DASH_IDLE, GRAPHS_DRAWN, LiveDash
 from tests._report_helpers import hostile_store
@@ -93,8 +94,8 @@ def test_the_overview_shows_the_advice_the_report_and_the_cli_show(page, served,
     page.wait_for_selector("#overview-advice-lines li", timeout=60_000)
     settle(page)
     shown = page.eval_on_selector_all("#overview-advice-lines li", "els => els.map(e => e.textContent)")
-    assert shown == advise_store(coupled_store.path).lines() and len(shown) == 5
-    assert page.locator("#overview-advice-table tbody tr").count() == 5
+    assert shown == advise_store(coupled_store.path).lines() and len(shown) == len(candidates())
+    assert page.locator("#overview-advice-table tbody tr").count() == len(candidates())
     assert page.log["errors"] == []
 
 

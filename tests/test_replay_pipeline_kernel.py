@@ -334,7 +334,7 @@ def test_own_shares_at_once_equal_the_per_batch_loop_to_the_bit(costs, overlap, 
     from types import SimpleNamespace
 
     from asaptrace.replay.mechanics.formers import batch_costs
-    from asaptrace.replay.serving.asap_serving import _own_shares
+    from asaptrace.replay.policies.pipelined_online import _own_shares
 
     model = CostModel(**costs)
     rng = np.random.default_rng(7)

@@ -324,3 +324,23 @@ def test_exploring_picks_the_split_then_varies_at_it_and_writes_nothing(root):
     assert [v["value"] for v in found.vary] == [own, "2"] and found.tornado[0]["knob"] == "k_s"
     assert found.vary[0]["makespan_ns"] == best["makespan_ns"]
     assert sorted(p.name for p in store.path.parent.iterdir()) == before
+
+
+def test_replay_set_is_the_schema_and_the_old_flags_its_aliases(root):
+    store = sample_store("coupled", root)
+    by_flags = run_cli("replay", store.path, "--policy", "chunked", "--chunk-tokens", "4096", "--json")
+    by_set = run_cli(
+        "replay", store.path, "--policy", "chunked", "--set", "chunked.chunk_tokens=4096", "--json"
+    )
+    assert by_flags.code == by_set.code == 0, by_set.stderr
+    a, b = json.loads(by_flags.stdout), json.loads(by_set.stdout)
+    assert a["params"] == b["params"] and a["params"]["chunk_tokens"] == 4096  # parsed by the field's type
+    assert a["makespan_ns"] == b["makespan_ns"]
+    # a setting of another policy, an unknown one, a bad value: one line each, exit 2
+    for item, says in [
+        ("chunked.m=2", "policy 'chunked' has no setting 'm'"),
+        ("afd-pingpong.m=2", "'afd-pingpong.m' is a setting of afd-pingpong, not of chunked"),
+        ("chunk_tokens=big", "chunked setting chunk_tokens is a whole number, not 'big'"),
+    ]:
+        bad = run_cli("replay", store.path, "--policy", "chunked", "--set", item)
+        assert bad.code == 2 and len(bad.stderr.strip().splitlines()) == 1 and says in bad.stderr, bad.stderr

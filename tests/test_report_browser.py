@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from asaptrace.advise.candidates import candidates
 from tests._browser import BROWSER_MARKS, watched_page
 from tests._cli import run_cli
 from tests._report_helpers import hostile_store
@@ -48,7 +49,7 @@ def test_sample_report_opens_offline_and_draws_every_figure(page, coupled_store,
     from asaptrace.pipeline import advise_store
 
     shown = page.eval_on_selector_all("#advice ol.advice li", "els => els.map(e => e.textContent)")
-    assert shown == advise_store(coupled_store.path).lines() and len(shown) == 5
+    assert shown == advise_store(coupled_store.path).lines() and len(shown) == len(candidates())
     # the timeline is WebGL, the others SVG; each figure has its traces
     assert page.locator("#fig-timeline .gl-container").count() == 1
     # attention, MoE, other compute, copy, transfer, wait, idle by its three causes

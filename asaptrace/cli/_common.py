@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from asaptrace.cli._layout import print_plain, print_wrapped
-from asaptrace.errors import AsaptraceError
+from asaptrace.errors import AsaptraceError, UsageError
 from asaptrace.units import more_rows
 
 if TYPE_CHECKING:
@@ -248,3 +248,14 @@ def invocation(ctx: Any) -> str:
                 for v in value if isinstance(value, (list, tuple)) else [value]:
                     opts += [flag, str(v)]
     return shlex.join(words + opts)
+
+
+def parse_sets(items: list[str], what: str = "KNOB=VALUE") -> dict[str, str]:
+    """``--set KEY=VALUE`` items, in order (a later key wins); one line when an item has no ``=``."""
+    out_: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set takes {what}, not {item!r}")
+        out_[key.strip()] = value.strip()
+    return out_

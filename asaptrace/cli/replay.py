@@ -15,6 +15,7 @@ from asaptrace.cli._common import (
     StoreArg,
     check_tables,
     out,
+    parse_sets,
     print_json,
     print_table,
     print_warning,
@@ -47,6 +48,14 @@ def replay(
     failed_rank: Annotated[int | None, typer.Option(help="coupled --expert-failure: the rank lost.")] = None,
     m: Annotated[int | None, typer.Option("--m", help="afd-pingpong: micro-batches.")] = None,
     chunk_tokens: Annotated[int | None, typer.Option(help="chunked: tokens per group per step.")] = None,
+    set_: Annotated[
+        list[str],
+        typer.Option(
+            "--set",
+            help="A setting of the policy, POLICY.SETTING=VALUE or SETTING=VALUE (asap.min_batch_tokens=4096; "
+            "`asaptrace policies` lists each policy's); repeatable. The flags above are its aliases.",
+        ),
+    ] = [],  # noqa: B006
     split: Annotated[
         str | None,
         typer.Option(
@@ -104,7 +113,7 @@ def replay(
     from asaptrace.views.replay import replay_tables
 
     check_tables(csv, parquet)
-    params = _replay_params(
+    settings = _replay_params(
         attention=attention,
         experts=experts,
         no_dual_batch=no_dual_batch,
@@ -114,13 +123,13 @@ def replay(
         failed_rank=failed_rank,
         m=m,
         chunk_tokens=chunk_tokens,
-    )
+    ) | parse_sets(set_, "POLICY.SETTING=VALUE")
     if ray_address is not None and executor != "ray":
         raise typer.BadParameter("needs --executor ray", param_hint="--ray-address")
     result = replay_store(
         store,
         policy,
-        params=params,
+        settings=settings,
         costs=costs,
         out=output,
         overwrite=force,
@@ -138,7 +147,7 @@ def replay(
 
 
 def _replay_params(**options: Any) -> dict[str, Any]:
-    """CLI options → policy parameters (None = the policy's default; --no-X flags → X=False)."""
+    """The old flags, aliases of ``--set SETTING=V`` (None = the policy's default; --no-X → X=False)."""
     params = {k: v for k, v in options.items() if v is not None and not k.startswith("no_")}
     for flag in ("dual_batch", "overlap", "super_kernel"):
         if options.get(f"no_{flag}"):

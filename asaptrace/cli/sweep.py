@@ -17,6 +17,7 @@ from asaptrace.cli._common import (
     check_tables,
     err,
     out,
+    parse_sets,
     print_json,
     print_lines,
     print_table,
@@ -171,21 +172,11 @@ def _parse_rates(text: str) -> tuple[float, ...] | None:
     return rates
 
 
-def _parse_sets(items: list[str]) -> dict[str, str]:
-    out_: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--set takes KNOB=VALUE, not {item!r}")
-        out_[key.strip()] = value.strip()
-    return out_
-
-
 def _knob_overrides(
     sets: list[str], *, seed: int | None, duration: str | None, slo_ttft: str | None
 ) -> dict[str, Any]:
     """--set KNOB=VALUE items plus the options that are knobs (--seed, --duration, --slo-ttft)."""
-    knobs: dict[str, Any] = _parse_sets(sets)
+    knobs: dict[str, Any] = parse_sets(sets)
     if seed is not None:
         knobs["seed"] = seed
     if duration:

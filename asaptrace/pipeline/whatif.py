@@ -30,6 +30,7 @@ def replay_store(
     policy: str = "asap",
     *,
     params: dict[str, Any] | None = None,
+    settings: dict[str, Any] | None = None,
     costs: CostModel | str | Path | None = None,
     out: str | Path | None = None,
     overwrite: bool = False,
@@ -52,6 +53,8 @@ def replay_store(
     The splits and the values are independent replays, one task each on ``executor``
     (:func:`~asaptrace.executors.resolve_executor`: ``local`` with ``jobs`` processes, or
     ``ray`` on ``ray_address`` / a local instance); the result does not depend on it.
+    ``settings`` (``replay --set``: ``POLICY.SETTING`` or ``SETTING`` → value, strings parsed by the
+    setting's type, :mod:`asaptrace.replay.policies.settings`) go over ``params``.
     ``progress`` is told each stage as it starts. ``save_costs``: the cost model used, with its
     fit quality, written there as TOML (for ``--costs``).
     """
@@ -64,6 +67,10 @@ def replay_store(
 
     t0 = time.perf_counter()
     say = progress or (lambda _m: None)
+    if settings:
+        from asaptrace.replay.policies.settings import policy_params
+
+        params = (params or {}) | policy_params(policy, dict(settings))
     specs = [parse_vary(v) for v in vary]  # a bad spec fails before any simulation
     if split not in (None, "auto"):
         raise UsageError(f"--split takes auto, not {split!r}")

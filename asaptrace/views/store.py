@@ -112,13 +112,15 @@ def skipped_line(skipped: Sequence[dict[str, str]], *, show: int = 5) -> str | N
 
 
 def policies_lines(catalogue: list[dict[str, Any]]) -> list[str]:
-    """The policy registry in words: each policy, where it runs, what it is, its parameters (with
-    their defaults) and its named ablations."""
+    """The policy registry in words: each policy, where it runs, what it is, its settings (with
+    their defaults, as ``replay --set`` / ``sweep --set NAME.SETTING=V`` take them) and its named
+    ablations."""
     lines = []
     for p in catalogue:
         runs = "replay and sweep" if p["online"] else "replay only"
         lines.append(f"{p['name']} ({p['family']}, {runs}): {p['summary']}")
-        lines.append("    parameters: " + (", ".join(f"{k}={v}" for k, v in p["params"].items()) or "none"))
+        settings = ", ".join(f"{k}={v}" for k, v in p["params"].items()) or "none"
+        lines.append(f"    settings (--set {p['name']}.SETTING=V): {settings}")
         if p["variants"]:
             lines.append("    named ablations: " + ", ".join(p["variants"]))
     return lines

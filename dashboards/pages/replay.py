@@ -27,20 +27,6 @@ from asaptrace_dashboards.state import Stores, StoreUnavailable
 PATH, TITLE = "/replay", "Replay"
 #: Its callbacks follow a background job: their replies are never kept (dashboards/replies.py).
 RUNS_JOBS = True
-#: on/off mechanisms of the pipelined policies (a knob a policy lacks is greyed out)
-MECHANISMS = (
-    ("dual_batch", "dual-batch interleaving"),
-    ("overlap", "overlap on expert dies"),
-    ("super_kernel", "device-launched MoE (super kernel)"),
-    ("expert_failure", "lose one expert die"),
-)
-#: the numeric and text knobs: (parameter, form id, label)
-KNOBS = (
-    ("attention", "rp-attention", "attention dies (DxT, empty: half the measured devices)"),
-    ("experts", "rp-experts", "expert dies (empty: the rest)"),
-    ("m", "rp-m", "micro-batches (afd-pingpong)"),
-    ("chunk_tokens", "rp-chunk", "tokens per group per step (chunked)"),
-)
 _DXT = re.compile(r"^\s*\d+\s*x\s*\d+\s*$")
 
 
@@ -49,8 +35,27 @@ def _params() -> dict[str, dict[str, Any]]:
     return {p["name"]: p["params"] for p in pipeline.policy_catalogue()}
 
 
+def form_settings() -> tuple[list[tuple[str, str, str, str]], list[tuple[str, str]]]:
+    """The form, generated from the registry's schema (each policy's settings marked for a form,
+    :func:`asaptrace.replay.policies.base.form_setting`): the knobs (setting, form id, label, its
+    type) in registry order, and the on/off mechanisms (setting, label), those on by default first.
+    A knob a policy lacks is greyed out."""
+    knobs: dict[str, tuple[str, str, str, str]] = {}
+    mechanisms: dict[str, tuple[str, bool]] = {}
+    for p in pipeline.policy_catalogue():
+        for name, label in p["form"].items():
+            kind = p["kinds"][name].split("|")[0].strip()
+            if kind == "bool":
+                mechanisms.setdefault(name, (label, bool(p["params"][name])))
+            else:
+                knobs.setdefault(name, (name, f"rp-{name}", label, kind))
+    on_first = sorted(mechanisms.items(), key=lambda kv: not kv[1][1])  # stable
+    return list(knobs.values()), [(name, label) for name, (label, _) in on_first]
+
+
 def layout(stores: Any = None) -> html.Div:
     policies = list(_params())
+    knobs, mechanisms = form_settings()
     return html.Div(
         [
             html.Div(id="rp-applies"),
@@ -67,16 +72,18 @@ def layout(stores: Any = None) -> html.Div:
                             [
                                 label,
                                 dcc.Input(
-                                    id=fid, type="text" if p == "attention" else "number", debounce=True
+                                    id=fid,
+                                    type="number" if kind in ("int", "float") else "text",
+                                    debounce=True,
                                 ),
                             ]
                         )
-                        for p, fid, label in KNOBS
+                        for _, fid, label, kind in knobs
                     ),
                     dcc.Checklist(
                         id="rp-mech",
-                        options=[{"label": label, "value": name} for name, label in MECHANISMS],
-                        value=["dual_batch", "overlap", "super_kernel"],
+                        options=[{"label": label, "value": name} for name, label in mechanisms],
+                        value=[name for name, _ in mechanisms if _on_by_default(name)],
                     ),
                 ],
                 className="controls",
@@ -90,11 +97,17 @@ def layout(stores: Any = None) -> html.Div:
     )
 
 
+def _on_by_default(name: str) -> bool:
+    """Whether a mechanism is on in every policy that has it (its form's default)."""
+    return all(params.get(name, True) for params in _params().values())
+
+
 def knob_state(policy: str) -> tuple:
     """Which knobs the policy has: (disabled per knob..., mechanism options)."""
     names = _params().get(policy, {})
-    disabled = tuple(p not in names for p, _, _ in KNOBS)
-    options = [{"label": label, "value": n, "disabled": n not in names} for n, label in MECHANISMS]
+    knobs, mechanisms = form_settings()
+    disabled = tuple(p not in names for p, _, _, _ in knobs)
+    options = [{"label": label, "value": n, "disabled": n not in names} for n, label in mechanisms]
     return (*disabled, options)
 
 
@@ -106,7 +119,8 @@ def replay_params(policy: str, values: dict[str, Any], mechanisms: list[str] | N
     if names is None:
         raise ValueError(f"unknown policy {policy!r}")
     params: dict[str, Any] = {}
-    for p, _, label in KNOBS:
+    knobs, switches = form_settings()
+    for p, _, label, kind in knobs:
         v = values.get(p)
         if p not in names or v in (None, ""):
             continue
@@ -114,11 +128,16 @@ def replay_params(policy: str, values: dict[str, Any], mechanisms: list[str] | N
             if not _DXT.match(str(v)):
                 raise ValueError(f"attention must be DxT (e.g. 4x4), not {v!r}")
             params[p] = str(v).replace(" ", "")
+        elif kind in ("int", "float"):
+            x, what = float(v), label.split(" (")[0]
+            if kind == "int" and x != int(x):
+                raise ValueError(f"{what} must be a whole number")
+            if x < 1 if kind == "int" else x <= 0:
+                raise ValueError(f"{what} must be {'at least 1' if kind == 'int' else 'positive'}")
+            params[p] = int(x) if kind == "int" else x
         else:
-            if int(v) < 1:
-                raise ValueError(f"{label.split(' (')[0]} must be at least 1")
-            params[p] = int(v)
-    for name, _ in MECHANISMS:
+            params[p] = str(v).strip()
+    for name, _ in switches:
         if name in names:
             params[name] = name in (mechanisms or [])
     if not params.get("expert_failure"):
@@ -202,8 +221,9 @@ def register(app, stores: Stores, jobs: Jobs) -> None:
     app.callback(Output("rp-applies", "children"), Input("store", "value"))(
         lambda key: applies_note(stores, key)
     )
+    knobs, _ = form_settings()
     app.callback(
-        *(Output(fid, "disabled") for _, fid, _ in KNOBS),
+        *(Output(fid, "disabled") for _, fid, _, _ in knobs),
         Output("rp-mech", "options"),
         Input("rp-policy", "value"),
     )(knob_state)
@@ -214,7 +234,7 @@ def register(app, stores: Stores, jobs: Jobs) -> None:
         Input("rp-run", "n_clicks"),
         State("store", "value"),
         State("rp-policy", "value"),
-        *(State(fid, "value") for _, fid, _ in KNOBS),
+        *(State(fid, "value") for _, fid, _, _ in knobs),
         State("rp-mech", "value"),
         prevent_initial_call=True,
     )
@@ -223,7 +243,7 @@ def register(app, stores: Stores, jobs: Jobs) -> None:
             return no_update, no_update
         *vals, mech = rest
         return start_replay(
-            stores, jobs, key, policy, {p: v for (p, _, _), v in zip(KNOBS, vals, strict=True)}, mech
+            stores, jobs, key, policy, {k[0]: v for k, v in zip(knobs, vals, strict=True)}, mech
         )
 
     register_job_controls(app, jobs, prefix="rp", job_store="replay-job", render=replay_result)

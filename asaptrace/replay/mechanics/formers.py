@@ -3,8 +3,8 @@
 A :class:`Batch` carries its per-layer costs (int64 ns); a :class:`BatchFormer` is asked for the
 next batch whenever a group has a free slot (:mod:`~asaptrace.replay.mechanics.pipelined`). The
 offline replay's formers hand out the store's measured batches (:class:`StaticBatches`, placed on
-groups up front; :class:`FifoBatches`, FIFO to whichever group asks); the online serving rules
-(:mod:`asaptrace.replay.serving`) cut batches from arrived requests and cost them with
+groups up front; :class:`FifoBatches`, FIFO to whichever group asks); each policy's online former
+(:mod:`asaptrace.replay.policies`) cuts batches from arrived requests and costs them with
 :func:`batch_costs`.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -69,6 +69,9 @@ class StaticBatches:
     batches: list[Batch]
     groups: int = 1
     placement: dict[int, int] | None = None
+    #: with ``placement``: hand each group's batches out in the given order (a former's own order,
+    #: :meth:`FifoBatches.placed`) instead of by ready time, then id
+    keep_order: bool = False
     _queues: list[deque[Batch]] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -76,6 +79,8 @@ class StaticBatches:
 
         self._queues = [deque() for _ in range(self.groups)]
         order = sorted(self.batches, key=lambda b: (b.ready_ns, b.batch_id))
+        if self.placement is not None and self.keep_order:
+            order = list(self.batches)
         if self.placement is not None:
             for b in order:
                 self._queues[self.placement[b.batch_id]].append(b)
@@ -94,8 +99,8 @@ class StaticBatches:
         return sorted({b.ready_ns for b in self.batches})
 
     def fresh(self) -> StaticBatches:
-        """The same former, before any batch was handed out (for another run)."""
-        return StaticBatches(self.batches, self.groups, self.placement)
+        """The same former, before any batch was handed out (for another run; a subclass stays one)."""
+        return replace(self)
 
     def placed(self, group_of: dict[int, int]) -> StaticBatches:
         return StaticBatches(self.batches, self.groups, dict(group_of))
@@ -112,7 +117,8 @@ class FifoBatches:
     """Offline former of DOMAIN §7: pre-built batches handed out FIFO (ready time, then id) to
     whichever group asks — the pipeline asks the least-occupied group with a free slot first. A
     batch holding a long prompt (``alone``) is reserved for the group that asked and handed out
-    when that group is idle (as the online former does)."""
+    when that group is idle (as the online former does). Hook: :meth:`order` (a subclass's order
+    survives :meth:`fresh`)."""
 
     batches: list[Batch]
     groups: int = 1
@@ -120,18 +126,25 @@ class FifoBatches:
     _reserved: dict[int, Batch] = field(init=False)
 
     def __post_init__(self) -> None:
-        self._queue = deque(sorted(self.batches, key=lambda b: (b.ready_ns, b.batch_id)))
+        self._queue = deque(self.order(self.batches))
         self._reserved = {}
+
+    def order(self, batches: list[Batch]) -> list[Batch]:
+        """The hook: the order batches are handed out in (default FIFO: ready time, then id); a
+        batch is handed out only once ready, so a later-ready batch first holds back those after it."""
+        return sorted(batches, key=lambda b: (b.ready_ns, b.batch_id))
 
     def wakeups(self) -> Iterable[int]:
         return sorted({b.ready_ns for b in self.batches})
 
     def fresh(self) -> FifoBatches:
-        return FifoBatches(self.batches, self.groups)
+        """The same former, before any batch was handed out (a subclass, with its order, stays one)."""
+        return replace(self)
 
     def placed(self, group_of: dict[int, int]) -> StaticBatches:
-        """The schedule a run chose, fixed (for a replay in the same service order)."""
-        return StaticBatches(self.batches, self.groups, dict(group_of))
+        """The schedule a run chose, fixed (for a replay in the same service order): each group's
+        batches in this former's :meth:`order`."""
+        return StaticBatches(self.order(self.batches), self.groups, dict(group_of), keep_order=True)
 
     def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
         if group in self._reserved:

@@ -13,6 +13,8 @@ The coupled and disaggregated runs admit the same requests per step from the sam
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -106,3 +108,26 @@ def plan_disaggregated(
         slots = {(k % groups, k // groups): part for k, part in enumerate(parts)}
         plans.append(StepPlan(s, int(reqs.arrival_ns[idx].max()), slots))
     return plans
+
+
+def take_in_order(
+    queue: deque[int], ordered: Iterable[int], admit: Callable[[int, list[int], int], bool], size: list[int]
+) -> tuple[list[int], deque[int]]:
+    """One batch off an online former's queue: requests in ``ordered`` (the former's order of
+    ``queue``; ``queue`` itself: FIFO) while ``admit(request, taken, tokens)`` says yes — the first
+    always joins; ``size[i]`` its new tokens. Returns the batch and the queue left (arrival order)."""
+    taken: list[int] = []
+    tokens = 0
+    if ordered is queue:  # FIFO: a prefix of the queue, popped in place
+        while queue and (not taken or admit(queue[0], taken, tokens)):
+            i = queue.popleft()
+            taken.append(i)
+            tokens += size[i]
+        return taken, queue
+    for i in ordered:
+        if taken and not admit(i, taken, tokens):
+            break
+        taken.append(i)
+        tokens += size[i]
+    chosen = set(taken)
+    return taken, deque(i for i in queue if i not in chosen)

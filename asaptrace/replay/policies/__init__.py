@@ -1,10 +1,12 @@
-"""Policies: one small module each, registered in :data:`POLICIES` like a plugin would be.
+"""Policies: one module each, registered in :data:`POLICIES` like a plugin would be.
 
 The one registry of the project's policies, offline (``replay``: :meth:`Policy.run` on a store's
-measured work) and online (``sweep``: :meth:`Policy.serve`, the batch former on a request stream). A
-user policy subclasses :class:`LockstepPolicy` or :class:`PipelinedPolicy`, overrides its hook
-(and ``serve`` to run in the sweep too) and calls :func:`register_policy`; a taken name raises.
-docs/analyses/replay.md shows a whole example policy.
+measured work) and online (``sweep``: :meth:`Policy.serve`, its online former on a request
+stream). A policy's module holds all of it: its settings (the dataclass's fields), its offline hook
+and its online former (``online_former``, with hooks ``order``, ``admit`` and, lockstep,
+``form_step``). A user policy subclasses :class:`LockstepPolicy` or :class:`PipelinedPolicy` (or a
+built-in), overrides its hooks and calls :func:`register_policy`; a taken name raises.
+docs/policies.md adds a whole 'shortest-first' policy.
 
 A policy is named by a spec (:func:`policy_of`): its registered name (``asap``), or name-variant
 for a named ablation (``asap-no-dual-batch`` = ``asap`` with ``dual_batch=False``); ``default``
@@ -14,14 +16,18 @@ Modules, in the order data flows through them:
 
 * :mod:`~asaptrace.replay.policies.base` — ``Policy``, ``LockstepPolicy``, ``Deployment``,
   ``PolicyRun``: what every policy has (fields, label, answers, the lockstep run);
+* :mod:`~asaptrace.replay.policies.lockstep_online` — the lockstep family's online loop and its
+  former (``LockstepFormer``: coupled's FIFO steps; a policy overrides its hooks);
+* :mod:`~asaptrace.replay.policies.pipelined_online` — the pipelined family's online loop
+  (``OnlineFormer``, ``serve_on_pipeline``);
 * :mod:`~asaptrace.replay.policies.pipelined_base` — ``PipelinedPolicy``: the disaggregated run on
   the pipeline, its deployment and bounds;
-* one module per policy, each its fields and its ``run()`` / ``serve()`` hooks:
+* one module per policy, each its fields, its offline hook and its online former:
   :mod:`~asaptrace.replay.policies.coupled`, :mod:`~asaptrace.replay.policies.balanced`,
   :mod:`~asaptrace.replay.policies.chunked`, :mod:`~asaptrace.replay.policies.asap`,
   :mod:`~asaptrace.replay.policies.afd_pingpong`;
 * :mod:`~asaptrace.replay.policies.settings` — a policy's settings set by name from a face
-  (``sweep --set asap.experts=12``, ``--vary``).
+  (``replay --set``, ``sweep --set asap.experts=12``, ``--vary``).
 
 A new policy: its module here, its test, and one ``register_policy`` line below.
 """
@@ -87,7 +93,8 @@ def policy_of(spec: str, params: dict[str, Any] | None = None) -> Policy:
 def catalogue() -> list[dict[str, Any]]:
     """Every registered policy for a face's form or listing: name, family, whether it serves
     online, its named ablations, its parameters with their defaults (``online_params``: those only
-    its online former reads), its docstring's first line, and what ``advise`` reads of it (its
+    its online former reads; ``kinds``: each one's type; ``form``: those a form offers, with what
+    it says), its docstring's first line, and what ``advise`` reads of it (its
     label, the findings it answers, the settings its search tries)."""
     from dataclasses import MISSING, fields
 
@@ -104,6 +111,9 @@ def catalogue() -> list[dict[str, Any]]:
                 "variants": {f"{name}-{v}": p for v, p in cls.variants.items()},
                 "params": {f.name: (None if f.default is MISSING else f.default) for f in fields(cls)},
                 "online_params": [f.name for f in fields(cls) if f.metadata.get("online")],
+                # the schema a face generates its form from: each setting's type, and what a form says
+                "kinds": {f.name: str(f.type) for f in fields(cls)},
+                "form": {f.name: f.metadata["form"] for f in fields(cls) if "form" in f.metadata},
                 "summary": summary,
                 "label": cls.label or name,
                 "answers": list(cls.answers),

@@ -16,11 +16,20 @@ the fit band's and ``--vary scale``'s factors (``whatif_*_scale``), as asap's do
 pipelined mechanics with one attention group of ``m`` slots; its deployment reads D×T + E
 (:meth:`AfdPingpong.deployment`). Hook: :meth:`AfdPingpong.former`.
 
-Online (:mod:`asaptrace.replay.serving.afd_serving`) a step is cut FIFO up to ``step_tokens`` new tokens.
+Online (:class:`PingpongFormer` on the pipelined mechanics, one barriered attention "group" with
+``m`` slots): when the stage is idle (every micro-batch of the previous step done) and requests
+are queued, a step is taken in the former's order (FIFO) up to ``step_tokens`` new tokens (at least
+one request: as the coupled former) and dealt longest-first onto ``m`` micro-batches by tokens;
+within a micro-batch its requests are dealt longest-first by attention weight onto the D groups,
+its attention at a layer the slowest group's, its MoE item M(its tokens, E), its dispatch and
+combine X(its tokens / (D·T)) each. The micro-batches ping-pong with the FFN pool; a request's
+TTFT ends when its micro-batch's last layer is done, its own time its share of its micro-batch's
+items (so ``sync ≥ 0``).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -32,12 +41,12 @@ from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.deployment import Deployment
 from asaptrace.replay.mechanics.formers import Batch, BatchFormer, StaticBatches
 from asaptrace.replay.mechanics.offline import transfer_factor
-from asaptrace.replay.mechanics.pipelined import PipelineTrace
+from asaptrace.replay.mechanics.pipelined import PipelineConfig, PipelineTrace
 from asaptrace.replay.mechanics.planner import place_longest_first
 from asaptrace.replay.mechanics.work import MeasuredWork
-from asaptrace.replay.policies.base import serve_setting
+from asaptrace.replay.policies.base import form_setting, serve_setting
 from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
-from asaptrace.replay.serving.afd_serving import simulate_afd
+from asaptrace.replay.policies.pipelined_online import UNBOUNDED, OnlineFormer
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
 from asaptrace.replay.serving.scenario import Scenario
 
@@ -70,6 +79,63 @@ def pingpong_batches(
     ]
 
 
+class PingpongFormer(OnlineFormer):
+    """Cuts a step when the stage is idle, hands out its micro-batches one per free slot."""
+
+    def __init__(self, req: ServingRequests, sc: Scenario, pol: AfdPingpong) -> None:
+        super().__init__(req, sc)
+        dep = pol.serve_deployment()
+        self.m, self.step_tokens = pol.m, pol.step_tokens
+        self.dp, self.tp, self.experts = dep.groups, dep.tp, pol.live_experts(dep)
+        self.pending: deque[Batch] = deque()  # the current step's micro-batches not handed out yet
+
+    def admit(self, request: int, batch: list[int], tokens: int) -> bool:
+        """A step holds at most ``step_tokens`` new tokens (or one longer prompt)."""
+        return tokens + self.new[request] <= self.step_tokens
+
+    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
+        self.arrive(now_ns)
+        if not self.pending:
+            if not group_idle or not self.queue:
+                return None
+            self._cut_step(self.take(), now_ns)
+        b = self.pending.popleft()
+        for i in self.members[b.batch_id]:
+            self.start[i] = now_ns
+        return b
+
+    def _cut_step(self, reqs: list[int], now_ns: int) -> None:
+        parts = min(self.m, len(reqs))
+        where = place_longest_first([self.new[i] for i in reqs], parts)
+        for j in range(parts):
+            mine = [i for i, w in zip(reqs, where.tolist(), strict=True) if w == j]
+            self.pending.append(self._micro_batch(mine, now_ns))
+
+    def _micro_batch(self, reqs: list[int], now_ns: int) -> Batch:
+        sc, costs = self.sc, self.costs
+        c = np.array([self.new[i] for i in reqs], np.float64)
+        p = np.array([self.cached[i] for i in reqs], np.float64)
+        groups = place_longest_first(costs.attention_weight(c, p), self.dp)
+        attn = max(
+            int(costs.attention_ns(c[groups == g], p[groups == g], tp=self.tp)) if (groups == g).any() else 0
+            for g in range(self.dp)
+        )
+        tokens = float(c.sum())
+        xfer = int(costs.transfer_ns(tokens / (self.dp * self.tp)))
+        moe = int(costs.moe_ns(tokens, self.experts))
+        layers = sc.layers
+        bid = len(self.members)
+        self.members.append(reqs)
+        return Batch(
+            bid,
+            now_ns,
+            np.full(layers, attn, np.int64),
+            np.full(layers, xfer, np.int64),
+            np.full(layers, moe, np.int64),
+            np.full(layers, xfer, np.int64),
+        )
+
+
 @dataclass(frozen=True)
 class AfdPingpong(PipelinedPolicy):
     name: ClassVar[str] = "afd-pingpong"
@@ -78,7 +144,8 @@ class AfdPingpong(PipelinedPolicy):
     variants: ClassVar[dict[str, dict]] = {f"m{m}": {"m": m} for m in M_VALUES}
     answers: ClassVar[tuple[str, ...]] = ("barrier_wait",)
     search_settings: ClassVar[dict[str, tuple]] = {"m": M_VALUES}
-    m: int = 2
+    online_former: ClassVar[type[OnlineFormer] | None] = PingpongFormer
+    m: int = form_setting(2, "micro-batches (afd-pingpong)")
     #: online: a step takes queued requests FIFO up to this many new tokens
     step_tokens: int = serve_setting(262144)
 
@@ -89,10 +156,21 @@ class AfdPingpong(PipelinedPolicy):
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
         """Online: steps cut FIFO when the attention stage is idle, split into m micro-batches that
-        ping-pong with the FFN pool on its D×T + E (:mod:`asaptrace.replay.serving.afd_serving`)."""
+        ping-pong with the FFN pool on its D×T + E (:class:`PingpongFormer`)."""
         if self.m < 1:
             raise UsageError(f"--m must be at least 1, not {self.m}")
-        return simulate_afd(requests, scenario, self)
+        return super().serve(requests, scenario)
+
+    def online_config(self, scenario: Scenario) -> PipelineConfig:
+        """One barriered attention stage of m slots (the D groups act as one)."""
+        dep = self.serve_deployment()
+        return PipelineConfig(
+            groups=1,
+            slots=self.m,
+            buffer_slots=UNBOUNDED,
+            overlap=True,
+            comm_share=dep.tp / self.live_experts(dep),
+        )
 
     def max_item_tokens(self) -> int:
         """A micro-batch holds at most a step's tokens (or one longer prompt)."""

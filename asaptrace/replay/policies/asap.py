@@ -10,7 +10,25 @@ kernel (``super_kernel``; off: + the cost model's launch overhead per MoE item).
 
 Hook: :meth:`Asap.former` hands out the store's measured batches (one per step, DP group and
 micro-batch), costed on the target deployment (:mod:`asaptrace.replay.mechanics.offline`), each ready when
-its measured step began. The online sweep swaps in a former that cuts batches from arrivals.
+its measured step began. Online (the sweep, ``advise --online``) its former :class:`AsapFormer`
+cuts batches from arrivals on the pipelined mechanics
+(:mod:`asaptrace.replay.policies.pipelined_online`), asked whenever a group has a free slot
+(least-occupied group first) and at every arrival:
+
+* a batch takes queued requests in :meth:`~AsapFormer.order` (FIFO) while
+  :meth:`~AsapFormer.admit` lets them in: until it holds ≥ ``min_batch_tokens`` new tokens, never
+  more than ``max_batch_tokens`` (with less queued it takes what is there: work-conserving, no
+  timeout);
+* with dual-batch, a batch holding a prompt of more than ``long_tokens`` new tokens runs alone on
+  an idle group: cut for a busy group, it reserves that group, which then takes no other batch
+  until it has drained and the long batch has started;
+* each batch's per-layer costs come from :func:`asaptrace.replay.mechanics.formers.batch_costs`,
+  and each request's own kernel time is its share of them (attention by its variable cost, the
+  rest by tokens).
+
+Online ablations are the same switches read by the pipeline: ``dual_batch`` off one slot,
+``overlap`` off the pool also serialises (T/E)·(dispatch + combine) per item, ``super_kernel`` off
++ ``launch_ms`` per pool item, ``expert_failure`` E − 1 dies serve.
 With ``asynchronous=False`` the same split runs in lockstep, a barrier at every dispatch and
 combine (:func:`~asaptrace.replay.mechanics.offline.lockstep_split_steps`): the first step of the
 counterfactual sequence.
@@ -42,15 +60,63 @@ import numpy as np
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.deployment import Deployment
-from asaptrace.replay.mechanics.formers import BatchFormer, FifoBatches, StaticBatches
+from asaptrace.replay.mechanics.formers import Batch, BatchFormer, FifoBatches, StaticBatches, batch_costs
 from asaptrace.replay.mechanics.lockstep import chain_from_costs, run_chain
 from asaptrace.replay.mechanics.offline import lockstep_split_steps, offline_batches
 from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies.base import Policy, PolicyRun, lockstep_batches, serve_setting
 from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
-from asaptrace.replay.serving.asap_serving import simulate_asap
+from asaptrace.replay.policies.pipelined_online import OnlineFormer
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
 from asaptrace.replay.serving.scenario import Scenario
+
+
+class AsapFormer(OnlineFormer):
+    """asap's online former: batches cut from arrived requests when the pipeline offers a free slot
+    (hooks :meth:`order`, inherited FIFO, and :meth:`admit`; see the module docstring)."""
+
+    def __init__(self, req: ServingRequests, sc: Scenario, pol: Asap) -> None:
+        super().__init__(req, sc)
+        dep = pol.serve_deployment()
+        self.pol, self.tp, self.experts = pol, dep.tp, pol.live_experts(dep)
+        self.dual = pol.dual_batch
+        self.reserved: dict[int, Batch] = {}  # group → a long batch waiting for it to drain
+
+    def admit(self, request: int, batch: list[int], tokens: int) -> bool:
+        """Until the batch holds ``min_batch_tokens``, never past ``max_batch_tokens``."""
+        pol = self.pol
+        return tokens < pol.min_batch_tokens and tokens + self.new[request] <= pol.max_batch_tokens
+
+    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
+        self.arrive(now_ns)
+        if group in self.reserved:
+            if not group_idle:
+                return None
+            return self._hand_out(self.reserved.pop(group), now_ns)
+        if not self.queue:
+            return None
+        batch = self.cut(self.take(), now_ns)
+        if batch.alone and not group_idle:
+            self.reserved[group] = batch
+            return None
+        return self._hand_out(batch, now_ns)
+
+    def cut(self, reqs: list[int], now_ns: int) -> Batch:
+        """The batch of these requests, costed on the served deployment."""
+        c = np.array([self.new[i] for i in reqs], np.float64)
+        p = np.array([self.cached[i] for i in reqs], np.float64)
+        attn, disp, moe, comb = batch_costs(
+            self.costs, c, p, layers=self.sc.layers, dense_layers=0, tp=self.tp, experts=self.experts
+        )
+        bid = len(self.members)
+        self.members.append(reqs)
+        alone = self.dual and max(self.new[i] for i in reqs) > self.pol.long_tokens
+        return Batch(bid, now_ns, attn, disp, moe, comb, alone=alone)
+
+    def _hand_out(self, b: Batch, now_ns: int) -> Batch:
+        for i in self.members[b.batch_id]:
+            self.start[i] = now_ns
+        return b
 
 
 @dataclass(frozen=True)
@@ -70,6 +136,7 @@ class Asap(PipelinedPolicy):
         "slow_device",
     )
     robustness: ClassVar[tuple[str, ...]] = ("expert-failure",)
+    online_former: ClassVar[type[OnlineFormer] | None] = AsapFormer
     asynchronous: bool = True
     #: "fifo": a ready batch goes to the least-occupied group with a free slot (DOMAIN §7);
     #: "measured": each batch on the group it ran on (the reference replay of a disaggregated store)
@@ -81,12 +148,13 @@ class Asap(PipelinedPolicy):
 
     @classmethod
     def whatif_label(cls, params: dict) -> str:
+        head = cls.label or cls.name  # a subclass says its own name, not "asap"
         if "attention" not in params:
-            return "asap with one expert die lost" if params.get("expert_failure") else cls.name
+            return f"{head} with one expert die lost" if params.get("expert_failure") else head
         split = f"{str(params['attention']).replace('x', '×')} + {params['experts']}"
         if params.get("expert_failure"):
-            return f"asap at {split} with one expert die lost ({int(params['experts']) - 1} serve)"
-        return f"asap at {split}"
+            return f"{head} at {split} with one expert die lost ({int(params['experts']) - 1} serve)"
+        return f"{head} at {split}"
 
     def max_item_tokens(self) -> int:
         return self.max_batch_tokens
@@ -106,11 +174,13 @@ class Asap(PipelinedPolicy):
         return super().run(wl, costs) if self.asynchronous else self._run_lockstep(wl, costs)
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
-        """Online: batches cut from arrivals (:mod:`asaptrace.replay.serving.asap_serving`) on its D×T + E
-        (:meth:`serve_deployment`), with its mechanisms; ``expert_failure``: E − 1 expert dies."""
+        """Online: :class:`AsapFormer` on its D×T + E (:meth:`serve_deployment`), with its
+        mechanisms; ``expert_failure``: E − 1 expert dies."""
         if not self.asynchronous:
-            raise UsageError("asap online runs asynchronously (asynchronous=false is an offline step)")
-        return simulate_asap(requests, scenario, self)
+            raise UsageError(
+                f"{self.name} online runs asynchronously (asynchronous=false is an offline step)"
+            )
+        return super().serve(requests, scenario)
 
     def _run_lockstep(self, wl: MeasuredWork, costs: CostModel) -> PolicyRun:
         """The split in lockstep: each measured (step, micro-batch) a barriered sub-step, in order."""

@@ -22,10 +22,19 @@ from asaptrace.replay.mechanics.lockstep import scale_transfers
 from asaptrace.replay.mechanics.planner import place_longest_first
 from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
 from asaptrace.replay.policies.base import NO_COMPOSITION, LockstepPolicy
-from asaptrace.replay.serving.lockstep_serving import simulate_balanced
-from asaptrace.replay.serving.requests import ServingRequests, ServingResult
-from asaptrace.replay.serving.scenario import Scenario
+from asaptrace.replay.policies.lockstep_online import LockstepFormer
 from asaptrace.schema import Kind
+
+
+class BalancedFormer(LockstepFormer):
+    """Online, the oracle: coupled steps whose heaviest attention work goes first onto the group
+    with the least attention work (:meth:`CostModel.attention_weight`, the variable cost
+    c1·c + c2·c(2P+c), so Σs² is balanced, not tokens); it always places at step formation."""
+
+    routes_on_arrival = False
+
+    def weight(self, request: int) -> float:
+        return float(self.costs.attention_weight(self.remaining[request], self.done[request]))
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,7 @@ class Balanced(LockstepPolicy):
     label: ClassVar[str] = "Σs²-balanced placement"
     answers: ClassVar[tuple[str, ...]] = ("sumsq_imbalance", "straggler_group")
     needs_deployment: ClassVar[str | None] = "coupled"
+    online_former: ClassVar[type | None] = BalancedFormer
 
     def applies(self, wl: MeasuredWork) -> str | None:
         if (why := super().applies(wl)) is not None:
@@ -41,10 +51,6 @@ class Balanced(LockstepPolicy):
         if wl.n_groups < 2:
             return "the store has one DP group: nothing to balance across"
         return None if wl.batches.height else NO_COMPOSITION
-
-    def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
-        """Online: coupled steps, the heaviest attention first onto the least-loaded group."""
-        return simulate_balanced(requests, self.online_scenario(scenario), self)
 
     def step_chains(self, wl: MeasuredWork, step: int, costs: CostModel) -> list[StepChain]:
         chain = scale_transfers(super().step_chains(wl, step, costs)[0], self.k_s)

@@ -12,10 +12,12 @@
 
 Every policy is a frozen dataclass whose fields are its parameters (``params()``; an ablation is a
 parameter, and a named ablation such as ``asap-no-dual-batch`` is an entry of ``variants``). A
-policy that can serve a request stream online also overrides :meth:`Policy.serve`, its online
-batch former (arrivals → batches → per-request times under a :class:`~asaptrace.replay.serving.scenario.Scenario`,
-DOMAIN.md §6): the one registry (:data:`asaptrace.replay.policies.POLICIES`) serves the replay and
-the sweep alike. Every policy also says which
+policy that can serve a request stream online names its online batch former class
+(``online_former``: arrivals → batches → per-request times under a
+:class:`~asaptrace.replay.serving.scenario.Scenario`, DOMAIN.md §6), which its family's loop runs
+(:meth:`Policy.serve`); the one registry (:data:`asaptrace.replay.policies.POLICIES`) serves the
+replay and the sweep alike. A subclass keeps its own ``label``, ``variants`` and ``robustness``
+(each class declares its own: an asap subclass is not labelled "asap" nor runs asap's ablations). Every policy also says which
 *counterfactual sequence* attributes its recovered time (:meth:`Policy.counterfactuals`): a list
 of (cause, policy) replays run in order from the coupled replay; each cause gets the drop from the
 previous replay to its own, so the causes add up to coupled − final exactly.
@@ -33,6 +35,7 @@ from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.deployment import Deployment
 from asaptrace.replay.mechanics.lockstep import ChainTimes, chain_from_costs, run_chain
 from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
+from asaptrace.replay.policies.lockstep_online import serve_lockstep
 from asaptrace.replay.serving.capacity import coupled_bounds
 
 if TYPE_CHECKING:
@@ -114,15 +117,31 @@ class Policy:
     #: the deployments it re-places requests across: "coupled" (a barriered run's DP groups), or
     #: None (any store); advise says why it does not apply to the others
     needs_deployment: ClassVar[str | None] = None
+    #: its online batch former (a class its family's loop runs; None: replay-only)
+    online_former: ClassVar[type | None] = None
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        """What names a policy is its own: a subclass that does not declare a label, variants or
+        robustness what-ifs has none (it does not say "asap" nor run asap's ablations)."""
+        super().__init_subclass__(**kw)
+        for own, empty in (("label", ""), ("variants", {}), ("robustness", ())):
+            if own not in cls.__dict__:
+                setattr(cls, own, empty)
 
     def run(self, wl: MeasuredWork, costs: CostModel) -> PolicyRun:
         """Offline: replay a store's measured work on this policy's deployment."""
         raise NotImplementedError
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
-        """Online: the batch former — arrivals → batches → per-request times on this policy's own
-        deployment and mechanisms (its fields), under ``scenario``'s layers, costs and SLO
-        (DOMAIN.md §6). Not overridden: replay-only."""
+        """Online: arrivals → batches → per-request times on this policy's own deployment and
+        mechanisms (its fields), under ``scenario``'s layers, costs and SLO (DOMAIN.md §6): its
+        ``online_former`` on its family's loop (:meth:`serve_former`). No former: replay-only."""
+        if type(self).online_former is None:
+            raise NotImplementedError(f"{self.name} has no online former")
+        return self.serve_former(requests, scenario)
+
+    def serve_former(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
+        """The family's online loop running ``online_former`` (lockstep steps, the pipeline)."""
         raise NotImplementedError
 
     def capacity(self, scenario: Scenario, new: np.ndarray, prefix: np.ndarray) -> dict[str, float] | None:
@@ -134,7 +153,7 @@ class Policy:
     @classmethod
     def online(cls) -> bool:
         """Whether the policy has an online batch former (the sweep can run it)."""
-        return cls.serve is not Policy.serve
+        return cls.online_former is not None or cls.serve is not Policy.serve
 
     def params(self) -> dict[str, Any]:
         """Its settings: every field, but an online-only one (:func:`serve_setting`) only when it
@@ -207,6 +226,12 @@ class Policy:
         return [f.name for f in fields(cls)]
 
 
+def form_setting(default: Any, text: str) -> Any:
+    """A setting a face's form offers, said in ``text`` (the dashboard's Replay page generates one
+    input per such setting of the registry, a checkbox for a bool: :func:`~asaptrace.replay.policies.catalogue`)."""
+    return field(default=default, metadata={"form": text})
+
+
 # ----------------------------------------------------------------------------------------- lockstep
 def serve_setting(default: Any) -> Any:
     """A field the online former reads (the offline replay runs the store's own measured setup):
@@ -268,6 +293,13 @@ class LockstepPolicy(Policy):
         if self.k_s == 1.0:
             return scenario
         return scenario.with_knobs({"coupled_k_s": scenario.coupled_k_s * self.k_s})
+
+    def serve_former(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
+        """Online: its ``online_former`` (a :class:`~asaptrace.replay.policies.lockstep_online.LockstepFormer`)
+        in lockstep steps, under the scenario with its own settings over it (:meth:`online_scenario`)."""
+        sc = self.online_scenario(scenario)
+        former = type(self).online_former(requests, sc, self)  # type: ignore[misc]
+        return serve_lockstep(requests, sc, former, self.name)
 
     def capacity(self, scenario: Scenario, new: np.ndarray, prefix: np.ndarray) -> dict[str, float] | None:
         """Lockstep steps on its online D×T (EP over all dies): a step holds at most its

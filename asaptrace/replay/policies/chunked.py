@@ -12,6 +12,10 @@ fullest group needs; sub-step costs are the measured ones rescaled by the cost m
 
 Sub-steps run one micro-batch each (the measured two-micro-batch overlap is not modelled).
 Hook: :meth:`Chunked.step_chains`. Needs the batch composition.
+
+Online (:class:`ChunkedFormer`, its step-forming hook): a budget of ``chunk_tokens`` per group and
+step; tails first on their groups, then FIFO to the total budget, longest-first onto the group with
+the fewest tokens this step, a prompt cut to fill it and its tail going first next step.
 """
 
 from __future__ import annotations
@@ -26,10 +30,56 @@ from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.lockstep import chain_from_costs
 from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
-from asaptrace.replay.policies.base import NO_COMPOSITION, LockstepPolicy
-from asaptrace.replay.serving.lockstep_serving import simulate_chunked
-from asaptrace.replay.serving.requests import ServingRequests, ServingResult
+from asaptrace.replay.policies.base import NO_COMPOSITION, LockstepPolicy, form_setting
+from asaptrace.replay.policies.lockstep_online import LockstepFormer, Piece
+from asaptrace.replay.serving.requests import ServingRequests
 from asaptrace.replay.serving.scenario import Scenario
+
+
+class ChunkedFormer(LockstepFormer):
+    """Online chunked prefill: sub-steps of at most ``chunk_tokens`` per group (module docstring)."""
+
+    def __init__(self, req: ServingRequests, sc: Scenario, pol: Chunked) -> None:
+        super().__init__(req, sc, pol)
+        self.chunk = pol.chunk_tokens
+
+    def form_step(self) -> list[list[Piece]]:
+        """Tails first on their groups, then FIFO to the total budget, longest-first, cut to fit."""
+        if not self.chunk:  # no budget: whole prompts, as coupled
+            return super().form_step()
+        queue, carry, remaining, done = self.queue, self.carry, self.remaining, self.done
+        d, budget = self.st.dp, self.chunk
+        groups: list[list[Piece]] = [[] for _ in range(d)]
+        room = [budget] * d
+        for g in range(d):
+            i = carry[g]
+            if i >= 0:
+                c = min(remaining[i], budget)
+                groups[g].append((i, c, done[i]))
+                room[g] -= c
+                if c == remaining[i]:
+                    carry[g] = -1
+        taken: list[int] = []
+        total, free = 0, sum(room)
+        while queue and total < free:
+            i = queue.popleft()
+            taken.append(i)
+            total += remaining[i]
+        back: list[int] = []
+        for i in sorted(taken, key=lambda i: -remaining[i]):
+            open_groups = [g for g in range(d) if room[g] > 0]
+            if not open_groups:
+                back.append(i)
+                continue
+            g = min(open_groups, key=lambda g: budget - room[g])  # fewest tokens this step
+            c = min(remaining[i], room[g])
+            groups[g].append((i, c, done[i]))
+            room[g] -= c
+            if c < remaining[i]:
+                carry[g] = i
+        if back:
+            queue.extendleft(sorted(back, reverse=True))
+        return groups
 
 
 def chunk_pieces(seq_len: list[int], cached: list[int], budget: int) -> list[list[tuple[int, int]]]:
@@ -59,7 +109,8 @@ class Chunked(LockstepPolicy):
     needs_deployment: ClassVar[str | None] = "coupled"
     search_settings: ClassVar[dict[str, tuple]] = {"chunk_tokens": (2048, 4096, 8192, 16384)}
     search_words: ClassVar[dict[str, str]] = {"chunk_tokens": "chunk sizes"}
-    chunk_tokens: int = 8192
+    online_former: ClassVar[type | None] = ChunkedFormer
+    chunk_tokens: int = form_setting(8192, "tokens per group per step (chunked)")
 
     @classmethod
     def whatif_label(cls, params: dict) -> str:
@@ -72,10 +123,6 @@ class Chunked(LockstepPolicy):
         if wl.layers == 0:  # sub-steps are rebuilt layer by layer from the measured layer costs
             return "the store has no layers (no MoE dispatch/combine to cut them at): no sub-steps to rebuild"
         return super().applies(wl)
-
-    def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
-        """Online: coupled sub-steps of at most this policy's ``chunk_tokens`` per group."""
-        return simulate_chunked(requests, self.online_scenario(scenario), self)
 
     def step_token_cap(self, groups: int, new: np.ndarray) -> int:
         """A sub-step holds at most D × chunk_tokens new tokens (a longer prompt is cut)."""

@@ -21,8 +21,8 @@ from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.lockstep import scale_transfers
 from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
-from asaptrace.replay.policies.base import LockstepPolicy, Policy
-from asaptrace.replay.serving.lockstep_serving import simulate_default
+from asaptrace.replay.policies.base import LockstepPolicy, Policy, form_setting
+from asaptrace.replay.policies.lockstep_online import LockstepFormer
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
 from asaptrace.replay.serving.scenario import Scenario
 from asaptrace.schema import Kind
@@ -31,15 +31,19 @@ from asaptrace.schema import Kind
 @dataclass(frozen=True)
 class Coupled(LockstepPolicy):
     name: ClassVar[str] = "coupled"
+    #: online: FIFO steps on its coupled D×T (``attention``), longest-first onto groups, its k_s
+    online_former: ClassVar[type | None] = LockstepFormer
 
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
-        """Online: FIFO steps on its coupled D×T (``attention``), longest-first onto groups, with
-        this policy's k_s. An expert failure is an offline what-if only (said, not ignored)."""
+        """Online: :class:`LockstepFormer`'s steps. An expert failure is an offline what-if only
+        (said, not ignored)."""
         if self.expert_failure:
-            raise UsageError("coupled with expert_failure replays stores only: no online former loses a die")
-        return simulate_default(requests, self.online_scenario(scenario), self)
+            raise UsageError(
+                f"{self.name} with expert_failure replays stores only: no online former loses a die"
+            )
+        return super().serve(requests, scenario)
 
-    expert_failure: bool = False
+    expert_failure: bool = form_setting(False, "lose one expert die")
     failed_rank: int = 0
 
     def counterfactuals(self, wl: MeasuredWork) -> list[tuple[str, Policy]]:

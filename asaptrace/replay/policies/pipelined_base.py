@@ -2,8 +2,10 @@
 
 It runs a policy's batch former (hook :meth:`PipelinedPolicy.former`: asap's measured batches on D
 groups, afd-pingpong's m micro-batches on one barriered stage) through
-:func:`asaptrace.replay.mechanics.pipeline_run.run_pipeline` offline, and owns the online deployment its
-``serve`` reads (:meth:`PipelinedPolicy.serve_deployment`) and its capacity bound. The shared
+:func:`asaptrace.replay.mechanics.pipeline_run.run_pipeline` offline; online it runs the policy's
+``online_former`` class (an :class:`~asaptrace.replay.policies.pipelined_online.OnlineFormer`) on
+the pipeline configured by :meth:`PipelinedPolicy.online_config`, and owns the online deployment
+(:meth:`PipelinedPolicy.serve_deployment`) and its capacity bound. The shared
 bookkeeping (:class:`~asaptrace.replay.policies.base.Policy`, :class:`PolicyRun`, the D×T
 parsing) is :mod:`asaptrace.replay.policies.base`'s.
 """
@@ -22,10 +24,19 @@ from asaptrace.replay.mechanics.formers import BatchFormer
 from asaptrace.replay.mechanics.pipeline_run import run_pipeline
 from asaptrace.replay.mechanics.pipelined import PipelineConfig, PipelineTrace, ServiceOrder
 from asaptrace.replay.mechanics.work import MeasuredWork
-from asaptrace.replay.policies.base import Policy, PolicyRun, batch_rows, parse_attention, resolve_deployment
+from asaptrace.replay.policies.base import (
+    Policy,
+    PolicyRun,
+    batch_rows,
+    form_setting,
+    parse_attention,
+    resolve_deployment,
+)
+from asaptrace.replay.policies.pipelined_online import UNBOUNDED, serve_on_pipeline
 from asaptrace.replay.serving.capacity import disaggregated_bounds
 
 if TYPE_CHECKING:
+    from asaptrace.replay.serving.requests import ServingRequests, ServingResult
     from asaptrace.replay.serving.scenario import Scenario
 
 
@@ -38,14 +49,16 @@ class PipelinedPolicy(Policy):
     serve_attention: ClassVar[str] = "4x4"
     serve_experts: ClassVar[int] = 16
     searches_split: ClassVar[bool] = True
-    attention: str | None = None  # "DxT"; None: half the measured devices in groups of the measured TP
-    experts: int | None = None  # None: the rest of the measured device total
-    dual_batch: bool = True
-    overlap: bool = True
-    super_kernel: bool = True
+    #: "DxT"; None: half the measured devices in groups of the measured TP
+    attention: str | None = form_setting(None, "attention dies (DxT, empty: half the measured devices)")
+    #: None: the rest of the measured device total
+    experts: int | None = form_setting(None, "expert dies (empty: the rest)")
+    dual_batch: bool = form_setting(True, "dual-batch interleaving")
+    overlap: bool = form_setting(True, "overlap on expert dies")
+    super_kernel: bool = form_setting(True, "device-launched MoE (super kernel)")
     long_tokens: int = 16384
     buffer_slots: int = 64
-    expert_failure: bool = False
+    expert_failure: bool = form_setting(False, "lose one expert die")
 
     def former(self, wl: MeasuredWork, costs: CostModel, dep: Deployment) -> BatchFormer:
         """The hook: who forms the batches and what each costs on ``dep``."""
@@ -131,6 +144,24 @@ class PipelinedPolicy(Policy):
         trace = run_pipeline(cfg, former.fresh(), order=order)
         trace.slots = slots
         return trace
+
+    def serve_former(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
+        """Online: its ``online_former`` on the pipeline of :meth:`online_config`."""
+        former = type(self).online_former(requests, scenario, self)  # type: ignore[misc]
+        return serve_on_pipeline(requests, scenario, self.online_config(scenario), former, self.name)
+
+    def online_config(self, scenario: Scenario) -> PipelineConfig:
+        """The pipeline it serves on: its D×T + E, its slots, overlap and super kernel (sends never
+        block: an unbounded receive buffer)."""
+        dep = self.serve_deployment()
+        return PipelineConfig(
+            groups=dep.groups,
+            slots=self.slots(),
+            buffer_slots=UNBOUNDED,
+            overlap=self.overlap,
+            comm_share=dep.tp / self.live_experts(dep),
+            launch_ns=0 if self.super_kernel else scenario.costs.launch_ns,
+        )
 
     def live_experts(self, dep: Deployment) -> int:
         return dep.experts - 1 if self.expert_failure else dep.experts

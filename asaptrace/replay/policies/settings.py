@@ -141,3 +141,27 @@ def _parse(pol: Policy, kind: str, name: str, raw: Any) -> Any:
         word = {"bool": "true or false", "int": "a whole number", "float": "a number"}[base]
         raise UsageError(f"{pol.name} setting {name} is {word}, not {raw!r}") from None
     return text
+
+
+def policy_params(spec: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """The parameters ``settings`` give policy ``spec`` (``replay --set``; each value parsed by its
+    field's type): a key must name a setting of this policy (one line naming its settings when not)."""
+    from asaptrace.replay.policies import POLICIES, policy_of  # the registry sits above this module
+
+    pol = policy_of(spec)
+    registry_cls = type(pol)
+    out: dict[str, Any] = {}
+    for key, raw in settings.items():
+        setting_key(key, POLICIES)  # an unknown policy or setting: one line naming the forms
+        if not reaches(key, pol):
+            head, dot, name = key.partition(".")
+            what = (
+                f"{key!r} is a setting of {head}, not of {spec}"
+                if dot
+                else f"policy {spec!r} has no parameter {key}"
+            )
+            raise UsageError(f"{what} (it has: {', '.join(registry_cls.param_names())})")
+        pol = apply_settings(pol, {key: raw})
+        name = OLD_NAMES[key][1] if key in OLD_NAMES else (key.partition(".")[2] or key)
+        out[name] = getattr(pol, name)
+    return out

@@ -1,5 +1,6 @@
 """asaptrace.replay.serving: the online serving model — what arrives, under which scenario, and
-how each mechanics forms and times batches of arrived requests (a serving rule).
+how much a deployment can sustain. No per-policy code: each policy's online former lives in its
+own module (:mod:`asaptrace.replay.policies`).
 
 Modules, in the order data flows through them:
 
@@ -11,15 +12,8 @@ Modules, in the order data flows through them:
   ``scenarios/*.toml`` package data; the one table of knob spellings (``KNOB_ALIASES``);
 * :mod:`~asaptrace.replay.serving.arrivals` — request streams with common random numbers across
   rates (Poisson, a store's requests, a trace file's);
-* :mod:`~asaptrace.replay.serving.capacity` — capacity bounds (the highest sustainable rate);
-* :mod:`~asaptrace.replay.serving.policy_settings` — what a serving rule reads of its policy, as
-  protocols (serving imports no policy);
-* :mod:`~asaptrace.replay.serving.lockstep_serving` — coupled, balanced and chunked prefill:
-  lockstep steps on the coupled deployment;
-* :mod:`~asaptrace.replay.serving.asap_serving` — ASAP: an online former on the pipelined
-  mechanics (``OnlineFormer``, ``serve_on_pipeline``);
-* :mod:`~asaptrace.replay.serving.afd_serving` — AFD ping-pong, on the same pipeline.
+* :mod:`~asaptrace.replay.serving.capacity` — capacity bounds (the highest sustainable rate).
 
-A policy's ``serve()`` hook (:mod:`asaptrace.replay.policies`) calls its serving rule; the sweep
-(:mod:`asaptrace.replay.whatif`) calls the policies.
+A policy's ``serve()`` (:mod:`asaptrace.replay.policies`) runs its online former on its family's
+loop over these requests and scenario; the sweep (:mod:`asaptrace.replay.whatif`) calls the policies.
 """

@@ -1,8 +1,8 @@
 """What online serving takes and gives: a request stream (:class:`ServingRequests`) and one policy's
 per-request times (:class:`ServingResult`), with the TTFT identity check (:func:`check_identity`).
 
-Below both the schedulers (:mod:`asaptrace.replay.serving.lockstep_serving`, :mod:`asaptrace.replay.serving.asap_serving`)
-and their registry (:mod:`asaptrace.replay.whatif.simulate`), so neither imports the other in a circle.
+Below every policy's online former (:mod:`asaptrace.replay.policies`: each policy's own module,
+its family's loop in ``lockstep_online`` / ``pipelined_online``) and the sweep that runs them.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ so ``sync ≥ 0`` and the identity holds exactly; :func:`check_identity` checks 
 :class:`AccountingError`, a bug). The schedulers are DOMAIN.md §6's, registered by name in
 :data:`asaptrace.replay.policies.POLICIES` (the one registry; a policy's :meth:`serve` is its online former):
 ``coupled`` (alias ``default``), ``chunked`` and ``balanced`` (lockstep steps, vectorised per step:
-:mod:`asaptrace.replay.serving.lockstep_serving`) and ``asap`` with its ablations (an online batch former on the replay's pipelined mechanics,
-:mod:`asaptrace.replay.mechanics.pipelined`, via :mod:`asaptrace.replay.serving.asap_serving`). All costs
+:mod:`asaptrace.replay.policies.lockstep_online`) and ``asap`` with its ablations (an online batch former on the replay's pipelined mechanics,
+:mod:`asaptrace.replay.mechanics.pipelined`, via :mod:`asaptrace.replay.policies.pipelined_online`). All costs
 come from :class:`asaptrace.replay.costs.CostModel` (the scenario's, at its ``cost_scale``).
 """
 

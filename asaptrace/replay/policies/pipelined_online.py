@@ -1,27 +1,20 @@
-"""ASAP serving: an online batch former on the replay's pipelined mechanics (DOMAIN.md §6).
+"""The pipelined family's online loop: a batch former over arrivals on the replay's pipelined mechanics.
 
-The deployment and its per-layer semantics are :mod:`asaptrace.replay.mechanics.pipelined`'s, on the
-policy's own D×T + E (:meth:`~asaptrace.replay.policies.PipelinedPolicy.serve_deployment`: D
-groups of T dies with two slots sharing each group's compute FCFS, one E-die pool serving (batch,
-layer) items one at a time, FIFO, any group and layer; attention → dispatch → pool → combine →
-next layer; no barrier). Every setting is read off the :class:`~asaptrace.replay.policies.Asap`
-object served. This module is only the batch-formation hook (:class:`ServingFormer`) that the
-pipeline calls whenever a group has a free slot (least-occupied group first) and at every arrival:
+The deployment and its per-layer semantics are :mod:`asaptrace.replay.mechanics.pipelined`'s (D
+groups of T dies, slots sharing each group's compute FCFS, one E-die pool serving (batch, layer)
+items FIFO; attention → dispatch → pool → combine → next layer; no barrier). A policy's online
+former (asap's :class:`~asaptrace.replay.policies.asap.AsapFormer`, afd-pingpong's
+:class:`~asaptrace.replay.policies.afd_pingpong.PingpongFormer`) subclasses
+:class:`OnlineFormer` and is asked for a batch whenever a group has a free slot and at every
+arrival. Its hooks:
 
-* a batch is cut from the queue of arrived requests FIFO until it holds ≥ the policy's
-  ``min_batch_tokens`` new tokens (never more than ``max_batch_tokens``; with less queued it takes
-  what is there: work-conserving, no timeout);
-* with dual-batch, a batch holding a prompt of more than ``long_tokens`` new tokens runs
-  alone on an idle group: cut for a busy group, it reserves that group, which then takes no other
-  batch until it has drained and the long batch has started;
-* each batch's per-layer costs come from :func:`asaptrace.replay.mechanics.formers.batch_costs`, and each
-  request's own kernel time is its share of them (attention by its variable cost, the rest by
-  tokens).
+* :meth:`OnlineFormer.order` — the queued requests in the order a batch takes them (FIFO);
+* :meth:`OnlineFormer.admit` — whether the next request in that order joins the batch being cut;
+* ``next_batch`` — when a batch is cut and where it goes (asap: a long prompt's batch alone on an
+  idle group; afd-pingpong: a step split into m micro-batches).
 
-Sends never block compute here (the pipeline's receive buffer is unbounded). Ablations are the
-policy's switches read by the pipeline: ``dual_batch`` off one slot, ``overlap`` off the pool also
-serialises (T/E)·(dispatch + combine) per item, ``super_kernel`` off + ``launch_ms`` per pool item,
-``expert_failure`` E − 1 dies serve.
+:func:`serve_on_pipeline` runs a former and gives each request its batch's end and its own share
+of its batch's items (:func:`_own_shares`). Sends never block compute here (:data:`UNBOUNDED`).
 """
 
 from __future__ import annotations
@@ -31,10 +24,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from asaptrace.replay.mechanics.formers import Batch, batch_costs
+from asaptrace.replay.mechanics.formers import Batch
 from asaptrace.replay.mechanics.pipeline_run import run_recorded
 from asaptrace.replay.mechanics.pipelined import PipelineConfig
-from asaptrace.replay.serving.policy_settings import AsapSettings
+from asaptrace.replay.mechanics.planner import take_in_order
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
 from asaptrace.replay.serving.scenario import Scenario
 
@@ -43,7 +36,7 @@ UNBOUNDED = 1 << 62  # receive-buffer slots: sends never block
 
 class OnlineFormer:
     """What every online former on the pipelined mechanics keeps: the requests (arrival, new and
-    cached tokens), the FIFO queue of those arrived, and per request its start and own time, per
+    cached tokens), the queue of those arrived, and per request its start and own time, per
     batch its requests (``members``) — what :func:`serve_on_pipeline` reads."""
 
     def __init__(self, req: ServingRequests, sc: Scenario) -> None:
@@ -67,56 +60,23 @@ class OnlineFormer:
             self.queue.append(self.next_arrival)
             self.next_arrival += 1
 
+    # ------------------------------------------------------------------------------------- hooks
+    def order(self, queue: deque[int]) -> Iterable[int]:
+        """The hook: the queued requests in the order a batch takes them (default: FIFO, the queue
+        itself). Another order returns another sequence of the same requests (shortest-first:
+        ``sorted(queue, key=self.new.__getitem__)``)."""
+        return queue
 
-class ServingFormer(OnlineFormer):
-    """Cuts batches from arrived requests when the pipeline offers a free slot."""
+    def admit(self, request: int, batch: list[int], tokens: int) -> bool:
+        """The hook: whether ``request`` (next in :meth:`order`) joins ``batch`` (non-empty, holding
+        ``tokens`` new tokens); the first request always joins. Default: every queued request."""
+        return True
 
-    def __init__(self, req: ServingRequests, sc: Scenario, pol: AsapSettings) -> None:
-        super().__init__(req, sc)
-        dep = pol.serve_deployment()
-        self.pol, self.tp, self.experts = pol, dep.tp, pol.live_experts(dep)
-        self.dual = pol.dual_batch
-        self.reserved: dict[int, Batch] = {}  # group → a long batch waiting for it to drain
-
-    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
-        self.arrive(now_ns)
-        if group in self.reserved:
-            if not group_idle:
-                return None
-            return self._hand_out(self.reserved.pop(group), now_ns)
-        if not self.queue:
-            return None
-        batch = self._cut(now_ns)
-        if batch.alone and not group_idle:
-            self.reserved[group] = batch
-            return None
-        return self._hand_out(batch, now_ns)
-
-    def _cut(self, now_ns: int) -> Batch:
-        sc, q, pol = self.sc, self.queue, self.pol
-        reqs: list[int] = []
-        tokens = 0
-        while q and (
-            not reqs or (tokens < pol.min_batch_tokens and tokens + self.new[q[0]] <= pol.max_batch_tokens)
-        ):
-            i = q.popleft()
-            reqs.append(i)
-            tokens += self.new[i]
-        c = np.array([self.new[i] for i in reqs], np.float64)
-        p = np.array([self.cached[i] for i in reqs], np.float64)
-        attn, disp, moe, comb = batch_costs(
-            self.costs, c, p, layers=sc.layers, dense_layers=0, tp=self.tp, experts=self.experts
-        )
-        bid = len(self.members)
-        self.members.append(reqs)
-        alone = self.dual and max(self.new[i] for i in reqs) > pol.long_tokens
-        return Batch(bid, now_ns, attn, disp, moe, comb, alone=alone)
-
-    def _hand_out(self, b: Batch, now_ns: int) -> Batch:
-        reqs = self.members[b.batch_id]
-        for i in reqs:
-            self.start[i] = now_ns
-        return b
+    def take(self) -> list[int]:
+        """One batch's requests off the queue: in :meth:`order` while :meth:`admit` says yes (the
+        rest stay queued in arrival order)."""
+        reqs, self.queue = take_in_order(self.queue, self.order(self.queue), self.admit, self.new)
+        return reqs
 
 
 def _own_shares(former: OnlineFormer, batches: dict[int, Batch], cfg: PipelineConfig, sc: Scenario) -> None:
@@ -164,28 +124,12 @@ def _own_shares(former: OnlineFormer, batches: dict[int, Batch], cfg: PipelineCo
     former.own[reqs] += share
 
 
-def simulate_asap(req: ServingRequests, sc: Scenario, pol: AsapSettings) -> ServingResult:
-    """Serve ``req`` on the policy's D×T + E with its mechanisms (the policy object is the whole
-    configuration: its deployment, batch budgets, long-prompt rule and switches)."""
-    former = ServingFormer(req, sc, pol)
-    dep = pol.serve_deployment()
-    cfg = PipelineConfig(
-        groups=dep.groups,
-        slots=pol.slots(),
-        buffer_slots=UNBOUNDED,
-        overlap=pol.overlap,
-        comm_share=dep.tp / pol.live_experts(dep),
-        launch_ns=0 if pol.super_kernel else sc.costs.launch_ns,
-    )
-    return serve_on_pipeline(req, sc, cfg, former, pol.name)
-
-
 def serve_on_pipeline(
     req: ServingRequests, sc: Scenario, cfg: PipelineConfig, former: OnlineFormer, name: str
 ) -> ServingResult:
     """Run an online former on the pipelined mechanics: each request ends with its batch, its own
     time its share of its batch's items (:func:`_own_shares`). A former needs ``members`` (batch id
-    → requests), ``start``, ``own``, ``new``, ``cached`` and ``costs`` (ASAP's, afd-pingpong's)."""
+    → requests), ``start``, ``own``, ``new``, ``cached`` and ``costs`` (:class:`OnlineFormer`'s)."""
     trace, pipeline_batches = run_recorded(cfg, former, spans=False)
     _own_shares(former, pipeline_batches, cfg, sc)
     end = np.full(len(req), -1, np.int64)

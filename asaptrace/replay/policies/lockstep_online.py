@@ -1,4 +1,4 @@
-"""Default and ChunkedPrefill serving: lockstep steps on the coupled deployment (DOMAIN.md §6).
+"""The lockstep family's online loop: steps on the coupled deployment (DOMAIN.md §6).
 
 D groups of T dies (the policy's ``attention``, :meth:`LockstepPolicy.serve_groups`) run attention; EP over all D·T dies runs the
 MoE layer. A step starts as soon as the previous one ends and a request is queued (work-
@@ -17,32 +17,40 @@ micro-batches and the L layers run on the replay's two-micro-batch chain
 layer; each collective after its micro-batch's barrier). All requests of a
 step finish at its end (a chunked request at the end of the step holding its last chunk).
 
+Which pieces a step holds is the policy's :class:`LockstepFormer` (its ``online_former``), by hooks:
+
+* :meth:`LockstepFormer.order` — the queued requests in the order a step takes them (FIFO);
+* :meth:`LockstepFormer.admit` — whether the next one joins (default: up to ``step_tokens``);
+* :meth:`LockstepFormer.weight` — what placement balances (default: tokens);
+* :meth:`LockstepFormer.form_step` — the step-forming hook itself (default: take by order and
+  admit, then longest-first by weight onto the group with the least; chunked overrides it).
+
 Placement (the policy's ``routing = "step"``): the step takes queued requests FIFO up to
 its ``step_tokens`` and places them longest-first on the group with the fewest tokens
 (≤ ``group_tokens`` per group; a request that does not fit goes back to the queue's
 front, keeping FIFO order). ``"arrival"``: each request joins, when it arrives, the queue of the
 group with the fewest outstanding (queued or running) tokens, and each group fills its step from
-its own queue FIFO. ChunkedPrefill: a budget of its ``chunk_tokens`` per group and step; a prompt is
-cut to fill it, and its tail stays on its group and goes first next step. ``balanced`` (the
-replay's oracle, online): Default whose step places the heaviest attention work first onto the
-group with the least attention work (:meth:`CostModel.attention_weight`, the variable cost
-c1·c + c2·c(2P+c), so Σs² is balanced, not tokens); it always places at step formation. Ties go
-to the lowest group index; among equal weights the FIFO order is kept (a stable sort).
+its own queue FIFO (chunked: at most its ``chunk`` per group, cut to fit). Ties go to the lowest
+group index; among equal weights the FIFO order is kept (a stable sort).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from asaptrace.replay.costs import CostModel, causal_pairs
 from asaptrace.replay.mechanics.lockstep import chain_from_costs, chain_from_costs_two_mb, run_chain
-from asaptrace.replay.mechanics.planner import place_longest_first
-from asaptrace.replay.serving.policy_settings import ChunkedSettings, LockstepSettings
+from asaptrace.replay.mechanics.planner import place_longest_first, take_in_order
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
 from asaptrace.replay.serving.scenario import Scenario
+
+if TYPE_CHECKING:
+    from asaptrace.replay.policies.base import LockstepPolicy
 
 # a piece: (request, new tokens c, prefix P)
 Piece = tuple[int, int, int]
@@ -62,40 +70,88 @@ class _Served:
     overlap: bool
 
     @classmethod
-    def of(cls, sc: Scenario, pol: LockstepSettings) -> _Served:
+    def of(cls, sc: Scenario, pol: LockstepPolicy) -> _Served:
         d, t = pol.serve_groups()
         return cls(sc.layers, d, t, pol.step_tokens, pol.group_tokens, pol.routing, pol.micro_batch_overlap)
 
 
-def simulate_default(req: ServingRequests, sc: Scenario, pol: LockstepSettings) -> ServingResult:
-    return _run(req, sc, _Served.of(sc, pol), chunk=0, name="default")
+class LockstepFormer:
+    """Coupled's online former: FIFO steps up to ``step_tokens``, longest-first (by tokens) onto the
+    group with the fewest (≤ ``group_tokens`` each). A subclass overrides a hook (see the module
+    docstring); the loop (:func:`serve_lockstep`) keeps the time."""
+
+    #: new tokens per group per step a prompt is cut to (chunked); 0: whole prompts
+    chunk: int = 0
+    #: whether ``routing = "arrival"`` is honoured (balanced always places at step formation)
+    routes_on_arrival: bool = True
+
+    def __init__(self, req: ServingRequests, sc: Scenario, pol: LockstepPolicy) -> None:
+        self.st = _Served.of(sc, pol)
+        self.costs = sc.costs
+        self.new = req.new_tokens.tolist()
+        self.remaining = list(self.new)
+        self.done = req.cached_len.tolist()  # prefix computed so far
+        self.queue: deque[int] = deque()
+        self.carry: list[int] = [-1] * self.st.dp  # chunked: a cut request whose tail goes first next step
+
+    # ------------------------------------------------------------------------------------- hooks
+    def order(self, queue: deque[int]) -> Iterable[int]:
+        """The queued requests in the order a step takes them (default: FIFO, the queue itself)."""
+        return queue
+
+    def admit(self, request: int, taken: list[int], tokens: int) -> bool:
+        """Whether ``request`` joins a step already holding ``taken`` (``tokens`` new tokens); the
+        first always joins. Default: up to ``step_tokens``."""
+        return tokens + self.remaining[request] <= self.st.step_tokens
+
+    def weight(self, request: int) -> float:
+        """What placement balances across groups (default: the request's remaining tokens)."""
+        return self.remaining[request]
+
+    def take(self) -> list[int]:
+        """The step's requests off the queue: in :meth:`order` while :meth:`admit` says yes."""
+        taken, self.queue = take_in_order(self.queue, self.order(self.queue), self.admit, self.remaining)
+        return taken
+
+    def form_step(self) -> list[list[Piece]]:
+        """The step-forming hook: each group's pieces. Default: :meth:`take`, then the heaviest
+        :meth:`weight` first onto the group with the least (≤ ``group_tokens`` each; a request
+        that does not fit goes back to the queue's front, in arrival order)."""
+        st, remaining, done = self.st, self.remaining, self.done
+        d, cap = st.dp, st.group_tokens
+        taken = self.take()
+        weight = {i: self.weight(i) for i in taken}
+        tokens = [0] * d
+        load = [0.0] * d
+        groups: list[list[Piece]] = [[] for _ in range(d)]
+        back: list[int] = []
+        for i in sorted(taken, key=lambda i: -weight[i]):  # stable: FIFO among equals
+            g = min(range(d), key=load.__getitem__)
+            c = remaining[i]
+            if tokens[g] and tokens[g] + c > cap:
+                back.append(i)
+                continue
+            groups[g].append((i, c, done[i]))
+            tokens[g] += c
+            load[g] += weight[i]
+        if back:  # did not fit: back to the front, in FIFO order
+            self.queue.extendleft(sorted(back, reverse=True))
+        return groups
 
 
-def simulate_chunked(req: ServingRequests, sc: Scenario, pol: ChunkedSettings) -> ServingResult:
-    return _run(req, sc, _Served.of(sc, pol), chunk=pol.chunk_tokens, name="chunked")
-
-
-def simulate_balanced(req: ServingRequests, sc: Scenario, pol: LockstepSettings) -> ServingResult:
-    return _run(req, sc, _Served.of(sc, pol), chunk=0, name="balanced", balance=True)
-
-
-def _run(
-    req: ServingRequests, sc: Scenario, st: _Served, *, chunk: int, name: str, balance: bool = False
-) -> ServingResult:
+def serve_lockstep(req: ServingRequests, sc: Scenario, former: LockstepFormer, name: str) -> ServingResult:
+    """Serve ``req`` in lockstep steps formed by ``former`` (its policy's online former)."""
+    st = former.st
     n, d = len(req), st.dp
     arrival = req.arrival_ns.tolist()
-    new = req.new_tokens.tolist()
-    remaining = list(new)
-    done = req.cached_len.tolist()  # prefix computed so far
+    new, remaining, done, carry = former.new, former.remaining, former.done, former.carry
     start = np.full(n, -1, np.int64)
     end = np.full(n, -1, np.int64)
     own = np.zeros(n, np.float64)
     costs = sc.costs
-    by_arrival = st.routing == "arrival" and not balance
-    queue: deque[int] = deque()
+    by_arrival = st.routing == "arrival" and former.routes_on_arrival
     gqueues: list[deque[int]] = [deque() for _ in range(d)]
     outstanding = [0] * d  # arrival routing: queued + running new tokens per group
-    carry: list[int] = [-1] * d  # chunked: a cut request whose tail goes first next step
     t, ptr, steps = 0, 0, 0
 
     def route(upto: int, *, inclusive: bool) -> None:
@@ -106,23 +162,21 @@ def _run(
                 gqueues[g].append(ptr)
                 outstanding[g] += new[ptr]
             else:
-                queue.append(ptr)
+                former.queue.append(ptr)
             ptr += 1
 
     while True:
         route(t, inclusive=True)
-        busy = any(c >= 0 for c in carry) or (any(gqueues) if by_arrival else bool(queue))
+        busy = any(c >= 0 for c in carry) or (any(gqueues) if by_arrival else bool(former.queue))
         if not busy:
             if ptr >= n:
                 break
             t = max(t, arrival[ptr])
             continue
         if by_arrival:
-            groups = _fill_own_queues(gqueues, carry, remaining, done, st, chunk)
-        elif chunk:
-            groups = _fill_chunked(queue, carry, remaining, done, d, chunk)
+            groups = _fill_own_queues(gqueues, carry, remaining, done, st, former.chunk)
         else:
-            groups = _fill_default(queue, remaining, done, st, balance=costs if balance else None)
+            groups = former.form_step()
         step_ns, shares = _step_cost(groups, costs, st)
         t_end = t + step_ns
         steps += 1
@@ -154,84 +208,6 @@ def _run(
         steps=steps,
         layer_items=steps * st.layers * d,
     )
-
-
-# ------------------------------------------------------------------------------ step formation
-def _fill_default(
-    queue: deque[int],
-    remaining: list[int],
-    done: list[int],
-    st: _Served,
-    *,
-    balance: CostModel | None = None,
-) -> list[list[Piece]]:
-    """FIFO up to the step budget, then longest-first onto the group with the fewest tokens (with
-    ``balance``: the heaviest attention first onto the group with the least attention work)."""
-    d, cap = st.dp, st.group_tokens
-    taken: list[int] = []
-    total = 0
-    while queue and (not taken or total + remaining[queue[0]] <= st.step_tokens):
-        i = queue.popleft()
-        taken.append(i)
-        total += remaining[i]
-
-    def weight(i: int) -> float:
-        c = remaining[i]
-        return c if balance is None else float(balance.attention_weight(c, done[i]))
-
-    tokens = [0] * d
-    load = [0.0] * d
-    groups: list[list[Piece]] = [[] for _ in range(d)]
-    back: list[int] = []
-    for i in sorted(taken, key=lambda i: -weight(i)):  # stable: FIFO among equals
-        g = min(range(d), key=load.__getitem__)
-        c = remaining[i]
-        if tokens[g] and tokens[g] + c > cap:
-            back.append(i)
-            continue
-        groups[g].append((i, c, done[i]))
-        tokens[g] += c
-        load[g] += weight(i)
-    if back:  # did not fit: back to the front, in FIFO order
-        queue.extendleft(sorted(back, reverse=True))
-    return groups
-
-
-def _fill_chunked(
-    queue: deque[int], carry: list[int], remaining: list[int], done: list[int], d: int, budget: int
-) -> list[list[Piece]]:
-    """Tails first on their groups, then FIFO to the total budget, longest-first, cut to fit."""
-    groups: list[list[Piece]] = [[] for _ in range(d)]
-    room = [budget] * d
-    for g in range(d):
-        i = carry[g]
-        if i >= 0:
-            c = min(remaining[i], budget)
-            groups[g].append((i, c, done[i]))
-            room[g] -= c
-            if c == remaining[i]:
-                carry[g] = -1
-    taken: list[int] = []
-    total, free = 0, sum(room)
-    while queue and total < free:
-        i = queue.popleft()
-        taken.append(i)
-        total += remaining[i]
-    back: list[int] = []
-    for i in sorted(taken, key=lambda i: -remaining[i]):
-        open_groups = [g for g in range(d) if room[g] > 0]
-        if not open_groups:
-            back.append(i)
-            continue
-        g = min(open_groups, key=lambda g: budget - room[g])  # fewest tokens this step
-        c = min(remaining[i], room[g])
-        groups[g].append((i, c, done[i]))
-        room[g] -= c
-        if c < remaining[i]:
-            carry[g] = i
-    if back:
-        queue.extendleft(sorted(back, reverse=True))
-    return groups
 
 
 def _fill_own_queues(
