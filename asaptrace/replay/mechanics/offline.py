@@ -19,7 +19,11 @@ kept and only the change is modelled):
   cost k_s × the asynchronous send (DOMAIN §6): an asynchronous what-if divides them by
   ``coupled_k_s``; a lockstep what-if on a disaggregated store multiplies its sends by it;
 * ``whatif_moe_scale`` / ``whatif_transfer_scale`` multiply the modelled pool and transfer
-  costs (the ``scale`` knob of ``--vary`` and the fit band; 1 by default).
+  costs (the ``scale`` knob of ``--vary`` and the fit band; 1 by default);
+* per-die noise: a measured item is the slowest of its dies, so on another number of dies it is
+  × G(k, σ) / G(k_measured, σ) (:mod:`asaptrace.replay.dispersion`; inside ``moe_ns`` with token
+  counts); ``mc_draw`` ≥ 0 draws every kernel once around these expected costs (the
+  Monte-Carlo band).
 
 :func:`lockstep_split_steps` gives the same work run in lockstep on a split deployment (the
 "split cost" step of the counterfactual sequence): per measured (step, micro-batch), every layer
@@ -37,6 +41,7 @@ import numpy as np
 import polars as pl
 
 from asaptrace.replay.costs import CostModel
+from asaptrace.replay.dispersion import die_stats, expected_max, order_factor
 from asaptrace.replay.mechanics.formers import Batch
 from asaptrace.replay.mechanics.planner import place_longest_first
 from asaptrace.replay.mechanics.work import MeasuredWork
@@ -69,7 +74,7 @@ def item_costs(
     """Per (step, dp_group, micro_batch, layer): attention_ns, dispatch_ns, moe_ns, combine_ns, and the
     pool item of all groups' tokens (``moe_all_ns``, the lockstep deployment's one item per layer)."""
     it = _joined(wl)
-    attn = it["attn_ns"].to_numpy().astype(np.float64) * wl.tp / tp
+    attn = it["attn_ns"].to_numpy().astype(np.float64) * wl.tp / tp  # linear in the TP size
     pool = it["pool_ns"].fill_null(0).to_numpy().astype(np.float64)
     disp = it["dispatch_ns"].fill_null(0).to_numpy().astype(np.float64)
     comb = it["combine_ns"].fill_null(0).to_numpy().astype(np.float64)
@@ -92,9 +97,38 @@ def item_costs(
         disp, comb = disp * xr, comb * xr
     else:
         moe_all = pool * _r(costs, experts) / _r(costs, wl.expert_ranks)
+        moe_all *= order_factor(experts, wl.expert_ranks, costs.moe_sigma)
         moe = moe_all / max(wl.n_groups, 1)
+    # per-die noise (asaptrace.replay.dispersion): a measured item is the slowest of wl.tp members /
+    # the pool's dies; on k dies the expected slowest is × G(k, σ) / G(k_measured, σ) (inside moe_ns
+    # for the pool); a Monte-Carlo draw (mc_draw ≥ 0) redraws the k dies of every item
+    rng = np.random.default_rng([costs.mc_seed, costs.mc_draw]) if costs.mc_draw >= 0 else None
+    a_mean, a_max = die_stats(rng, tp, costs.attn_sigma, it.height)
+    m_mean, m_max = die_stats(rng, experts, costs.moe_sigma, it.height)
+    g_a1, g_m1 = expected_max(1, costs.attn_sigma), expected_max(1, costs.moe_sigma)
+    g_e = expected_max(experts, costs.moe_sigma)
+    attn_late = attn * a_max / expected_max(wl.tp, costs.attn_sigma)  # the slowest of tp members
+    moe_late, moe_all = moe * m_max / g_e, moe_all * m_max / g_e  # the slowest of the pool's dies
+    if rng is not None and costs.xfer_sigma > 0:  # transfers over the fit's log residuals
+        sx = costs.xfer_sigma
+        disp = disp * np.exp(sx * rng.standard_normal(it.height) - sx * sx / 2)
+        comb = comb * np.exp(sx * rng.standard_normal(it.height) - sx * sx / 2)
     xs = transfer_factor(wl, costs, asynchronous) * costs.whatif_transfer_scale
     moe_s = costs.whatif_moe_scale
+    a_late = m_late = np.zeros(it.height)
+    if asynchronous:
+        # nothing holds a group's members or the pool's dies together but an item's result: each die
+        # runs its own queue, so a resource kept busy pays the busiest die's own Σ (the measured
+        # share ``thr`` of the items' maxima), and an item is back when its slowest die is — the
+        # rest of the max rides on the send, which holds no compute (σ = 0: thr = 1, nothing moves)
+        a_thr = it["attn_thr"].fill_null(1.0).to_numpy() if "attn_thr" in it.columns else 1.0
+        m_thr = it["moe_thr"].fill_null(1.0).to_numpy() if "moe_thr" in it.columns else 1.0
+        a_busy = attn * a_thr * a_mean / g_a1
+        m_busy = moe * g_e / expected_max(wl.expert_ranks, costs.moe_sigma) * m_thr * m_mean / g_m1
+        a_late, m_late = np.maximum(attn_late, a_busy) - a_busy, np.maximum(moe_late, m_busy) - m_busy
+        attn, moe = a_busy, m_busy
+    else:  # in lockstep every die waits for the slowest at each barrier
+        attn, moe = attn_late, moe_late
     return pl.DataFrame(
         {
             "step": it["step"],
@@ -102,10 +136,10 @@ def item_costs(
             "micro_batch": it["micro_batch"],
             "layer": it["layer"],
             "attention_ns": np.rint(attn).astype(np.int64),
-            "dispatch_ns": np.where(pool > 0, np.rint(disp * xs), 0).astype(np.int64),
+            "dispatch_ns": np.where(pool > 0, np.rint(disp * xs + a_late), 0).astype(np.int64),
             "moe_ns": np.rint(moe * moe_s).astype(np.int64),
             "moe_all_ns": np.rint(moe_all * moe_s).astype(np.int64),
-            "combine_ns": np.where(pool > 0, np.rint(comb * xs), 0).astype(np.int64),
+            "combine_ns": np.where(pool > 0, np.rint(comb * xs + m_late * moe_s), 0).astype(np.int64),
             "tokens": it["tokens"],
             "max_len": it["max_len"],
         }
