@@ -48,6 +48,18 @@ def expected_max(k: float, sigma: float) -> float:
     return _expected_max(max(round(float(k)), 1), round(float(sigma), 12))
 
 
+def busy_share(k: float, sigma: float, window: int) -> float:
+    """What a resource of k independent dies pays per item when kept busy, in units of one die's
+    location: the expected slowest die's mean over ``window`` items in flight, G(1, σ) ×
+    G(k, σ_w) / G(1, σ_w) with σ_w² = ln(1 + (e^σ² − 1) / window) (the window's mean taken as
+    lognormal). window 1: G(k, σ), the slowest die every item; → ∞: G(1, σ), the mean."""
+    if sigma <= 0:
+        return 1.0
+    w = max(int(window), 1)
+    s_w = math.sqrt(math.log1p(math.expm1(sigma * sigma) / w))
+    return expected_max(1, sigma) * expected_max(k, s_w) / expected_max(1, s_w)
+
+
 def order_factor(k_to: float, k_from: float, sigma: float) -> float:
     """A measured max over ``k_from`` dies rescaled to ``k_to`` dies: G(k_to, σ) / G(k_from, σ)."""
     if sigma <= 0:

@@ -35,13 +35,14 @@ Dense layers (no MoE pool time measured) get moe = dispatch = combine = 0.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
 from asaptrace.replay.costs import CostModel
-from asaptrace.replay.dispersion import die_stats, expected_max, order_factor
+from asaptrace.replay.dispersion import busy_share, die_stats, expected_max, order_factor
 from asaptrace.replay.mechanics.formers import Batch
 from asaptrace.replay.mechanics.planner import place_longest_first
 from asaptrace.replay.mechanics.work import MeasuredWork
@@ -53,11 +54,23 @@ def _r(costs: CostModel, experts: float) -> float:
     return costs.moe_e_ref / experts if costs.moe_e_ref > 0 else 1.0
 
 
+#: id(work) → (a weak reference to it, its joined items): the Monte-Carlo band replays one work
+#: 32 times, and the join does not depend on the costs
+_JOINED: dict[int, tuple[weakref.ref, pl.DataFrame]] = {}
+
+
 def _joined(wl: MeasuredWork) -> pl.DataFrame:
     """Items with their pool item and transfers (null-safe: an unknown micro-batch matches itself)."""
-    return wl.items.join(wl.pool, on=_KEYS, how="left", suffix="_pool", nulls_equal=True).join(
+    hit = _JOINED.get(id(wl))
+    if hit is not None and hit[0]() is wl:
+        return hit[1]
+    it = wl.items.join(wl.pool, on=_KEYS, how="left", suffix="_pool", nulls_equal=True).join(
         wl.transfers, on=_KEYS, how="left", nulls_equal=True
     )
+    if len(_JOINED) > 16:
+        _JOINED.clear()
+    _JOINED[id(wl)] = (weakref.ref(wl), it)
+    return it
 
 
 def transfer_factor(wl: MeasuredWork, costs: CostModel, asynchronous: bool) -> float:
@@ -69,7 +82,13 @@ def transfer_factor(wl: MeasuredWork, costs: CostModel, asynchronous: bool) -> f
 
 
 def item_costs(
-    wl: MeasuredWork, costs: CostModel, *, tp: int, experts: float, asynchronous: bool = True
+    wl: MeasuredWork,
+    costs: CostModel,
+    *,
+    tp: int,
+    experts: float,
+    asynchronous: bool = True,
+    windows: tuple[int, int] = (1, 1),
 ) -> pl.DataFrame:
     """Per (step, dp_group, micro_batch, layer): attention_ns, dispatch_ns, moe_ns, combine_ns, and the
     pool item of all groups' tokens (``moe_all_ns``, the lockstep deployment's one item per layer)."""
@@ -118,13 +137,19 @@ def item_costs(
     a_late = m_late = np.zeros(it.height)
     if asynchronous:
         # nothing holds a group's members or the pool's dies together but an item's result: each die
-        # runs its own queue, so a resource kept busy pays the busiest die's own Σ (the measured
-        # share ``thr`` of the items' maxima), and an item is back when its slowest die is — the
-        # rest of the max rides on the send, which holds no compute (σ = 0: thr = 1, nothing moves)
+        # runs its own queue and an item is back when its slowest die is (the max − busy part rides
+        # on the send, which holds no compute; σ = 0: nothing moves). The pool's dies run ahead of
+        # their slowest by at most the items in flight (``windows[1]``: groups × slots), so a busy
+        # pool pays per item the expected slowest die's mean over that window; a group's members
+        # (whose next layer waits only on the pool) pay their measured busiest member's own Σ
+        # (``attn_thr``; 1 when a collective inside the layers holds them together every item)
         a_thr = it["attn_thr"].fill_null(1.0).to_numpy() if "attn_thr" in it.columns else 1.0
-        m_thr = it["moe_thr"].fill_null(1.0).to_numpy() if "moe_thr" in it.columns else 1.0
         a_busy = attn * a_thr * a_mean / g_a1
-        m_busy = moe * g_e / expected_max(wl.expert_ranks, costs.moe_sigma) * m_thr * m_mean / g_m1
+        # … and never less than its busiest die's own measured Σ (``moe_thr``: a persistently slower
+        # die, a hot expert, is a level, not noise)
+        m_thr = it["moe_thr"].fill_null(1.0).to_numpy() if "moe_thr" in it.columns else 0.0
+        m_level = moe * np.maximum(busy_share(experts, costs.moe_sigma, windows[1]) / g_e, m_thr)
+        m_busy = m_level * m_mean / g_m1
         a_late, m_late = np.maximum(attn_late, a_busy) - a_busy, np.maximum(moe_late, m_busy) - m_busy
         attn, moe = a_busy, m_busy
     else:  # in lockstep every die waits for the slowest at each barrier
@@ -147,13 +172,19 @@ def item_costs(
 
 
 def offline_batches(
-    wl: MeasuredWork, costs: CostModel, *, tp: int, experts: float, long_tokens: int | None
+    wl: MeasuredWork,
+    costs: CostModel,
+    *,
+    tp: int,
+    experts: float,
+    long_tokens: int | None,
+    windows: tuple[int, int] = (1, 1),
 ) -> list[Batch]:
     """The store's batches with their costs on the target deployment, ready at their step's start.
 
     ``long_tokens``: a batch holding a prompt longer than this runs alone (None or 0: never).
     """
-    ic = item_costs(wl, costs, tp=tp, experts=experts)
+    ic = item_costs(wl, costs, tp=tp, experts=experts, windows=windows)
     # which micro-batch holds the long prompt: the batches table says, or (when it does not say)
     # the group's micro-batch with the most attention work
     per = ic.group_by("step", "dp_group", "micro_batch").agg(
@@ -170,18 +201,21 @@ def offline_batches(
     longest_of = {(s, g, m): v for s, g, m, _, v, *_ in per.iter_rows()}
     ready = dict(zip(wl.steps["step"].to_list(), wl.steps["start_ns"].to_list(), strict=True))
     out = []
-    for i, ((step, g, mb), part) in enumerate(
-        ic.group_by("step", "dp_group", "micro_batch", maintain_order=True)
-    ):
+    # ic is sorted by (step, group, micro-batch, layer): each batch is one run of rows
+    keys = list(zip(*(ic[c].to_list() for c in ("step", "dp_group", "micro_batch")), strict=True))
+    cols = {c: ic[c].to_numpy() for c in ("attention_ns", "dispatch_ns", "moe_ns", "combine_ns")}
+    starts = [j for j in range(len(keys)) if j == 0 or keys[j] != keys[j - 1]]
+    for i, (a, b) in enumerate(zip(starts, [*starts[1:], len(keys)], strict=True)):
+        step, g, mb = keys[a]
         longest = longest_of[(step, g, mb)]
         out.append(
             Batch(
                 batch_id=i,
                 ready_ns=int(ready[step]),
-                attention_ns=part["attention_ns"].to_numpy(),
-                dispatch_ns=part["dispatch_ns"].to_numpy(),
-                moe_ns=part["moe_ns"].to_numpy(),
-                combine_ns=part["combine_ns"].to_numpy(),
+                attention_ns=cols["attention_ns"][a:b],
+                dispatch_ns=cols["dispatch_ns"][a:b],
+                moe_ns=cols["moe_ns"][a:b],
+                combine_ns=cols["combine_ns"][a:b],
                 alone=bool(long_tokens and longest is not None and longest > long_tokens),
                 step=int(step),
                 key=(int(step), int(g), -1 if mb is None else int(mb)),
