@@ -268,7 +268,11 @@ def consistency_text(j: dict[str, Any]) -> str:
         if c.get("exact_by_construction")
         else "on the fitted costs"
     )
-    return f"consistency check: the {c['policy']} replay differs from the measured steps by {c['mean_pct']:.2f}% mean, {c['max_pct']:.2f}% max ({how})"
+    model = model_error_text(j)
+    return (
+        f"consistency check: the {c['policy']} replay differs from the measured steps by {c['mean_pct']:.2f}% mean, "
+        f"{c['max_pct']:.2f}% max ({how})" + (f"; {model}" if model else "")
+    )
 
 
 def replay_tables(j: dict[str, Any]) -> dict[str, pl.DataFrame]:
