@@ -78,10 +78,11 @@ def validate(
 
 
 def _layers(measured: MeasuredWork, other: MeasuredWork, fit: CostFit, pol: Policy) -> list[dict[str, Any]]:
-    """Per layer: the predicted Σ attention + MoE work of the batches against the measured Σ."""
+    """Per layer: the predicted Σ attention + MoE time of the batches' items against the measured Σ."""
     tp = other.tp
     experts = other.expert_ranks
-    ic = item_costs(measured, fit.model, tp=tp, experts=experts, asynchronous=other.deployment != "coupled")
+    # each item as long as its slowest member or die took (what the measured items are)
+    ic = item_costs(measured, fit.model, tp=tp, experts=experts, asynchronous=False)
     pred = (
         ic.group_by("layer").agg((pl.col("attention_ns") + pl.col("moe_ns")).sum().alias("p")).sort("layer")
     )
