@@ -92,7 +92,8 @@ def _bounds_hold(r, wl) -> None:
         dep = r.deployment
         model = CostModel(**{k: v for k, v in r.costs.items() if k != "source"})
         experts = dep["experts"] - (1 if r.params.get("expert_failure") else 0)
-        ic = item_costs(wl, model, tp=dep["tp"], experts=experts)
+        slots = 2 if r.params.get("dual_batch", True) else 1  # the former's items in flight
+        ic = item_costs(wl, model, tp=dep["tp"], experts=experts, windows=(slots, dep["groups"] * slots))
         launch = 0 if r.params.get("super_kernel", True) else model.launch_ns * int((ic["moe_ns"] > 0).sum())
         assert r.makespan_ns >= int(ic["moe_ns"].sum()) + launch
 

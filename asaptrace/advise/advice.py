@@ -67,6 +67,9 @@ class Advice(HtmlRepr):
     #: the store's deployment as every command names it (``info.deployment_phrase``): "unknown
     #: deployment, 8 devices" where the what-ifs replay it as coupled
     deployment_phrase: str = ""
+    #: how far the cost model every what-if rests on was from this very run (its measured
+    #: deployment modelled back, :func:`~asaptrace.replay.whatif.model_error.self_consistency`)
+    model_error: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     @property

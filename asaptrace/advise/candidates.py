@@ -39,7 +39,7 @@ from asaptrace.replay.costs import R2_WARN, CostFit, CostModel
 from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies import POLICIES, Policy
 from asaptrace.replay.whatif.explore import best_split, vary_replay
-from asaptrace.replay.whatif.run import ReplayResult, replay_measured_work, resolve_costs
+from asaptrace.replay.whatif.run import ReplayResult, model_error, replay_measured_work, resolve_costs
 from asaptrace.units import percent, plural
 
 #: attention group counts D replayed per round of the split search beyond which it goes coarse to
@@ -98,6 +98,7 @@ def advise(
         findings=[f.to_json() for f in diag.findings],
         notes=list(wl.notes),
         seconds=round(time.perf_counter() - t0, 3),
+        model_error=model_error(wl, fit.model),
     )
 
 

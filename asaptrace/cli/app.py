@@ -28,6 +28,7 @@ from asaptrace.cli.replay import replay
 from asaptrace.cli.report import report
 from asaptrace.cli.sweep import sweep
 from asaptrace.cli.synth import synth
+from asaptrace.cli.validate import validate
 
 app = typer.Typer(
     name="asaptrace",
@@ -67,6 +68,7 @@ for command in (
     dashboard,
     export,
     compare,
+    validate,
     synth,
 ):
     app.command()(command)

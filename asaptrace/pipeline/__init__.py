@@ -46,7 +46,7 @@ from asaptrace.pipeline.store import (
     read_tables,
     write_tables_csv,
 )
-from asaptrace.pipeline.whatif import advise_store, policy_catalogue, replay_store, sweep
+from asaptrace.pipeline.whatif import advise_store, policy_catalogue, replay_store, sweep, validate_stores
 
 if TYPE_CHECKING:
     from asaptrace.info import store_info
@@ -84,6 +84,7 @@ __all__ = [
     "synth_presets",
     "synthesize",
     "timeline_of",
+    "validate_stores",
     "write_tables_csv",
 ]
 

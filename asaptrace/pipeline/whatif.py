@@ -194,3 +194,22 @@ def sweep(
     if out is not None:
         res.write(out)
     return res
+
+
+def validate_stores(measured: str | Path, other: str | Path) -> dict[str, Any]:
+    """Fit the costs on ``measured``, predict ``other``'s deployment and policy (read from its
+    store) and compare with what ``other`` measured: the error and Monte-Carlo band of the
+    makespan, of each step and of the per-layer work, and whether the band covers the measured
+    value (:func:`asaptrace.replay.whatif.validate.validate`)."""
+    from asaptrace.replay.costs import fit_costs
+    from asaptrace.replay.whatif.measured import extract_measured_work
+    from asaptrace.replay.whatif.model_error import self_consistency
+    from asaptrace.replay.whatif.validate import validate
+
+    a = extract_measured_work(open_store(measured))
+    b = extract_measured_work(open_store(other))
+    if not a.pool.height or not int(a.pool["pool_ns"].sum()):
+        raise UsageError("the store has no MoE layers: nothing to fit the pool on", path=measured)
+    fit = fit_costs(a)
+    out = validate(a, b, fit=fit)
+    return out | {"model_error": self_consistency(a, fit.model), "warnings": fit.warnings}

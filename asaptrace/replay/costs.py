@@ -25,6 +25,11 @@ already computed (P = cached tokens, or earlier chunks); a batch holds n pieces.
 
   and a coupled collective costs k_s × X after its barrier.
 * launch overhead per MoE item when kernels are launched by the host (no super kernel).
+* per-die noise (:mod:`asaptrace.replay.dispersion`): each die's duration is lognormal with
+  dispersion σ around the constants' location, so work on k dies that must all finish costs
+  G(k, σ) × the location (the expected max of k draws). The MoE constants are the per-die location
+  (M above × G(E, σ)); the attention constants hold for the slowest of ``attn_tp_ref`` members
+  (on T dies × G(T, σ) / G(tp_ref, σ) as well). σ = 0 (the default): G = 1, no change.
 
 Defaults are DOMAIN.md §3/§6's figures (Ascend 910, DeepSeek-V3.2). Every constant can be set in
 a TOML file (:func:`load_costs`; strict — an unknown section or key is a one-line
@@ -45,6 +50,7 @@ import numpy as np
 import polars as pl
 
 from asaptrace.errors import UsageError
+from asaptrace.replay.dispersion import expected_max, order_factor, pooled_sigma
 from asaptrace.userfiles import read_text
 
 _NS_PER_MS = 1_000_000
@@ -63,9 +69,16 @@ _LAYOUT: dict[str, dict[str, str]] = {
         "phi": "attn_phi",
         "per_request_ms": "attn_per_request_ms",
         "tp_ref": "attn_tp_ref",
+        "sigma": "attn_sigma",
     },
-    "moe": {"plateau_ms": "moe_plateau_ms", "a_ms": "moe_a_ms", "b_ms": "moe_b_ms", "e_ref": "moe_e_ref"},
-    "transfer": {"latency_ms": "xfer_latency_ms", "per_k_ms": "xfer_per_k_ms"},
+    "moe": {
+        "plateau_ms": "moe_plateau_ms",
+        "a_ms": "moe_a_ms",
+        "b_ms": "moe_b_ms",
+        "e_ref": "moe_e_ref",
+        "sigma": "moe_sigma",
+    },
+    "transfer": {"latency_ms": "xfer_latency_ms", "per_k_ms": "xfer_per_k_ms", "sigma": "xfer_sigma"},
     "coupled": {"k_s": "coupled_k_s"},
     "launch": {"per_item_ms": "launch_ms"},
 }
@@ -96,16 +109,27 @@ class CostModel:
     xfer_per_k_ms: float = 0.71
     coupled_k_s: float = 1.0
     launch_ms: float = 0.22
+    #: per-die lognormal dispersion (σ of log duration) of attention members, MoE dies, transfers
+    attn_sigma: float = 0.0
+    moe_sigma: float = 0.0
+    xfer_sigma: float = 0.0
     #: multipliers on an offline what-if's *modelled* pool and transfer costs (the ``scale`` knob of
     #: ``replay --vary`` and the fit band, :mod:`asaptrace.replay.mechanics.offline`); not in the TOML file
     whatif_moe_scale: float = 1.0
     whatif_transfer_scale: float = 1.0
+    #: ≥ 0: one Monte-Carlo draw of an offline what-if's kernel durations (the band's replays,
+    #: seeded by (mc_seed, mc_draw)); −1: the expected costs. Not in the TOML file
+    mc_draw: int = -1
+    mc_seed: int = 0
     source: str = "defaults (the ASAP paper's figures, docs/analyses/replay.md)"
 
     # ------------------------------------------------------------------------------------ costs
     def tp_factor(self, tp: float | None) -> float:
-        """Attention on a group of ``tp`` dies relative to the constants' ``attn_tp_ref`` (linear)."""
-        return 1.0 if tp is None else self.attn_tp_ref / float(tp)
+        """Attention on a group of ``tp`` dies relative to the constants' ``attn_tp_ref`` (linear,
+        and the slowest of ``tp`` members rather than of ``attn_tp_ref``: G(tp, σ) / G(tp_ref, σ))."""
+        if tp is None:
+            return 1.0
+        return self.attn_tp_ref / float(tp) * order_factor(float(tp), self.attn_tp_ref, self.attn_sigma)
 
     def attention_ns(self, new_tokens: Any, prefix: Any = 0, *, tp: float | None = None) -> int:
         """One layer's attention for a batch of pieces (arrays of c and P; scalars work) on ``tp`` dies."""
@@ -135,11 +159,12 @@ class CostModel:
         return self.attn_c1_ms * c / K + self.attn_c2_ms * causal_pairs(c, p) / K2
 
     def moe_ns(self, tokens: Any, experts: float, skew: Any = 1.0) -> np.ndarray:
-        """One MoE layer item of ``tokens`` on an ``experts``-die pool (vectorised)."""
+        """One MoE layer item of ``tokens`` on an ``experts``-die pool (vectorised): the per-die
+        location × G(experts, σ), the expected slowest of the pool's dies."""
         r = self.moe_e_ref / experts if self.moe_e_ref > 0 else 1.0
         n = np.asarray(tokens, np.float64) / K
         ms = np.maximum(self.moe_plateau_ms * r, self.moe_a_ms + self.moe_b_ms * r * n * np.asarray(skew))
-        return _ns_arr(ms)
+        return _ns_arr(ms * expected_max(experts, self.moe_sigma))
 
     def transfer_ns(self, tokens_per_die: Any) -> np.ndarray:
         """One dispatch or combine of ``tokens_per_die`` tokens from each sending die (vectorised)."""
@@ -295,6 +320,39 @@ def fit_warnings(quality: dict[str, dict[str, Any]] | None) -> list[str]:
     return out
 
 
+#: the latency + per-token line is kept only when its slope explains this much more than the
+#: default shape scaled (an F statistic on one extra parameter; ≈ p < 0.002)
+F_SLOPE = 10.0
+
+
+def _transfer_line(t: np.ndarray, y: np.ndarray, base: CostModel) -> tuple[np.ndarray, np.ndarray, str]:
+    """latency + per_k·t fitted to the transfers, or — when the tokens per die vary too little
+    for the slope to stand out of the noise — the base shape scaled to their level (a noisy run
+    of near-equal batches otherwise puts everything in the latency, and a what-if with smaller
+    batches keeps the measured transfer whole)."""
+    beta, pred = least_squares(np.column_stack([np.ones(len(y)), t]), y)
+    shape = base.xfer_latency_ms + base.xfer_per_k_ms * t
+    scale = float((shape * y).sum() / max(float((shape * shape).sum()), 1e-300))
+    ss2, ss1 = float(((y - pred) ** 2).sum()), float(((y - scale * shape) ** 2).sum())
+    n = len(y)
+    if n > 2 and ss1 > ss2 and (ss1 - ss2) > F_SLOPE * ss2 / (n - 2):
+        return beta, pred, ""
+    how = "tokens per die vary too little to fit the slope: the default shape scaled to the measured level"
+    return np.array([base.xfer_latency_ms * scale, base.xfer_per_k_ms * scale]), scale * shape, how
+
+
+def _dispersion(work: Any) -> dict[str, float]:
+    """σ of the attention members' and the MoE dies' log durations around each item (every item,
+    tokens or not; :func:`~asaptrace.replay.dispersion.log_spread` took out each die's level)."""
+    out = {}
+    for name, table, col in (("attn_sigma", work.items, "attn"), ("moe_sigma", work.pool, "moe")):
+        if f"{col}_log_ss" in table.columns:
+            out[name] = pooled_sigma(table[f"{col}_log_ss"].to_numpy(), table[f"{col}_dies"].to_numpy())[0]
+        else:
+            out[name] = 0.0
+    return out
+
+
 def fit_costs(work: Any, *, base: CostModel | None = None) -> CostFit:
     """Fit the attention, MoE and transfer constants to a store's measured work.
 
@@ -317,7 +375,10 @@ def fit_costs(work: Any, *, base: CostModel | None = None) -> CostFit:
         .group_by("step", "dp_group", "layer")
         .agg(pl.col("attn_ns").sum(), pl.col("tokens").sum(), pl.col("quad").sum())
         .filter(pl.col("attn_ns") > 0)
+        .sort("step", "dp_group", "layer")  # rows in one order: the fit's last digits never drift
     )
+    dispersion = _dispersion(work)
+    changes.update(dispersion)
     if it.height >= 4:
         x = np.column_stack([np.ones(it.height), it["tokens"].to_numpy() / K, it["quad"].to_numpy() / K2])
         y = it["attn_ns"].to_numpy() / _NS_PER_MS
@@ -331,6 +392,7 @@ def fit_costs(work: Any, *, base: CostModel | None = None) -> CostFit:
         quality["attention"] = part_quality(
             y, pred, data=f"(step, DP group, layer) items; lengths from {data}"
         )
+        quality["attention"]["sigma"] = round(dispersion["attn_sigma"], 4)
     else:
         why = (
             "the store has no request lengths (no annotations, no --batches sidecar)"
@@ -344,21 +406,27 @@ def fit_costs(work: Any, *, base: CostModel | None = None) -> CostFit:
         .group_by("step", "layer")
         .agg((pl.col("pool_ns").sum() / n_mb).alias("y"), pl.col("tokens").sum().alias("n"))
         .filter(pl.col("y") > 0)
+        .sort("step", "layer")
     )
     if pool.height >= 4:
-        # the constants are fitted on the store's own pool: E_fit = its expert ranks (r = 1 there)
+        # the constants are fitted on the store's own pool: E_fit = its expert ranks (r = 1 there);
+        # a measured item is the slowest of the E_fit dies: the per-die location is y / G(E_fit, σ)
         e = float(work.expert_ranks)
         r = 1.0
-        y = pool["y"].to_numpy() / _NS_PER_MS
+        g = expected_max(e, dispersion["moe_sigma"])
+        y_max = pool["y"].to_numpy() / _NS_PER_MS
+        y = y_max / g
         n = pool["n"].to_numpy() / K / n_mb
         beta, pred = least_squares(np.column_stack([np.ones(len(y)), r * n]), y)
         changes.update(moe_a_ms=float(beta[0]), moe_b_ms=float(beta[1]), moe_e_ref=e)
         # the plateau: only measured items below the linear part's knee say where it is (the
         # default plateau is read on E_ref dies: on the store's pool it is × E_ref / E)
-        plateau = model.moe_plateau_ms * (model.moe_e_ref / e if model.moe_e_ref > 0 else 1.0)
+        plateau = model.moe_plateau_ms * (model.moe_e_ref / e if model.moe_e_ref > 0 else 1.0) / g
         knee = (plateau - beta[0]) / max(beta[1], 1e-12)
         flat = y[n < knee]
-        q = part_quality(y, np.maximum(pred, plateau), data=f"(step, layer) pool items; tokens from {data}")
+        q = part_quality(
+            y_max, np.maximum(pred, plateau) * g, data=f"(step, layer) pool items; tokens from {data}"
+        )
         if len(flat) >= 2:
             changes["moe_plateau_ms"] = float(np.median(flat))
             q["note"] = f"plateau from {len(flat)} items below the knee"
@@ -369,6 +437,7 @@ def fit_costs(work: Any, *, base: CostModel | None = None) -> CostFit:
     else:
         why = "no MoE pool items with token counts" if work.pool.height else "the store has no MoE layers"
         quality["moe"] = default_quality(pool.height, why)
+    quality["moe"]["sigma"] = round(dispersion["moe_sigma"], 4)
     xf = (
         work.transfers.filter(pl.col("tokens_per_die").is_not_null())
         .group_by("step", "layer")
@@ -377,15 +446,23 @@ def fit_costs(work: Any, *, base: CostModel | None = None) -> CostFit:
             (pl.col("combine_ns").sum() / n_mb).alias("c"),
             (pl.col("tokens_per_die").sum() / n_mb).alias("t"),
         )
+        .sort("step", "layer")
     )
     if xf.height >= 4:
         y = np.concatenate([xf["d"].to_numpy(), xf["c"].to_numpy()]) / _NS_PER_MS
         t = np.tile(xf["t"].to_numpy() / K, 2)
-        beta, pred = least_squares(np.column_stack([np.ones(len(y)), t]), y)
+        beta, pred, how = _transfer_line(t, y, model)
         changes.update(xfer_latency_ms=float(beta[0]), xfer_per_k_ms=float(beta[1]))
         quality["transfer"] = part_quality(
             y, pred, data=f"dispatch and combine per (step, layer); tokens from {data}"
         )
+        if how:
+            quality["transfer"]["note"] = how
+        # the transfers' dispersion: σ of log(measured / fitted), what the Monte-Carlo band redraws
+        ok = (y > 0) & (pred > 0)
+        sx = float(np.std(np.log(y[ok] / pred[ok]), ddof=1)) if ok.sum() >= 4 else 0.0
+        changes["xfer_sigma"] = sx
+        quality["transfer"]["sigma"] = round(sx, 4)
     else:
         why = (
             "no dispatch/combine with token counts"

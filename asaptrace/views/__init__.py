@@ -9,6 +9,7 @@ Modules:
 
 - :mod:`~asaptrace.views.table`: the one :class:`TableView`, rows a terminal shows, narrow layouts,
   wrapping, the question each face's numbers answer.
+- :mod:`~asaptrace.views.validate`: ``asaptrace validate``'s sentences and per step / per layer tables.
 - :mod:`~asaptrace.views.diagnosis`: the key tables of a diagnosis, its header and findings.
 - :mod:`~asaptrace.views.barriers`: one barrier: collective instances, arrival order, its window.
 - :mod:`~asaptrace.views.store`: what a store holds (``info``, ``ingest``) and the policy catalogue.

@@ -14,6 +14,7 @@ import polars as pl
 from asaptrace.advise.advice import disagree
 from asaptrace.info import deployment_phrase
 from asaptrace.units import human_ns, rps_text
+from asaptrace.views.replay import model_error_text
 from asaptrace.views.sweep import BOUND_LEGEND, bound_text, range_rps_text
 from asaptrace.views.table import ONLINE_QUESTION, REPLAY_QUESTION, TableView, flat_frame, narrow, rows_view
 
@@ -176,6 +177,8 @@ def advice_legend(j: dict[str, Any], *, width: int | None = None) -> list[str]:
             if cap.get("bound_rps") is not None
             else f" requests/s (seeds {range_rps_text((on.get('slo_range') or {}).get(who))}; no bound)."
         )
+    if model_error_text(j):
+        lines.append(model_error_text(j) + ".")
     return lines
 
 

@@ -227,9 +227,33 @@ def band_text(j: dict[str, Any]) -> str:
         parts = ", ".join(f"{k} ±{percent(v)}" for k, v in b["parts"].items())
         return (
             f"recovered {human_ns(total)} (band {human_ns(b['recovered_low_ns'])} … "
-            f"{human_ns(b['recovered_high_ns'])} from the fit's residual p95: {parts})"
+            f"{human_ns(b['recovered_high_ns'])} from the fit's residual p95: {parts}){mc_text(j)}"
         )
-    return f"recovered {human_ns(total)} (no band from the fit: {b.get('reason', 'not computed')})"
+    return (
+        f"recovered {human_ns(total)} (no band from the fit: {b.get('reason', 'not computed')}){mc_text(j)}"
+    )
+
+
+def mc_text(j: dict[str, Any]) -> str:
+    """The Monte-Carlo band of the makespan ('' when none was drawn)."""
+    b = j.get("band") or {}
+    if b.get("mc_status") != "drawn":
+        return ""
+    return (
+        f"; makespan {human_ns(j['makespan_ns'])}, {b['mc_runs']} noisy re-runs: "
+        f"{human_ns(b['mc_low_ns'])} … {human_ns(b['mc_high_ns'])} (5th–95th percentile)"
+    )
+
+
+def model_error_text(j: dict[str, Any]) -> str:
+    """How far this model was from the run it was fitted to ('' when not measured)."""
+    m = j.get("model_error") or {}
+    if m.get("status") != "measured" or m.get("error") is None:
+        return ""
+    return (
+        f"how far this model was from your run: {m['error']:+.1f}% on the makespan "
+        f"({m['what']}: {human_ns(m['makespan_ns'])} against {human_ns(m['measured_ns'])} measured)"
+    )
 
 
 def consistency_text(j: dict[str, Any]) -> str:
@@ -244,7 +268,11 @@ def consistency_text(j: dict[str, Any]) -> str:
         if c.get("exact_by_construction")
         else "on the fitted costs"
     )
-    return f"consistency check: the {c['policy']} replay differs from the measured steps by {c['mean_pct']:.2f}% mean, {c['max_pct']:.2f}% max ({how})"
+    model = model_error_text(j)
+    return (
+        f"consistency check: the {c['policy']} replay differs from the measured steps by {c['mean_pct']:.2f}% mean, "
+        f"{c['max_pct']:.2f}% max ({how})" + (f"; {model}" if model else "")
+    )
 
 
 def replay_tables(j: dict[str, Any]) -> dict[str, pl.DataFrame]:

@@ -19,7 +19,11 @@ kept and only the change is modelled):
   cost k_s × the asynchronous send (DOMAIN §6): an asynchronous what-if divides them by
   ``coupled_k_s``; a lockstep what-if on a disaggregated store multiplies its sends by it;
 * ``whatif_moe_scale`` / ``whatif_transfer_scale`` multiply the modelled pool and transfer
-  costs (the ``scale`` knob of ``--vary`` and the fit band; 1 by default).
+  costs (the ``scale`` knob of ``--vary`` and the fit band; 1 by default);
+* per-die noise: a measured item is the slowest of its dies, so on another number of dies it is
+  × G(k, σ) / G(k_measured, σ) (:mod:`asaptrace.replay.dispersion`; inside ``moe_ns`` with token
+  counts); ``mc_draw`` ≥ 0 draws every kernel once around these expected costs (the
+  Monte-Carlo band).
 
 :func:`lockstep_split_steps` gives the same work run in lockstep on a split deployment (the
 "split cost" step of the counterfactual sequence): per measured (step, micro-batch), every layer
@@ -31,12 +35,14 @@ Dense layers (no MoE pool time measured) get moe = dispatch = combine = 0.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
 from asaptrace.replay.costs import CostModel
+from asaptrace.replay.dispersion import busy_share, die_stats, expected_max, order_factor
 from asaptrace.replay.mechanics.formers import Batch
 from asaptrace.replay.mechanics.planner import place_longest_first
 from asaptrace.replay.mechanics.work import MeasuredWork
@@ -48,11 +54,23 @@ def _r(costs: CostModel, experts: float) -> float:
     return costs.moe_e_ref / experts if costs.moe_e_ref > 0 else 1.0
 
 
+#: id(work) → (a weak reference to it, its joined items): the Monte-Carlo band replays one work
+#: 32 times, and the join does not depend on the costs
+_JOINED: dict[int, tuple[weakref.ref, pl.DataFrame]] = {}
+
+
 def _joined(wl: MeasuredWork) -> pl.DataFrame:
     """Items with their pool item and transfers (null-safe: an unknown micro-batch matches itself)."""
-    return wl.items.join(wl.pool, on=_KEYS, how="left", suffix="_pool", nulls_equal=True).join(
+    hit = _JOINED.get(id(wl))
+    if hit is not None and hit[0]() is wl:
+        return hit[1]
+    it = wl.items.join(wl.pool, on=_KEYS, how="left", suffix="_pool", nulls_equal=True).join(
         wl.transfers, on=_KEYS, how="left", nulls_equal=True
     )
+    if len(_JOINED) > 16:
+        _JOINED.clear()
+    _JOINED[id(wl)] = (weakref.ref(wl), it)
+    return it
 
 
 def transfer_factor(wl: MeasuredWork, costs: CostModel, asynchronous: bool) -> float:
@@ -64,12 +82,18 @@ def transfer_factor(wl: MeasuredWork, costs: CostModel, asynchronous: bool) -> f
 
 
 def item_costs(
-    wl: MeasuredWork, costs: CostModel, *, tp: int, experts: float, asynchronous: bool = True
+    wl: MeasuredWork,
+    costs: CostModel,
+    *,
+    tp: int,
+    experts: float,
+    asynchronous: bool = True,
+    windows: tuple[int, int] = (1, 1),
 ) -> pl.DataFrame:
     """Per (step, dp_group, micro_batch, layer): attention_ns, dispatch_ns, moe_ns, combine_ns, and the
     pool item of all groups' tokens (``moe_all_ns``, the lockstep deployment's one item per layer)."""
     it = _joined(wl)
-    attn = it["attn_ns"].to_numpy().astype(np.float64) * wl.tp / tp
+    attn = it["attn_ns"].to_numpy().astype(np.float64) * wl.tp / tp  # linear in the TP size
     pool = it["pool_ns"].fill_null(0).to_numpy().astype(np.float64)
     disp = it["dispatch_ns"].fill_null(0).to_numpy().astype(np.float64)
     comb = it["combine_ns"].fill_null(0).to_numpy().astype(np.float64)
@@ -92,9 +116,44 @@ def item_costs(
         disp, comb = disp * xr, comb * xr
     else:
         moe_all = pool * _r(costs, experts) / _r(costs, wl.expert_ranks)
+        moe_all *= order_factor(experts, wl.expert_ranks, costs.moe_sigma)
         moe = moe_all / max(wl.n_groups, 1)
+    # per-die noise (asaptrace.replay.dispersion): a measured item is the slowest of wl.tp members /
+    # the pool's dies; on k dies the expected slowest is × G(k, σ) / G(k_measured, σ) (inside moe_ns
+    # for the pool); a Monte-Carlo draw (mc_draw ≥ 0) redraws the k dies of every item
+    rng = np.random.default_rng([costs.mc_seed, costs.mc_draw]) if costs.mc_draw >= 0 else None
+    a_mean, a_max = die_stats(rng, tp, costs.attn_sigma, it.height)
+    m_mean, m_max = die_stats(rng, experts, costs.moe_sigma, it.height)
+    g_a1, g_m1 = expected_max(1, costs.attn_sigma), expected_max(1, costs.moe_sigma)
+    g_e = expected_max(experts, costs.moe_sigma)
+    attn_late = attn * a_max / expected_max(wl.tp, costs.attn_sigma)  # the slowest of tp members
+    moe_late, moe_all = moe * m_max / g_e, moe_all * m_max / g_e  # the slowest of the pool's dies
+    if rng is not None and costs.xfer_sigma > 0:  # transfers over the fit's log residuals
+        sx = costs.xfer_sigma
+        disp = disp * np.exp(sx * rng.standard_normal(it.height) - sx * sx / 2)
+        comb = comb * np.exp(sx * rng.standard_normal(it.height) - sx * sx / 2)
     xs = transfer_factor(wl, costs, asynchronous) * costs.whatif_transfer_scale
     moe_s = costs.whatif_moe_scale
+    a_late = m_late = np.zeros(it.height)
+    if asynchronous:
+        # nothing holds a group's members or the pool's dies together but an item's result: each die
+        # runs its own queue and an item is back when its slowest die is (the max − busy part rides
+        # on the send, which holds no compute; σ = 0: nothing moves). The pool's dies run ahead of
+        # their slowest by at most the items in flight (``windows[1]``: groups × slots), so a busy
+        # pool pays per item the expected slowest die's mean over that window; a group's members
+        # (whose next layer waits only on the pool) pay their measured busiest member's own Σ
+        # (``attn_thr``; 1 when a collective inside the layers holds them together every item)
+        a_thr = it["attn_thr"].fill_null(1.0).to_numpy() if "attn_thr" in it.columns else 1.0
+        a_busy = attn * a_thr * a_mean / g_a1
+        # … and never less than its busiest die's own measured Σ (``moe_thr``: a persistently slower
+        # die, a hot expert, is a level, not noise)
+        m_thr = it["moe_thr"].fill_null(1.0).to_numpy() if "moe_thr" in it.columns else 0.0
+        m_level = moe * np.maximum(busy_share(experts, costs.moe_sigma, windows[1]) / g_e, m_thr)
+        m_busy = m_level * m_mean / g_m1
+        a_late, m_late = np.maximum(attn_late, a_busy) - a_busy, np.maximum(moe_late, m_busy) - m_busy
+        attn, moe = a_busy, m_busy
+    else:  # in lockstep every die waits for the slowest at each barrier
+        attn, moe = attn_late, moe_late
     return pl.DataFrame(
         {
             "step": it["step"],
@@ -102,10 +161,10 @@ def item_costs(
             "micro_batch": it["micro_batch"],
             "layer": it["layer"],
             "attention_ns": np.rint(attn).astype(np.int64),
-            "dispatch_ns": np.where(pool > 0, np.rint(disp * xs), 0).astype(np.int64),
+            "dispatch_ns": np.where(pool > 0, np.rint(disp * xs + a_late), 0).astype(np.int64),
             "moe_ns": np.rint(moe * moe_s).astype(np.int64),
             "moe_all_ns": np.rint(moe_all * moe_s).astype(np.int64),
-            "combine_ns": np.where(pool > 0, np.rint(comb * xs), 0).astype(np.int64),
+            "combine_ns": np.where(pool > 0, np.rint(comb * xs + m_late * moe_s), 0).astype(np.int64),
             "tokens": it["tokens"],
             "max_len": it["max_len"],
         }
@@ -113,13 +172,19 @@ def item_costs(
 
 
 def offline_batches(
-    wl: MeasuredWork, costs: CostModel, *, tp: int, experts: float, long_tokens: int | None
+    wl: MeasuredWork,
+    costs: CostModel,
+    *,
+    tp: int,
+    experts: float,
+    long_tokens: int | None,
+    windows: tuple[int, int] = (1, 1),
 ) -> list[Batch]:
     """The store's batches with their costs on the target deployment, ready at their step's start.
 
     ``long_tokens``: a batch holding a prompt longer than this runs alone (None or 0: never).
     """
-    ic = item_costs(wl, costs, tp=tp, experts=experts)
+    ic = item_costs(wl, costs, tp=tp, experts=experts, windows=windows)
     # which micro-batch holds the long prompt: the batches table says, or (when it does not say)
     # the group's micro-batch with the most attention work
     per = ic.group_by("step", "dp_group", "micro_batch").agg(
@@ -136,18 +201,21 @@ def offline_batches(
     longest_of = {(s, g, m): v for s, g, m, _, v, *_ in per.iter_rows()}
     ready = dict(zip(wl.steps["step"].to_list(), wl.steps["start_ns"].to_list(), strict=True))
     out = []
-    for i, ((step, g, mb), part) in enumerate(
-        ic.group_by("step", "dp_group", "micro_batch", maintain_order=True)
-    ):
+    # ic is sorted by (step, group, micro-batch, layer): each batch is one run of rows
+    keys = list(zip(*(ic[c].to_list() for c in ("step", "dp_group", "micro_batch")), strict=True))
+    cols = {c: ic[c].to_numpy() for c in ("attention_ns", "dispatch_ns", "moe_ns", "combine_ns")}
+    starts = [j for j in range(len(keys)) if j == 0 or keys[j] != keys[j - 1]]
+    for i, (a, b) in enumerate(zip(starts, [*starts[1:], len(keys)], strict=True)):
+        step, g, mb = keys[a]
         longest = longest_of[(step, g, mb)]
         out.append(
             Batch(
                 batch_id=i,
                 ready_ns=int(ready[step]),
-                attention_ns=part["attention_ns"].to_numpy(),
-                dispatch_ns=part["dispatch_ns"].to_numpy(),
-                moe_ns=part["moe_ns"].to_numpy(),
-                combine_ns=part["combine_ns"].to_numpy(),
+                attention_ns=cols["attention_ns"][a:b],
+                dispatch_ns=cols["dispatch_ns"][a:b],
+                moe_ns=cols["moe_ns"][a:b],
+                combine_ns=cols["combine_ns"][a:b],
                 alone=bool(long_tokens and longest is not None and longest > long_tokens),
                 step=int(step),
                 key=(int(step), int(g), -1 if mb is None else int(mb)),

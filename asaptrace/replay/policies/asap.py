@@ -161,7 +161,11 @@ class Asap(PipelinedPolicy):
 
     def former(self, wl: MeasuredWork, costs: CostModel, dep: Deployment) -> BatchFormer:
         long = self.long_tokens if self.dual_batch else None
-        batches = offline_batches(wl, costs, tp=dep.tp, experts=self.live_experts(dep), long_tokens=long)
+        # the dies run ahead of their slowest by at most the items in flight (per-die noise)
+        windows = (self.slots(), dep.groups * self.slots())
+        batches = offline_batches(
+            wl, costs, tp=dep.tp, experts=self.live_experts(dep), long_tokens=long, windows=windows
+        )
         if self.placement == "measured":
             if dep.groups != wl.n_groups:
                 raise UsageError("placement 'measured' needs the measured number of attention groups")

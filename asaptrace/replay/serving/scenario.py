@@ -31,8 +31,10 @@ from asaptrace.replay.serving.lengths_fit import LengthTargets, LogLogistic, fit
 COST_KNOBS = tuple(
     f.name
     for f in fields(CostModel)
-    if f.name not in ("attn_per_request_ms", "source") and not f.name.startswith("whatif_")
+    if f.name not in ("attn_per_request_ms", "source") and not f.name.startswith(("whatif_", "mc_"))
 )
+#: cost knobs a scenario file may leave out: the per-die noise a store's fit measures (0: none)
+OPTIONAL_KNOBS = ("attn_sigma", "moe_sigma", "xfer_sigma")
 _SCALED = ("attn_c0_ms", "attn_c1_ms", "attn_c2_ms", "moe_plateau_ms", "moe_a_ms", "moe_b_ms")
 _SCALED += ("xfer_latency_ms", "xfer_per_k_ms", "launch_ms")
 
@@ -279,7 +281,7 @@ def load_scenario(name_or_path: str | Path = "asap-paper") -> Scenario:
     if not isinstance(knobs, dict):
         raise UsageError("no [knobs] table", path=where)
     unknown = sorted(set(knobs) - set(knob_names()))
-    missing = [k for k in knob_names() if k not in knobs]
+    missing = [k for k in knob_names() if k not in knobs and k not in OPTIONAL_KNOBS]
     if unknown or missing:
         what = "; ".join(
             s

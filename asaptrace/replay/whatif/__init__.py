@@ -8,6 +8,10 @@ Modules, in the order data flows through them:
 * :mod:`~asaptrace.replay.whatif.run` — ``replay_measured_work(wl, policy, ...) -> ReplayResult``
   (+ JSON); the pipeline's ``replay_store`` composes them: extract, fit the costs, explore, replay,
   write;
+* :mod:`~asaptrace.replay.whatif.model_error` — the measured deployment modelled back from the
+  fitted costs against the run: how far the model was from it (``model_error``);
+* :mod:`~asaptrace.replay.whatif.validate` — fit on one store, predict another's deployment, the
+  error and band per step, per layer and overall (``asaptrace validate``);
 * :mod:`~asaptrace.replay.whatif.explore` — around one what-if: the best split (``--split auto``)
   and the answer's range (``--vary``), ``explore_whatif(...) -> Exploration`` (no writing);
 * :mod:`~asaptrace.replay.whatif.replayed_store` — a replay drawn as canonical store tables;

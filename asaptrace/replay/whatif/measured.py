@@ -30,7 +30,10 @@ Columns:
 | items | step, dp_group, layer, micro_batch | int32, int32, int16, int8 | – |
 | items | attn_ns, launch_gap_ns | int64 | ns |
 | items | tokens, quad, n_req (float64), max_len (int64) | nullable | tokens, tokens², requests, longest prompt |
+| items | attn_log_ss (float64), attn_dies (int64) | – | Σ squared log residuals of the members' durations, members |
 | pool | step, layer, micro_batch, pool_ns, pool_mean_ns, tokens | … | ns, tokens |
+| items | attn_thr (float64) | – | the busiest member's Σ ÷ the Σ of each item's slowest member, per (step, group) |
+| pool | moe_log_ss (float64), moe_dies (int64), moe_thr (float64) | – | the same over the expert ranks, moe_thr per step (:mod:`asaptrace.replay.dispersion`) |
 | transfers | step, layer, micro_batch, dispatch_ns, combine_ns, tokens_per_die | … | ns, tokens |
 | busy | step, rank, pos, kind, layer, micro_batch, busy_ns | … | ns |
 """
@@ -45,6 +48,7 @@ from asaptrace.enrich.instances import match_instances
 from asaptrace.errors import UsageError
 from asaptrace.info import not_prefill_reason, phase_counts, prefill_steps
 from asaptrace.replay.costs import causal_pairs
+from asaptrace.replay.dispersion import with_noise
 from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
 from asaptrace.schema import COMM_KINDS, Kind, Role
 from asaptrace.store import TraceStore
@@ -339,6 +343,11 @@ def _items(dev: pl.DataFrame, ranks: pl.DataFrame, batches: pl.DataFrame, idle: 
         .agg(pl.col("dur_ns").sum().alias("attn_ns"))
     )
     items = per_rank.group_by("step", "dp_group", "layer", "micro_batch").agg(pl.col("attn_ns").max())
+    # the members' own durations give the per-die noise; members run their own queues unless a
+    # collective inside the layers (TP all-reduce) holds them together at every item
+    synced = dev.filter((pl.col("kind") == Kind.COLLECTIVE.value) & pl.col("layer").is_not_null())
+    span = None if synced.join(attn_side, on="rank").height else ["step", "dp_group"]
+    items = with_noise(items, per_rank, ["step", "dp_group", "layer", "micro_batch"], span, "attn_ns", "attn")
     # launch gaps: the idle part of the gaps before dispatch arrivals (slowest member)
     gaps = (
         idle.join(attn_side, on="rank")
@@ -358,6 +367,9 @@ def _items(dev: pl.DataFrame, ranks: pl.DataFrame, batches: pl.DataFrame, idle: 
         pl.col("quad").cast(pl.Float64),
         pl.col("n_req").cast(pl.Float64),
         pl.col("max_len").cast(pl.Int64),
+        pl.col("attn_log_ss").fill_null(0.0).cast(pl.Float64),
+        pl.col("attn_dies").fill_null(0).cast(pl.Int64),
+        pl.col("attn_thr").fill_null(1.0).cast(pl.Float64),
     ).sort("step", "dp_group", "layer", "micro_batch")
 
 
@@ -403,14 +415,17 @@ def _with_composition(items: pl.DataFrame, batches: pl.DataFrame) -> pl.DataFram
 
 
 def _pool(dev: pl.DataFrame, expert: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
-    moe = (
+    per_rank = (
         dev.filter((pl.col("kind") == Kind.MOE.value) & pl.col("layer").is_not_null())
         .join(expert.select("rank"), on="rank")
         .group_by("step", "layer", "micro_batch", "rank")
         .agg(pl.col("dur_ns").sum())
-        .group_by("step", "layer", "micro_batch")
-        .agg(pl.col("dur_ns").max().alias("pool_ns"), pl.col("dur_ns").mean().round(0).alias("pool_mean_ns"))
     )
+    keys = ["step", "layer", "micro_batch"]
+    moe = per_rank.group_by(*keys).agg(
+        pl.col("dur_ns").max().alias("pool_ns"), pl.col("dur_ns").mean().round(0).alias("pool_mean_ns")
+    )
+    moe = with_noise(moe, per_rank, keys, ["step"], "dur_ns", "moe")
     tok = items.group_by("step", "layer", "micro_batch").agg(
         pl.when(pl.col("tokens").null_count() == 0).then(pl.col("tokens").sum()).alias("tokens")
     )
@@ -423,6 +438,9 @@ def _pool(dev: pl.DataFrame, expert: pl.DataFrame, items: pl.DataFrame) -> pl.Da
             pl.col("pool_ns").cast(pl.Int64),
             pl.col("pool_mean_ns").cast(pl.Int64),
             pl.col("tokens").cast(pl.Float64),
+            pl.col("moe_log_ss").fill_null(0.0).cast(pl.Float64),
+            pl.col("moe_dies").fill_null(0).cast(pl.Int64),
+            pl.col("moe_thr").fill_null(1.0).cast(pl.Float64),
         )
         .sort("step", "layer", "micro_batch")
     )

@@ -34,12 +34,15 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from asaptrace.display import HtmlRepr
 from asaptrace.errors import AccountingError, UsageError
 from asaptrace.questions import REPLAY_QUESTION
 from asaptrace.replay.costs import CostFit, CostModel, fit_costs, fit_warnings, read_costs, save_costs
 from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies import Asap, Coupled, Deployment, LockstepPolicy, Policy, PolicyRun, policy_of
+from asaptrace.replay.whatif.model_error import measured_policy, reference_policy, self_consistency
 
 SCHEMA_VERSION = 2
 
@@ -75,6 +78,9 @@ class ReplayResult(HtmlRepr):
     vary: list[dict[str, Any]] | None = None
     tornado: list[dict[str, Any]] | None = None
     out: str | None = None
+    #: the store's own deployment modelled from the same costs against the run ("how far this model
+    #: was from your run", :func:`~asaptrace.replay.whatif.model_error.self_consistency`)
+    model_error: dict[str, Any] | None = None
     run: PolicyRun | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
@@ -150,20 +156,8 @@ class ReplayResult(HtmlRepr):
             "vary": self.vary,
             "tornado": self.tornado,
             "out": self.out,
+            "model_error": self.model_error,
         }
-
-
-def reference_policy(wl: MeasuredWork) -> Policy:
-    """The replay that must reproduce the measured run: its own deployment's semantics."""
-    if wl.deployment == "coupled":
-        return Coupled()
-    return Asap(
-        attention=f"{wl.n_groups}x{wl.tp}",
-        experts=wl.expert_ranks,
-        dual_batch=wl.micro_batches > 1,
-        long_tokens=0,
-        placement="measured",
-    )
 
 
 def resolve_costs(wl: MeasuredWork, costs: CostModel | CostFit | str | Path | None) -> CostFit:
@@ -239,7 +233,11 @@ def replay_measured_work(
         consistency=consistency_check(ref_pol, wl, steps),
         recovered_ns=recovered,
         counterfactuals=counterfactuals,
-        band=fit_band(pol, wl, model, quality, ref.makespan_ns) if band else {"status": "not computed"},
+        band=(
+            fit_band(pol, wl, model, quality, ref.makespan_ns) | mc_band(pol, wl, model, ref.makespan_ns)
+            if band
+            else {"status": "not computed"}
+        ),
         bounds=lower_bounds(wl, run),
         simulated_wait_ns=run.simulated_wait_ns,
         events=run.events,
@@ -248,9 +246,19 @@ def replay_measured_work(
         cost_fit=quality,
         warnings=fit_warnings(quality) if _uses_model(pol) else [],
         notes=list(wl.notes) + _notes(wl, pol),
+        model_error=model_error(wl, model),
         run=run,
     )
     return replace(result, seconds=time.perf_counter() - t0)
+
+
+def model_error(wl: MeasuredWork, costs: CostModel) -> dict[str, Any]:
+    """:func:`self_consistency`, or why there is none (a store the measured deployment's model
+    does not apply to: no MoE layers, one device)."""
+    why = measured_policy(wl).applies(wl)
+    if why:
+        return {"status": "none", "reason": why}
+    return {"status": "measured", **self_consistency(wl, costs)}
 
 
 def _uses_model(pol: Policy) -> bool:
@@ -346,6 +354,41 @@ def fit_band(
         "makespan_high_ns": hi,
         "recovered_low_ns": reference_ns - hi,
         "recovered_high_ns": reference_ns - lo,
+    }
+
+
+#: Monte-Carlo replays of the band, and the seed of their draws
+MC_RUNS = 32
+MC_SEED = 0
+
+
+def mc_band(
+    pol: Policy,
+    wl: MeasuredWork,
+    costs: CostModel,
+    reference_ns: int,
+    *,
+    runs: int = MC_RUNS,
+    seed: int = MC_SEED,
+) -> dict[str, Any]:
+    """The what-if re-run ``runs`` times with every kernel drawn from the fitted per-die
+    distributions (attention members and MoE dies lognormal σ, transfers over the fit's log
+    residuals; seeded: one store gives one band): the 5th–95th percentile of the makespans."""
+    if not isinstance(pol, Asap) or (costs.attn_sigma, costs.moe_sigma, costs.xfer_sigma) == (0.0, 0.0, 0.0):
+        return {"mc_status": "none"}
+    spans = np.array(
+        [pol.run(wl, replace(costs, mc_draw=i, mc_seed=seed)).makespan_ns for i in range(runs)], np.float64
+    )
+    lo, hi = (round(float(v)) for v in np.percentile(spans, [5, 95]))
+    return {
+        "mc_status": "drawn",
+        "mc_runs": runs,
+        "mc_seed": seed,
+        "mc_sigma": {"attention": costs.attn_sigma, "moe": costs.moe_sigma, "transfer": costs.xfer_sigma},
+        "mc_low_ns": lo,
+        "mc_high_ns": hi,
+        "mc_recovered_low_ns": reference_ns - hi,
+        "mc_recovered_high_ns": reference_ns - lo,
     }
 
 

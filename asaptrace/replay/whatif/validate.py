@@ -1,0 +1,103 @@
+"""How far is a what-if from a run that was measured? Fit on one store, predict another, compare.
+
+``validate(measured, other)``: the cost model is fitted to ``measured``'s work, the policy that
+describes ``other``'s deployment (read from its ranks: a disaggregated store is ``asap`` on its
+D×T + E, with dual batch when it ran two micro-batches; a coupled one is ``coupled``) replays
+``measured``'s batches, and the answer is compared with what ``other`` measured — the same requests
+run the other way (the bundled ``sample_traces/coupled`` and ``sample_traces/disaggregated`` are
+one such pair). Reported: the error of the makespan, of each step (ready → last batch done against
+the measured step time) and of the per-layer work (Σ attention + MoE over the batches at each
+layer), each with the Monte-Carlo band (:func:`~asaptrace.replay.whatif.run.mc_band`'s draws) and
+whether the band covers the measured value.
+
+:func:`~asaptrace.replay.whatif.model_error.self_consistency` asks the same of one store (its
+own deployment modelled from its fitted costs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from asaptrace.replay.costs import CostFit, fit_costs
+from asaptrace.replay.mechanics.offline import item_costs
+from asaptrace.replay.mechanics.work import MeasuredWork
+from asaptrace.replay.policies import Policy
+from asaptrace.replay.whatif.model_error import measured_policy, pct_error
+from asaptrace.replay.whatif.run import MC_RUNS, MC_SEED
+
+
+def _entry(pred: float, meas: float, draws: np.ndarray) -> dict[str, Any]:
+    lo, hi = (float(v) for v in np.percentile(draws, [5, 95])) if len(draws) else (pred, pred)
+    return {
+        "predicted_ns": round(pred),
+        "measured_ns": round(meas),
+        "error": pct_error(pred, meas),
+        "band": {"mc_low_ns": round(lo), "mc_high_ns": round(hi)},
+        "covered": bool(lo <= meas <= hi),
+    }
+
+
+def validate(
+    measured: MeasuredWork, other: MeasuredWork, *, fit: CostFit | None = None, runs: int = MC_RUNS
+) -> dict[str, Any]:
+    """Predict ``other`` from ``measured`` (see the module docstring); a JSON-ready dict."""
+    fit = fit or fit_costs(measured)
+    pol = measured_policy(other)
+    run = pol.run(measured, fit.model)
+    draws = [pol.run(measured, replace(fit.model, mc_draw=i, mc_seed=MC_SEED)) for i in range(runs)]
+    meas_steps = dict(other.steps.select("step", "measured_ns").rows())
+    steps = []
+    for s in sorted(set(meas_steps) & set(run.step_ns)):
+        d = np.array([r.step_ns.get(s, run.step_ns[s]) for r in draws], np.float64)
+        steps.append({"step": int(s), **_entry(run.step_ns[s], meas_steps[s], d)})
+    meas_span = int(other.steps["end_ns"].max() - other.steps["start_ns"].min())
+    overall = _entry(run.makespan_ns, meas_span, np.array([r.makespan_ns for r in draws], np.float64))
+    return {
+        "measured_store": measured.source,
+        "other_store": other.source,
+        "policy": pol.name,
+        "params": {
+            k: str(v) if not isinstance(v, int | float | bool | None) else v for k, v in pol.params().items()
+        },
+        "deployment": {
+            "kind": other.deployment,
+            "groups": other.n_groups,
+            "tp": other.tp,
+            "experts": other.expert_ranks,
+        },
+        "mc_runs": runs,
+        "overall": overall,
+        "steps": steps,
+        "layers": _layers(measured, other, fit, pol),
+        "cost_fit": {p: q.get("sigma") for p, q in fit.quality.items()},
+    }
+
+
+def _layers(measured: MeasuredWork, other: MeasuredWork, fit: CostFit, pol: Policy) -> list[dict[str, Any]]:
+    """Per layer: the predicted Σ attention + MoE time of the batches' items against the measured Σ."""
+    tp = other.tp
+    experts = other.expert_ranks
+    # each item as long as its slowest member or die took (what the measured items are)
+    ic = item_costs(measured, fit.model, tp=tp, experts=experts, asynchronous=False)
+    pred = (
+        ic.group_by("layer").agg((pl.col("attention_ns") + pl.col("moe_ns")).sum().alias("p")).sort("layer")
+    )
+    n_mb = max(other.micro_batches, 1)
+    m_attn = other.items.group_by("layer").agg(pl.col("attn_ns").sum().alias("a"))
+    if other.deployment == "coupled":  # one pool item of every group's tokens per (layer, micro-batch)
+        m_pool = other.pool.group_by("layer").agg(pl.col("pool_ns").sum().alias("m"))
+    else:
+        m_pool = other.pool.group_by("layer").agg((pl.col("pool_ns").sum() / n_mb).alias("m"))
+    meas = m_attn.join(m_pool, on="layer", how="left").with_columns(pl.col("m").fill_null(0)).sort("layer")
+    rows = pred.join(meas, on="layer", how="inner").sort("layer")
+    out = []
+    for layer, p, a, m in rows.iter_rows():
+        mv = float(a) + float(m)
+        out.append(
+            {"layer": int(layer), "predicted_ns": int(p), "measured_ns": round(mv), "error": pct_error(p, mv)}
+        )
+    return out

@@ -1,0 +1,125 @@
+"""Noise-aware costs and the Monte-Carlo band, against independently simulated twins.
+
+A twin is the same requests run by synth's own disaggregated model (its ASAP runs keep an
+independent execution model: every die of the pool and every attention member runs its own queue,
+each kernel's duration lognormal with the configured σ). The coupled run is fitted, the replay
+predicts the twin's split, and the twin's measured makespan is the ground truth. Small runs (12
+layers, one step) keep this fast; the splits keep TP4 (synth's attention does not scale with T).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from asaptrace.ingest.driver import ingest_paths
+from asaptrace.pipeline import enrich_store
+from asaptrace.replay.costs import fit_costs
+from asaptrace.replay.dispersion import busy_share, expected_max, max_draws
+from asaptrace.replay.whatif.measured import extract_measured_work
+from asaptrace.replay.whatif.run import replay_measured_work
+from asaptrace.synth.config import load_config
+from asaptrace.synth.run import synthesize
+
+
+def _run(root, sigma: float, split: tuple[int, int, int] | None):
+    cfg = load_config("coupled")
+    dep = replace(cfg.deployment, step_tokens=131072, micro_batches=1)
+    if split:
+        d, t, e = split
+        dep = replace(dep, mode="disaggregated", attn_dp=d, attn_tp=t, expert_devices=e, dual_batch=d < 8)
+    cfg = replace(
+        cfg,
+        model=replace(cfg.model, layers=12, dense_layers=1),
+        deployment=dep,
+        costs=replace(cfg.costs, jitter=sigma),
+        run=replace(cfg.run, steps=1, seed=3),
+    )
+    out = root / f"{sigma}-{split}".replace(" ", "")
+    synthesize(cfg, out / "run")
+    return extract_measured_work(
+        enrich_store(ingest_paths([out / "run" / "kineto"], out / "s.store", jobs=1))
+    )
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return tmp_path_factory.mktemp("noise-twins")
+
+
+_cache: dict = {}
+
+
+def twin(root, sigma, split=None):
+    key = (sigma, split)
+    if key not in _cache:
+        _cache[key] = _run(root, sigma, split)
+    return _cache[key]
+
+
+def predict(wl, split):
+    d, t, e = split
+    params = {"attention": f"{d}x{t}", "experts": e, "long_tokens": 0, "dual_batch": d < 8}
+    return replay_measured_work(wl, "asap", params=params, attribute=False)
+
+
+def makespan(wl) -> int:
+    return int(wl.steps["end_ns"].max() - wl.steps["start_ns"].min())
+
+
+# ---------------------------------------------------------------------------------- formulas
+def test_expected_max_has_its_closed_forms():
+    s = 0.3
+    assert expected_max(1, s) == pytest.approx(math.exp(s * s / 2), rel=1e-9)
+    # max of two lognormals: 2·e^(σ²/2)·Φ(σ/√2)
+    two = 2 * math.exp(s * s / 2) * 0.5 * (1 + math.erf(s / math.sqrt(2) / math.sqrt(2)))
+    assert expected_max(2, s) == pytest.approx(two, rel=1e-9)
+    assert expected_max(32, 0.0) == 1.0
+    assert expected_max(8, s) < expected_max(32, s)
+
+
+def test_max_draws_and_busy_share_agree_with_sampling():
+    rng = np.random.default_rng(7)
+    z = np.exp(0.2 * rng.standard_normal((200_000, 8)))
+    assert expected_max(8, 0.2) == pytest.approx(z.max(axis=1).mean(), rel=2e-3)
+    assert max_draws(np.random.default_rng(1), 8, 0.2, 200_000).mean() == pytest.approx(1.0, abs=3e-3)
+    # window 1: the slowest die every item; a long window: the mean die
+    assert busy_share(8, 0.2, 1) == pytest.approx(expected_max(8, 0.2), rel=1e-9)
+    assert busy_share(8, 0.2, 10**6) == pytest.approx(expected_max(1, 0.2), rel=1e-3)
+
+
+# ------------------------------------------------------------------------------------ twins
+def test_the_fit_reports_the_dispersion_it_found(root):
+    q = fit_costs(twin(root, 0.2)).quality
+    assert 0.15 <= q["moe"]["sigma"] <= 0.25
+    assert 0.15 <= q["attention"]["sigma"] <= 0.25
+    quiet = fit_costs(twin(root, 0.0)).quality
+    assert quiet["attention"]["sigma"] == 0.0  # members identical without noise
+
+
+@pytest.mark.parametrize("split", [(4, 4, 16), (4, 4, 8), (4, 4, 32), (8, 4, 16)])
+def test_every_split_lands_within_5pct_of_a_noisy_twin_and_inside_the_band(root, split):
+    measured = twin(root, 0.2)
+    truth = makespan(twin(root, 0.2, split))
+    r = predict(measured, split)
+    assert abs(r.makespan_ns - truth) / truth < 0.05, (r.makespan_ns, truth)
+    assert r.band["mc_status"] == "drawn" and r.band["mc_runs"] == 32
+    assert r.band["mc_low_ns"] <= truth <= r.band["mc_high_ns"], (r.band, truth)
+
+
+def test_the_pool_bound_split_at_low_noise(root):
+    split = (4, 4, 8)  # 8 expert dies: E[max of 8] < E[max of the 32 measured]
+    truth = makespan(twin(root, 0.1, split))
+    r = predict(twin(root, 0.1), split)
+    assert abs(r.makespan_ns - truth) / truth < 0.05
+    assert r.band["mc_low_ns"] <= truth <= r.band["mc_high_ns"]
+
+
+@pytest.mark.parametrize("split", [(4, 4, 16), (4, 4, 8)])
+def test_without_noise_the_twins_stay_within_1pct(root, split):
+    truth = makespan(twin(root, 0.0, split))
+    r = predict(twin(root, 0.0), split)
+    assert abs(r.makespan_ns - truth) / truth < 0.01
