@@ -28,9 +28,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from functools import lru_cache
 
 import numpy as np
 
+from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.formers import Batch, batch_costs
 from asaptrace.replay.mechanics.pipeline_run import run_recorded
 from asaptrace.replay.mechanics.pipelined import PipelineConfig
@@ -102,11 +104,8 @@ class ServingFormer(OnlineFormer):
             i = q.popleft()
             reqs.append(i)
             tokens += self.new[i]
-        c = np.array([self.new[i] for i in reqs], np.float64)
-        p = np.array([self.cached[i] for i in reqs], np.float64)
-        attn, disp, moe, comb = batch_costs(
-            self.costs, c, p, layers=sc.layers, dense_layers=0, tp=self.tp, experts=self.experts
-        )
+        pieces = tuple((self.new[i], self.cached[i]) for i in reqs)
+        attn, disp, moe, comb = costs_of(self.costs, sc.layers, self.tp, self.experts, pieces)
         bid = len(self.members)
         self.members.append(reqs)
         alone = self.dual and max(self.new[i] for i in reqs) > pol.long_tokens
@@ -117,6 +116,21 @@ class ServingFormer(OnlineFormer):
         for i in reqs:
             self.start[i] = now_ns
         return b
+
+
+@lru_cache(maxsize=1 << 16)
+def costs_of(
+    costs: CostModel, layers: int, tp: int, experts: int, pieces: tuple[tuple[int, int], ...]
+) -> tuple[np.ndarray, ...]:
+    """A batch's per-layer costs (:func:`batch_costs`) by its pieces' (new tokens, prefix), kept:
+    a resampled stream draws its lengths from a store's few requests, so most batches (one
+    prompt of ≥ 2,048 tokens fills one) recur thousands of times a sweep. Read-only arrays."""
+    c = np.array([x[0] for x in pieces], np.float64)
+    p = np.array([x[1] for x in pieces], np.float64)
+    out = batch_costs(costs, c, p, layers=layers, dense_layers=0, tp=tp, experts=experts)
+    for a in out:
+        a.flags.writeable = False
+    return out
 
 
 def _own_shares(former: OnlineFormer, batches: dict[int, Batch], cfg: PipelineConfig, sc: Scenario) -> None:
