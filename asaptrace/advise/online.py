@@ -129,7 +129,7 @@ def advise_online(
         "scenario": res["scenario"],
         "requests": res["workload"],
         "slo_ttft_ns": res["slo_ttft_ns"],
-        "duration_ns": res["duration_ns"],
+        "duration_ns": res["duration_ns"],  # the run's: extended to 20 SLO intervals
         "min_arrivals": MIN_ARRIVALS,
         "seeds": res["seeds"],
         "costs_from": res["costs_from"],

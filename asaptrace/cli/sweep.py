@@ -230,6 +230,8 @@ def _print_sweep(res: Any) -> None:
             print_lines(view.caption, indent="  ", style="dim")
             if narrow(out.width):
                 print_lines(sweep_at_1rps_line(res), indent="  ", style="dim")
+        if view.name == "sweep-curves":  # which points were steady states that did not hold
+            print_lines(view.caption, indent="  ", style="dim")
         if view.name == "sweep-decomposition":
             paper = paper_shares_line(res)
             if paper:

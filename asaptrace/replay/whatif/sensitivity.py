@@ -45,7 +45,7 @@ def vary(
             s, o = sc, replace(opt, settings=(*opt.settings, (name, value)))
         else:
             s, o = sc.with_knobs({name: value}), opt
-        slo = search_seeds(s, o, progress=progress, reference=False)[0]["slo"]
+        slo = search_seeds(s, o, progress=progress)[0]["slo"]
         rps = {p: slo[p]["slo_rps"] for p in opt.policies}
         ratio = slo_ratio(slo[headline_policy(opt.policies)], slo[opt.policies[0]])
         rows.append({"knob": name, "value": str(value), "slo_rps": rps, "ratio": ratio})

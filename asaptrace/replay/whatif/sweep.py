@@ -358,8 +358,10 @@ def search_slo(
         slo_ns = sc.slo_ttft_s * 1e9
         grid = _grid(runner, slo_ns)
         _search(runner, opt.policies, grid, slo_ns)
-        if reference:
-            runner.run(((p, 1.0) for p in opt.policies), kind="reference")
+        if reference:  # before the answer: every point a table shows is one the answer read
+            runner.run(
+                ((p, r) for r in (1.0, opt.decomposition_rate) for p in opt.policies), kind="reference"
+            )
         out = {}
         for p in opt.policies:
             curve = [(r, runner.mean(q, r)) for (q, r) in runner.points if q == p]
