@@ -12,6 +12,8 @@ Modules, in the order data flows through them:
 * :mod:`~asaptrace.replay.serving.arrivals` — request streams with common random numbers across
   rates (Poisson, a store's requests, a trace file's);
 * :mod:`~asaptrace.replay.serving.capacity` — capacity bounds (the highest sustainable rate);
+* :mod:`~asaptrace.replay.serving.steady` — the steady state every face judges by: how long a
+  rate's run lasts, whether its backlog grows, the one rule of SLO compliance (``meets_slo``);
 * :mod:`~asaptrace.replay.serving.policy_settings` — what a serving rule reads of its policy, as
   protocols (serving imports no policy);
 * :mod:`~asaptrace.replay.serving.lockstep_serving` — coupled, balanced and chunked prefill:
