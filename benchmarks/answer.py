@@ -81,6 +81,15 @@ def once(root: Path, args: list[str]) -> tuple[float, float, str]:
     )
 
 
+def _answer(on: dict, policy: str) -> str:
+    """One policy's median SLO rate to 3 digits, its seeds' range and its bound."""
+    v, r = on["slo_rps"][policy], on["slo_range"].get(policy)
+    bound = (on["capacity"].get(policy) or {}).get("bound_rps")
+    if v is None:
+        return f"{policy} –"
+    return f"{policy} {v:.3g} ({r[0]:.3g}–{r[1]:.3g}; bound {bound:.4g})"
+
+
 def before_after(old: Path, stores: dict[str, str], repeat: int) -> None:
     """``advise --online`` of the older tree and of this one, alternated; medians and answers."""
     print(f"{'store':<10} {'tree':<7} {'wall s':>8} {'cpu s':>8}  SLO rate per policy (median of seeds)")
@@ -94,8 +103,8 @@ def before_after(old: Path, stores: dict[str, str], repeat: int) -> None:
             for t, rs in runs.items()
         }
         for tree, rs in runs.items():
-            slo = json.loads(rs[-1][2])["online"]["slo_rps"]
-            text = ", ".join(f"{p} {v:.3g}" if v is not None else f"{p} –" for p, v in slo.items())
+            on = json.loads(rs[-1][2])["online"]
+            text = ", ".join(_answer(on, p) for p in on["slo_rps"])
             print(f"{name:<10} {tree:<7} {med[tree][0]:>8.2f} {med[tree][1]:>8.2f}  {text}")
         print(
             f"{name:<10} {'ratio':<7} {med['after'][0] / med['before'][0]:>7.2f}× {med['after'][1] / med['before'][1]:>7.2f}×"
