@@ -16,12 +16,23 @@ busy machine) and the ratio to its baseline. Usage::
 
     python benchmarks/answer.py               # from the repository root
     python benchmarks/answer.py --repeat 3
+
+``--before DIR`` (a checkout of older code, e.g. ``git worktree add /tmp/before COMMIT``) times
+``advise --online`` of both trees instead, runs alternated (before, after, before, …) so both see
+the same load, and prints the **median** wall and CPU seconds of each, after / before, and each
+policy's median SLO rate from both (the answers, to 3 digits); ``--ranks N`` adds a synthetic
+coupled store of N ranks (``benchmarks/ingest_ranks.py``'s: dp N/4 × tp 4, 8 layers, 384
+experts, one step) beside the sample::
+
+    python benchmarks/answer.py --before /tmp/before --ranks 384 --repeat 3
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -53,9 +64,62 @@ def timed(args: list[str], repeat: int) -> tuple[float, float]:
     return best
 
 
+def once(root: Path, args: list[str]) -> tuple[float, float, str]:
+    """Wall and CPU seconds and stdout of ``asaptrace ARGS`` run from the tree ``root``."""
+    before = os.times()
+    t0 = time.perf_counter()
+    env = dict(os.environ, PYTHONPATH=str(root))
+    out = subprocess.run(
+        [sys.executable, "-m", "asaptrace.cli", *args], cwd=root, env=env, check=True, capture_output=True
+    ).stdout.decode()
+    wall = time.perf_counter() - t0
+    after = os.times()
+    return (
+        wall,
+        (after.children_user - before.children_user) + (after.children_system - before.children_system),
+        out,
+    )
+
+
+def _answer(on: dict, policy: str) -> str:
+    """One policy's median SLO rate to 3 digits, its seeds' range and its bound."""
+    v, r = on["slo_rps"][policy], on["slo_range"].get(policy)
+    bound = (on["capacity"].get(policy) or {}).get("bound_rps")
+    if v is None:
+        return f"{policy} –"
+    return f"{policy} {v:.3g} ({r[0]:.3g}–{r[1]:.3g}; bound {bound:.4g})"
+
+
+def before_after(old: Path, stores: dict[str, str], repeat: int) -> None:
+    """``advise --online`` of the older tree and of this one, alternated; medians and answers."""
+    print(f"{'store':<10} {'tree':<7} {'wall s':>8} {'cpu s':>8}  SLO rate per policy (median of seeds)")
+    for name, store in stores.items():
+        runs: dict[str, list[tuple[float, float, str]]] = {"before": [], "after": []}
+        for _ in range(repeat):
+            for tree, root in (("before", old), ("after", ROOT)):
+                runs[tree].append(once(root, ["advise", store, "--online", "--json"]))
+        med = {
+            t: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs))
+            for t, rs in runs.items()
+        }
+        for tree, rs in runs.items():
+            on = json.loads(rs[-1][2])["online"]
+            text = ", ".join(_answer(on, p) for p in on["slo_rps"])
+            print(f"{name:<10} {tree:<7} {med[tree][0]:>8.2f} {med[tree][1]:>8.2f}  {text}")
+        print(
+            f"{name:<10} {'ratio':<7} {med['after'][0] / med['before'][0]:>7.2f}× {med['after'][1] / med['before'][1]:>7.2f}×"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=1, help="runs of each command (best wall time kept)")
+    ap.add_argument(
+        "--before", type=Path, help="a checkout of older code: advise --online of both, alternated"
+    )
+    ap.add_argument(
+        "--ranks", type=int, default=0, help="with --before, also a synthetic coupled store of N ranks"
+    )
     a = ap.parse_args()
     if not SAMPLE.is_dir():
         sys.exit(
@@ -70,6 +134,17 @@ def main() -> None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
+        if a.before is not None:
+            stores = {"sample": store}
+            if a.ranks:
+                sys.path.insert(0, str(ROOT / "benchmarks"))
+                from ingest_ranks import ingest, synth_run
+
+                big = Path(tmp) / f"coupled-{a.ranks}.store"
+                ingest(synth_run(Path(tmp), a.ranks), big)
+                stores[f"{a.ranks} ranks"] = str(big)
+            before_after(a.before, stores, a.repeat)
+            return
         rows = [
             (
                 "advise --online",

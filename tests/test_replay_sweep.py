@@ -45,6 +45,11 @@ def test_slo_rate_interpolates_inside_the_bracket():
     assert slo_rate([(1, 1e9), (2, 2e9), (4, 8e9)], 5e9) == (3.0, False)
     assert slo_rate([(1, 1e9), (2, 2e9)], 5e9) == (2, True)  # never missed: censored
     assert slo_rate([(1, 6e9), (2, 7e9)], 5e9) == (None, False)  # missed at the lowest rate
+    # a curve that dips: 3/s meets the SLO (4 s) above 2/s that misses it (6 s); the bracket is
+    # [3, 4], the highest rate meeting it and the next: 3 + (5 − 4)/(8 − 4) = 3.25, so no rate that
+    # met the SLO lies above the answer (the first crossing, 1 + 4/5 = 1.8, would be below 3)
+    assert slo_rate([(1, 1e9), (2, 6e9), (3, 4e9), (4, 8e9)], 5e9) == (3.25, False)
+    assert slo_rate([(1, 6e9), (2, 4e9), (3, 7e9)], 5e9) == (2 + 1 / 3, False)  # missed at 1/s, met at 2
 
 
 def test_ratios_are_not_made_of_lower_bounds():
@@ -95,7 +100,8 @@ def test_bisection_finds_the_rate_of_a_monotone_synthetic_curve():
     unit = np.cumsum(np.random.default_rng([0, 1]).exponential(1.0, 8192))
     truth = unit[1500] / 300
     sc = load_scenario("asap-paper")
-    opt = SweepOptions(policies=("test-count",), rates=(1, 2, 4, 8), bisection_steps=10)
+    # (a run of every arrival in the 300 s: the count is the curve, so no 2,000-arrival floor here)
+    opt = SweepOptions(policies=("test-count",), rates=(1, 2, 4, 8), bisection_steps=10, min_arrivals=0)
     res = run_sweep(sc, opt)
     # the grid bracket is (4, 8); ten halvings leave a bracket 4/1024 wide around the truth
     assert abs(res["slo_rps"]["test-count"] - truth) <= 4 / 1024
@@ -390,7 +396,8 @@ def test_more_expert_dies_raise_asap_throughput_until_transfers_cap_it():
     # (512 tokens per die) waits ≈ 2·(0.19 + 0.5·50) ≈ 50 ms per layer on transfers against
     # ≈ 3 ms of attention and ≈ 2.5 ms of pool work (E = 8). Each group's two slots spend their
     # time waiting on transfers, which more pool dies do not shorten: the dead zone, where the
-    # SLO throughput stops rising with E (within 5 % from 8 to 32 dies).
+    # SLO throughput stops rising with E (within 10 % from 8 to 32 dies, 4× the pool; 10.77 and
+    # 11.49/s in the steady state of ≥ 2,000 arrivals, against 1.5× from 8 to 16 without the cap).
     capped = _slo_per_experts(xfer_per_k_ms=50)
-    assert capped[-1] < 1.05 * capped[0]
+    assert capped[-1] < 1.10 * capped[0]
     assert capped[0] < 0.5 * rps[0]  # and far below the pool-bound throughput

@@ -3,9 +3,10 @@
 The offline advice says "these batches, as they arrived, would finish X s sooner"; this adds "served
 under load, your lengths, this serves Y requests/s at your SLO". It is a steady-state answer: the
 store's request lengths (new tokens and prefix) are resampled with the seed into Poisson arrivals
-(or the store's own inter-arrival shape, rescaled), each rate's run lasts the scenario's duration
-and at least :data:`MIN_ARRIVALS` arrivals, every arrival is drained and counted, a rate whose
-backlog outgrows one SLO interval's drain is not compliant, and the answer is the median over
+(or the store's own inter-arrival shape, rescaled), each rate's run lasts the scenario's duration,
+at least 20 SLO intervals and at least :data:`MIN_ARRIVALS` arrivals, every arrival is drained and
+counted, a rate whose backlog grows over the second half of its arrivals is not compliant
+(:mod:`asaptrace.replay.serving.steady`), and the answer is the median over
 :data:`SEEDS` seeds with its range, beside each policy's capacity bound (the binding resource named).
 
 **Cost-fit band** (DOMAIN §8 "uncertainty", the fit's band of §7): every cost is modelled online,
@@ -36,13 +37,13 @@ from asaptrace.replay.costs import CostFit, CostModel
 from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies import Policy, policy_of
 from asaptrace.replay.serving.scenario import Scenario, load_scenario
+from asaptrace.replay.serving.steady import MIN_ARRIVALS
 from asaptrace.replay.whatif.run import resolve_costs
 from asaptrace.replay.whatif.sweep import SweepOptions, capacity_of, run_sweep, search_slo
 
-#: simulated seconds of arrivals per rate (each rate's run is extended to MIN_ARRIVALS)
+#: simulated seconds of arrivals per rate (each rate's run is extended to MIN_ARRIVALS arrivals and
+#: 20 SLO intervals: :func:`asaptrace.replay.serving.steady.run_length`)
 DURATION_S = 60.0
-#: at least this many arrivals at every rate swept, the reported one included (DOMAIN §8)
-MIN_ARRIVALS = 2000
 #: the SLO throughput is the median over this many seeds, with its range
 SEEDS = 5
 QUESTION = ONLINE_QUESTION
@@ -128,7 +129,7 @@ def advise_online(
         "scenario": res["scenario"],
         "requests": res["workload"],
         "slo_ttft_ns": res["slo_ttft_ns"],
-        "duration_ns": res["duration_ns"],
+        "duration_ns": res["duration_ns"],  # the run's: extended to 20 SLO intervals
         "min_arrivals": MIN_ARRIVALS,
         "seeds": res["seeds"],
         "costs_from": res["costs_from"],
@@ -168,11 +169,11 @@ def cost_band(sc: Scenario, opt: SweepOptions, quality: dict[str, Any] | None) -
         rows = {}
         for p in opt.policies:
             cap = capacity_of(p, sc_end, one) or {}
-            rate, bound = slo[p]["slo_rps"], cap.get("bound_rps")
+            rate = slo[p]["slo_rps"]
             rows[p] = {
-                "slo_rps": None if rate is None else round(min(rate, bound) if bound else rate, 4),
+                "slo_rps": None if rate is None else round(rate, 4),
                 "censored": slo[p]["censored"],
-                "bound_rps": bound,
+                "bound_rps": cap.get("bound_rps"),
             }
         out[end] = rows
     return out

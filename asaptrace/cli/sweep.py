@@ -46,7 +46,10 @@ def sweep(
         str, typer.Option(help="Request rates per second, e.g. 1,2,4,8, or auto (doubling from 0.5).")
     ] = "auto",
     duration: Annotated[
-        str | None, typer.Option(help="Arrivals per rate, then drained (default: the scenario's, 300s).")
+        str | None,
+        typer.Option(
+            help="Arrivals per rate, then drained (default: the scenario's, 300s); extended to 20 SLO intervals and 2,000 arrivals."
+        ),
     ] = None,
     slo_ttft: Annotated[
         str | None, typer.Option("--slo-ttft", help="SLO on mean TTFT (default: the scenario's, 5s).")
@@ -221,6 +224,8 @@ def _print_sweep(res: Any) -> None:
             print_lines(view.caption, indent="  ", style="dim")
             if narrow(out.width):
                 print_lines(sweep_at_1rps_line(res), indent="  ", style="dim")
+        if view.name == "sweep-curves":  # which points were steady states that did not hold
+            print_lines(view.caption, indent="  ", style="dim")
         if view.name == "sweep-decomposition":
             paper = paper_shares_line(res)
             if paper:

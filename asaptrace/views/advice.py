@@ -190,7 +190,8 @@ def online_setup_line(j: dict[str, Any]) -> str:
         return f"online: not run ({on.get('reason', '–')})"
     return (
         f"online: {on['requests']}; {on['costs_from']}; {len(on.get('seeds') or [])} seeds, at least"
-        f" {on.get('min_arrivals', 0):,} arrivals a rate, every one drained."
+        f" {on.get('min_arrivals', 0):,} arrivals and {on.get('duration_ns', 0) / 1e9:g} s of them a rate,"
+        " every one drained; a rate whose backlog grew is not stable."
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 
+from asaptrace.replay.serving.steady import meets_slo
 from asaptrace.replay.whatif.sweep_result import DECOMPOSITION_SCHEMA
 from asaptrace.units import percent, rps_text
 from asaptrace.views.replay import deployment_text
@@ -202,7 +203,18 @@ def sweep_curves_view(res: Any) -> TableView:
                 row.append(point.get("p99_ttft_ns"))
         rows.append(tuple(row))
     dtypes = {c: (pl.Float64 if c == "rate" else pl.Int64) for c in columns}
-    return rows_view("TTFT by rate", columns, rows, name="sweep-curves", dtypes=dtypes)
+    unstable = [
+        f"{p} at {rps_text(r)}/s"
+        for p in pols
+        for r in rates
+        if (by.get((p, r)) or {}).get("stable") is False
+    ]
+    caption = "each point a steady-state run (the one the SLO column reads)"
+    if unstable:
+        caption += (
+            f"; not stable (its backlog grew), so not SLO-compliant whatever its mean: {', '.join(unstable)}"
+        )
+    return rows_view("TTFT by rate", columns, rows, name="sweep-curves", dtypes=dtypes, caption=caption)
 
 
 def sweep_decomposition_view(res: Any) -> TableView:
@@ -319,13 +331,14 @@ def sweep_tables(res: Any) -> dict[str, pl.DataFrame]:
                 "kind": row.get("kind"),
             }
             r |= {k: row.get(k) for k in _QUANTILE_KEYS}
-            r["meets_slo"] = None if row.get("mean_ttft_ns") is None else row["mean_ttft_ns"] <= slo
+            r["stable"] = row.get("stable")
+            r["meets_slo"] = None if row.get("mean_ttft_ns") is None else meets_slo(row, slo)
             curve_rows.append(r)
     curves = flat_frame(
         curve_rows,
         {"policy": pl.String, "rate": pl.Float64, "n_requests": pl.Int64, "kind": pl.String}
         | dict.fromkeys(_QUANTILE_KEYS, pl.Int64)
-        | {"meets_slo": pl.Boolean},
+        | {"stable": pl.Boolean, "meets_slo": pl.Boolean},
     )
     slo_rows = [
         {

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import ClassVar
 
 import numpy as np
@@ -112,18 +113,9 @@ class PingpongFormer(OnlineFormer):
             self.pending.append(self._micro_batch(mine, now_ns))
 
     def _micro_batch(self, reqs: list[int], now_ns: int) -> Batch:
-        sc, costs = self.sc, self.costs
-        c = np.array([self.new[i] for i in reqs], np.float64)
-        p = np.array([self.cached[i] for i in reqs], np.float64)
-        groups = place_longest_first(costs.attention_weight(c, p), self.dp)
-        attn = max(
-            int(costs.attention_ns(c[groups == g], p[groups == g], tp=self.tp)) if (groups == g).any() else 0
-            for g in range(self.dp)
-        )
-        tokens = float(c.sum())
-        xfer = int(costs.transfer_ns(tokens / (self.dp * self.tp)))
-        moe = int(costs.moe_ns(tokens, self.experts))
-        layers = sc.layers
+        pieces = tuple((self.new[i], self.cached[i]) for i in reqs)
+        attn, xfer, moe = _micro_batch_costs(self.costs, self.dp, self.tp, self.experts, pieces)
+        layers = self.sc.layers
         bid = len(self.members)
         self.members.append(reqs)
         return Batch(
@@ -134,6 +126,23 @@ class PingpongFormer(OnlineFormer):
             np.full(layers, moe, np.int64),
             np.full(layers, xfer, np.int64),
         )
+
+
+@lru_cache(maxsize=1 << 16)
+def _micro_batch_costs(
+    costs: CostModel, dp: int, tp: int, experts: int, pieces: tuple[tuple[int, int], ...]
+) -> tuple[int, int, int]:
+    """One layer's (attention of the slowest group, dispatch or combine, pool item) of a micro-batch
+    of these (new tokens, prefix) pieces, kept: a resampled stream's micro-batches recur."""
+    c = np.array([x[0] for x in pieces], np.float64)
+    p = np.array([x[1] for x in pieces], np.float64)
+    groups = place_longest_first(costs.attention_weight(c, p), dp)
+    attn = max(
+        int(costs.attention_ns(c[groups == g], p[groups == g], tp=tp)) if (groups == g).any() else 0
+        for g in range(dp)
+    )
+    tokens = float(c.sum())
+    return attn, int(costs.transfer_ns(tokens / (dp * tp))), int(costs.moe_ns(tokens, experts))
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ split: one cause ``split_and_mechanisms_changed`` (then 6).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import ClassVar
 
 import numpy as np
@@ -103,11 +104,8 @@ class AsapFormer(OnlineFormer):
 
     def cut(self, reqs: list[int], now_ns: int) -> Batch:
         """The batch of these requests, costed on the served deployment."""
-        c = np.array([self.new[i] for i in reqs], np.float64)
-        p = np.array([self.cached[i] for i in reqs], np.float64)
-        attn, disp, moe, comb = batch_costs(
-            self.costs, c, p, layers=self.sc.layers, dense_layers=0, tp=self.tp, experts=self.experts
-        )
+        pieces = tuple((self.new[i], self.cached[i]) for i in reqs)
+        attn, disp, moe, comb = costs_of(self.costs, self.sc.layers, self.tp, self.experts, pieces)
         bid = len(self.members)
         self.members.append(reqs)
         alone = self.dual and max(self.new[i] for i in reqs) > self.pol.long_tokens
@@ -117,6 +115,21 @@ class AsapFormer(OnlineFormer):
         for i in self.members[b.batch_id]:
             self.start[i] = now_ns
         return b
+
+
+@lru_cache(maxsize=1 << 16)
+def costs_of(
+    costs: CostModel, layers: int, tp: int, experts: int, pieces: tuple[tuple[int, int], ...]
+) -> tuple[np.ndarray, ...]:
+    """A batch's per-layer costs (:func:`batch_costs`) by its pieces' (new tokens, prefix), kept:
+    a resampled stream draws its lengths from a store's few requests, so most batches (one
+    prompt of ≥ 2,048 tokens fills one) recur thousands of times a sweep. Read-only arrays."""
+    c = np.array([x[0] for x in pieces], np.float64)
+    p = np.array([x[1] for x in pieces], np.float64)
+    out = batch_costs(costs, c, p, layers=layers, dense_layers=0, tp=tp, experts=experts)
+    for a in out:
+        a.flags.writeable = False
+    return out
 
 
 @dataclass(frozen=True)

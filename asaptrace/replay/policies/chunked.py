@@ -20,6 +20,7 @@ the fewest tokens this step, a prompt cut to fill it and its tail going first ne
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -66,15 +67,22 @@ class ChunkedFormer(LockstepFormer):
             taken.append(i)
             total += remaining[i]
         back: list[int] = []
+        # the open groups as (tokens this step, group): the top is the one with the fewest tokens, the
+        # lowest index among equals (as min over the open groups), in O(log d) a piece
+        fewest = [(budget - room[g], g) for g in range(d) if room[g] > 0]
+        heapq.heapify(fewest)
         for i in sorted(taken, key=lambda i: -remaining[i]):
-            open_groups = [g for g in range(d) if room[g] > 0]
-            if not open_groups:
+            if not fewest:
                 back.append(i)
                 continue
-            g = min(open_groups, key=lambda g: budget - room[g])  # fewest tokens this step
+            g = fewest[0][1]
             c = min(remaining[i], room[g])
             groups[g].append((i, c, done[i]))
             room[g] -= c
+            if room[g] > 0:
+                heapq.heapreplace(fewest, (budget - room[g], g))
+            else:
+                heapq.heappop(fewest)
             if c < remaining[i]:
                 carry[g] = i
         if back:

@@ -36,6 +36,7 @@ group index; among equal weights the FIFO order is kept (a stable sort).
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -122,18 +123,20 @@ class LockstepFormer:
         taken = self.take()
         weight = {i: self.weight(i) for i in taken}
         tokens = [0] * d
-        load = [0.0] * d
+        # (load, group): the heap's top is min(range(d), key=load) — the least load, the lowest index
+        # among equals — in O(log d) a placement instead of O(d) (D = 96 at 384 ranks)
+        least = [(0.0, g) for g in range(d)]
         groups: list[list[Piece]] = [[] for _ in range(d)]
         back: list[int] = []
         for i in sorted(taken, key=lambda i: -weight[i]):  # stable: FIFO among equals
-            g = min(range(d), key=load.__getitem__)
+            load, g = least[0]
             c = remaining[i]
             if tokens[g] and tokens[g] + c > cap:
                 back.append(i)
                 continue
             groups[g].append((i, c, done[i]))
             tokens[g] += c
-            load[g] += weight[i]
+            heapq.heapreplace(least, (load + weight[i], g))
         if back:  # did not fit: back to the front, in FIFO order
             self.queue.extendleft(sorted(back, reverse=True))
         return groups

@@ -21,12 +21,11 @@ from asaptrace.replay.policies import POLICIES
 from asaptrace.replay.policies.settings import is_setting, setting_key
 from asaptrace.replay.serving.scenario import Scenario, is_knob, knob_name
 from asaptrace.replay.whatif.sweep import (
-    MIN_ARRIVALS,
     Progress,
     SweepOptions,
     evaluate,
     run_sweep,
-    search_slo,
+    search_seeds,
     slo_ratio,
 )
 from asaptrace.replay.whatif.sweep_result import SweepResult, headline_policy
@@ -35,7 +34,9 @@ from asaptrace.replay.whatif.sweep_result import SweepResult, headline_policy
 def vary(
     sc: Scenario, opt: SweepOptions, knob: str, values: list[str], *, progress: Progress | None = None
 ) -> list[dict[str, Any]]:
-    """SLO throughput per policy and the asap (or last) / first ratio for each value of one knob."""
+    """SLO throughput per policy and the asap (or last) / first ratio for each value of one knob:
+    each row the main table's very search (:func:`search_seeds`: the same seeds, the same steady
+    state, the same median), so at the main scenario's value it gives the main table's numbers."""
     setting = not is_knob(knob) and is_setting(knob, POLICIES)
     name = setting_key(knob, POLICIES) if setting else knob_name(knob)
     rows = []
@@ -44,7 +45,7 @@ def vary(
             s, o = sc, replace(opt, settings=(*opt.settings, (name, value)))
         else:
             s, o = sc.with_knobs({name: value}), opt
-        slo, _ = search_slo(s, o, progress=progress)
+        slo = search_seeds(s, o, progress=progress)[0]["slo"]
         rps = {p: slo[p]["slo_rps"] for p in opt.policies}
         ratio = slo_ratio(slo[headline_policy(opt.policies)], slo[opt.policies[0]])
         rows.append({"knob": name, "value": str(value), "slo_rps": rps, "ratio": ratio})
@@ -190,9 +191,6 @@ def sweep_scenario(
         lengths=lengths,
         executor=executor,
         ray_address=ray_address,
-        # a user's workload is a steady state of at least MIN_ARRIVALS per rate (DOMAIN §8); the
-        # paper's scenario keeps its fixed duration
-        min_arrivals=MIN_ARRIVALS if workload else 0,
         seeds=tuple(first + k for k in range(seeds)) if seeds > 1 else None,
         settings=tuple(settings.items()),
     )

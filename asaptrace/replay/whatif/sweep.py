@@ -30,6 +30,7 @@ from asaptrace.executors import map_ordered, resolve_executor, session
 from asaptrace.replay.costs import fit_warnings
 from asaptrace.replay.policies import POLICIES, Policy, policy_of
 from asaptrace.replay.policies.settings import OLD_NAMES, apply_settings, reaches, setting_key
+from asaptrace.replay.serving import steady
 from asaptrace.replay.serving.arrivals import ArrivalStream, make_stream
 from asaptrace.replay.serving.capacity import binding
 from asaptrace.replay.serving.scenario import Scenario, paper_for
@@ -43,9 +44,6 @@ AUTO_RATES = tuple(0.5 * 2**k for k in range(12))
 
 Progress = Callable[[str], None]
 
-
-#: a user's workload (a store, a trace) is served for at least this many arrivals per rate (DOMAIN §8)
-MIN_ARRIVALS = 2000
 
 #: what ``asaptrace sweep`` compares unless told: the first is the ratios' baseline
 DEFAULT_POLICIES = ("coupled", "chunked", "asap")
@@ -64,9 +62,9 @@ class SweepOptions:
     lengths: str = "fit"  # "fit" (the scenario's log-logistic) or a synth length profile
     executor: str = "local"  # local (this machine, ``jobs``) or ray: one task per point
     ray_address: str | None = None  # ray: the cluster (default: a local instance of ``jobs`` CPUs)
-    #: each rate's run extended past the duration to at least this many arrivals (DOMAIN §8: 2,000
-    #: for a workload of the user's; 0: the scenario's fixed duration, as the paper's)
-    min_arrivals: int = 0
+    #: each rate's run extended past the duration to at least this many arrivals (DOMAIN §8: 2,000 on
+    #: every face; a test may ask fewer, never a face) and to 20 SLO intervals (:mod:`...steady`)
+    min_arrivals: int = steady.MIN_ARRIVALS
     #: the seeds the SLO search runs on (None: the scenario's one seed); the answer is their median
     seeds: tuple[int, ...] | None = None
     #: configured policy objects by label (advise: each what-if at its setting); a label not here
@@ -198,29 +196,26 @@ def capacity_of(label: str, sc: Scenario, opt: SweepOptions) -> dict[str, Any] |
     }
 
 
-def evaluate(policy: str, rate: float, sc: Scenario, opt: SweepOptions, cap: Any = None) -> dict[str, Any]:
-    """Simulate ``policy`` at ``rate`` on the scenario's stream; one curve point, with its
-    stability: the new tokens queued when arrivals end within one SLO interval's drain at its
-    bound, and the rate within the bound of the requests it served."""
-    reqs = _stream(sc, opt).at_rate(rate, sc.duration_s, opt.min_arrivals)
+def evaluate(policy: str, rate: float, sc: Scenario, opt: SweepOptions) -> dict[str, Any]:
+    """Simulate ``policy`` at ``rate`` on the scenario's stream for a steady-state run (at least
+    ``min_arrivals`` arrivals and 20 SLO intervals, :func:`~asaptrace.replay.serving.steady.run_length`);
+    one curve point, with its stability (:func:`~asaptrace.replay.serving.steady.steady_state`: the
+    backlog does not grow over the second half of the arrivals) and the rate within the capacity
+    bound of the requests it served: a rate offered faster than its own requests' bound is never
+    stable, however short its backlog (DOMAIN §8)."""
+    duration, least = steady.run_length(sc.duration_s, sc.slo_ttft_s, opt.min_arrivals)
+    reqs = _stream(sc, opt).at_rate(rate, duration, least)
     pol = configured_policy(policy, sc, opt)
     res = simulate(pol, reqs, sc)
     row = point_stats(res, rate, reqs.seq_len)
-    cap = cap or capacity_of(policy, sc, opt)  # a sweep passes its bound, found once per stream
     if len(reqs):
-        end = int(reqs.arrival_ns[-1])
-        backlog = int(res.new_tokens[res.start_ns > end].sum())
-        row["arrivals_end_ns"] = end
-        row["backlog_tokens"] = backlog
-        if cap is not None:
-            drain = cap["bound_rps"] * cap["mean_new_tokens"] * sc.slo_ttft_s
-            # nor is a run of requests offered faster than their own bound, however short
-            own = pol.capacity(sc, reqs.new_tokens.astype(float), reqs.cached_len.astype(float))
-            row["stable"] = backlog <= drain and (not own or rate <= binding(own)[1])
+        row |= steady.steady_state(res)
+        own = pol.capacity(sc, reqs.new_tokens.astype(float), reqs.cached_len.astype(float))
+        row["stable"] = bool(row["stable"]) and (not own or rate <= binding(own)[1])
     return row
 
 
-def _point(args: tuple[str, float, Scenario, SweepOptions, Any]) -> dict[str, Any]:
+def _point(args: tuple[str, float, Scenario, SweepOptions]) -> dict[str, Any]:
     return evaluate(*args)
 
 
@@ -247,41 +242,37 @@ class _Runner:
     def run(self, wanted: Iterable[tuple[str, float]], *, kind: str = "grid") -> None:
         """Evaluate the points not evaluated yet; ``kind`` (grid, bisection, reference) is kept."""
         todo = [w for w in dict.fromkeys(wanted) if w not in self.points]
-        results = map_ordered(self.executor, _point, [(*w, self.sc, self.opt, self.caps[w[0]]) for w in todo])
+        results = map_ordered(self.executor, _point, [(*w, self.sc, self.opt) for w in todo])
         for (p, r), row in zip(todo, results, strict=True):
             self.points[(p, r)] = row | {"kind": kind}
             if self.progress is not None:
                 self.progress(f"{p} @ {r:g}/s")
 
     def mean(self, policy: str, rate: float) -> float:
-        """The point's mean TTFT; infinite when it is not stable (its backlog at the end of arrivals
-        more than one SLO interval's drain: not SLO-compliant whatever its mean, DOMAIN §8)."""
-        pt = self.points[(policy, rate)]
-        m = pt["mean_ttft_ns"]
-        return float("inf") if m is None or pt.get("stable") is False else float(m)
+        """The point's mean TTFT; infinite when it is not stable (its backlog grew: not
+        SLO-compliant whatever its mean, :func:`~asaptrace.replay.serving.steady.search_ttft_ns`)."""
+        return steady.search_ttft_ns(self.points[(policy, rate)])
 
 
 # ----------------------------------------------------------------------------------- SLO search
 def slo_rate(curve: list[tuple[float, float]], slo_ns: float) -> tuple[float | None, bool]:
     """Largest rate with mean TTFT ≤ SLO on a (rate, mean) curve, interpolated in its bracket.
 
-    Returns (rate, censored): censored when every point meets the SLO (the rate is then the
-    largest one); ``None`` when even the lowest rate misses it.
+    The bracket is [the highest rate meeting the SLO, the next rate above it]: no rate that met
+    the SLO lies above the answer, however the curve dips. Returns (rate, censored): censored when
+    the highest rate meets the SLO (the rate is then that one); ``None`` when no rate meets it.
     """
     pts = sorted(curve)
-    if not pts or pts[0][1] > slo_ns:
+    ok = [i for i, (_, mean) in enumerate(pts) if mean <= slo_ns]
+    if not ok:
         return None, False
-    lo = None
-    for rate, mean in pts:
-        if mean <= slo_ns:
-            lo = (rate, mean)
-            continue
-        assert lo is not None
-        (r0, m0), (r1, m1) = lo, (rate, mean)
-        if not np.isfinite(m1) or m1 == m0:
-            return r0, False
-        return r0 + (r1 - r0) * (slo_ns - m0) / (m1 - m0), False
-    return pts[-1][0], True
+    i = ok[-1]
+    if i == len(pts) - 1:
+        return pts[-1][0], True
+    (r0, m0), (r1, m1) = pts[i], pts[i + 1]
+    if not np.isfinite(m1) or m1 == m0:
+        return r0, False
+    return r0 + (r1 - r0) * (slo_ns - m0) / (m1 - m0), False
 
 
 def _bracket(runner: _Runner, policy: str, rates: list[float], slo_ns: float) -> tuple[float, float] | None:
@@ -367,8 +358,10 @@ def search_slo(
         slo_ns = sc.slo_ttft_s * 1e9
         grid = _grid(runner, slo_ns)
         _search(runner, opt.policies, grid, slo_ns)
-        if reference:
-            runner.run(((p, 1.0) for p in opt.policies), kind="reference")
+        if reference:  # before the answer: every point a table shows is one the answer read
+            runner.run(
+                ((p, r) for r in (1.0, opt.decomposition_rate) for p in opt.policies), kind="reference"
+            )
         out = {}
         for p in opt.policies:
             curve = [(r, runner.mean(q, r)) for (q, r) in runner.points if q == p]
@@ -380,22 +373,32 @@ def search_slo(
 
 
 # ---------------------------------------------------------------------------------------- sweep
-def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = None) -> SweepResult:
-    """The whole sweep (docs/sweep.md; its JSON: :meth:`SweepResult.to_json`): the SLO search on
-    every seed (the answer is the median; curves and decomposition are the first seed's), each
-    policy's capacity bound beside it."""
+def search_seeds(
+    sc: Scenario, opt: SweepOptions, *, progress: Progress | None = None, reference: bool = True
+) -> tuple[dict[str, Any], _Runner, Scenario]:
+    """The SLO search on every seed (the scenario's one without ``seeds``): :func:`median_over_seeds`,
+    the first seed's runner and scenario. The main table and every ``--vary`` row come from here."""
     seeds = list(opt.seeds or (sc.seed,))
     by_seed: list[dict[str, Any]] = []
     first = sc if seeds[0] == sc.seed else sc.with_knobs({"seed": seeds[0]})
     runner = None
     for seed in seeds:
         sck = first if seed == seeds[0] else sc.with_knobs({"seed": seed})
-        slo_k, runner_k = search_slo(sck, opt, progress=progress, reference=runner is None)
+        slo_k, runner_k = search_slo(sck, opt, progress=progress, reference=reference and runner is None)
         by_seed.append(slo_k)
         runner = runner if runner is not None else runner_k
     assert runner is not None
+    return median_over_seeds(by_seed, opt.policies), runner, first
+
+
+def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = None) -> SweepResult:
+    """The whole sweep (docs/sweep.md; its JSON: :meth:`SweepResult.to_json`): the SLO search on
+    every seed (the answer is the median; curves and decomposition are the first seed's), each
+    policy's capacity bound beside it."""
+    seeds = list(opt.seeds or (sc.seed,))
+    over, runner, first = search_seeds(sc, opt, progress=progress)
+    slo, ranges, per = over["slo"], over["range"], over["by_seed"]
     capacity = runner.caps  # the first seed's runner: its stream is ``first``'s
-    slo, capped, ranges, per = _median_over_seeds(by_seed, opt.policies, capacity)
     runner.run(((p, opt.decomposition_rate) for p in opt.policies), kind="reference")
     curves = {
         p: [
@@ -414,7 +417,7 @@ def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = No
         "scenario": sc.name,
         "policies": list(opt.policies),
         "slo_ttft_ns": int(sc.slo_ttft_s * 1e9),
-        "duration_ns": int(sc.duration_s * 1e9),
+        "duration_ns": int(steady.run_length(sc.duration_s, sc.slo_ttft_s, 0)[0] * 1e9),
         "workload": _workload_text(first, opt),
         "slo_rps": {p: slo[p]["slo_rps"] for p in opt.policies},
         "slo_censored": {p: slo[p]["censored"] for p in opt.policies},
@@ -436,7 +439,7 @@ def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = No
         "seeds": seeds,
         "slo_by_seed": per,
         "slo_range": ranges,
-        "slo_capped": capped,
+        "slo_above_bound": steady.above_bound(per, capacity),
         "min_arrivals": opt.min_arrivals,
     }
     return SweepResult(**result, reading=reading(result))
@@ -463,14 +466,12 @@ def question_of(sc: Scenario, opt: SweepOptions) -> str:
     return f"scenario {sc.name}, lengths {opt.lengths}"
 
 
-def _median_over_seeds(
-    by_seed: list[dict[str, Any]], policies: tuple[str, ...], capacity: dict[str, Any]
-) -> tuple[dict[str, Any], list[str], dict[str, Any], dict[str, Any]]:
+def median_over_seeds(by_seed: list[dict[str, Any]], policies: tuple[str, ...]) -> dict[str, Any]:
     """Per policy: the median SLO rate over seeds (a seed that met the SLO at no rate counts 0),
-    censored when any seed was, capped at the capacity bound (named when it had to be); the
-    [min, max] over seeds and each seed's rate."""
+    censored when any seed was (``slo``); the [min, max] over seeds (``range``) and each seed's
+    rate (``by_seed``). Never clipped to a bound: a seed above its bound is a defect, named by
+    :func:`~asaptrace.replay.serving.steady.above_bound`."""
     slo: dict[str, Any] = {}
-    capped: list[str] = []
     ranges: dict[str, Any] = {}
     per: dict[str, Any] = {}
     for p in policies:
@@ -481,14 +482,12 @@ def _median_over_seeds(
             ranges[p] = None
             continue
         x = [0.0 if v is None else float(v) for v in vals]
-        med = float(np.median(x))
-        bound = (capacity.get(p) or {}).get("bound_rps")
-        if bound is not None and med > bound:
-            med = float(bound)
-            capped.append(p)
-        slo[p] = {"slo_rps": round(med, 4), "censored": any(r[p]["censored"] for r in by_seed)}
+        slo[p] = {
+            "slo_rps": round(float(np.median(x)), 4),
+            "censored": any(r[p]["censored"] for r in by_seed),
+        }
         ranges[p] = [round(min(x), 4), round(max(x), 4)]
-    return slo, capped, ranges, per
+    return {"slo": slo, "range": ranges, "by_seed": per}
 
 
 def slo_ratio(this: dict[str, Any], base: dict[str, Any]) -> float | None:

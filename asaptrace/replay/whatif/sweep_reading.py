@@ -60,6 +60,12 @@ def reading(result: dict[str, Any]) -> str:
     paper = result.get("paper") or {}
     ours = ", ".join(f"{p} {rps_text(result['slo_rps'][p], prose=True)}" for p in pols)
     text = f"SLO-compliant throughput (mean TTFT ≤ {result['slo_ttft_ns'] / 1e9:g} s): {ours}."
+    over = result.get("slo_above_bound") or []
+    if over:  # never clipped: said, as the defect it is
+        text += (
+            f" A seed of {', '.join(over)} served above 1.05 × its capacity bound: a defect of the"
+            " steady state or of the cost model, not a throughput (please report it)."
+        )
     source = result["costs_from"]
     from_paper = source.startswith("the paper's own cost figures")
     ref = paper.get("slo_rps") or {}

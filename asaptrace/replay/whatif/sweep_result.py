@@ -25,7 +25,9 @@ from asaptrace.userfiles import write_atomic
 #: 3: question, capacity, slo_median/slo_range/slo_by_seed, seeds, min_arrivals, slo_capped;
 #: per point n_requests (arrivals), backlog_tokens, stable (files of versions 1–2 are read)
 #: 4: policy_settings; the deployment knobs (default_*, chunk_tokens, asap_*) left knobs for it
-SCHEMA_VERSION = 4
+#: 5: slo_above_bound replaces slo_capped (nothing is capped); per point backlog_half_tokens,
+#: offered_tokens (the steady-state rule); min_arrivals 2,000 on every face; duration_ns the run's
+SCHEMA_VERSION = 5
 #: the keys a file must have to be read as a sweep result
 REQUIRED = ("schema_version", "policies", "curves", "slo_rps", "slo_ttft_ns")
 _SHAPES = {"policies": list, "curves": dict, "slo_rps": dict, "slo_ttft_ns": (int, float)}
@@ -81,9 +83,10 @@ class SweepResult(HtmlRepr, Mapping[str, Any]):
     seeds: list[int] = field(default_factory=list)
     slo_by_seed: dict[str, list[float | None]] = field(default_factory=dict)
     slo_range: dict[str, list[float] | None] = field(default_factory=dict)
-    #: policies whose search landed above their capacity bound (reported at the bound: a bug to report)
-    slo_capped: list[str] = field(default_factory=list)
-    #: each rate's run extended to at least this many arrivals (0: the scenario's fixed duration)
+    #: policies a seed of which served above 1.05 × its capacity bound (never clipped: a defect of
+    #: the steady state or of the model, said; empty)
+    slo_above_bound: list[str] = field(default_factory=list)
+    #: each rate's run extended to at least this many arrivals (0 in files before version 5)
     min_arrivals: int = 0
     calibration: dict[str, Any] | None = None
     vary: list[dict[str, Any]] = field(default_factory=list)
@@ -129,7 +132,7 @@ class SweepResult(HtmlRepr, Mapping[str, Any]):
         wrong = [k for k, t in _SHAPES.items() if not isinstance(data[k], t)]
         if wrong:
             raise UsageError(f"is not a sweep results JSON ({', '.join(wrong)} of the wrong type)", path=path)
-        if data["schema_version"] not in (1, 2, 3, SCHEMA_VERSION):
+        if data["schema_version"] not in (1, 2, 3, 4, SCHEMA_VERSION):
             raise UsageError(
                 f"sweep results schema_version {data['schema_version']!r} (expects 1 to {SCHEMA_VERSION})",
                 path=path,
