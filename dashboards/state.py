@@ -43,6 +43,7 @@ class Loaded:
     diag: Diagnosis
     info: dict[str, Any]
     timelines: Memo[pl.DataFrame] = field(default_factory=lambda: Memo(max_items=TIMELINE_CACHE))
+    refusals: Memo[str | None] = field(default_factory=Memo)
     _advice: dict[str, Any] | None = None
     _advice_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -53,6 +54,11 @@ class Loaded:
             if self._advice is None:
                 self._advice = pipeline.advise_store(self.store, diagnosis=self.diag).to_json()
             return self._advice
+
+    def replay_refusal(self, policy: str) -> str | None:
+        """Why a replay of ``policy`` would be refused on this store (None: it runs), worked out
+        once per policy: the Replay page says it before offering its button."""
+        return self.refusals.get(policy, lambda: pipeline.replay_refusal(self.store, policy))
 
     def timeline(
         self, step: int | None, layers: tuple[int, int] | None, ranks: tuple[int, ...] | None

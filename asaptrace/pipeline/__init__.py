@@ -42,7 +42,7 @@ from asaptrace.pipeline.store import (
     read_tables,
     write_tables_csv,
 )
-from asaptrace.pipeline.whatif import advise_store, policy_catalogue, replay_store, sweep
+from asaptrace.pipeline.whatif import advise_store, policy_catalogue, replay_refusal, replay_store, sweep
 
 if TYPE_CHECKING:
     from asaptrace.info import store_info
@@ -68,6 +68,7 @@ __all__ = [
     "policy_catalogue",
     "read_ahead",
     "read_tables",
+    "replay_refusal",
     "replay_store",
     "report_format",
     "report_store",
