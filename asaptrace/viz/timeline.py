@@ -224,7 +224,9 @@ def timeline_figure(
         y_title="rank · stream" + (" (wait band last)" if has_wait else ""),
         height=height,
     )
-    # the legend 4 px above the plot: the template's 1 % of a 2,000 px plot lifted it over the subtitle
+    # the legend 4 px above the plot: the template's 1 % of a 2,000 px plot lifted it over the
+    # subtitle; and 8 px more between them (the legend's box is taller than its row)
+    fig.update_layout(margin={"t": fig.layout.margin.t + 8}, height=fig.layout.height + 8)
     plot_px = fig.layout.height - fig.layout.margin.t - (fig.layout.margin.b or 60)
     fig.update_layout(legend={"y": 1 + 4 / max(plot_px, 1)})
     return fig
