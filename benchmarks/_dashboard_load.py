@@ -121,7 +121,10 @@ def session(
 
     c.post("route", "page.children", [inp("url", "pathname", "/")])
     c.post("overview", "overview-body.children", [s0])
-    if "overview-advice.children" in c.callbacks:  # builds whose Overview shows the advice
+    advice = "..overview-advice.children...overview-advice-detail.children.."
+    if advice in c.callbacks:  # builds whose Overview draws the advice once the findings are drawn
+        c.post("overview advice", advice, [inp("overview-body", "children", None)], [s0])
+    elif "overview-advice.children" in c.callbacks:  # builds whose Overview shows the advice
         c.post("overview advice", "overview-advice.children", [s0])
     visit("route", "page.children", [inp("url", "pathname", "/timeline")])
     c.post("timeline controls", TL_CONTROLS, [s0])

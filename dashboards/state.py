@@ -43,9 +43,10 @@ class Loaded:
     diag: Diagnosis
     info: dict[str, Any]
     timelines: Memo[pl.DataFrame] = field(default_factory=lambda: Memo(max_items=TIMELINE_CACHE))
+    refusals: Memo[str | None] = field(default_factory=Memo)
     _advice: dict[str, Any] | None = None
     _advice_lock: threading.Lock = field(default_factory=threading.Lock)
-    _critical: Any = None  # the path's pieces, False when the store has none
+    critical: Memo[pl.DataFrame | None] = field(default_factory=Memo)
 
     def advice(self) -> dict[str, Any]:
         """The store's advice (:func:`asaptrace.pipeline.advise_store`, its JSON), made once: a few
@@ -56,14 +57,21 @@ class Loaded:
             return self._advice
 
     def critical_path(self) -> pl.DataFrame | None:
-        """The critical path's pieces of every step (made once; None when the store has no steps)."""
-        with self._advice_lock:
-            if self._critical is None:
-                try:
-                    self._critical = pipeline.critical_store(self.path, top=0).path
-                except AsaptraceError:
-                    self._critical = False
-            return self._critical if self._critical is not False else None
+        """The critical path's pieces of every step (made once; None when the store has no steps).
+        Its own memo, not the advice's lock: the Timeline must not wait for the what-ifs."""
+
+        def walk() -> pl.DataFrame | None:
+            try:
+                return pipeline.critical_store(self.path, top=0).path
+            except AsaptraceError:
+                return None
+
+        return self.critical.get("path", walk)
+
+    def replay_refusal(self, policy: str) -> str | None:
+        """Why a replay of ``policy`` would be refused on this store (None: it runs), worked out
+        once per policy: the Replay page says it before offering its button."""
+        return self.refusals.get(policy, lambda: pipeline.replay_refusal(self.store, policy))
 
     def timeline(
         self, step: int | None, layers: tuple[int, int] | None, ranks: tuple[int, ...] | None

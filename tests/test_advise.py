@@ -241,3 +241,79 @@ def test_online_on_a_disaggregated_store_sweeps_its_measured_split_beside_the_wh
     assert ran and all(w["online"]["measured_slo_rps"] == base for w in ran)
     asap = next(w for w in ran if w["name"] == "asap")
     assert asap["online"]["slo_rps"] == online["slo_rps"]["asap"]  # the what-if's split, swept apart
+
+
+# ------------------------------------------------------------------ the recommendation and the figure
+def _w(name: str, rec_ms: int, online: tuple[float, float, float] | None = None) -> dict:
+    """A hand-made applying what-if: recovered ``rec_ms`` of 10 s; online (median, low, high)."""
+    w = {
+        "name": name,
+        "label": f"{name} change",
+        "applies": True,
+        "recovered_ns": rec_ms * 1_000_000,
+        "recovered_low_ns": (rec_ms - 100) * 1_000_000,
+        "recovered_high_ns": (rec_ms + 100) * 1_000_000,
+        "reference_ns": 10_000_000_000,
+        "makespan_ns": 10_000_000_000 - rec_ms * 1_000_000,
+    }
+    if online:
+        mid, lo, hi = online
+        w["online"] = {
+            "slo_rps": mid,
+            "range": [lo, hi],
+            "ratio": mid / 3.4,
+            "bound_rps": 8.0,
+            "binding": "MoE pool",
+            "measured_slo_rps": 3.4,
+            "measured_range": [3.2, 3.6],
+        }
+    return w
+
+
+def _advice(*whatifs: dict, online: bool) -> dict:
+    block = (
+        {
+            "status": "run",
+            "measured_policy": "coupled",
+            "slo_rps": {"coupled": 3.4},
+            "slo_range": {"coupled": [3.2, 3.6]},
+        }
+        if online
+        else None
+    )
+    return {"whatifs": list(whatifs), "online": block}
+
+
+def test_the_recommendation_says_which_rule_chose_it():
+    from asaptrace.advise.advice import recommend
+
+    # B serves clearly more (5–6 above 3.2–3.6): online decides, though A wins more offline
+    r = recommend(_advice(_w("a", 1000, (3.5, 3.3, 3.7)), _w("b", -500, (5.5, 5.0, 6.0)), online=True))
+    assert (r.name, r.rule) == ("b", "online") and "the seeds' ranges apart" in r.why
+    # B's range overlaps the measured policy's: no clear online difference, offline decides
+    r = recommend(_advice(_w("a", 1000, (3.5, 3.3, 3.7)), _w("b", -500, (3.8, 3.5, 4.1)), online=True))
+    assert (r.name, r.rule) == ("a", "offline") and "the seeds' ranges overlap" in r.why
+    # A wins most offline but serves clearly fewer requests/s: left out, B is next
+    r = recommend(_advice(_w("a", 1000, (2.0, 1.8, 2.2)), _w("b", 200, (3.4, 3.2, 3.6)), online=True))
+    assert (r.name, r.rule) == ("b", "offline") and "those clearly fewer left out" in r.why
+    # no online answer: offline; nothing wins back time: none
+    assert recommend(_advice(_w("a", 300), _w("b", 900), online=False)).name == "b"
+    r = recommend(_advice(_w("a", -300), online=False))
+    assert (r.name, r.rule) == (None, "none") and r.why.startswith("no change recommended")
+
+
+def test_the_figure_draws_each_whatif_its_range_and_the_band_when_there_is_one():
+    from asaptrace.viz.advice import advice_figure
+
+    a, b = _w("a", 1000, (3.5, 3.3, 3.7)), _w("b", -500, (5.5, 5.0, 6.0))
+    b["band"] = {"mc_low_ns": 10_400_000_000, "mc_high_ns": 10_700_000_000}  # makespans
+    fig = advice_figure(_advice(a, b, online=True))
+    bars = fig.data[0]
+    assert list(bars.y) == ["a change", "★ b change"] and list(bars.x) == [1000, -500]  # ms
+    assert list(bars.error_x.array) == [100, 100] and list(bars.error_x.arrayminus) == [100, 100]
+    (mc,) = [t for t in fig.data if t.name and t.name.startswith("Monte-Carlo")]
+    assert list(mc.x) == [-700, -400, None]  # 10 s − 10.7 s … 10 s − 10.4 s won back, in ms
+    online = next(t for t in fig.data if t.name and t.name.startswith("requests/s"))
+    assert list(online.x) == [3.5, 5.5] and list(online.error_x.array) == pytest.approx([0.2, 0.5])
+    assert "chosen by SLO throughput under load" in fig.layout.title.subtitle.text
+    assert advice_figure({"whatifs": [{"name": "a", "label": "A", "applies": False, "reason": "r"}]}) is None

@@ -187,7 +187,7 @@ def test_trace_names_reach_the_page_as_inert_text(tmp_path):
     s = Stores([hostile_store(tmp_path).path])
     _steps, step, *_ = timeline.timeline_controls(s, "0")
     fig = timeline.timeline_fig(s, "0", step, None, None)
-    texts = [x for t in fig.data for x in (t.text or [])]
+    texts = [x for t in fig.data for x in (t.text if t.text is not None else [])]
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in texts and SCRIPT_KERNEL not in texts
     # a finding quoting the hostile collective is a text child (React escapes it), never markup
     body = overview.overview_body(s, "0")
@@ -296,11 +296,23 @@ def test_the_replay_page_says_up_front_when_the_store_has_no_prefill(stores, tmp
     decode = pipeline.enrich_store(ingest(write_traces(tmp_path / "t", [d]), tmp_path / "s"))
     # the page shows, before any run, the line `asaptrace replay` refuses with
     refusal = run_cli("replay", decode.path).stderr
-    note = replay.applies_note(Stores([decode.path]), "0")
+    note, no_button = replay.applies_note(Stores([decode.path]), "0")
     assert note.id == "rp-no-prefill" and "no prefill to replay (1 decode step)" in note.children
-    assert note.children in " ".join(refusal.split())
+    assert note.children in " ".join(refusal.split()) and no_button
     # a prefill store, or one that cannot be read (the run says why), shows nothing up front
-    assert replay.applies_note(stores, "0") is None and replay.applies_note(stores, "2") is None
+    assert replay.applies_note(stores, "0") == (None, False) == replay.applies_note(stores, "2")
+
+
+def test_replay_page_says_before_the_click_when_the_policy_needs_more_devices(tmp_path):
+    from tests._analysis_helpers import GEMM, RankTrace, ingest, write_traces
+
+    # one device (an SGLang-like serving trace): asap has nothing to split, coupled still replays
+    d = RankTrace(rank=0, world=1)
+    d.kernel(GEMM, 100, 100, launch_at=50)
+    one = Stores([pipeline.enrich_store(ingest(write_traces(tmp_path / "t", [d]), tmp_path / "s")).path])
+    refusal = " ".join(run_cli("replay", one.paths[0], "--policy", "asap").stderr.split())
+    note, no_button = replay.applies_note(one, "0", "asap")
+    assert no_button and "asap does not apply" in note.children and note.children in refusal
     assert _find(replay.layout(), "rp-applies") is not None
 
 

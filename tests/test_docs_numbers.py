@@ -117,17 +117,18 @@ def test_the_paper_scenario_table_is_what_sweep_says(paper_sweep):
         assert ttft == f"{paper_sweep['mean_ttft_ns_at_1rps'][policy] / 1e6:.0f} ms", policy
 
 
-def test_the_readmes_speed_figures_are_the_performance_pages():
-    # the status line quotes the ingest goals; docs/performance.md holds the measurements
-    readme = " ".join((ROOT / "README.md").read_text().split())
-    sentence = re.search(r"The ingest speed goals.*?\)\. ", readme)
-    assert sentence, "README.md lost its sentence on the ingest speed goals"
+def test_the_status_speed_figures_are_the_performance_pages():
+    # the status against the goals (moved from the README to docs/performance.md) quotes the ingest
+    # goals; its ingest section's summary holds the measurements
+    perf = " ".join((ROOT / "docs" / "performance.md").read_text().split())
+    status = perf[perf.index("## Status against the goals") : perf.index("## Ingest: a folder of rank files")]
+    sentence = re.search(r"The ingest speed goals.*?\)\. ", status)
+    assert sentence, "docs/performance.md lost its status sentence on the ingest speed goals"
     figures = re.findall(r"\d[\d.]*(?:–[\d.]+)?(?: MB/s|×)", sentence.group(0))
     # 118–165 MB/s, 150 MB/s, 250 MB/s, 143–164 MB/s, 1.04–1.06×, 1.33×, 4.7×, 5.2–5.6×, 20×,
     # 10–16×, 1.5×
     assert len(figures) == 11, figures
-    perf = " ".join((ROOT / "docs" / "performance.md").read_text().split())
     summary = re.search(r"\*\*In short:\*\*[^*]*", perf)
     assert summary, "docs/performance.md lost its summary of the ingest goals"
     missing = [f for f in figures if f not in summary.group(0)]
-    assert missing == [], f"README.md quotes {missing}, which docs/performance.md's summary does not say"
+    assert missing == [], f"the status quotes {missing}, which docs/performance.md's summary does not say"

@@ -294,6 +294,11 @@ def _scenario() -> pl.DataFrame:
     )
 
 
+def _gapped(values) -> list:
+    """A timeline trace's coordinates as a list, its gaps (NaN in the array plotly is given) as None."""
+    return [None if v != v else float(v) for v in values]
+
+
 def test_timeline_lanes_colours_and_wait_band():
     spans = timeline.timeline_spans(_scenario(), RANKS, _instances(), step=0, layers=(0, 0))
     assert spans.height == 6  # 5 device kernels of layer 0 + 1 wait
@@ -303,17 +308,32 @@ def test_timeline_lanes_colours_and_wait_band():
     assert all(tr.type == "scattergl" for tr in fig.data)
     # lanes: r0 s7 = 0, r0 s20 = 1, r1 s7 = 2, r1 s20 = 3, r1 wait band = 4; times in µs from 0
     wait = by_name["barrier wait"]
-    assert list(wait.x) == [50.0, 100.0, None] and list(wait.y) == [4, 4, None]
+    assert _gapped(wait.x) == [50.0, 100.0, None] and _gapped(wait.y) == [4, 4, None]
     assert wait.line.color == WAIT_COLOUR
     att = by_name["attention"]
-    assert list(att.x) == [0.0, 100.0, None, 0.0, 50.0, None] and list(att.y) == [0, 0, None, 2, 2, None]
+    assert _gapped(att.x) == [0.0, 100.0, None, 0.0, 50.0, None]
+    assert _gapped(att.y) == [0, 0, None, 2, 2, None]
     assert att.line.color == KIND_COLOURS[Kind.ATTENTION]
     assert "wait at dispatch · last: r0" in wait.text[0]
     # the kernel name is inert text in plotly's labels
     assert by_name["moe"].text[0] == "&lt;script&gt;alert(1)&lt;/script&gt;"
     assert list(fig.layout.yaxis.ticktext) == ["r0 · DP0", "r1 · DP1"]
-    assert list(fig.layout.yaxis.tickvals) == [0, 2]
+    # each rank named at the middle of its lanes: r0's two, r1's two and its wait band
+    assert list(fig.layout.yaxis.tickvals) == [0.5, 3.0]
+    assert fig.layout.yaxis.title.text == "rank · stream (wait band last)"
+    assert timeline.timeline_caption(spans).endswith(
+        "the last lane of a rank that waits is its barrier wait (at a collective, until the last rank arrives)"
+    )
     assert fig.layout.xaxis.title.text == "time since window start (µs)"
+
+
+def test_timeline_of_one_rank_without_waits_says_no_wait_band():
+    # an SGLang-like store: one rank, no barrier; a caption naming a wait band would be false
+    spans = timeline.timeline_spans(_scenario(), RANKS, _instances().clear(), step=0, rank_subset=[0])
+    fig = timeline.timeline_figure(spans)
+    assert fig.layout.yaxis.title.text == "rank · stream"
+    assert timeline.timeline_caption(spans) == "one lane per stream; no barrier wait in this window"
+    assert list(fig.layout.yaxis.tickvals) == [0.5]  # r0's two lanes
 
 
 def test_timeline_layer_range_keeps_only_those_layers():
@@ -327,7 +347,7 @@ def test_timeline_downsamples_spans_closer_than_a_pixel():
     spans = timeline.timeline_spans(_events(rows), RANKS, _instances().clear(), step=0)
     fig = timeline.timeline_figure(spans, pixel_width=100)
     (tr,) = fig.data
-    assert list(tr.x) == [0.0, 1.999, None]  # ms: 0 → 1999 µs
+    assert _gapped(tr.x) == [0.0, 1.999, None]  # ms: 0 → 1999 µs
     assert tr.text[0] == "1000 compute spans"
     # with a fine pixel nothing merges
     assert len(timeline.timeline_figure(spans, pixel_width=10_000).data[0].x) == 3 * 1000
@@ -358,7 +378,7 @@ def test_timeline_wait_band_takes_receive_waits_too():
     ]
     fig = timeline.timeline_figure(spans)
     assert [tr.name for tr in fig.data][-2:] == ["barrier wait", "receive wait"]
-    assert fig.data[-1].line.color == RECEIVE_WAIT_COLOUR and list(fig.data[-1].y) == [4, 4, None]
+    assert fig.data[-1].line.color == RECEIVE_WAIT_COLOUR and _gapped(fig.data[-1].y) == [4, 4, None]
 
 
 def test_worst_window_centres_three_layers_on_the_largest_summed_wait():

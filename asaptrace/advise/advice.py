@@ -223,3 +223,53 @@ def online_text(w: WhatIf) -> str:
                 " load its binding resource saturates sooner"
             )
     return text
+
+
+# ---------------------------------------------------------------------------------- recommendation
+@dataclass(frozen=True)
+class Recommendation:
+    """The change an advice recommends (``name`` None: none), by which rule, and why in words."""
+
+    name: str | None
+    rule: str  # online | offline | none
+    why: str
+
+
+def recommend(j: Mapping[str, Any]) -> Recommendation:
+    """The one change to make, from an advice's JSON, by a rule the figure says: when the online
+    answer ran and some what-if serves clearly more requests/s than the measured policy (its seeds'
+    range above the measured policy's: :func:`online_clearly`), the one serving most; else the one
+    winning back most time offline, leaving out any that serves clearly fewer requests/s under
+    load (offline and online disagree there); none when no what-if wins back time."""
+    applying = [w for w in j["whatifs"] if w["applies"]]
+    on = j.get("online") or {}
+    ran = on.get("status") == "run"
+    who = on.get("measured_policy", "coupled")
+    clearly = {w["name"]: online_clearly(w.get("online") or {}) if ran else None for w in applying}
+    better = [w for w in applying if clearly[w["name"]] == 1]
+    if better:
+        w = max(better, key=lambda w: w["online"]["slo_rps"])
+        o = w["online"]
+        return Recommendation(
+            w["name"],
+            "online",
+            f"chosen by SLO throughput under load: {rps_text(o['slo_rps'], o.get('censored'), prose=True)}"
+            f" requests/s against {who}'s {rps_text(o.get('measured_slo_rps'), prose=True)},"
+            " the seeds' ranges apart",
+        )
+    if not ran:
+        context = "the online answer did not run"
+    elif any(c == -1 for c in clearly.values()):
+        context = f"none serves clearly more requests/s than {who}; those clearly fewer left out"
+    else:
+        context = f"none serves clearly more requests/s than {who} (the seeds' ranges overlap)"
+    gaining = [w for w in applying if (w.get("recovered_ns") or 0) > 0 and clearly[w["name"]] != -1]
+    if not gaining:
+        return Recommendation(None, "none", f"no change recommended: none wins back time offline; {context}")
+    w = max(gaining, key=lambda w: w["recovered_ns"])
+    return Recommendation(
+        w["name"],
+        "offline",
+        f"chosen by time won back offline: {text_ns(w['recovered_ns'])} of {text_ns(w['reference_ns'])}"
+        f" ({context})",
+    )

@@ -46,7 +46,14 @@ from asaptrace.pipeline.store import (
     read_tables,
     write_tables_csv,
 )
-from asaptrace.pipeline.whatif import advise_store, policy_catalogue, replay_store, sweep, validate_stores
+from asaptrace.pipeline.whatif import (
+    advise_store,
+    policy_catalogue,
+    replay_refusal,
+    replay_store,
+    sweep,
+    validate_stores,
+)
 
 if TYPE_CHECKING:
     from asaptrace.info import store_info
@@ -75,6 +82,7 @@ __all__ = [
     "policy_catalogue",
     "read_ahead",
     "read_tables",
+    "replay_refusal",
     "replay_store",
     "report_format",
     "report_store",

@@ -108,6 +108,24 @@ def replay_store(
     return replace(result, seconds=time.perf_counter() - t0)
 
 
+def replay_refusal(store: TraceStore, policy: str) -> str | None:
+    """Why ``replay --policy POLICY`` would refuse this store, in its own words (a training run, one
+    device, no MoE layers), before anyone asks; None when it would run. For a face that offers a
+    button: the same rules the replay refuses by, on the workload it would extract."""
+    from asaptrace.info import not_prefill_reason
+    from asaptrace.replay.policies import policy_of
+    from asaptrace.replay.whatif.measured import extract_measured_work
+
+    if policy != "coupled" and (why := not_prefill_reason(store.meta)):
+        return why
+    try:
+        pol = policy_of(policy)
+        why = pol.applies(extract_measured_work(store, prefill_only=policy != "coupled"))
+    except UsageError as e:
+        return str(e)
+    return f"{pol.name} does not apply: {why}" if why else None
+
+
 def advise_store(
     store_path: str | Path | TraceStore,
     *,

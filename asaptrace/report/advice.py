@@ -1,6 +1,8 @@
 """The report's Advice section, at the top: the ranked what-ifs of :func:`asaptrace.advise.advise`.
 
-Pure: the advice's JSON in, a :class:`~asaptrace.report.sections.Section` out, with the same
+Pure: the advice's JSON in, a :class:`~asaptrace.report.sections.Section` out: the advice at a
+glance first (:func:`asaptrace.viz.advice.advice_figure`; where nothing applies, the reason in its
+place), then the same
 table (:func:`asaptrace.views.advice.advice_view`) and lines (:func:`asaptrace.views.advice.advice_lines`) the
 CLI prints and the dashboard's Overview shows.
 """
@@ -9,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from asaptrace.report.sections import Section
+from asaptrace.report.sections import FigureView, Section
 from asaptrace.units import plural, text_ns
-from asaptrace.views.advice import advice_lines, advice_view
+from asaptrace.views.advice import advice_lines, advice_view, nothing_applies_text
 from asaptrace.views.table import ONLINE_QUESTION, REPLAY_QUESTION
+from asaptrace.viz.advice import advice_figure
 
 
 def advice_section(j: dict[str, Any]) -> Section:
@@ -27,8 +30,12 @@ def advice_section(j: dict[str, Any]) -> Section:
             "(each at its best setting, with the range over what the store cannot pin and the cost fit it "
             "rests on; `asaptrace advise` prints the same, `--json` for machines)."
         )
-    else:
-        text = "No what-if applies to this store; each says why."
+    else:  # the reason in place of the figure
+        text = nothing_applies_text(j)
     view = advice_view(j)
     tables = (view,) if applying else ()
-    return Section("advice", "Advice", text, tables=tables, lines=tuple(advice_lines(j)), top=True)
+    fig = advice_figure(j)
+    figures = (FigureView("fig-advice", fig),) if fig is not None else ()
+    return Section(
+        "advice", "Advice", text, figures=figures, tables=tables, lines=tuple(advice_lines(j)), top=True
+    )

@@ -76,7 +76,7 @@ def report_figures(
                 timeline.timeline_figure(
                     timeline_spans, title="Device timeline (the window named above the figures)"
                 ),
-                "lanes per rank and stream; the last lane of each rank is its barrier wait",
+                timeline.timeline_caption(timeline_spans),  # true for the window shown
             )
         )
     figs += [

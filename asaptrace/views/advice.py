@@ -195,6 +195,20 @@ def online_setup_line(j: dict[str, Any]) -> str:
     )
 
 
+def nothing_applies_text(j: dict[str, Any]) -> str:
+    """Why no what-if applies to a store, in one line per distinct reason ("" when one applies)."""
+    if any(w["applies"] for w in j["whatifs"]):
+        return ""
+    reasons = list(dict.fromkeys(w.get("reason") or "" for w in j["whatifs"]))
+    if len(reasons) == 1:
+        return f"No what-if applies to this store: {reasons[0]}."
+    return (
+        "No what-if applies to this store: "
+        + "; ".join(f"{w['label']}: {w['reason']}" for w in j["whatifs"])
+        + "."
+    )
+
+
 def advice_lines(j: dict[str, Any]) -> list[str]:
     """Every advice line, ranked, then one per what-if that does not apply (each from its numbers)."""
     return [w["line"] for w in j["whatifs"]]

@@ -43,8 +43,8 @@ def compare_body(stores: Stores, a: Any, b: Any) -> list:
         la, lb = stores.get(a), stores.get(b)
         # as `asaptrace compare` does: runs with nothing in common are refused, differences said
         warnings, refusal = pipeline.comparability_of(la.diag, lb.diag, (la.label, lb.label))
-        if refusal is not None:
-            return [message(refusal, id="cmp-refused")]
+        if refusal is not None:  # the CLI's way past it is a flag this page has no control for
+            return [message(refusal.split(" (--force")[0], id="cmp-refused")]
         tables = stores.compare(a, b)
     except StoreUnavailable as e:
         return [message(str(e))]

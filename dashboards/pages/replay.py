@@ -205,22 +205,26 @@ def replay_result(result: dict[str, Any]) -> list:
     ]
 
 
-def applies_note(stores: Stores, key: Any) -> Any:
-    """What the page says before a run: why no replay applies to this store (a training or decode
-    run: the words ``asaptrace replay`` refuses with), or nothing."""
-    from asaptrace.views.replay import no_replay_reason
-
+def applies_note(stores: Stores, key: Any, policy: str | None = "asap") -> tuple[Any, bool]:
+    """What the page says before a run, and whether the Run button is offered: why the chosen
+    policy's replay would be refused on this store (a training or decode run, one device, no MoE
+    layers: the words ``asaptrace replay`` refuses with), checked before the click."""
     try:
-        reason = no_replay_reason(stores.get(key).store.meta)
+        reason = stores.get(key).replay_refusal(policy or "asap")
     except StoreUnavailable:
-        return None  # the run says why, in the store's own words
-    return message(reason, kind="info", id="rp-no-prefill") if reason else None
+        return None, False  # the run says why, in the store's own words
+    if not reason:
+        return None, False
+    return message(reason, kind="info", id="rp-no-prefill"), True
 
 
 def register(app, stores: Stores, jobs: Jobs) -> None:
-    app.callback(Output("rp-applies", "children"), Input("store", "value"))(
-        lambda key: applies_note(stores, key)
-    )
+    app.callback(
+        Output("rp-applies", "children"),
+        Output("rp-run", "disabled"),
+        Input("store", "value"),
+        Input("rp-policy", "value"),
+    )(lambda key, policy: applies_note(stores, key, policy))
     knobs, _ = form_settings()
     app.callback(
         *(Output(fid, "disabled") for _, fid, _, _ in knobs),

@@ -120,6 +120,22 @@ def start_sweep(jobs: Jobs, policies: Any, rates: Any, duration: Any, vary: Any,
         return no_update, message(str(e), kind="info")
 
 
+#: the sweep's words that name a CLI flag or a repository file, as this page names them (its fields)
+ON_THIS_PAGE = (
+    (" (docs/analyses/replay.md)", ""),
+    ("(run with --vary to see how far)", "(vary one knob above to see how far)"),
+    ("sweep a wider range of --rates", "sweep a wider range of rates"),
+    ("not from replay --save-costs", "not saved from a replay"),
+)
+
+
+def on_this_page(text: str) -> str:
+    """The sweep's text as this page says it: no pointer to a flag or file the page does not have."""
+    for cli, page in ON_THIS_PAGE:
+        text = text.replace(cli, page)
+    return text
+
+
 def sweep_result(result: dict[str, Any]) -> list:
     """A finished sweep: the question it answers, its reading, every table as the CLI and the
     report show them (:func:`asaptrace.views.sweep.sweep_views`; the SLO table's legend says what
@@ -132,11 +148,13 @@ def sweep_result(result: dict[str, Any]) -> list:
             shown.append(html.P(view.caption, className="note", id="sw-slo-legend"))
     return [
         html.P(
-            f"The question: {result.get('question') or PAPER_QUESTION}. "
-            + " ".join(sweep_header(result)[:1]),
+            on_this_page(
+                f"The question: {result.get('question') or PAPER_QUESTION}. "
+                + " ".join(sweep_header(result)[:1])
+            ),
             id="sw-question",
         ),
-        html.P(result.get("reading", ""), id="sw-reading"),
+        html.P(on_this_page(result.get("reading", "")), id="sw-reading"),
         *warnings,
         *shown,
         graph("sw-curves", ttft_curves(result)),

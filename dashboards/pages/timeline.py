@@ -8,7 +8,7 @@ from typing import Any
 from dash import Input, Output, dcc, html
 
 from asaptrace.viz.theme import empty_figure
-from asaptrace.viz.timeline import timeline_figure, worst_window
+from asaptrace.viz.timeline import timeline_caption, timeline_figure, worst_window
 from asaptrace_dashboards.components import graph, message
 from asaptrace_dashboards.state import Stores, StoreUnavailable
 
@@ -23,18 +23,15 @@ def layout(stores: Any = None) -> html.Div:
                     html.Label(["step", dcc.Dropdown(id="tl-step", clearable=False)]),
                     html.Label(["ranks (none: all)", dcc.Dropdown(id="tl-ranks", multi=True)]),
                     html.Label(
-                        ["layers", dcc.RangeSlider(id="tl-layers", min=0, max=1, step=1, allowCross=False)]
+                        ["layers", dcc.RangeSlider(id="tl-layers", min=0, max=1, step=1, allowCross=False)],
+                        id="tl-layers-box",  # hidden on a store without layers (nothing to choose)
                     ),
                 ],
                 className="controls",
             ),
             html.Div(id="tl-message"),
             graph("tl-figure", empty_figure("Device timeline", "loading")),
-            html.P(
-                "Drag to zoom, double-click to zoom out; the last lane of each rank is its barrier wait; the "
-                "black line is the step's critical path (asaptrace critical).",
-                className="note",
-            ),
+            html.P(id="tl-caption", className="note"),
         ]
     )
 
@@ -90,6 +87,31 @@ def _critical(s: Any, step: Any, spans: Any) -> Any:
     ).filter(pl.col("rank").is_in(spans.get_column("rank").unique().to_list()))
 
 
+def timeline_note(stores: Stores, key: Any, step: Any, layers: Any, ranks: Any) -> str:
+    """The line under the figure, true for the window shown (its spans are cached: no second read)."""
+    try:
+        s = stores.get(key)
+    except StoreUnavailable:
+        return ""
+    window = (int(layers[0]), int(layers[1])) if layers else None
+    subset = tuple(sorted(int(r) for r in ranks)) if ranks else None
+    spans = s.timeline(None if step is None else int(step), window, subset)
+    caption = timeline_caption(spans)
+    path = _critical(s, step, spans)
+    if path is not None and path.height:
+        caption += "; the black line is the step's critical path (asaptrace critical)"
+    return "Drag to zoom, double-click to zoom out" + (f"; {caption}." if caption else ".")
+
+
+def layers_box(stores: Stores, key: Any) -> dict[str, str]:
+    """The layers slider's box: hidden on a store without layers (a slider fixed at 0 chooses nothing)."""
+    try:
+        t = stores.get(key).diag.tables
+    except StoreUnavailable:
+        return {"display": "none"}
+    return {} if t["barrier_by_rank_layer"].get_column("layer").drop_nulls().len() else {"display": "none"}
+
+
 def register(app, stores: Stores, jobs) -> None:
     app.callback(
         Output("tl-step", "options"),
@@ -102,6 +124,16 @@ def register(app, stores: Stores, jobs) -> None:
         Output("tl-message", "children"),
         Input("store", "value"),
     )(lambda key: timeline_controls(stores, key))
+    app.callback(Output("tl-layers-box", "style"), Input("store", "value"))(
+        lambda key: layers_box(stores, key)
+    )
+    app.callback(
+        Output("tl-caption", "children"),
+        Input("store", "value"),
+        Input("tl-step", "value"),
+        Input("tl-layers", "value"),
+        Input("tl-ranks", "value"),
+    )(lambda key, step, layers, ranks: timeline_note(stores, key, step, layers, ranks))
     app.callback(
         Output("tl-figure", "figure"),
         Input("store", "value"),
