@@ -104,16 +104,16 @@ class AsapFormer(OnlineFormer):
 
     def cut(self, reqs: list[int], now_ns: int) -> Batch:
         """The batch of these requests, costed on the served deployment."""
-        pieces = tuple((self.new[i], self.cached[i]) for i in reqs)
+        new, cached = self.new, self.cached
+        pieces = tuple([(new[i], cached[i]) for i in reqs])
         attn, disp, moe, comb = costs_of(self.costs, self.sc.layers, self.tp, self.experts, pieces)
         bid = len(self.members)
         self.members.append(reqs)
-        alone = self.dual and max(self.new[i] for i in reqs) > self.pol.long_tokens
+        alone = self.dual and max([new[i] for i in reqs]) > self.pol.long_tokens
         return Batch(bid, now_ns, attn, disp, moe, comb, alone=alone)
 
     def _hand_out(self, b: Batch, now_ns: int) -> Batch:
-        for i in self.members[b.batch_id]:
-            self.start[i] = now_ns
+        self.start[self.members[b.batch_id]] = now_ns
         return b
 
 
