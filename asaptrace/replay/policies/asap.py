@@ -90,7 +90,7 @@ class AsapFormer(OnlineFormer):
 
     def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
         self.arrive(now_ns)
-        if group in self.reserved:
+        if self.reserved and group in self.reserved:
             if not group_idle:
                 return None
             return self._hand_out(self.reserved.pop(group), now_ns)
@@ -106,14 +106,19 @@ class AsapFormer(OnlineFormer):
         """The batch of these requests, costed on the served deployment."""
         new, cached = self.new, self.cached
         pieces = tuple([(new[i], cached[i]) for i in reqs])
-        attn, disp, moe, comb = costs_of(self.costs, self.sc.layers, self.tp, self.experts, pieces)
+        got = self.kept.get(pieces)
+        if got is None:
+            got = self.kept[pieces] = costs_of(self.costs, self.sc.layers, self.tp, self.experts, pieces)
+        attn, disp, moe, comb = got
         bid = len(self.members)
         self.members.append(reqs)
         alone = self.dual and max([new[i] for i in reqs]) > self.pol.long_tokens
         return Batch(bid, now_ns, attn, disp, moe, comb, alone=alone)
 
     def _hand_out(self, b: Batch, now_ns: int) -> Batch:
-        self.start[self.members[b.batch_id]] = now_ns
+        start = self.start
+        for i in self.members[b.batch_id]:  # one or a few: a loop beats a fancy index
+            start[i] = now_ns
         return b
 
 

@@ -48,6 +48,9 @@ class OnlineFormer:
         self.start = np.full(n, -1, np.int64)
         self.own = np.zeros(n, np.float64)
         self.members: list[list[int]] = []  # batch id → its requests
+        #: a batch's costs by its pieces in this run, before the module's cache (whose key hashes
+        #: the cost model, a dataclass of a dozen floats, at every call)
+        self.kept: dict[tuple[tuple[int, int], ...], tuple] = {}
         self.queue: deque[int] = deque()
         self.next_arrival = 0
 
