@@ -95,7 +95,8 @@ class PingpongFormer(OnlineFormer):
         return tokens + self.new[request] <= self.step_tokens
 
     def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
-        self.arrive(now_ns)
+        if self.next_arrival < self.n_arrivals and self.arrival[self.next_arrival] <= now_ns:
+            self.arrive(now_ns)
         if not self.pending:
             if not group_idle or not self.queue:
                 return None

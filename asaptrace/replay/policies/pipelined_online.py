@@ -44,7 +44,7 @@ class OnlineFormer:
         self.arrival = req.arrival_ns.tolist()
         self.new = req.new_tokens.tolist()
         self.cached = req.cached_len.tolist()
-        n = len(req)
+        n = self.n_arrivals = len(req)
         self.start = np.full(n, -1, np.int64)
         self.own = np.zeros(n, np.float64)
         self.members: list[list[int]] = []  # batch id → its requests
