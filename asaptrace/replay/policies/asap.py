@@ -89,8 +89,11 @@ class AsapFormer(OnlineFormer):
         return tokens < pol.min_batch_tokens and tokens + self.new[request] <= pol.max_batch_tokens
 
     def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
-        if self.next_arrival < self.n_arrivals and self.arrival[self.next_arrival] <= now_ns:
-            self.arrive(now_ns)  # (asked for every group with a free slot: mostly nothing is due)
+        k = self.next_arrival
+        if k < self.n_arrivals and self.arrival[k] <= now_ns:
+            self.arrive(now_ns)
+        elif not self.queue and not self.reserved:
+            return None  # asked for every group with a free slot at every event: mostly nothing is due
         if self.reserved and group in self.reserved:
             if not group_idle:
                 return None
