@@ -41,7 +41,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -51,8 +51,18 @@ from asaptrace.replay.mechanics.planner import place_longest_first, take_in_orde
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
 from asaptrace.replay.serving.scenario import Scenario
 
-if TYPE_CHECKING:
-    from asaptrace.replay.policies.base import LockstepPolicy
+
+class ServedPolicy(Protocol):
+    """What the loop reads of a lockstep policy (:class:`~asaptrace.replay.policies.base.LockstepPolicy`
+    has it): a protocol, so this module does not import the policy base that imports it."""
+
+    step_tokens: int
+    group_tokens: int
+    routing: str
+    micro_batch_overlap: bool
+
+    def serve_groups(self) -> tuple[int, int]: ...
+
 
 # a piece: (request, new tokens c, prefix P)
 Piece = tuple[int, int, int]
@@ -72,7 +82,7 @@ class _Served:
     overlap: bool
 
     @classmethod
-    def of(cls, sc: Scenario, pol: LockstepPolicy) -> _Served:
+    def of(cls, sc: Scenario, pol: ServedPolicy) -> _Served:
         d, t = pol.serve_groups()
         return cls(sc.layers, d, t, pol.step_tokens, pol.group_tokens, pol.routing, pol.micro_batch_overlap)
 
@@ -87,7 +97,7 @@ class LockstepFormer:
     #: whether ``routing = "arrival"`` is honoured (balanced always places at step formation)
     routes_on_arrival: bool = True
 
-    def __init__(self, req: ServingRequests, sc: Scenario, pol: LockstepPolicy) -> None:
+    def __init__(self, req: ServingRequests, sc: Scenario, pol: ServedPolicy) -> None:
         self.st = _Served.of(sc, pol)
         self.costs = sc.costs
         self.new = req.new_tokens.tolist()
