@@ -25,6 +25,7 @@ from asaptrace.replay.mechanics.engine import Engine, Event
 from asaptrace.replay.mechanics.planner import StepPlan
 from asaptrace.replay.mechanics.program import COMPUTE_STREAM
 from asaptrace.synth.config import SynthConfig
+from asaptrace.synth.contention import Links
 from asaptrace.synth.costs import kernel_costs
 from asaptrace.synth.timeline import (
     Annotation,
@@ -96,9 +97,7 @@ class _GroupStep:
         self.first, self.last = np.full(T, np.iinfo(np.int64).max), t0.copy()
         self.spans = SpanRecorder()
         self.ready = {b: t0.copy() for b in range(sim.nb)}
-        self.pending: dict[
-            int, tuple[ItemKey, np.ndarray, np.ndarray]
-        ] = {}  # b -> (item, send end, recv launch)
+        self.pending: dict[int, tuple[ItemKey, np.ndarray, np.ndarray]] = {}  # b -> (item, send end, recv)
 
     def noisy(self, base_ns: Any) -> np.ndarray:
         sim = self.sim
@@ -130,9 +129,10 @@ class _GroupStep:
     def send(self, layer: int, b: int, dep: np.ndarray) -> None:
         """Dispatch-send (returns once written) and launch of the matching combine-receive."""
         sim = self.sim
-        noise = jitter(sim.rng, sim.cfg.costs.jitter, sim.T)
-        dur = np.rint(float(sim.kc.transfer_ns(self.share[b])) * noise).astype(np.int64)
-        end = self.op("dispatch_send", SEND_STREAM, dep, dur, layer, b)
+        start = np.maximum(np.maximum(self.dev.free[SEND_STREAM], self.dev.host + sim.lat), dep)  # op()'s
+        dur = float(sim.kc.transfer_ns(self.share[b])) * jitter(sim.rng, sim.cfg.costs.jitter, sim.T)
+        end = self.op("dispatch_send", SEND_STREAM, dep, np.rint(dur * sim.links.slowdown(start)), layer, b)
+        sim.links.place(start, end)
         key = (self.g, self.plan.step, layer, b)
         sim.push(int(end.max()) + sim.net, key, float(self.tok[b]))
         recv_launch = self.dev.host
@@ -212,6 +212,7 @@ class _Sim:
         self.n_att = d.attn_dp * d.attn_tp
         self.launch_ns, self.lat = int(ms(c.launch_us / 1000)), int(ms(c.launch_latency_us / 1000))
         self.net = int(ms(c.net_latency_us / 1000))
+        self.links, self.out = Links(c.contention), Links(c.contention)  # into and out of the pool
         self.slow = np.ones(self.n_att + self.E)
         if s.slow_rank >= 0:
             self.slow[s.slow_rank] = s.slow_factor
@@ -334,7 +335,9 @@ class _Sim:
         exp.free[COMPUTE_STREAM] = g_end
         s_start = np.maximum(np.maximum(exp.free[RECV_STREAM], g_end), launch + 2 * self.launch_ns + self.lat)
         # a balanced device sends back (tokens / T) token-equivalents, like one attention member's dispatch
-        s_end = s_start + self.kc.combine_ns((loads / m.top_k) * (E / self.T))
+        s_dur = self.kc.combine_ns((loads / m.top_k) * (E / self.T))
+        s_end = s_start + np.rint(s_dur * self.out.slowdown(s_start)).astype(np.int64)
+        self.out.place(s_start, s_end)
         exp.free[RECV_STREAM] = s_end
         bk = self.builder
         bk.kernels(

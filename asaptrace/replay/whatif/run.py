@@ -373,14 +373,17 @@ def mc_band(
 ) -> dict[str, Any]:
     """The what-if re-run ``runs`` times with every kernel drawn from the fitted per-die
     distributions (attention members and MoE dies lognormal σ, transfers over the fit's log
-    residuals; seeded: one store gives one band): the 5th–95th percentile of the makespans."""
-    if not isinstance(pol, Asap) or (costs.attn_sigma, costs.moe_sigma, costs.xfer_sigma) == (0.0, 0.0, 0.0):
+    residuals and, with link contention κ, over their in-flight counts; seeded: one store gives
+    one band): the 5th–95th percentile of the makespans."""
+    spread = (costs.attn_sigma, costs.moe_sigma, costs.xfer_sigma, costs.xfer_contention)
+    if not isinstance(pol, Asap) or spread == (0.0, 0.0, 0.0, 0.0):
         return {"mc_status": "none"}
     spans = np.array(
         [pol.run(wl, replace(costs, mc_draw=i, mc_seed=seed)).makespan_ns for i in range(runs)], np.float64
     )
     lo, hi = (round(float(v)) for v in np.percentile(spans, [5, 95]))
-    return {
+    contention = {"mc_contention": costs.xfer_contention} if costs.xfer_contention > 0 else {}
+    return contention | {
         "mc_status": "drawn",
         "mc_runs": runs,
         "mc_seed": seed,
