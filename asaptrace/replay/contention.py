@@ -108,13 +108,14 @@ def with_in_flight(transfers: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFra
 
 
 def estimate_contention(kernels: pl.DataFrame) -> dict[str, float]:
-    """κ read from the sender kernels: within each (kind, step, layer, micro-batch) a kernel's
-    duration over the row's median, r, against its in-flight count n (both less their row means:
-    the row's tokens and level drop out): r = L·(1 + κ·n), so κ = slope / L, L the level at n = 0.
-    ``f`` is the F statistic of the slope (one parameter); ``kernels`` the points used."""
+    """κ read from the sender kernels: within each transfer (its dies carry the same tokens) a
+    kernel's duration over the transfer's median, r, against its in-flight count n, both less their
+    transfer's means (the tokens, and whatever else sets a transfer's level, drop out; what is left
+    is the dies' own skew in n): r = L·(1 + κ·n), so κ = slope / L, L the level at n = 0. ``f`` is
+    the F statistic of the slope (one parameter); ``kernels`` the points used."""
     if kernels.height < 8 or kernels["in_flight"].max() == 0:
         return {"kappa": 0.0, "f": 0.0, "kernels": kernels.height}
-    row = ["kind", *_KEYS]
+    row = ["kind", *_KEYS, "inst"]
     x = kernels.with_columns(r=pl.col("dur_ns") / pl.col("dur_ns").median().over(row), n=pl.col("in_flight"))
     x = x.with_columns(
         dr=pl.col("r") - pl.col("r").mean().over(row), dn=pl.col("n") - pl.col("n").mean().over(row)
