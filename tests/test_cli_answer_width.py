@@ -9,6 +9,8 @@ advice of the coupled sample is computed once (≈ 30 s) and handed to the CLI, 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from typer.testing import CliRunner
 
@@ -117,4 +119,6 @@ def test_a_terminal_too_narrow_for_any_table_gets_one_block_per_row(
 ):
     text = _run(["advise", str(coupled_store.path), "--online"], 40, monkeypatch, online_advice)
     _fits(text, 40)
-    assert "5. asap-expert-failure" in text.splitlines() and "    online RPS: " in text
+    # one block per what-if, headed by its rank and name alone on a line (the rank follows the advice)
+    assert any(re.fullmatch(r"\d\. asap-expert-failure", line) for line in text.splitlines())
+    assert "    online RPS: " in text

@@ -44,7 +44,16 @@ def test_sample_report_opens_offline_and_draws_every_figure(page, coupled_store,
     assert log["external"] == []
     assert log["errors"] == []
     ids = page.eval_on_selector_all("section[id]", "els => els.map(e => e.id)")
-    assert ids == ["summary", "advice", "headline", "figures", "tables", "provenance", "command"]
+    assert ids == [
+        "summary",
+        "advice",
+        "headline",
+        "figures",
+        "tables",
+        "critical-path",
+        "provenance",
+        "command",
+    ]
     # the Advice at the top lists what `asaptrace advise` prints, line for line
     from asaptrace.pipeline import advise_store
 
@@ -76,6 +85,7 @@ def test_report_with_replay_and_sweep_sections_draws_them_offline(page, coupled_
         "headline",
         "figures",
         "tables",
+        "critical-path",
         "replay-1",
         "sweep",
         "provenance",

@@ -45,6 +45,20 @@ def device_activity(events: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def work_category(*, compute: int, copy: int, comm: int) -> pl.Expr:
+    """A :func:`device_activity` row's category as the caller's code: a copy is a copy whether or
+    not it moves a collective's data, communication is neither copy nor compute (copies are never
+    compute)."""
+    return (
+        pl.when(pl.col("is_copy"))
+        .then(pl.lit(copy))
+        .when(pl.col("is_comm"))
+        .then(pl.lit(comm))
+        .otherwise(pl.lit(compute))
+        .cast(pl.Int64)
+    )
+
+
 def rank_groups(ranks: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
     """rank, dp_group, role."""
     return lazy(ranks).select("rank", "dp_group", "role").collect()

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from asaptrace.analyze._common import device_activity, rank_groups
+from asaptrace.analyze._common import device_activity, rank_groups, work_category
 from asaptrace.analyze._coverage import segments
 from asaptrace.analyze._idle import SHORT_KERNEL_NS, idle_causes, sync_ops
 from asaptrace.errors import AccountingError
@@ -214,14 +214,7 @@ def _idle_ops(causes: pl.DataFrame, gaps: pl.DataFrame, host: pl.DataFrame | Non
 def _segments(act: pl.DataFrame, barrier: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     """The rank's device time cut into elementary segments (rank, t, ns, mask) at every work edge
     and window edge; mask bits: compute, copy, transfer state, wait state, any communication."""
-    cat = (
-        pl.when(pl.col("is_copy"))
-        .then(pl.lit(_COPY))
-        .when(pl.col("is_comm"))
-        .then(pl.lit(_COMM))
-        .otherwise(pl.lit(_COMPUTE))
-        .cast(pl.Int64)
-    )
+    cat = work_category(compute=_COMPUTE, copy=_COPY, comm=_COMM)
     work = act.select("rank", "start", "end", cat.alias("cat"))
     rank_t = work.schema["rank"]
     seg_keys = ["rank", "step", "layer", "micro_batch", "kind"]

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from asaptrace.analyze._common import device_activity, rank_groups, share
+from asaptrace.analyze._common import device_activity, rank_groups, share, work_category
 from asaptrace.analyze._coverage import coverage, idle_gaps
 from asaptrace.errors import AccountingError
 
@@ -61,16 +61,7 @@ def overlap_by_rank(
     """Per rank: compute, communication, overlapped, exposed communication, idle (columns above)."""
     act = device_activity(events)
     iv = act.select(
-        "rank",
-        "start",
-        "end",
-        pl.when(pl.col("is_copy"))
-        .then(pl.lit(_COPY))
-        .when(pl.col("is_comm"))
-        .then(pl.lit(_COMM))
-        .otherwise(pl.lit(_COMPUTE))
-        .cast(pl.Int64)
-        .alias("cat"),
+        "rank", "start", "end", work_category(compute=_COMPUTE, copy=_COPY, comm=_COMM).alias("cat")
     )
     cov = coverage(iv, ["rank"], 3)
     mask = pl.col("mask")

@@ -102,7 +102,8 @@ def report_store(
     if cp is not None:
         from asaptrace.report.critical import critical_section
 
-        extra.append(critical_section(cp))
+        # a diagnosis of the measured run: after its key tables, before the what-ifs' sections
+        extra.insert(1 if advice else 0, critical_section(cp))
     sections = [*sections, *extra]
     other = None
     if compare_path is not None:  # refused, as by `compare`, when the runs have nothing in common

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from asaptrace.analyze.breakdown import PARTS
 from asaptrace.info import deployment_phrase, phase_counts, steps_text
 from asaptrace.units import metric_label, metric_value
 from asaptrace.views.table import ROW_LIMIT, TableView
@@ -30,18 +31,7 @@ KEY_TABLES: tuple[TableView, ...] = (
     _key(
         "step_breakdown",
         "Step time by part, per rank (mean per step)",
-        (
-            "rank",
-            "step_time_ns",
-            "compute_ns",
-            "copy_ns",
-            "transfer_ns",
-            "wait_ns",
-            "idle_host_ns",
-            "idle_sync_ns",
-            "idle_other_ns",
-            "lag_ns",
-        ),
+        ("rank", "step_time_ns", *PARTS, "lag_ns"),
         "the parts add up to the step time; idle by cause: host launch, synchronisation, other; lag = "
         "how far the device runs behind the step's host spans (not a part); most idle first",
         max_rows=16,

@@ -66,6 +66,8 @@ def place_longest_first(weights: Any, bins: int, *, load: np.ndarray | None = No
     """The one placement rule: items by descending weight (ties: lower index first), each onto the
     bin with the least placed weight (ties: the lower bin). Returns each item's bin; ``load`` (the
     bins' weight so far) is updated in place when given."""
+    if load is None and isinstance(weights, list) and len(weights) <= 64:
+        return _place_few(weights, max(int(bins), 1))
     w = np.asarray(weights, np.float64)
     load = np.zeros(max(int(bins), 1)) if load is None else load
     where = np.zeros(len(w), np.int64)
@@ -74,6 +76,20 @@ def place_longest_first(weights: Any, bins: int, *, load: np.ndarray | None = No
         where[i] = b
         load[b] += w[i]
     return where
+
+
+def _place_few(weights: list, bins: int) -> np.ndarray:
+    """:func:`place_longest_first` of a short list on Python floats (an online step's few requests,
+    cut ~10⁵ times a search): the same order (a stable sort by descending weight), the same first
+    least-loaded bin and the same float64 sums, without numpy's per-call cost."""
+    w = [float(x) for x in weights]
+    load = [0.0] * bins
+    where = [0] * len(w)
+    for i in sorted(range(len(w)), key=lambda i: -w[i]):
+        b = load.index(min(load))
+        where[i] = b
+        load[b] += w[i]
+    return np.array(where, np.int64)
 
 
 def balance(idx: np.ndarray, tokens: np.ndarray, bins: int) -> list[np.ndarray]:

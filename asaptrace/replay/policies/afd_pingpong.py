@@ -95,37 +95,45 @@ class PingpongFormer(OnlineFormer):
         return tokens + self.new[request] <= self.step_tokens
 
     def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
-        self.arrive(now_ns)
+        if self.next_arrival < self.n_arrivals and self.arrival[self.next_arrival] <= now_ns:
+            self.arrive(now_ns)
         if not self.pending:
             if not group_idle or not self.queue:
                 return None
             self._cut_step(self.take(), now_ns)
         b = self.pending.popleft()
-        for i in self.members[b.batch_id]:
-            self.start[i] = now_ns
+        start = self.start
+        for i in self.members[b.batch_id]:  # one or a few: a loop beats a fancy index
+            start[i] = now_ns
         return b
 
     def _cut_step(self, reqs: list[int], now_ns: int) -> None:
         parts = min(self.m, len(reqs))
-        where = place_longest_first([self.new[i] for i in reqs], parts)
+        where = place_longest_first([self.new[i] for i in reqs], parts).tolist()
         for j in range(parts):
-            mine = [i for i, w in zip(reqs, where.tolist(), strict=True) if w == j]
+            mine = [i for i, w in zip(reqs, where, strict=True) if w == j]
             self.pending.append(self._micro_batch(mine, now_ns))
 
     def _micro_batch(self, reqs: list[int], now_ns: int) -> Batch:
         pieces = tuple((self.new[i], self.cached[i]) for i in reqs)
-        attn, xfer, moe = _micro_batch_costs(self.costs, self.dp, self.tp, self.experts, pieces)
-        layers = self.sc.layers
+        got = self.kept.get(pieces)
+        if got is None:
+            one = _micro_batch_costs(self.costs, self.dp, self.tp, self.experts, pieces)
+            got = self.kept[pieces] = _per_layer(self.sc.layers, *one)
         bid = len(self.members)
         self.members.append(reqs)
-        return Batch(
-            bid,
-            now_ns,
-            np.full(layers, attn, np.int64),
-            np.full(layers, xfer, np.int64),
-            np.full(layers, moe, np.int64),
-            np.full(layers, xfer, np.int64),
-        )
+        a, x, m = got
+        return Batch(bid, now_ns, a, x, m, x)
+
+
+@lru_cache(maxsize=1 << 16)
+def _per_layer(layers: int, attn: int, xfer: int, moe: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A micro-batch's per-layer (attention, dispatch = combine, pool) arrays, kept and read-only
+    (every layer costs the same; the pipeline only reads them)."""
+    out = tuple(np.full(layers, v, np.int64) for v in (attn, xfer, moe))
+    for a in out:
+        a.flags.writeable = False
+    return out  # type: ignore[return-value]
 
 
 @lru_cache(maxsize=1 << 16)

@@ -89,8 +89,12 @@ class AsapFormer(OnlineFormer):
         return tokens < pol.min_batch_tokens and tokens + self.new[request] <= pol.max_batch_tokens
 
     def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
-        self.arrive(now_ns)
-        if group in self.reserved:
+        k = self.next_arrival
+        if k < self.n_arrivals and self.arrival[k] <= now_ns:
+            self.arrive(now_ns)
+        elif not self.queue and not self.reserved:
+            return None  # asked for every group with a free slot at every event: mostly nothing is due
+        if self.reserved and group in self.reserved:
             if not group_idle:
                 return None
             return self._hand_out(self.reserved.pop(group), now_ns)
@@ -104,16 +108,21 @@ class AsapFormer(OnlineFormer):
 
     def cut(self, reqs: list[int], now_ns: int) -> Batch:
         """The batch of these requests, costed on the served deployment."""
-        pieces = tuple((self.new[i], self.cached[i]) for i in reqs)
-        attn, disp, moe, comb = costs_of(self.costs, self.sc.layers, self.tp, self.experts, pieces)
+        new, cached = self.new, self.cached
+        pieces = tuple([(new[i], cached[i]) for i in reqs])
+        got = self.kept.get(pieces)
+        if got is None:
+            got = self.kept[pieces] = costs_of(self.costs, self.sc.layers, self.tp, self.experts, pieces)
+        attn, disp, moe, comb = got
         bid = len(self.members)
         self.members.append(reqs)
-        alone = self.dual and max(self.new[i] for i in reqs) > self.pol.long_tokens
+        alone = self.dual and max([new[i] for i in reqs]) > self.pol.long_tokens
         return Batch(bid, now_ns, attn, disp, moe, comb, alone=alone)
 
     def _hand_out(self, b: Batch, now_ns: int) -> Batch:
-        for i in self.members[b.batch_id]:
-            self.start[i] = now_ns
+        start = self.start
+        for i in self.members[b.batch_id]:  # one or a few: a loop beats a fancy index
+            start[i] = now_ns
         return b
 
 

@@ -40,18 +40,29 @@ import heapq
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from functools import lru_cache
+from typing import Protocol
 
 import numpy as np
 
-from asaptrace.replay.costs import CostModel, causal_pairs
-from asaptrace.replay.mechanics.lockstep import chain_from_costs, chain_from_costs_two_mb, run_chain
+from asaptrace.replay.costs import K2, CostModel, K, causal_pairs
+from asaptrace.replay.mechanics.lockstep import chain_from_costs_two_mb, run_chain
 from asaptrace.replay.mechanics.planner import place_longest_first, take_in_order
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
 from asaptrace.replay.serving.scenario import Scenario
 
-if TYPE_CHECKING:
-    from asaptrace.replay.policies.base import LockstepPolicy
+
+class ServedPolicy(Protocol):
+    """What the loop reads of a lockstep policy (:class:`~asaptrace.replay.policies.base.LockstepPolicy`
+    has it): a protocol, so this module does not import the policy base that imports it."""
+
+    step_tokens: int
+    group_tokens: int
+    routing: str
+    micro_batch_overlap: bool
+
+    def serve_groups(self) -> tuple[int, int]: ...
+
 
 # a piece: (request, new tokens c, prefix P)
 Piece = tuple[int, int, int]
@@ -71,7 +82,7 @@ class _Served:
     overlap: bool
 
     @classmethod
-    def of(cls, sc: Scenario, pol: LockstepPolicy) -> _Served:
+    def of(cls, sc: Scenario, pol: ServedPolicy) -> _Served:
         d, t = pol.serve_groups()
         return cls(sc.layers, d, t, pol.step_tokens, pol.group_tokens, pol.routing, pol.micro_batch_overlap)
 
@@ -86,7 +97,7 @@ class LockstepFormer:
     #: whether ``routing = "arrival"`` is honoured (balanced always places at step formation)
     routes_on_arrival: bool = True
 
-    def __init__(self, req: ServingRequests, sc: Scenario, pol: LockstepPolicy) -> None:
+    def __init__(self, req: ServingRequests, sc: Scenario, pol: ServedPolicy) -> None:
         self.st = _Served.of(sc, pol)
         self.costs = sc.costs
         self.new = req.new_tokens.tolist()
@@ -148,14 +159,17 @@ def serve_lockstep(req: ServingRequests, sc: Scenario, former: LockstepFormer, n
     n, d = len(req), st.dp
     arrival = req.arrival_ns.tolist()
     new, remaining, done, carry = former.new, former.remaining, former.done, former.carry
-    start = np.full(n, -1, np.int64)
-    end = np.full(n, -1, np.int64)
-    own = np.zeros(n, np.float64)
+    # Python lists in the step loop (a numpy element costs ~10× a list's), arrays at the end: the
+    # same int64 times and the same float64 sums
+    start = [-1] * n
+    end = [-1] * n
+    own = [0.0] * n
     costs = sc.costs
     by_arrival = st.routing == "arrival" and former.routes_on_arrival
     gqueues: list[deque[int]] = [deque() for _ in range(d)]
     outstanding = [0] * d  # arrival routing: queued + running new tokens per group
     t, ptr, steps = 0, 0, 0
+    kept: dict[tuple, tuple[int, tuple[tuple[float, ...], ...]]] = {}
 
     def route(upto: int, *, inclusive: bool) -> None:
         nonlocal ptr
@@ -180,7 +194,11 @@ def serve_lockstep(req: ServingRequests, sc: Scenario, former: LockstepFormer, n
             groups = _fill_own_queues(gqueues, carry, remaining, done, st, former.chunk)
         else:
             groups = former.form_step()
-        step_ns, shares = _step_cost(groups, costs, st)
+        shape = tuple([tuple([(c, p) for _, c, p in g]) for g in groups])
+        got = kept.get(shape)  # this run's, before the module's cache (which hashes costs and st)
+        if got is None:
+            got = kept[shape] = _step_cost_of(costs, st, shape)
+        step_ns, shares = got
         t_end = t + step_ns
         steps += 1
         for g, pieces in enumerate(groups):
@@ -204,9 +222,9 @@ def serve_lockstep(req: ServingRequests, sc: Scenario, former: LockstepFormer, n
     return ServingResult(
         policy=name,
         arrival_ns=req.arrival_ns,
-        start_ns=start,
-        end_ns=end,
-        own_ns=np.rint(own).astype(np.int64),
+        start_ns=np.array(start, np.int64),
+        end_ns=np.array(end, np.int64),
+        own_ns=np.rint(np.array(own, np.float64)).astype(np.int64),
         new_tokens=req.new_tokens,
         steps=steps,
         layer_items=steps * st.layers * d,
@@ -258,16 +276,35 @@ def _group_sums(groups: list[list[Piece]]) -> tuple[np.ndarray, np.ndarray, np.n
     return tok, quad, cnt
 
 
-def _attention_shares(groups: list[list[Piece]], attn: np.ndarray, costs: CostModel) -> list[list[float]]:
-    """Each piece's share of its group's attention, by its variable cost (linear + causal term)."""
+def _attention_shares(groups: list[list[Piece]], attn: list[int], costs: CostModel) -> list[list[float]]:
+    """Each piece's share of its group's attention, by its variable cost (linear + causal term:
+    :meth:`CostModel.attention_weight`'s formula on Python floats, the same IEEE operations in the
+    same order as numpy's, without a numpy scalar per piece — the hot loop of a coupled run)."""
+    c1, c2 = costs.attn_c1_ms, costs.attn_c2_ms
     out = []
     for g, pieces in enumerate(groups):
-        w = [float(costs.attention_weight(c, p)) for _, c, p in pieces]
+        w = []
+        for _, c, p in pieces:
+            cf, pf = float(c), float(p)
+            w.append(c1 * cf / K + c2 * causal_pairs(cf, pf) / K2)
         total = sum(w)
         if total <= 0:  # no variable cost: the fixed cost splits evenly
             w, total = [1.0] * len(pieces), float(len(pieces) or 1)
-        out.append([float(attn[g]) * x / total for x in w])
+        a = float(attn[g])
+        out.append([a * x / total for x in w])
     return out
+
+
+@lru_cache(maxsize=1 << 15)
+def _step_cost_of(
+    costs: CostModel, st: _Served, shape: tuple[tuple[tuple[int, int], ...], ...]
+) -> tuple[int, tuple[tuple[float, ...], ...]]:
+    """:func:`_step_cost` by the step's shape (each group's (new tokens, prefix) pieces), kept: the
+    cost reads no request id, and a resampled stream's steps recur across a run, its rates and
+    its seeds (pieces numbered by their place in their group, which is all the split reads)."""
+    groups = [[(k, c, p) for k, (c, p) in enumerate(g)] for g in shape]
+    step_ns, shares = _step_cost(groups, costs, st)
+    return step_ns, tuple(tuple(s) for s in shares)
 
 
 def _step_cost(groups: list[list[Piece]], costs: CostModel, st: _Served) -> tuple[int, list[list[float]]]:
@@ -278,25 +315,28 @@ def _step_cost(groups: list[list[Piece]], costs: CostModel, st: _Served) -> tupl
     tok, quad, cnt = _group_sums(groups)
     attn = np.where(cnt > 0, costs.attention_sums_ns(tok, quad, cnt, tp=t), 0)
     n_total = float(tok.sum())
-    xfer_g = k_s * costs.transfer_ns(tok / t).astype(np.float64)  # each group's own collective
+    xfer_g = (k_s * costs.transfer_ns(tok / t).astype(np.float64)).tolist()  # each group's own collective
     xfer = round(k_s * int(costs.transfer_ns(tok.max() / t)))
     moe = int(costs.moe_ns(n_total, st.dp * t))
-    layer = _layer_ns(attn, moe, xfer, t)
-    shares = _attention_shares(groups, attn, costs)
+    layer = _layer_ns(attn, moe, xfer)
+    shares = _attention_shares(groups, attn.tolist(), costs)
+    n_l, tok_g = st.layers, tok.tolist()
     for g, pieces in enumerate(groups):
+        sh, x2, tg = shares[g], 2 * xfer_g[g], tok_g[g]
         for k, (_, c, _) in enumerate(pieces):
-            shares[g][k] = st.layers * (shares[g][k] + 2 * xfer_g[g] * c / tok[g] + moe * c / n_total)
-    return st.layers * layer, shares
+            sh[k] = n_l * (sh[k] + x2 * c / tg + moe * c / n_total)
+    return n_l * layer, shares
 
 
-def _layer_ns(attn: np.ndarray, moe: int, xfer: int, tp: int) -> int:
+def _layer_ns(attn: np.ndarray, moe: int, xfer: int) -> int:
     """One layer of the step on the replay's lockstep mechanics: each group's attention, the
     dispatch barrier, MoE on every die, the combine barrier (every layer of a step is the same,
-    so the step is L of these)."""
-    chain = chain_from_costs(
-        np.asarray(attn, np.int64)[:, None], np.array([moe]), np.array([xfer]), np.array([xfer]), tp=tp
-    )
-    return int(run_chain(chain).step_end.max())
+    so the step is L of these). The one-layer chain of
+    :func:`~asaptrace.replay.mechanics.lockstep.chain_from_costs` run by
+    :func:`~asaptrace.replay.mechanics.lockstep.run_chain` in closed form: the dispatch releases
+    at the slowest group's attention, every rank then waits its transfer, its MoE and the
+    combine's transfer (tests/test_policy_lockstep_step.py holds the two equal)."""
+    return int(np.asarray(attn, np.int64).max()) + xfer + moe + xfer
 
 
 def _split_micro_batches(pieces: list[Piece]) -> tuple[list[Piece], list[Piece]]:
@@ -324,7 +364,7 @@ def _step_cost_overlapped(
         a_ns.append(attn)
         x_ns.append(xfer)
         m_ns.append(moe)
-        sh = _attention_shares(mgroups, attn, costs)
+        sh = _attention_shares(mgroups, attn.tolist(), costs)
         for g, pieces in enumerate(mgroups):
             for j, (_, c, _) in enumerate(pieces):
                 sh[g][j] = st.layers * (sh[g][j] + 2 * xfer_g[g] * c / tok[g] + moe * c / tok.sum())
