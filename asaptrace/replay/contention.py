@@ -1,26 +1,34 @@
-"""Link contention: a transfer slowed by the transfers already in flight in its direction.
+"""Link contention: a transfer slowed by the transfers in flight in its direction.
 
-A *transfer* is one dispatch or one combine instance: on a disaggregated store an attention
+A *transfer* is one dispatch or one combine instance of a disaggregated store: an attention
 group's dispatch-send (its members' kernels of one (group, step, layer, micro-batch)) or the
 pool's combine-send of one served item (the i-th combine of a (step, layer, micro-batch) on every
-expert rank, the pool serving items in one order); on a coupled store one collective (every
-rank's kernels of one (kind, step, layer, micro-batch)). It is in flight on [its earliest
-kernel's start, its latest kernel's end). Its in-flight count n is the number of *other*
-transfers of the same kind (direction: dispatches go into the pool, combines out of it) with
-``start ≤ its start < end``. The measured transfer of a (step, layer, micro-batch) carries the
-mean n of its instances, and the cost fit (:func:`fit_contention`) finds κ in::
+expert rank, the pool serving items in one order). Each sender kernel (one die's part of a
+transfer) gets n = the number of *other* transfers of its direction (dispatches go into the pool,
+combines out of it) one of whose kernels runs at its start (``start ≤ s < end``) — synth's own
+definition (:mod:`asaptrace.synth.contention`), so a twin's κ is read back. The fit
+(:func:`estimate_contention`) finds κ in::
 
-    X_measured = X(t) · (1 + κ·n)
+    duration = level of its transfer × (1 + κ·n) × the die's noise
 
-κ by least squares on X_measured / X(t) = L·(1 + κ·n) (one level L per kind), then the transfer
-line on X_measured / (1 + κ·n).
-κ is kept only when positive and when it explains the transfers better than the line alone (an
-F statistic on one parameter, as for the line's slope): a run whose transfers never overlap (n = 0
-throughout) or whose overlaps do not slow them gives κ = 0 and exactly the line fitted without it.
+by least squares on the log durations within each transfer (its dies carry the same payload, so
+the level drops out and the dies' own skew in n is what is left). κ is kept only when positive and
+when it explains the kernels better than κ = 0 (an F statistic on one parameter, above
+:data:`F_CONTENTION`); the transfer line is then fitted on X_measured / (1 + κ·n̄), n̄ each row's
+mean count. Otherwise κ = 0 and exactly the line fitted without it.
 
-The what-if keeps each measured transfer's level (its in-flight count is taken as the measured
-one; the count is not re-derived for another split); the Monte-Carlo band draws it per item as
-N ~ Poisson(n) and costs the transfer × (1 + κ·N) / (1 + κ·n) (:func:`drawn_contention`).
+The counts compare kernels of different ranks, so they need the ranks' clocks to agree to well
+under a transfer's duration. A coupled store cannot show contention (its dispatch and combine are
+collectives, one at a time, their kernels holding the barrier wait: no sender kernels are read),
+and enrich cannot align the hosts of a disaggregated run (its sends are asynchronous): hosts whose
+clocks disagree by milliseconds blur n and read κ low (a twin at contention 0.5 with 3 ms per-node
+offsets: 0.16).
+
+The what-if keeps each measured transfer's level (its count is taken as the measured one, not
+re-derived for another split); the Monte-Carlo band draws it per item as N ~ Poisson(n̄) and costs
+the transfer × (1 + κ·N) / (1 + κ·n̄) (:func:`drawn_contention`). A run that cannot show
+contention (:func:`contention_observable`) keeps κ = 0 in its answer and the band draws κ over
+:data:`CONTENTION_PRIOR` (``asaptrace.replay.whatif.run.mc_band``).
 """
 
 from __future__ import annotations
@@ -71,7 +79,7 @@ def transfer_kernels(dev: pl.DataFrame, ranks: pl.DataFrame, deployment: str) ->
     kinds = ev["kind"].to_numpy()
     for k in (Kind.DISPATCH.value, Kind.COMBINE.value):
         sel = np.flatnonzero(kinds == k)
-        counts[sel] = _others_in_flight(
+        counts[sel] = others_in_flight(
             ev["inst"].to_numpy()[sel], ev["ts_ns"].to_numpy()[sel], ev["end_ns"].to_numpy()[sel]
         )
     return ev.select(
@@ -79,7 +87,7 @@ def transfer_kernels(dev: pl.DataFrame, ranks: pl.DataFrame, deployment: str) ->
     )
 
 
-def _others_in_flight(inst: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+def others_in_flight(inst: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Per kernel: the other transfers one of whose kernels runs at its start. Each transfer's
     kernels are merged into disjoint segments, so a transfer covers a time at most once."""
     order = np.lexsort((start, inst))
@@ -108,28 +116,56 @@ def with_in_flight(transfers: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFra
 
 
 def estimate_contention(kernels: pl.DataFrame) -> dict[str, float]:
-    """κ read from the sender kernels: within each transfer (its dies carry the same tokens) a
-    kernel's duration over the transfer's median, r, against its in-flight count n, both less their
-    transfer's means (the tokens, and whatever else sets a transfer's level, drop out; what is left
-    is the dies' own skew in n): r = L·(1 + κ·n), so κ = slope / L, L the level at n = 0. ``f`` is
-    the F statistic of the slope (one parameter); ``kernels`` the points used."""
-    if kernels.height < 8 or kernels["in_flight"].max() == 0:
-        return {"kappa": 0.0, "f": 0.0, "kernels": kernels.height}
-    row = ["kind", *_KEYS, "inst"]
-    x = kernels.with_columns(r=pl.col("dur_ns") / pl.col("dur_ns").median().over(row), n=pl.col("in_flight"))
-    x = x.with_columns(
-        dr=pl.col("r") - pl.col("r").mean().over(row), dn=pl.col("n") - pl.col("n").mean().over(row)
-    )
-    dr, dn = x["dr"].to_numpy(), x["dn"].to_numpy().astype(np.float64)
-    sxx = float((dn * dn).sum())
-    if sxx <= 0:
-        return {"kappa": 0.0, "f": 0.0, "kernels": x.height}
-    slope = float((dn * dr).sum()) / sxx
-    ss0, ss1 = float((dr * dr).sum()), float(((dr - slope * dn) ** 2).sum())
-    dof = max(x.height - x.select(pl.struct(row).n_unique()).item() - 1, 1)
-    level = float(x["r"].mean()) - slope * float(x["n"].mean())
-    kappa = slope / level if level > 0 else 0.0
-    return {"kappa": kappa, "f": (ss0 - ss1) / max(ss1 / dof, 1e-300), "kernels": x.height}
+    """κ read from the sender kernels, within each transfer (its dies carry the same payload): a
+    kernel's log duration is its transfer's level plus log(1 + κ·n) plus the die's noise,
+
+        log d_i = a_transfer + log(1 + κ·n_i) + ε_i
+
+    so the levels (the tokens, the link, whatever sets a transfer's size) drop out and what is
+    left is the dies' own skew in n. κ is the least-squares value (each transfer's a its mean at
+    that κ; a one-dimensional search, :func:`_least_squares_kappa`); ``f`` the F statistic of κ
+    against κ = 0 (one parameter); ``kernels`` the points used."""
+    overlaps = int((kernels["in_flight"] > 0).sum()) if kernels.height else 0
+    quiet = {"kappa": 0.0, "f": 0.0, "kernels": kernels.height, "overlaps": overlaps}
+    if kernels.height < 8 or overlaps == 0:
+        return quiet
+    transfer = kernels.select(pl.struct("kind", *_KEYS, "inst").rank("dense")).to_series().to_numpy() - 1
+    y = np.log(kernels["dur_ns"].to_numpy().astype(np.float64))
+    n = kernels["in_flight"].to_numpy().astype(np.float64)
+    size = np.bincount(transfer)
+    dof = len(y) - len(size) - 1
+    if dof < 1 or not (n - (np.bincount(transfer, n) / size)[transfer]).any():
+        return quiet  # every transfer's dies see the same count: κ cannot be told from the level
+
+    def ssr(kappa: float) -> float:
+        r = y - np.log1p(kappa * n)
+        r -= (np.bincount(transfer, r) / size)[transfer]
+        return float(r @ r)
+
+    kappa = _least_squares_kappa(ssr, -0.99 / n.max(), KAPPA_MAX)
+    ss1 = ssr(kappa)
+    return quiet | {"kappa": kappa, "f": (ssr(0.0) - ss1) / max(ss1 / dof, 1e-300)}
+
+
+#: the search's upper end for κ (a transfer 10× slower per transfer in flight is no link)
+KAPPA_MAX = 10.0
+
+
+def _least_squares_kappa(ssr: Callable[[float], float], lo: float, hi: float) -> float:
+    """Golden-section search of the sum of squares over [lo, hi] (to 1e-9 of the interval)."""
+    g = (5**0.5 - 1) / 2
+    c, d = hi - g * (hi - lo), lo + g * (hi - lo)
+    fc, fd = ssr(c), ssr(d)
+    while hi - lo > 1e-9 * KAPPA_MAX:
+        if fc < fd:
+            hi, d, fd = d, c, fc
+            c = hi - g * (hi - lo)
+            fc = ssr(c)
+        else:
+            lo, c, fc = c, d, fd
+            d = lo + g * (hi - lo)
+            fd = ssr(d)
+    return float((lo + hi) / 2)
 
 
 #: κ is kept only when the contention term explains this much more than the line alone
@@ -158,7 +194,26 @@ def fit_contention(
     return 0.0, beta, pred, how, info | {"contention": 0.0}
 
 
-def drawn_contention(rng: np.random.Generator, kappa: float, n: np.ndarray) -> np.ndarray:
-    """Per item: (1 + κ·N) / (1 + κ·n) with N ~ Poisson(n) — the in-flight count redrawn."""
+def drawn_contention(rng: np.random.Generator, kappa: float, n: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Per item: (1 + κ·N) / (1 + κ·n) with N ~ Poisson(target) — the in-flight count redrawn
+    (``target`` = n: around the measured level; n + the prior's count when the run showed none)."""
     n = np.nan_to_num(np.asarray(n, np.float64))
-    return (1 + kappa * rng.poisson(n)) / (1 + kappa * n)
+    return (1 + kappa * rng.poisson(np.nan_to_num(np.asarray(target, np.float64)))) / (1 + kappa * n)
+
+
+#: the κ a band draws from, uniformly, when the measured run cannot show link contention (an
+#: assumption, reported as ``band.mc_contention_prior``): up to half a transfer's time per transfer
+#: in flight, the contention issue 41 asks the band to cover
+CONTENTION_PRIOR = (0.0, 0.5)
+
+
+def contention_observable(wl: Any) -> bool:
+    """Whether the measured run could show link contention: sender kernels that overlap another
+    transfer of their direction (a coupled store's collectives run one at a time: never)."""
+    return float(wl.contention.get("overlaps", 0)) > 0
+
+
+def prior_draws(seed: int, runs: int) -> np.ndarray:
+    """κ of each of the band's ``runs`` replays under the prior (seeded like the band)."""
+    lo, hi = CONTENTION_PRIOR
+    return np.random.default_rng([seed, runs, 41]).uniform(lo, hi, runs)

@@ -126,9 +126,11 @@ class CostModel:
     whatif_moe_scale: float = 1.0
     whatif_transfer_scale: float = 1.0
     #: ≥ 0: one Monte-Carlo draw of an offline what-if's kernel durations (the band's replays,
-    #: seeded by (mc_seed, mc_draw)); −1: the expected costs. Not in the TOML file
+    #: seeded by (mc_seed, mc_draw)); −1: the expected costs. ``mc_in_flight``: the contention
+    #: prior's transfers in flight (dispatch, combine; replay.contention). Not in the TOML file
     mc_draw: int = -1
     mc_seed: int = 0
+    mc_in_flight: tuple[float, float] = (0.0, 0.0)
     source: str = "defaults (the ASAP paper's figures, docs/analyses/replay.md)"
 
     # ------------------------------------------------------------------------------------ costs
@@ -184,7 +186,7 @@ class CostModel:
         return _ns(self.launch_ms)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "mc_in_flight"}  # one band draw's, not a cost
 
 
 def _ns(ms: float) -> int:

@@ -139,9 +139,14 @@ def item_costs(
         sx = costs.xfer_sigma
         disp = disp * np.exp(sx * rng.standard_normal(it.height) - sx * sx / 2)
         comb = comb * np.exp(sx * rng.standard_normal(it.height) - sx * sx / 2)
-    if rng is not None and costs.xfer_contention > 0:  # … and over the in-flight counts
-        disp = disp * drawn_contention(rng, costs.xfer_contention, _col(it, "dispatch_in_flight"))
-        comb = comb * drawn_contention(rng, costs.xfer_contention, _col(it, "combine_in_flight"))
+    if rng is not None and costs.xfer_contention > 0:  # … over the in-flight counts (plus the prior's)
+        n_d, n_c, (p_d, p_c) = (
+            _col(it, "dispatch_in_flight"),
+            _col(it, "combine_in_flight"),
+            costs.mc_in_flight,
+        )
+        disp = disp * drawn_contention(rng, costs.xfer_contention, n_d, n_d + p_d)
+        comb = comb * drawn_contention(rng, costs.xfer_contention, n_c, n_c + p_c)
     xs = transfer_factor(wl, costs, asynchronous) * costs.whatif_transfer_scale
     moe_s = costs.whatif_moe_scale
     a_late = m_late = np.zeros(it.height)
