@@ -45,9 +45,7 @@ class Links:
 
     def __init__(self, contention: float) -> None:
         self.contention = float(contention)
-        self._inst: list[int] = []
-        self._start: list[int] = []
-        self._end: list[int] = []
+        self._kernels: list[np.ndarray] = []  # (inst, start, end) rows, one array per placement
         self._transfers = 0
         self._pending: dict[int, tuple[int, np.ndarray, np.ndarray, np.ndarray]] = {}
 
@@ -58,9 +56,12 @@ class Links:
     def slowdown(self, starts: np.ndarray, own: int = -1) -> np.ndarray:
         """1 + contention × (other transfers in flight at each start); ones when contention is 0."""
         starts = np.asarray(starts, np.int64)
-        if not self.on or not self._start:
+        if not self.on or not self._kernels:
             return np.ones(starts.shape)
-        inst, lo, hi = (np.array(v, np.int64) for v in (self._inst, self._start, self._end))
+        if len(self._kernels) > 1:
+            self._kernels = [np.concatenate(self._kernels)]
+        table = self._kernels[0]
+        inst, lo, hi = table[table[:, 2] > starts.min()].T  # only kernels still running can cover
         cover = (lo[None, :] <= starts[:, None]) & (starts[:, None] < hi[None, :]) & (inst != own)
         return 1.0 + self.contention * np.array([len(np.unique(inst[row])) for row in cover])
 
@@ -89,6 +90,4 @@ class Links:
         return slow
 
     def _add(self, inst: int, starts: np.ndarray, ends: np.ndarray) -> None:
-        self._inst += [inst] * len(starts)
-        self._start += starts.tolist()
-        self._end += ends.tolist()
+        self._kernels.append(np.column_stack([np.full(len(starts), inst), starts, ends]).astype(np.int64))
