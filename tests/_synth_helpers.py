@@ -56,3 +56,37 @@ def kineto_kernels(trace: dict) -> list[dict]:
 def ns(us_value: float) -> int:
     """A µs timestamp as written (3 decimals) back to integer ns."""
     return round(us_value * 1000)
+
+
+def twin_work(
+    root: Path, sigma: float, split: tuple[int, int, int] | None, *, contention: float = 0.0, **clock
+):
+    """The measured work of a replay twin: the coupled preset's requests (12 layers, one step of
+    131072 tokens, seed 3) run coupled (``split`` None) or disaggregated D×T + E, kernel noise
+    ``sigma``, link ``contention``; ``clock`` overrides ``[clock]`` (``offset_max_us=0``: clocks
+    agree). Synthesised and ingested once under ``root``."""
+    from asaptrace.ingest.driver import ingest_paths
+    from asaptrace.pipeline import enrich_store
+    from asaptrace.replay.whatif.measured import extract_measured_work
+    from asaptrace.store import TraceStore
+    from asaptrace.synth.run import synthesize
+
+    cfg = load_config("coupled")
+    dep = replace(cfg.deployment, step_tokens=131072, micro_batches=1)
+    if split:
+        d, t, e = split
+        dep = replace(dep, mode="disaggregated", attn_dp=d, attn_tp=t, expert_devices=e, dual_batch=d < 8)
+    cfg = replace(
+        cfg,
+        model=replace(cfg.model, layers=12, dense_layers=1),
+        deployment=dep,
+        costs=replace(cfg.costs, jitter=sigma, contention=contention),
+        clock=replace(cfg.clock, **clock),
+        run=replace(cfg.run, steps=1, seed=3),
+    )
+    clocks = "".join(f"-{k}{v}" for k, v in sorted(clock.items()))  # no [ ]: polars globs them
+    out = root / f"{sigma}-{contention}-{split}{clocks}".replace(" ", "")
+    if not (out / "s.store").exists():
+        synthesize(cfg, out / "run")
+        enrich_store(ingest_paths([out / "run" / "kineto"], out / "s.store", jobs=1))
+    return extract_measured_work(TraceStore.open(out / "s.store"))

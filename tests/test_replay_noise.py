@@ -10,39 +10,18 @@ layers, one step) keep this fast; the splits keep TP4 (synth's attention does no
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from asaptrace.ingest.driver import ingest_paths
-from asaptrace.pipeline import enrich_store
 from asaptrace.replay.costs import fit_costs
 from asaptrace.replay.dispersion import busy_share, expected_max, max_draws
-from asaptrace.replay.whatif.measured import extract_measured_work
 from asaptrace.replay.whatif.run import replay_measured_work
-from asaptrace.synth.config import load_config
-from asaptrace.synth.run import synthesize
+from tests._synth_helpers import twin_work
 
 
 def _run(root, sigma: float, split: tuple[int, int, int] | None):
-    cfg = load_config("coupled")
-    dep = replace(cfg.deployment, step_tokens=131072, micro_batches=1)
-    if split:
-        d, t, e = split
-        dep = replace(dep, mode="disaggregated", attn_dp=d, attn_tp=t, expert_devices=e, dual_batch=d < 8)
-    cfg = replace(
-        cfg,
-        model=replace(cfg.model, layers=12, dense_layers=1),
-        deployment=dep,
-        costs=replace(cfg.costs, jitter=sigma),
-        run=replace(cfg.run, steps=1, seed=3),
-    )
-    out = root / f"{sigma}-{split}".replace(" ", "")
-    synthesize(cfg, out / "run")
-    return extract_measured_work(
-        enrich_store(ingest_paths([out / "run" / "kineto"], out / "s.store", jobs=1))
-    )
+    return twin_work(root, sigma, split)
 
 
 @pytest.fixture(scope="module")

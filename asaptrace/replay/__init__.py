@@ -6,7 +6,8 @@ rooms" in pyproject.toml keeps it so), in the order data flows through them:
 
 * :mod:`~asaptrace.replay.costs` — ``CostModel`` (DOMAIN §3/§6 defaults, the one TP rule),
   ``fit_costs``, ``load_costs`` / ``save_costs`` (strict TOML). *A new cost part goes here.*
-  Beside it :mod:`~asaptrace.replay.dispersion`: per-die noise, the expected slowest of k dies.
+  Beside it :mod:`~asaptrace.replay.dispersion`: per-die noise, the expected slowest of k dies;
+  :mod:`~asaptrace.replay.contention`: link contention, transfers in flight and the fitted κ.
 * :mod:`~asaptrace.replay.mechanics` — how a deployment executes work: the event engine, the
   lockstep chain, the pipelined deployment (Python reference and compiled item loop), batch
   formers, the planner, the measured work's types.

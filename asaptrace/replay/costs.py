@@ -50,6 +50,7 @@ import numpy as np
 import polars as pl
 
 from asaptrace.errors import UsageError
+from asaptrace.replay.contention import fit_contention
 from asaptrace.replay.dispersion import expected_max, order_factor, pooled_sigma
 from asaptrace.userfiles import read_text
 
@@ -78,7 +79,12 @@ _LAYOUT: dict[str, dict[str, str]] = {
         "e_ref": "moe_e_ref",
         "sigma": "moe_sigma",
     },
-    "transfer": {"latency_ms": "xfer_latency_ms", "per_k_ms": "xfer_per_k_ms", "sigma": "xfer_sigma"},
+    "transfer": {
+        "latency_ms": "xfer_latency_ms",
+        "per_k_ms": "xfer_per_k_ms",
+        "sigma": "xfer_sigma",
+        "contention": "xfer_contention",
+    },
     "coupled": {"k_s": "coupled_k_s"},
     "launch": {"per_item_ms": "launch_ms"},
 }
@@ -113,14 +119,18 @@ class CostModel:
     attn_sigma: float = 0.0
     moe_sigma: float = 0.0
     xfer_sigma: float = 0.0
+    #: κ: a transfer costs × (1 + κ·n) with n transfers in flight (:mod:`asaptrace.replay.contention`)
+    xfer_contention: float = 0.0
     #: multipliers on an offline what-if's *modelled* pool and transfer costs (the ``scale`` knob of
     #: ``replay --vary`` and the fit band, :mod:`asaptrace.replay.mechanics.offline`); not in the TOML file
     whatif_moe_scale: float = 1.0
     whatif_transfer_scale: float = 1.0
     #: ≥ 0: one Monte-Carlo draw of an offline what-if's kernel durations (the band's replays,
-    #: seeded by (mc_seed, mc_draw)); −1: the expected costs. Not in the TOML file
+    #: seeded by (mc_seed, mc_draw)); −1: the expected costs. ``mc_in_flight``: the contention
+    #: prior's transfers in flight (dispatch, combine; replay.contention). Not in the TOML file
     mc_draw: int = -1
     mc_seed: int = 0
+    mc_in_flight: tuple[float, float] = (0.0, 0.0)
     source: str = "defaults (the ASAP paper's figures, docs/analyses/replay.md)"
 
     # ------------------------------------------------------------------------------------ costs
@@ -176,7 +186,7 @@ class CostModel:
         return _ns(self.launch_ms)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "mc_in_flight"}  # one band draw's, not a cost
 
 
 def _ns(ms: float) -> int:
@@ -445,16 +455,22 @@ def fit_costs(work: Any, *, base: CostModel | None = None) -> CostFit:
             (pl.col("dispatch_ns").sum() / n_mb).alias("d"),
             (pl.col("combine_ns").sum() / n_mb).alias("c"),
             (pl.col("tokens_per_die").sum() / n_mb).alias("t"),
+            pl.col("dispatch_in_flight").mean().fill_null(0.0).alias("nd"),
+            pl.col("combine_in_flight").mean().fill_null(0.0).alias("nc"),
         )
         .sort("step", "layer")
     )
     if xf.height >= 4:
         y = np.concatenate([xf["d"].to_numpy(), xf["c"].to_numpy()]) / _NS_PER_MS
         t = np.tile(xf["t"].to_numpy() / K, 2)
-        beta, pred, how = _transfer_line(t, y, model)
-        changes.update(xfer_latency_ms=float(beta[0]), xfer_per_k_ms=float(beta[1]))
-        quality["transfer"] = part_quality(
-            y, pred, data=f"dispatch and combine per (step, layer); tokens from {data}"
+        n = np.concatenate([xf["nd"].to_numpy(), xf["nc"].to_numpy()])
+        kappa, beta, pred, how, contention = fit_contention(
+            t, y, n, work.contention, lambda t, y: _transfer_line(t, y, model)
+        )
+        changes.update(xfer_latency_ms=float(beta[0]), xfer_per_k_ms=float(beta[1]), xfer_contention=kappa)
+        quality["transfer"] = (
+            part_quality(y, pred, data=f"dispatch and combine per (step, layer); tokens from {data}")
+            | contention
         )
         if how:
             quality["transfer"]["note"] = how

@@ -6,7 +6,7 @@ workload (requests: arrivals, lengths from real distributions) → schedule (tok
 
 Modules, in that order: ``config`` (model, deployment, costs, straggler, clocks; ``presets/*.toml``),
 ``costs`` (the replay's cost model plus kernel shapes), ``coupled`` and ``disaggregated`` (the two
-execution models), ``timeline`` (the simulated run before any file format), ``kineto_writer`` and
+execution models; ``contention`` the disaggregated sends' link contention), ``timeline`` (the simulated run before any file format), ``kineto_writer`` and
 ``ascend_writer``, ``truth`` (``truth.json``), ``run`` (``synthesize``: config → files).
 """
 

@@ -19,6 +19,10 @@ from asaptrace.errors import UsageError
 from asaptrace.userfiles import read_text
 from asaptrace.workload.requests import WorkloadConfig
 
+#: keys added after runs were bundled: written only when set, so an earlier run's config.toml stays
+#: byte-identical when regenerated
+_OMITTED_AT_DEFAULT = {("costs", "contention")}
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -91,6 +95,7 @@ class CostConfig:
     jitter: float = 0.03  # lognormal sigma of every kernel's duration
     step_gap_ms: float = 1.5  # scheduler work between prefill steps
     net_latency_us: float = 8.0  # disaggregated: one-way latency of a send
+    contention: float = 0.0  # disaggregated: a send × (1 + contention × sends in flight); synth.contention
 
 
 @dataclass(frozen=True)
@@ -133,7 +138,11 @@ class SynthConfig:
     run: RunConfig = field(default_factory=RunConfig)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        for table, key in _OMITTED_AT_DEFAULT:
+            if out[table][key] == getattr(type(getattr(self, table))(), key):
+                del out[table][key]
+        return out
 
 
 FORMATS = ("kineto", "ascend", "both")
@@ -268,6 +277,8 @@ def validate(cfg: SynthConfig) -> None:
         problems.append("deployment.ascend_comm must be fused")
     if cfg.costs.combine_payload <= 0:
         problems.append("costs.combine_payload must be positive")
+    if cfg.costs.contention < 0:
+        problems.append("costs.contention must be at least 0")
     if d.step_tokens < 1:
         problems.append("deployment.step_tokens must be positive")
     if problems:
@@ -283,6 +294,8 @@ def config_toml(cfg: SynthConfig) -> str:
             continue
         lines.append(f"\n[{f.name}]")
         for g in fields(value):
+            if (f.name, g.name) in _OMITTED_AT_DEFAULT and getattr(value, g.name) == g.default:
+                continue
             lines.append(f"{g.name} = {_toml_value(getattr(value, g.name))}")
     return "\n".join(lines) + "\n"
 

@@ -16,7 +16,7 @@ is the MoE devices' true first-come-first-served order.
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from asaptrace.replay.mechanics.engine import Engine, Event
 from asaptrace.replay.mechanics.planner import StepPlan
 from asaptrace.replay.mechanics.program import COMPUTE_STREAM
 from asaptrace.synth.config import SynthConfig
+from asaptrace.synth.contention import DieSends, Links
 from asaptrace.synth.costs import kernel_costs
 from asaptrace.synth.timeline import (
     Annotation,
@@ -96,14 +97,16 @@ class _GroupStep:
         self.first, self.last = np.full(T, np.iinfo(np.int64).max), t0.copy()
         self.spans = SpanRecorder()
         self.ready = {b: t0.copy() for b in range(sim.nb)}
-        self.pending: dict[
-            int, tuple[ItemKey, np.ndarray, np.ndarray]
-        ] = {}  # b -> (item, send end, recv launch)
+        self.pending: dict[int, tuple[ItemKey, np.ndarray, np.ndarray]] = {}  # b -> (item, send end, recv)
 
     def noisy(self, base_ns: Any) -> np.ndarray:
         sim = self.sim
         noise = jitter(sim.rng, sim.cfg.costs.jitter, sim.T) * sim.slow[self.dev.ranks]
         return np.rint(base_ns * noise).astype(np.int64)
+
+    def linear(self, c0: float, c1: float, b: int) -> np.ndarray:
+        """A compute kernel linear in batch ``b``'s tokens per member, with its noise."""
+        return self.noisy(self.sim.kc.linear_ns(c0, c1, self.share[b]))
 
     def op(
         self, name: str, stream: int, dep: np.ndarray, dur_ns: np.ndarray, layer: int, b: int
@@ -127,12 +130,16 @@ class _GroupStep:
         self._record(name, stream, start, end, launch, layer, b)
         return end
 
-    def send(self, layer: int, b: int, dep: np.ndarray) -> None:
+    def send_plan(self, b: int, dep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each member's start (as ``op`` computes it) and jittered duration of its next dispatch-send."""
+        sim = self.sim
+        start = np.maximum(np.maximum(self.dev.free[SEND_STREAM], self.dev.host + sim.lat), dep)
+        return start, float(sim.kc.transfer_ns(self.share[b])) * jitter(sim.rng, sim.cfg.costs.jitter, sim.T)
+
+    def send(self, layer: int, b: int, dep: np.ndarray, dur: np.ndarray) -> None:
         """Dispatch-send (returns once written) and launch of the matching combine-receive."""
         sim = self.sim
-        noise = jitter(sim.rng, sim.cfg.costs.jitter, sim.T)
-        dur = np.rint(float(sim.kc.transfer_ns(self.share[b])) * noise).astype(np.int64)
-        end = self.op("dispatch_send", SEND_STREAM, dep, dur, layer, b)
+        end = self.op("dispatch_send", SEND_STREAM, dep, np.rint(dur), layer, b)
         key = (self.g, self.plan.step, layer, b)
         sim.push(int(end.max()) + sim.net, key, float(self.tok[b]))
         recv_launch = self.dev.host
@@ -212,13 +219,14 @@ class _Sim:
         self.n_att = d.attn_dp * d.attn_tp
         self.launch_ns, self.lat = int(ms(c.launch_us / 1000)), int(ms(c.launch_latency_us / 1000))
         self.net = int(ms(c.net_latency_us / 1000))
+        self.links, self.out = Links(c.contention), Links(c.contention)  # into and out of the pool
         self.slow = np.ones(self.n_att + self.E)
         if s.slow_rank >= 0:
             self.slow[s.slow_rank] = s.slow_factor
         self.pop = expert_popularity(rng, m.experts, m.layers, s.routing_skew, s.hot_expert, s.hot_factor)
         self.new_tok = reqs.seq_len - reqs.cached_len
         self.quad = reqs.seq_len.astype(np.float64) ** 2 - reqs.cached_len.astype(np.float64) ** 2
-        self.outbox: list[ItemAvailable] = []  # items sent since the engine last collected them
+        self.outbox: list[Event] = []  # items sent and sends' members to place, for the engine
         self.results: dict[ItemKey, int] = {}
         self.waits: dict[str, list] = {
             k: [] for k in ("step", "layer", "micro_batch", "op", "rank", "arrival_ns", "release_ns")
@@ -250,12 +258,13 @@ class _Sim:
     def push(self, t_avail: int, key: ItemKey, tokens: float) -> None:
         self.outbox.append(ItemAvailable(t_avail, key=key, tokens=tokens))
 
-    def _sent(self) -> list[ItemAvailable]:
+    def _sent(self) -> list[Event]:
         out, self.outbox = self.outbox, []
         return out
 
-    def group_program(self, g: int) -> Generator[ItemKey, int, None]:
-        """Yields the item whose result the group needs next; is sent that result's arrival time."""
+    def group_program(self, g: int) -> Generator[ItemKey | list[DieSends], Any, None]:
+        """Yields the item whose result the group needs next; is sent that result's arrival time.
+        With contention, also yields a send's members, and is sent their slowdowns once placed."""
         c, m = self.cfg.costs, self.cfg.model
         dev = _Devices(np.arange(g * self.T, (g + 1) * self.T), 0)
         prev_end: int | None = None
@@ -270,36 +279,21 @@ class _Sim:
                 for b in range(self.nb):
                     if b in st.pending:
                         st.receive(b, (yield st.pending[b][0]))
-                    sh = st.share[b]
                     a = st.op("attention", COMPUTE_STREAM, st.ready[b], st.noisy(st.attn_ns[b]), layer, b)
                     if layer < m.dense_layers:
                         st.ready[b] = st.op(
-                            "dense_mlp",
-                            COMPUTE_STREAM,
-                            a,
-                            st.noisy(self.kc.linear_ns(c.dense_c0, c.dense_c1, sh)),
-                            layer,
-                            b,
+                            "dense_mlp", COMPUTE_STREAM, a, st.linear(c.dense_c0, c.dense_c1, b), layer, b
                         )
                         continue
-                    gt = st.op(
-                        "gate",
-                        COMPUTE_STREAM,
-                        a,
-                        st.noisy(self.kc.linear_ns(c.gate_c0, c.gate_c1, sh)),
-                        layer,
-                        b,
-                    )
-                    st.send(layer, b, gt)
+                    gt = st.op("gate", COMPUTE_STREAM, a, st.linear(c.gate_c0, c.gate_c1, b), layer, b)
+                    start, dur = st.send_plan(b, gt)
+                    if self.links.on:  # each member placed when the engine reaches its start
+                        dur = dur * (yield self.links.begin(g, start, dur))
+                    st.send(layer, b, gt, dur)
                     # the shared expert runs while the routed experts work; this batch's next attention
                     # follows it on the compute stream and also waits for the combine-receive
                     st.op(
-                        "shared_expert",
-                        COMPUTE_STREAM,
-                        gt,
-                        st.noisy(self.kc.linear_ns(c.shared_c0, c.shared_c1, sh)),
-                        layer,
-                        b,
+                        "shared_expert", COMPUTE_STREAM, gt, st.linear(c.shared_c0, c.shared_c1, b), layer, b
                     )
             for b in range(self.nb):
                 if b in st.pending:
@@ -334,7 +328,9 @@ class _Sim:
         exp.free[COMPUTE_STREAM] = g_end
         s_start = np.maximum(np.maximum(exp.free[RECV_STREAM], g_end), launch + 2 * self.launch_ns + self.lat)
         # a balanced device sends back (tokens / T) token-equivalents, like one attention member's dispatch
-        s_end = s_start + self.kc.combine_ns((loads / m.top_k) * (E / self.T))
+        s_dur = self.kc.combine_ns((loads / m.top_k) * (E / self.T))
+        s_end = s_start + np.rint(s_dur * self.out.slowdown(s_start)).astype(np.int64)
+        self.out.place(s_start, s_end)
         exp.free[RECV_STREAM] = s_end
         bk = self.builder
         bk.kernels(
@@ -396,19 +392,28 @@ class _Sim:
     def run(self) -> dict[str, Any]:
         gens = {g: self.group_program(g) for g in range(self.cfg.deployment.attn_dp)}
         waiting: dict[ItemKey, int] = {}
+        now = [0]
 
         def advance(g: int, value: int | None) -> None:
             while True:
                 try:
-                    key = gens[g].send(value)  # type: ignore[arg-type]
+                    key = gens[g].send(value)
                 except StopIteration:
+                    return
+                if isinstance(key, list):  # a send's members: the engine places them at their starts
+                    self.outbox += [replace(d, t_ns=max(d.t_ns, now[0])) for d in key]
                     return
                 if key not in self.results:
                     waiting[key] = g
                     return
                 value = self.results[key]
 
-        def handle(ev: Event) -> list[ItemAvailable]:
+        def handle(ev: Event) -> list[Event]:
+            now[0] = ev.t_ns
+            if isinstance(ev, DieSends):
+                if (slow := self.links.started(ev)) is not None:  # the send's last member placed
+                    advance(ev.group, slow)
+                return self._sent()
             # the MoE devices serve items in the engine's (arrival time, send order) order
             assert isinstance(ev, ItemAvailable)
             self.results[ev.key] = self.serve(ev.key, ev.t_ns, ev.tokens)

@@ -239,9 +239,16 @@ def mc_text(j: dict[str, Any]) -> str:
     b = j.get("band") or {}
     if b.get("mc_status") != "drawn":
         return ""
+    prior = b.get("mc_contention_prior")
+    assumed = (
+        f"; its high edge assumes link contention κ up to {prior['kappa'][1]:g} per transfer in flight, "
+        "which the measured run cannot show (the makespan assumes none)"
+        if prior
+        else ""
+    )
     return (
         f"; makespan {human_ns(j['makespan_ns'])}, {b['mc_runs']} noisy re-runs: "
-        f"{human_ns(b['mc_low_ns'])} … {human_ns(b['mc_high_ns'])} (5th–95th percentile)"
+        f"{human_ns(b['mc_low_ns'])} … {human_ns(b['mc_high_ns'])} (5th–95th percentile){assumed}"
     )
 
 

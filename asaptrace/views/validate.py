@@ -30,6 +30,11 @@ def validate_lines(j: dict[str, Any]) -> list[str]:
         f"{human_ns(o['band']['mc_low_ns'])} … {human_ns(o['band']['mc_high_ns'])}, "
         f"covers the measured value: {_covered(o)}",
     ]
+    if prior := j.get("mc_contention_prior"):
+        lines.append(
+            f"the band's high edge assumes link contention κ up to {prior['kappa'][1]:g} per transfer in "
+            "flight, which the fitted run cannot show (the prediction assumes none)"
+        )
     m = j.get("model_error") or {}
     if m.get("error") is not None:
         lines.append(

@@ -23,7 +23,8 @@ kept and only the change is modelled):
 * per-die noise: a measured item is the slowest of its dies, so on another number of dies it is
   × G(k, σ) / G(k_measured, σ) (:mod:`asaptrace.replay.dispersion`; inside ``moe_ns`` with token
   counts); ``mc_draw`` ≥ 0 draws every kernel once around these expected costs (the
-  Monte-Carlo band).
+  Monte-Carlo band), each transfer also over its in-flight count when the fit found link
+  contention (:func:`asaptrace.replay.contention.drawn_contention`).
 
 :func:`lockstep_split_steps` gives the same work run in lockstep on a split deployment (the
 "split cost" step of the counterfactual sequence): per measured (step, micro-batch), every layer
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from asaptrace.replay.contention import drawn_contention
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.dispersion import busy_share, die_stats, expected_max, order_factor
 from asaptrace.replay.mechanics.formers import Batch
@@ -71,6 +73,11 @@ def _joined(wl: MeasuredWork) -> pl.DataFrame:
         _JOINED.clear()
     _JOINED[id(wl)] = (weakref.ref(wl), it)
     return it
+
+
+def _col(it: pl.DataFrame, name: str) -> np.ndarray:
+    """A float column of the joined items (zeros when the work predates the column)."""
+    return it[name].fill_null(0.0).to_numpy() if name in it.columns else np.zeros(it.height)
 
 
 def transfer_factor(wl: MeasuredWork, costs: CostModel, asynchronous: bool) -> float:
@@ -132,6 +139,14 @@ def item_costs(
         sx = costs.xfer_sigma
         disp = disp * np.exp(sx * rng.standard_normal(it.height) - sx * sx / 2)
         comb = comb * np.exp(sx * rng.standard_normal(it.height) - sx * sx / 2)
+    if rng is not None and costs.xfer_contention > 0:  # … over the in-flight counts (plus the prior's)
+        n_d, n_c, (p_d, p_c) = (
+            _col(it, "dispatch_in_flight"),
+            _col(it, "combine_in_flight"),
+            costs.mc_in_flight,
+        )
+        disp = disp * drawn_contention(rng, costs.xfer_contention, n_d, n_d + p_d)
+        comb = comb * drawn_contention(rng, costs.xfer_contention, n_c, n_c + p_c)
     xs = transfer_factor(wl, costs, asynchronous) * costs.whatif_transfer_scale
     moe_s = costs.whatif_moe_scale
     a_late = m_late = np.zeros(it.height)

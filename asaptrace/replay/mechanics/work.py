@@ -95,6 +95,8 @@ class MeasuredWork:
     notes: list[str] = field(default_factory=list)
     #: where the request lengths came from ("annotations", "sidecar …"; "" when the store has none)
     batches_source: str = ""
+    #: link contention read from the sender kernels (:func:`asaptrace.replay.contention.estimate_contention`)
+    contention: dict[str, float] = field(default_factory=dict)
 
     @property
     def world_size(self) -> int:

@@ -27,11 +27,13 @@ from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel, read_costs
 from asaptrace.replay.serving.lengths_fit import LengthTargets, LogLogistic, fit_log_logistic
 
-#: cost knobs: the CostModel fields a scenario sets (all in ms except phi, tp_ref, e_ref, k_s)
+#: cost knobs: the CostModel fields a scenario sets (all in ms except phi, tp_ref, e_ref, k_s); not
+#: link contention, which the online serving does not model (replay.contention: offline only)
 COST_KNOBS = tuple(
     f.name
     for f in fields(CostModel)
-    if f.name not in ("attn_per_request_ms", "source") and not f.name.startswith(("whatif_", "mc_"))
+    if f.name not in ("attn_per_request_ms", "source", "xfer_contention")
+    and not f.name.startswith(("whatif_", "mc_"))
 )
 #: cost knobs a scenario file may leave out: the per-die noise a store's fit measures (0: none)
 OPTIONAL_KNOBS = ("attn_sigma", "moe_sigma", "xfer_sigma")

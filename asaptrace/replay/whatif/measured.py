@@ -35,6 +35,7 @@ Columns:
 | items | attn_thr (float64) | – | the busiest member's Σ ÷ the Σ of each item's slowest member, per (step, group) |
 | pool | moe_log_ss (float64), moe_dies (int64), moe_thr (float64) | – | the same over the expert ranks, moe_thr per step (:mod:`asaptrace.replay.dispersion`) |
 | transfers | step, layer, micro_batch, dispatch_ns, combine_ns, tokens_per_die | … | ns, tokens |
+| transfers | dispatch_in_flight, combine_in_flight (float64) | – | mean transfers in flight at their start (:mod:`asaptrace.replay.contention`) |
 | busy | step, rank, pos, kind, layer, micro_batch, busy_ns | … | ns |
 """
 
@@ -47,6 +48,7 @@ from asaptrace.analyze.barrier import barrier_wait
 from asaptrace.enrich.instances import match_instances
 from asaptrace.errors import UsageError
 from asaptrace.info import not_prefill_reason, phase_counts, prefill_steps
+from asaptrace.replay.contention import estimate_contention, transfer_kernels, with_in_flight
 from asaptrace.replay.costs import causal_pairs
 from asaptrace.replay.dispersion import with_noise
 from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
@@ -121,7 +123,8 @@ def extract_measured_work(store: TraceStore, *, prefill_only: bool = True) -> Me
         chains, busy, idle = _chains(dev, bw)
     items = _items(dev, ranks, batches, idle)
     pool = _pool(dev, expert, items)
-    transfers = _transfers(dev, ranks, deployment, bw if deployment == "coupled" else None, items, tp)
+    kernels = transfer_kernels(dev, ranks, deployment)
+    transfers = with_in_flight(_transfers(dev, ranks, deployment, bw, items, tp), kernels)
     return MeasuredWork(
         source=str(store.path),
         deployment=deployment,
@@ -135,6 +138,7 @@ def extract_measured_work(store: TraceStore, *, prefill_only: bool = True) -> Me
         items=items,
         pool=pool,
         transfers=transfers,
+        contention=estimate_contention(kernels),
         busy=busy,
         batches=batches,
         chains=chains,

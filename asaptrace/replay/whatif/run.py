@@ -39,6 +39,7 @@ import numpy as np
 from asaptrace.display import HtmlRepr
 from asaptrace.errors import AccountingError, UsageError
 from asaptrace.questions import REPLAY_QUESTION
+from asaptrace.replay.contention import CONTENTION_PRIOR, contention_observable, others_in_flight, prior_draws
 from asaptrace.replay.costs import CostFit, CostModel, fit_costs, fit_warnings, read_costs, save_costs
 from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies import Asap, Coupled, Deployment, LockstepPolicy, Policy, PolicyRun, policy_of
@@ -373,14 +374,27 @@ def mc_band(
 ) -> dict[str, Any]:
     """The what-if re-run ``runs`` times with every kernel drawn from the fitted per-die
     distributions (attention members and MoE dies lognormal σ, transfers over the fit's log
-    residuals; seeded: one store gives one band): the 5th–95th percentile of the makespans."""
-    if not isinstance(pol, Asap) or (costs.attn_sigma, costs.moe_sigma, costs.xfer_sigma) == (0.0, 0.0, 0.0):
+    residuals and, with link contention κ, over their in-flight counts; seeded: one store gives
+    one band): the 5th–95th percentile of the makespans. When the measured run cannot show link
+    contention (:func:`~asaptrace.replay.contention.contention_observable`), the same draws run
+    again with κ over the prior (:data:`~asaptrace.replay.contention.CONTENTION_PRIOR`) and the
+    what-if's own transfers in flight: the high edge is theirs (``mc_contention_prior``)."""
+    spread = (costs.attn_sigma, costs.moe_sigma, costs.xfer_sigma, costs.xfer_contention)
+    prior = isinstance(pol, Asap) and not contention_observable(wl)
+    if not isinstance(pol, Asap) or (spread == (0.0, 0.0, 0.0, 0.0) and not prior):
         return {"mc_status": "none"}
-    spans = np.array(
-        [pol.run(wl, replace(costs, mc_draw=i, mc_seed=seed)).makespan_ns for i in range(runs)], np.float64
-    )
+    draws = [replace(costs, mc_draw=i, mc_seed=seed) for i in range(runs)]
+    spans = np.array([pol.run(wl, c).makespan_ns for c in draws], np.float64)
     lo, hi = (round(float(v)) for v in np.percentile(spans, [5, 95]))
-    return {
+    contention = {"mc_contention": costs.xfer_contention} if costs.xfer_contention > 0 else {}
+    if prior:  # the run cannot show link contention: the same draws again with κ over the prior;
+        # the band runs from none (the low edge above) to the prior's (the high edge)
+        contention = {"mc_contention_prior": contention_prior(pol, wl, costs)}
+        n = tuple(contention["mc_contention_prior"]["in_flight"].values())
+        kappas = prior_draws(seed, runs)
+        slowed = [replace(c, xfer_contention=k, mc_in_flight=n) for c, k in zip(draws, kappas, strict=True)]
+        hi = round(float(np.percentile([pol.run(wl, c).makespan_ns for c in slowed], 95)))
+    return contention | {
         "mc_status": "drawn",
         "mc_runs": runs,
         "mc_seed": seed,
@@ -389,6 +403,26 @@ def mc_band(
         "mc_high_ns": hi,
         "mc_recovered_low_ns": reference_ns - hi,
         "mc_recovered_high_ns": reference_ns - lo,
+    }
+
+
+def contention_prior(pol: Policy, wl: MeasuredWork, costs: CostModel) -> dict[str, Any]:
+    """The contention prior of a band: κ's range, and the what-if's own transfers in flight per
+    direction (the mean over its dispatches, and its combines, of the others in flight at their
+    start, on the expected what-if's timeline: the count the fit reads from a trace)."""
+    trace = pol.run(wl, costs).trace
+    n = {"dispatch": 0.0, "combine": 0.0}
+    for kind in n if trace is not None else ():
+        spans = np.array([(t0, t1) for *_, t0, t1 in getattr(trace, kind)], np.int64).reshape(-1, 2)
+        if len(spans):
+            n[kind] = round(
+                float(others_in_flight(np.arange(len(spans)), spans[:, 0], spans[:, 1]).mean()), 4
+            )
+    return {
+        "kappa": list(CONTENTION_PRIOR),
+        "in_flight": n,
+        "why": "the measured run cannot show link contention (no transfer overlaps another of its "
+        "direction): the band draws κ over this range, the point estimate assumes none",
     }
 
 

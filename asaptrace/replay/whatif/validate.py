@@ -7,8 +7,9 @@ D×T + E, with dual batch when it ran two micro-batches; a coupled one is ``coup
 run the other way (the bundled ``sample_traces/coupled`` and ``sample_traces/disaggregated`` are
 one such pair). Reported: the error of the makespan, of each step (ready → last batch done against
 the measured step time) and of the per-layer work (Σ attention + MoE over the batches at each
-layer), each with the Monte-Carlo band (:func:`~asaptrace.replay.whatif.run.mc_band`'s draws) and
-whether the band covers the measured value.
+layer), each with the Monte-Carlo band (:func:`~asaptrace.replay.whatif.run.mc_band`'s draws, its
+high edge under the link-contention prior when ``measured`` cannot show contention and ``other``
+runs asap: ``mc_contention_prior``) and whether the band covers the measured value.
 
 :func:`~asaptrace.replay.whatif.model_error.self_consistency` asks the same of one store (its
 own deployment modelled from its fitted costs).
@@ -22,16 +23,20 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from asaptrace.replay.contention import contention_observable, prior_draws
 from asaptrace.replay.costs import CostFit, fit_costs
 from asaptrace.replay.mechanics.offline import item_costs
 from asaptrace.replay.mechanics.work import MeasuredWork
-from asaptrace.replay.policies import Policy
+from asaptrace.replay.policies import Asap, Policy
 from asaptrace.replay.whatif.model_error import measured_policy, pct_error
-from asaptrace.replay.whatif.run import MC_RUNS, MC_SEED
+from asaptrace.replay.whatif.run import MC_RUNS, MC_SEED, contention_prior
 
 
-def _entry(pred: float, meas: float, draws: np.ndarray) -> dict[str, Any]:
+def _entry(pred: float, meas: float, draws: np.ndarray, slowed: np.ndarray | None = None) -> dict[str, Any]:
+    """``slowed``: the draws under the contention prior (the band's high edge is theirs)."""
     lo, hi = (float(v) for v in np.percentile(draws, [5, 95])) if len(draws) else (pred, pred)
+    if slowed is not None and len(slowed):
+        hi = float(np.percentile(slowed, 95))
     return {
         "predicted_ns": round(pred),
         "measured_ns": round(meas),
@@ -48,14 +53,32 @@ def validate(
     fit = fit or fit_costs(measured)
     pol = measured_policy(other)
     run = pol.run(measured, fit.model)
-    draws = [pol.run(measured, replace(fit.model, mc_draw=i, mc_seed=MC_SEED)) for i in range(runs)]
+    costs = [replace(fit.model, mc_draw=i, mc_seed=MC_SEED) for i in range(runs)]
+    draws = [pol.run(measured, c) for c in costs]
+    prior: dict[str, Any] = {}
+    slowed: list = []
+    if isinstance(pol, Asap) and not contention_observable(measured):  # as replay's band
+        prior = {"mc_contention_prior": contention_prior(pol, measured, fit.model)}
+        n = tuple(prior["mc_contention_prior"]["in_flight"].values())
+        kappas = prior_draws(MC_SEED, runs)
+        prior_costs = [
+            replace(c, xfer_contention=k, mc_in_flight=n) for c, k in zip(costs, kappas, strict=True)
+        ]
+        slowed = [pol.run(measured, c) for c in prior_costs]
+
+    def spans(rs: list, s: int | None = None) -> np.ndarray:
+        return np.array(
+            [r.makespan_ns if s is None else r.step_ns.get(s, run.step_ns[s]) for r in rs], np.float64
+        )
+
     meas_steps = dict(other.steps.select("step", "measured_ns").rows())
     steps = []
     for s in sorted(set(meas_steps) & set(run.step_ns)):
-        d = np.array([r.step_ns.get(s, run.step_ns[s]) for r in draws], np.float64)
-        steps.append({"step": int(s), **_entry(run.step_ns[s], meas_steps[s], d)})
+        steps.append(
+            {"step": int(s), **_entry(run.step_ns[s], meas_steps[s], spans(draws, s), spans(slowed, s))}
+        )
     meas_span = int(other.steps["end_ns"].max() - other.steps["start_ns"].min())
-    overall = _entry(run.makespan_ns, meas_span, np.array([r.makespan_ns for r in draws], np.float64))
+    overall = _entry(run.makespan_ns, meas_span, spans(draws), spans(slowed))
     return {
         "measured_store": measured.source,
         "other_store": other.source,
@@ -70,6 +93,7 @@ def validate(
             "experts": other.expert_ranks,
         },
         "mc_runs": runs,
+        **prior,
         "overall": overall,
         "steps": steps,
         "layers": _layers(measured, other, fit, pol),
