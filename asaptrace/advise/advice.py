@@ -37,6 +37,9 @@ class WhatIf:
     recovered_low_ns: int | None = None
     recovered_high_ns: int | None = None
     range_from: list[str] = field(default_factory=list)  # what the range spans ("k_s 1–2", …)
+    #: the replay's Monte-Carlo band (``mc_low_ns`` … makespans of noisy re-runs, ``mc_recovered_*``
+    #: as time won back); None when the what-if draws none (a lockstep policy, a noiseless fit)
+    band: dict[str, Any] | None = None
     fit: list[dict[str, Any]] = field(default_factory=list)  # the cost-fit parts it rests on
     answers: list[dict[str, Any]] = field(default_factory=list)  # the findings it answers
     chosen_from: str = ""  # "best of 7 splits of 32 devices"
@@ -150,6 +153,8 @@ def whatif_line(w: WhatIf) -> str:
         f"{answers_text(w)} → {w.label} {verb} {text_ns(abs(w.recovered_ns))} of "
         f"{text_ns(w.reference_ns)} (range {range_text(w)}; {fit_text(w)})"
     )
+    if w.band:
+        text += "; " + mc_band_text(w.band)
     if w.chosen_from:
         text += f"; {w.chosen_from}"
     if w.bandwidth_bound:
@@ -159,6 +164,16 @@ def whatif_line(w: WhatIf) -> str:
     if w.online:
         text += "; " + online_text(w)
     return text
+
+
+def mc_band_text(band: dict[str, Any]) -> str:
+    """The Monte-Carlo band as time won back, and the contention it assumes when it assumes one."""
+    lo, hi = band["mc_recovered_low_ns"], band["mc_recovered_high_ns"]
+    text = f"{band['mc_runs']} noisy re-runs win back {_signed(lo)} to {_signed(hi)} (5th–95th percentile"
+    prior = band.get("mc_contention_prior")
+    if prior:
+        text += f"; the low end assumes link contention κ up to {prior['kappa'][1]:g}, unseen in the run"
+    return text + ")"
 
 
 def online_clearly(online: dict[str, Any]) -> int | None:

@@ -272,8 +272,16 @@ def _from_replay(
         recovered_low_ns=min(recovered),
         recovered_high_ns=max(recovered),
         range_from=range_from,
+        band=mc_of(r.band),
         **extra,
     )
+
+
+def mc_of(band: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The Monte-Carlo part of a replay's band (None when none was drawn)."""
+    if not band or band.get("mc_status") != "drawn":
+        return None
+    return {k: v for k, v in band.items() if k.startswith("mc_")}
 
 
 def _binding(r: ReplayResult) -> str | None:
