@@ -31,7 +31,7 @@ from asaptrace.replay.serving.lengths_fit import LengthTargets, LogLogistic, fit
 COST_KNOBS = tuple(
     f.name
     for f in fields(CostModel)
-    if f.name not in ("attn_per_request_ms", "source") and not f.name.startswith(("whatif_", "mc_"))
+    if f.name not in ("attn_per_request_ms", "source", "parts") and not f.name.startswith(("whatif_", "mc_"))
 )
 #: cost knobs a scenario file may leave out: the per-die noise a store's fit measures (0: none)
 OPTIONAL_KNOBS = ("attn_sigma", "moe_sigma", "xfer_sigma")
