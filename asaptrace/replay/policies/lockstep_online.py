@@ -317,7 +317,7 @@ def _step_cost(groups: list[list[Piece]], costs: CostModel, st: _Served) -> tupl
     lc = layer_costs(costs, LayerWork(tok, t, st.dp * t, n_total, tok / t, quad, cnt))
     attn = np.where(cnt > 0, lc.attention, 0)
     xfer_g = (k_s * lc.transfer.astype(np.float64)).tolist()  # each group's own collective
-    xfer = round(k_s * int(lc.transfer.max()))  # the largest group's send
+    xfer = round(k_s * int(lc.transfer[tok.argmax()]))  # the largest group's send
     moe = int(lc.moe)
     layer = _layer_ns(attn, moe, xfer)
     shares = _attention_shares(groups, attn.tolist(), costs)
@@ -361,7 +361,7 @@ def _step_cost_overlapped(
         lc = layer_costs(costs, LayerWork(tok, t, e, tok.sum(), tok / t, quad, cnt))
         attn = np.where(cnt > 0, lc.attention, 0)
         xfer_g = k_s * lc.transfer.astype(np.float64)
-        xfer = round(k_s * int(lc.transfer.max())) if tok.max() > 0 else 0
+        xfer = round(k_s * int(lc.transfer[tok.argmax()])) if tok.max() > 0 else 0
         moe = int(lc.moe) if tok.sum() > 0 else 0
         a_ns.append(attn)
         x_ns.append(xfer)
