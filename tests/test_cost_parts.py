@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from asaptrace.errors import UsageError
 from asaptrace.replay.costs import (
     ATTENTION,
     CostModel,
@@ -28,6 +29,7 @@ from asaptrace.replay.mechanics.formers import batch_costs
 from asaptrace.replay.mechanics.offline import item_costs
 from asaptrace.replay.serving import capacity
 from asaptrace.replay.whatif.measured import extract_measured_work
+from asaptrace.replay.whatif.run import replay_measured_work
 from tests._replay_helpers import sample_store
 
 NORM_NS = 250.0  # ns per token per layer
@@ -103,6 +105,12 @@ def test_the_offline_replay_items_include_the_norm(norm, tmp_path_factory):
         assert (grown == NORM_NS * tokens).mean() > 0.99
         for col in ("moe_ns", "dispatch_ns", "combine_ns", "moe_all_ns"):
             assert b[col].to_list() == a[col].to_list()
+    # the asap replay built on these items ends later, by at most every item's norm end to end; the
+    # reference replay (the measured chains, no model) does not move
+    r0 = replay_measured_work(wl, "asap", costs=plain, attribute=False, band=False)
+    r1 = replay_measured_work(wl, "asap", costs=norm, attribute=False, band=False)
+    assert 0 < r1.makespan_ns - r0.makespan_ns <= NORM_NS * float(a["tokens"].sum())
+    assert r1.reference_makespan_ns == r0.reference_makespan_ns
 
 
 def test_the_fit_and_the_cost_file_carry_the_norm(norm, tmp_path, tmp_path_factory):
@@ -123,5 +131,5 @@ def test_without_the_part_nothing_names_it(tmp_path):
     # ones and a [norm] section is an unknown one
     assert "parts" not in CostModel().to_dict()
     (tmp_path / "c.toml").write_text("[norm]\nper_token_ns = 1.0\n")
-    with pytest.raises(Exception, match=r"unknown section \[norm\]"):
+    with pytest.raises(UsageError, match=r"unknown section \[norm\]"):
         read_costs(tmp_path / "c.toml")
