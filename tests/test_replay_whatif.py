@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import replace
 
 import numpy as np
 import polars as pl
@@ -20,6 +21,7 @@ from asaptrace.ingest.driver import ingest_paths
 from asaptrace.pipeline import enrich_store, replay_store
 from asaptrace.replay.costs import CostModel, fit_costs
 from asaptrace.replay.mechanics.offline import item_costs
+from asaptrace.replay.policies import policy_of
 from asaptrace.replay.whatif.measured import extract_measured_work
 from asaptrace.store import TraceStore
 from tests._analysis_helpers import ATTENTION, COMPUTE_STREAM, MOE, RankTrace, ingest, write_traces
@@ -318,13 +320,37 @@ def test_exploring_picks_the_split_then_varies_at_it_and_writes_nothing(root):
     wl = extract_measured_work(store, prefill_only=True)
     model = resolve_costs(wl, None).model
     own = repr(model.coupled_k_s)
-    found = explore_whatif(wl, "asap", params={}, costs=model, split="auto", specs=[("k_s", [own, "2"])])
+    asked = policy_of("asap")
+    found = explore_whatif(wl, asked, costs=model, split="auto", specs=[("k_s", [own, "2"])])
     assert isinstance(found, Exploration)
     best = next(s for s in found.splits if s["best"])
     assert (found.params["attention"], found.params["experts"]) == (best["attention"], best["experts"])
+    assert found.policy == replace(asked, attention=best["attention"], experts=best["experts"])
     assert [v["value"] for v in found.vary] == [own, "2"] and found.tornado[0]["knob"] == "k_s"
     assert found.vary[0]["makespan_ns"] == best["makespan_ns"]
     assert sorted(p.name for p in store.path.parent.iterdir()) == before
+
+
+def test_the_policy_is_built_once_and_passed_down(root, monkeypatch):
+    """``replay --vary`` builds its policy once from the spec and its settings: the --vary rows and
+    the replay take that object (no second build from a (name, dict) pair), and its JSON still
+    says its name and settings."""
+    import asaptrace.replay.policies as policies
+    from asaptrace.replay.whatif import run
+
+    built = []
+
+    def counted(spec, params=None):
+        built.append(spec)
+        return policy_of(spec, params)
+
+    monkeypatch.setattr(policies, "policy_of", counted)
+    monkeypatch.setattr(run, "policy_of", counted)
+    store = sample_store("coupled", root)
+    r = replay_store(store.path, "coupled", params={"k_s": 0.5}, vary=["k_s=1,2"], attribute=False)
+    assert built == ["coupled"]
+    assert r.policy == "coupled" and r.params["k_s"] == 0.5
+    assert [v["value"] for v in r.vary] == ["1", "2"]
 
 
 def test_replay_set_is_the_schema_and_the_old_flags_its_aliases(root):

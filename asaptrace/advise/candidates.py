@@ -37,7 +37,7 @@ from asaptrace.analyze.diagnosis import Diagnosis
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import R2_WARN, CostFit, CostModel
 from asaptrace.replay.mechanics.work import MeasuredWork
-from asaptrace.replay.policies import POLICIES, Policy
+from asaptrace.replay.policies import POLICIES, Policy, policy_of
 from asaptrace.replay.whatif.explore import best_split, vary_replay
 from asaptrace.replay.whatif.run import ReplayResult, model_error, replay_measured_work, resolve_costs
 from asaptrace.units import percent, plural
@@ -135,15 +135,14 @@ def _settings_grid(cls: type[Policy]) -> list[dict[str, Any]]:
 
 def _searched(cls: type[Policy], wl: MeasuredWork, fit: CostFit) -> WhatIf:
     """The best of the policy's search settings (fewest makespan; ties: the first tried)."""
-    runs = [
-        (params, replay_measured_work(wl, cls.name, params=params, costs=fit, attribute=False, band=False))
-        for params in _settings_grid(cls)
-    ]
-    i = min(range(len(runs)), key=lambda k: (runs[k][1].makespan_ns, k))
-    params, best = runs[i]
+    grid = _settings_grid(cls)
+    pols = [policy_of(cls.name, params) for params in grid]  # each built once, replayed and re-run
+    runs = [replay_measured_work(wl, pol, costs=fit, attribute=False, band=False) for pol in pols]
+    i = min(range(len(runs)), key=lambda k: (runs[k].makespan_ns, k))
+    params, best = grid[i], runs[i]
     label = cls.whatif_label(params)
     if cls.family == "lockstep":
-        w = _lockstep_whatif(cls.name, label, best, wl, fit, params)
+        w = _lockstep_whatif(cls.name, label, best, wl, fit, pols[i])
     else:
         w = _from_replay(cls.name, label, cls.name, best, [best.recovered_total_ns], [])
     if len(runs) > 1:
@@ -180,13 +179,13 @@ def _robustness(
     if cls.searches_split:
         w = _pipelined_whatif(cls, wl, fit, params, search=False, name=name)
     else:
-        r = replay_measured_work(wl, cls.name, params=params, costs=fit, attribute=False, band=False)
+        r = replay_measured_work(wl, policy_of(cls.name, params), costs=fit, attribute=False, band=False)
         w = _from_replay(name, cls.whatif_label(params), cls.name, r, [r.recovered_total_ns], [])
     return replace(w, chosen_from=f"robustness of {parent.label}")
 
 
 def _lockstep_whatif(
-    name: str, label: str, r: ReplayResult, wl: MeasuredWork, fit: CostFit, params: dict[str, Any]
+    name: str, label: str, r: ReplayResult, wl: MeasuredWork, fit: CostFit, pol: Policy
 ) -> WhatIf:
     """A lockstep what-if and its range over the attention fit's residual (c1, c2 × (1 ∓ p95))."""
     q = (fit.quality or {}).get("attention") or {}
@@ -197,9 +196,7 @@ def _lockstep_whatif(
         for s in (1 - e, 1 + e):
             costs = replace(m, attn_c2_ms=m.attn_c2_ms * s)  # the Σs² share: what placement weighs
             recs.append(
-                replay_measured_work(
-                    wl, name, params=params, costs=costs, attribute=False, band=False
-                ).recovered_total_ns
+                replay_measured_work(wl, pol, costs=costs, attribute=False, band=False).recovered_total_ns
             )
         range_from.append(f"the attention model's c2 ± {q['residual_p95_pct']:g} % (its fit's residual p95)")
     return _from_replay(name, label, name, r, recs, range_from)
@@ -219,17 +216,18 @@ def _pipelined_whatif(
     name = name or policy
     row: dict[str, Any] = {}
     n_splits = 0
+    pol = policy_of(policy, params)  # built once: the split search, the replay and --vary take it
     if search:
-        rows, params = best_split(wl, policy, params, fit.model, at_most=SPLIT_POINTS)
+        rows, pol = best_split(wl, pol, fit.model, at_most=SPLIT_POINTS)
         row, n_splits = next(r for r in rows if r["best"]), len(rows)
-    r = replay_measured_work(wl, policy, params=params, costs=fit, attribute=False, band=True)
+    r = replay_measured_work(wl, pol, costs=fit, attribute=False, band=True)
     recs, range_from = [r.recovered_total_ns], []
     if r.band.get("status") == "fitted":
         recs += [r.band["recovered_low_ns"], r.band["recovered_high_ns"]]
         parts = ", ".join(f"{p} ± {100 * v:.0f} %" for p, v in r.band["parts"].items())
         range_from.append(f"the fitted {parts} (residual p95)")
     if wl.deployment == "coupled":
-        rows_k = vary_replay(wl, policy, params, fit.model, [("k_s", list(K_S_RANGE))])
+        rows_k = vary_replay(wl, pol, fit.model, [("k_s", list(K_S_RANGE))])
         recs += [x["recovered_ns"] for x in rows_k]
         range_from.append("k_s " + "–".join(K_S_RANGE))
     label = cls.whatif_label(r.params)

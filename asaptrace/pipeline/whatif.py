@@ -59,6 +59,7 @@ def replay_store(
     fit quality, written there as TOML (for ``--costs``).
     """
     from asaptrace.executors import resolve_executor
+    from asaptrace.replay.policies import policy_of
     from asaptrace.replay.whatif.explore import explore_whatif, parse_vary
     from asaptrace.replay.whatif.measured import extract_measured_work
     from asaptrace.replay.whatif.replayed_store import write_replay_store
@@ -84,10 +85,10 @@ def replay_store(
     source = str(store_path)
     # fit → explore → replay → write, each one call: the costs fitted (or read) once for all of it
     fit = resolve_costs(wl, costs)
+    # the policy built once from its spec and settings; explore and the replay pass the object on
     found = explore_whatif(
         wl,
-        policy,
-        params=dict(params or {}),
+        policy_of(policy, dict(params or {})),
         costs=fit.model,
         split=split,
         specs=specs,
@@ -96,9 +97,7 @@ def replay_store(
         progress=progress,
     )
     say(f"replaying {policy} (reference replay, the policy, the counterfactuals of its causes)")
-    result = replay_measured_work(
-        wl, policy, params=found.params, costs=fit, attribute=attribute, source=source
-    )
+    result = replay_measured_work(wl, found.policy, costs=fit, attribute=attribute, source=source)
     result = replace(result, splits=found.splits, vary=found.vary, tornado=found.tornado)
     if out is not None:
         say("writing the replay store")

@@ -4,8 +4,10 @@
 Rooms, bottom to top (a room imports only from rooms below it; the import-linter contract "replay
 rooms" in pyproject.toml keeps it so), in the order data flows through them:
 
-* :mod:`~asaptrace.replay.costs` — ``CostModel`` (DOMAIN §3/§6 defaults, the one TP rule),
-  ``fit_costs``, ``load_costs`` / ``save_costs`` (strict TOML). *A new cost part goes here.*
+* :mod:`~asaptrace.replay.costs` — ``CostModel`` (DOMAIN §3/§6 defaults, the one TP rule), the
+  registry of cost parts and ``layer_costs`` (the one place a layer's parts are composed),
+  ``fit_costs``, ``load_costs`` / ``save_costs`` (strict TOML). *A new cost part goes here: its
+  fit + one ``register_part``.*
   Beside it :mod:`~asaptrace.replay.dispersion`: per-die noise, the expected slowest of k dies;
   :mod:`~asaptrace.replay.contention`: link contention, transfers in flight and the fitted κ.
 * :mod:`~asaptrace.replay.mechanics` — how a deployment executes work: the event engine, the

@@ -17,7 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
-from asaptrace.replay.costs import CostModel
+from asaptrace.replay.costs import CostModel, LayerWork, layer_costs
 
 
 @dataclass(frozen=True)
@@ -174,11 +174,8 @@ def batch_costs(
     ``tp`` dies (the cost model's one TP rule, × attn_tp_ref / tp), dispatch/combine of the batch's tokens per sending die, MoE of its tokens on the
     ``experts``-die pool; the first ``dense_layers`` layers have no pool item.
     """
-    c = np.asarray(new_tokens, np.float64)
-    attn = costs.attention_ns(c, prefix, tp=tp)
-    tokens = float(c.sum())
-    xfer = int(costs.transfer_ns(tokens / tp))
-    moe = int(costs.moe_ns(tokens, experts))
+    lc = layer_costs(costs, LayerWork.of_pieces(new_tokens, prefix, tp=tp, experts=experts))
+    attn, xfer, moe = int(lc.attention), int(lc.transfer), int(lc.moe)
     dense = min(max(dense_layers, 0), layers)
     disp = np.zeros(layers, np.int64)
     disp[dense:] = xfer

@@ -32,18 +32,32 @@ waits for the slowest of the D attention groups (the measured groups dealt onto 
 first), then one pool item of all the groups' tokens, with the barrier at dispatch and combine.
 
 Dense layers (no MoE pool time measured) get moe = dispatch = combine = 0.
+
+Registered cost parts the measured times do not hold (``in_measured=False``, e.g. a norm kernel a
+what-if adds: :mod:`asaptrace.replay.costs.parts`) are costed by their model on each item's tokens
+on the target deployment and added to its attention, pool item and sends (:func:`unmeasured_ns`).
 """
 
 from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
 
 from asaptrace.replay.contention import drawn_contention
-from asaptrace.replay.costs import CostModel
+from asaptrace.replay.costs import (
+    ATTENTION,
+    POOL,
+    TRANSFER,
+    CostModel,
+    LayerWork,
+    has_unmeasured,
+    resource_ns,
+)
+from asaptrace.replay.costs.parts import RESOURCES
 from asaptrace.replay.dispersion import busy_share, die_stats, expected_max, order_factor
 from asaptrace.replay.mechanics.formers import Batch
 from asaptrace.replay.mechanics.planner import place_longest_first
@@ -147,6 +161,7 @@ def item_costs(
         )
         disp = disp * drawn_contention(rng, costs.xfer_contention, n_d, n_d + p_d)
         comb = comb * drawn_contention(rng, costs.xfer_contention, n_c, n_c + p_c)
+    a_add, m_add, m_all_add, x_add = unmeasured_ns(wl, costs, it, tp=tp, experts=experts)
     xs = transfer_factor(wl, costs, asynchronous) * costs.whatif_transfer_scale
     moe_s = costs.whatif_moe_scale
     a_late = m_late = np.zeros(it.height)
@@ -169,6 +184,7 @@ def item_costs(
         attn, moe = a_busy, m_busy
     else:  # in lockstep every die waits for the slowest at each barrier
         attn, moe = attn_late, moe_late
+    attn = attn + a_add  # the parts the measured times do not hold (0: none)
     return pl.DataFrame(
         {
             "step": it["step"],
@@ -176,14 +192,38 @@ def item_costs(
             "micro_batch": it["micro_batch"],
             "layer": it["layer"],
             "attention_ns": np.rint(attn).astype(np.int64),
-            "dispatch_ns": np.where(pool > 0, np.rint(disp * xs + a_late), 0).astype(np.int64),
-            "moe_ns": np.rint(moe * moe_s).astype(np.int64),
-            "moe_all_ns": np.rint(moe_all * moe_s).astype(np.int64),
-            "combine_ns": np.where(pool > 0, np.rint(comb * xs + m_late * moe_s), 0).astype(np.int64),
+            "dispatch_ns": np.where(pool > 0, np.rint(disp * xs + a_late + x_add), 0).astype(np.int64),
+            "moe_ns": np.rint(moe * moe_s + m_add).astype(np.int64),
+            "moe_all_ns": np.rint(moe_all * moe_s + m_all_add).astype(np.int64),
+            "combine_ns": np.where(pool > 0, np.rint(comb * xs + m_late * moe_s + x_add), 0).astype(np.int64),
             "tokens": it["tokens"],
             "max_len": it["max_len"],
         }
     ).sort("step", "dp_group", "micro_batch", "layer", nulls_last=True)
+
+
+def unmeasured_ns(
+    wl: MeasuredWork, costs: CostModel, it: pl.DataFrame, *, tp: int, experts: float
+) -> tuple[Any, Any, Any, Any]:
+    """Per item, the modelled cost of the registered parts a measured time does not hold
+    (:func:`~asaptrace.replay.costs.parts.has_unmeasured`: attention, pool item of the batch and of
+    all groups, each send), added to the rescaled measured times; 0 each when there is none (the
+    built-in parts alone) or the store has no token counts to cost them by."""
+    if not wl.has_tokens or not any(has_unmeasured(r) for r in RESOURCES):
+        return 0, 0, 0, 0
+    n_b = it["tokens"].to_numpy().astype(np.float64)
+    n_all = it.select(pl.col("tokens").sum().over(_KEYS))["tokens"].to_numpy().astype(np.float64)
+    quad, n_req = (it[c].fill_null(0).to_numpy().astype(np.float64) for c in ("quad", "n_req"))
+    work = LayerWork(n_b, tp, experts, n_b, n_b / tp, quad, n_req)
+    dense = it["pool_ns"].fill_null(0).to_numpy() <= 0  # no pool item: nothing on the pool
+    pool = np.where(dense, 0, resource_ns(costs, work, POOL, measured=False))
+    pool_all = np.where(dense, 0, resource_ns(costs, work._replace(pool_tokens=n_all), POOL, measured=False))
+    return (
+        resource_ns(costs, work, ATTENTION, measured=False),
+        pool,
+        pool_all,
+        resource_ns(costs, work, TRANSFER, measured=False),
+    )
 
 
 def offline_batches(

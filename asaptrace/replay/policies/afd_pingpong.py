@@ -38,7 +38,7 @@ import numpy as np
 import polars as pl
 
 from asaptrace.errors import UsageError
-from asaptrace.replay.costs import CostModel
+from asaptrace.replay.costs import ATTENTION, POOL, TRANSFER, CostModel, LayerWork, resource_ns
 from asaptrace.replay.mechanics.deployment import Deployment
 from asaptrace.replay.mechanics.formers import Batch, BatchFormer, StaticBatches
 from asaptrace.replay.mechanics.offline import transfer_factor
@@ -146,11 +146,14 @@ def _micro_batch_costs(
     p = np.array([x[1] for x in pieces], np.float64)
     groups = place_longest_first(costs.attention_weight(c, p), dp)
     attn = max(
-        int(costs.attention_ns(c[groups == g], p[groups == g], tp=tp)) if (groups == g).any() else 0
+        int(resource_ns(costs, LayerWork.of_pieces(c[on], p[on], tp=tp, experts=experts), ATTENTION))
+        if (on := groups == g).any()
+        else 0
         for g in range(dp)
     )
     tokens = float(c.sum())
-    return attn, int(costs.transfer_ns(tokens / (dp * tp))), int(costs.moe_ns(tokens, experts))
+    work = LayerWork(tokens, tp, experts, pool_tokens=tokens, sent_per_die=tokens / (dp * tp))
+    return attn, int(resource_ns(costs, work, TRANSFER)), int(resource_ns(costs, work, POOL))
 
 
 @dataclass(frozen=True)

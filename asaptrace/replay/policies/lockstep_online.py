@@ -45,7 +45,7 @@ from typing import Protocol
 
 import numpy as np
 
-from asaptrace.replay.costs import K2, CostModel, K, causal_pairs
+from asaptrace.replay.costs import K2, CostModel, K, LayerWork, causal_pairs, layer_costs
 from asaptrace.replay.mechanics.lockstep import chain_from_costs_two_mb, run_chain
 from asaptrace.replay.mechanics.planner import place_longest_first, take_in_order
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
@@ -313,11 +313,12 @@ def _step_cost(groups: list[list[Piece]], costs: CostModel, st: _Served) -> tupl
         return _step_cost_overlapped(groups, costs, st)
     t, k_s = st.tp, costs.coupled_k_s
     tok, quad, cnt = _group_sums(groups)
-    attn = np.where(cnt > 0, costs.attention_sums_ns(tok, quad, cnt, tp=t), 0)
     n_total = float(tok.sum())
-    xfer_g = (k_s * costs.transfer_ns(tok / t).astype(np.float64)).tolist()  # each group's own collective
-    xfer = round(k_s * int(costs.transfer_ns(tok.max() / t)))
-    moe = int(costs.moe_ns(n_total, st.dp * t))
+    lc = layer_costs(costs, LayerWork(tok, t, st.dp * t, n_total, tok / t, quad, cnt))
+    attn = np.where(cnt > 0, lc.attention, 0)
+    xfer_g = (k_s * lc.transfer.astype(np.float64)).tolist()  # each group's own collective
+    xfer = round(k_s * int(lc.transfer[tok.argmax()]))  # the largest group's send
+    moe = int(lc.moe)
     layer = _layer_ns(attn, moe, xfer)
     shares = _attention_shares(groups, attn.tolist(), costs)
     n_l, tok_g = st.layers, tok.tolist()
@@ -357,10 +358,11 @@ def _step_cost_overlapped(
     for k in (0, 1):
         mgroups = [h[k] for h in halves]
         tok, quad, cnt = _group_sums(mgroups)
-        attn = np.where(cnt > 0, costs.attention_sums_ns(tok, quad, cnt, tp=t), 0)
-        xfer_g = k_s * costs.transfer_ns(tok / t).astype(np.float64)
-        xfer = round(k_s * int(costs.transfer_ns(tok.max() / t))) if tok.max() > 0 else 0
-        moe = int(costs.moe_ns(tok.sum(), e)) if tok.sum() > 0 else 0
+        lc = layer_costs(costs, LayerWork(tok, t, e, tok.sum(), tok / t, quad, cnt))
+        attn = np.where(cnt > 0, lc.attention, 0)
+        xfer_g = k_s * lc.transfer.astype(np.float64)
+        xfer = round(k_s * int(lc.transfer[tok.argmax()])) if tok.max() > 0 else 0
+        moe = int(lc.moe) if tok.sum() > 0 else 0
         a_ns.append(attn)
         x_ns.append(xfer)
         m_ns.append(moe)

@@ -4,7 +4,9 @@ A resource that must do W seconds of work per request cannot serve more than 1/W
 second, whatever the scheduler: this is the bound a steady-state SLO throughput is checked
 against (never above the smallest one), and the binding resource is the one that sets it.
 Every bound takes the *least* work a request can cost on its resource, so it is an upper bound
-on the rate (a scheduler that batches perfectly could reach it, none can pass it):
+on the rate (a scheduler that batches perfectly could reach it, none can pass it); each resource's
+least work is the sum of its registered cost parts' (:func:`~asaptrace.replay.costs.least_ns`;
+the built-in parts' terms below):
 
 * attention: a request of c new tokens after a prefix P costs, per layer, at least its variable
   work a(c, P) = c1·(1 − φ)·c/1K + c2·c(2P + c)/1K² + per_request (ms, × attn_tp_ref / T for a
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from asaptrace.replay.costs import K2, CostModel, K
+from asaptrace.replay.costs import CostModel, LeastWork, least_ns, parts
 
 #: the resource names a bound can carry (the faces print them)
 ATTENTION = "attention groups"
@@ -37,20 +39,12 @@ SAME_DIES_MOE = "MoE on the attention dies"
 
 def attention_work_ns(costs: CostModel, new: np.ndarray, prefix: np.ndarray, *, tp: int) -> float:
     """Mean least attention work of one request for one layer on a group of ``tp`` dies (ns)."""
-    c = np.asarray(new, np.float64)
-    p = np.asarray(prefix, np.float64)
-    ms = (
-        costs.attn_c1_ms * (1 - costs.attn_phi) * c / K
-        + costs.attn_c2_ms * c * (2 * p + c) / K2
-        + costs.attn_per_request_ms
-    )
-    return float(ms.mean()) * costs.tp_factor(tp) * 1e6
+    return least_ns(costs, LeastWork(new, prefix, tp, 1.0, 1.0), parts.ATTENTION)
 
 
 def moe_ns_per_token(costs: CostModel, experts: int, n_cap: float) -> float:
     """The least pool time per token of an item on ``experts`` dies holding at most ``n_cap`` tokens."""
-    n_cap = max(float(n_cap), 1.0)
-    return float(costs.moe_ns(n_cap, experts)) / n_cap
+    return least_ns(costs, LeastWork(np.zeros(0), np.zeros(0), 1, experts, n_cap), parts.POOL)
 
 
 def _rate(work_ns: float) -> float:
@@ -95,8 +89,8 @@ def coupled_bounds(
     moe = layers * float(new.mean()) * moe_ns_per_token(costs, groups * tp, n_cap)
     xfer = 0.0
     if not overlap:
-        per_tok = costs.xfer_per_k_ms / (groups * tp * K) + costs.xfer_latency_ms / n_cap
-        xfer = layers * float(new.mean()) * 2 * costs.coupled_k_s * per_tok * 1e6
+        per_tok = least_ns(costs, LeastWork(new, np.asarray(prefix), tp, groups * tp, n_cap), parts.TRANSFER)
+        xfer = layers * float(new.mean()) * 2 * costs.coupled_k_s * per_tok
     return {ATTENTION: _rate(attn), SAME_DIES_MOE: _rate(moe), STEPS: _rate(attn + moe + xfer)}
 
 

@@ -32,7 +32,7 @@ from asaptrace.replay.serving.lengths_fit import LengthTargets, LogLogistic, fit
 COST_KNOBS = tuple(
     f.name
     for f in fields(CostModel)
-    if f.name not in ("attn_per_request_ms", "source", "xfer_contention")
+    if f.name not in ("attn_per_request_ms", "source", "xfer_contention", "parts")
     and not f.name.startswith(("whatif_", "mc_"))
 )
 #: cost knobs a scenario file may leave out: the per-die noise a store's fit measures (0: none)

@@ -35,7 +35,7 @@ from asaptrace.errors import UsageError
 from asaptrace.executors import Executor, SerialExecutor, map_ordered
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.work import MeasuredWork
-from asaptrace.replay.policies import PipelinedPolicy, policy_of
+from asaptrace.replay.policies import PipelinedPolicy, Policy
 from asaptrace.replay.policies.base import parse_attention
 from asaptrace.replay.serving.scenario import KNOB_ALIASES
 from asaptrace.replay.whatif.run import replay_measured_work
@@ -101,27 +101,24 @@ def search_splits(
 
 def best_split(
     wl: MeasuredWork,
-    policy: str,
-    params: dict[str, Any],
+    pol: Policy,
     costs: CostModel,
     *,
     executor: Executor | None = None,
     at_most: int | None = None,
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], PipelinedPolicy]:
     """``--split auto``: every split's row (:func:`search_splits`, one task each on ``executor``;
-    ``at_most``: coarse to fine over D) and ``params`` set to the best."""
-    pol = policy_of(policy, params)
+    ``at_most``: coarse to fine over D) and the policy at the best split (its search settings too)."""
     if not isinstance(pol, PipelinedPolicy):
-        raise UsageError(f"--split auto is for disaggregated policies (asap, afd-pingpong), not {policy!r}")
+        raise UsageError(f"--split auto is for disaggregated policies (asap, afd-pingpong), not {pol.name!r}")
     why = pol.applies(wl)
     if why:
         raise UsageError(f"{pol.name} does not apply: {why}")
-    tp = parse_attention(params["attention"])[1] if params.get("attention") else None
+    tp = parse_attention(pol.attention)[1] if pol.attention else None
     rows = search_splits(wl, pol, costs, tp=tp, executor=executor, at_most=at_most)
     best = next(r for r in rows if r["best"])
-    chosen = params | {"attention": best["attention"], "experts": best["experts"]}
-    chosen |= {k: best[k] for k in type(pol).search_settings}
-    return rows, chosen
+    chosen = {"attention": best["attention"], "experts": best["experts"]}
+    return rows, replace(pol, **chosen, **{k: best[k] for k in type(pol).search_settings})
 
 
 def _coarse_to_fine(
@@ -238,8 +235,7 @@ def costs_at(knob: str, value: str, fitted: CostModel) -> CostModel:
 
 def vary_replay(
     wl: MeasuredWork,
-    policy: str,
-    params: dict[str, Any],
+    policy: Policy,
     fitted: CostModel,
     specs: Sequence[tuple[str, Sequence[str]]],
     *,
@@ -249,18 +245,14 @@ def vary_replay(
     :func:`parse_vary`), one task per (knob, value) on ``executor`` (default: this process):
     makespan, reference and recovered time per value, in the order given."""
     items = [(knob, value) for knob, values in specs for value in values]
-    task = partial(vary_row, wl, policy, params, fitted)
+    task = partial(vary_row, wl, policy, fitted)
     return map_ordered(executor or SerialExecutor(), task, items)
 
 
-def vary_row(
-    wl: MeasuredWork, policy: str, params: dict[str, Any], fitted: CostModel, item: tuple[str, str]
-) -> dict[str, Any]:
+def vary_row(wl: MeasuredWork, policy: Policy, fitted: CostModel, item: tuple[str, str]) -> dict[str, Any]:
     """One --vary value: the what-if at that knob value, without attribution or band."""
     knob, value = item
-    r = replay_measured_work(
-        wl, policy, params=params, costs=costs_at(knob, value, fitted), attribute=False, band=False
-    )
+    r = replay_measured_work(wl, policy, costs=costs_at(knob, value, fitted), attribute=False, band=False)
     return {
         "knob": knob,
         "value": value,
@@ -293,21 +285,25 @@ def replay_tornado(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Exploration:
-    """What was explored around one what-if before it is replayed with its causes: the parameters
-    to replay (under ``--split auto`` the best split's), every split's row (:func:`search_splits`),
+    """What was explored around one what-if before it is replayed with its causes: the policy to
+    replay (under ``--split auto`` at the best split), every split's row (:func:`search_splits`),
     each ``--vary`` value's row (:func:`vary_row`) and the tornado over them (None: not asked)."""
 
-    params: dict[str, Any]
+    policy: Policy
     splits: list[dict[str, Any]] | None = None
     vary: list[dict[str, Any]] | None = None
     tornado: list[dict[str, Any]] | None = None
 
+    @property
+    def params(self) -> dict[str, Any]:
+        """The policy's settings (what its replay's JSON says)."""
+        return self.policy.params()
+
 
 def explore_whatif(
     wl: MeasuredWork,
-    policy: str,
+    policy: Policy,
     *,
-    params: dict[str, Any],
     costs: CostModel,
     split: str | None = None,
     specs: Sequence[tuple[str, Sequence[str]]] = (),
@@ -324,17 +320,17 @@ def explore_whatif(
     from asaptrace.executors import session
 
     say = progress or (lambda _msg: None)
-    found = Exploration(params=params)
+    found = Exploration(policy=policy)
     with session(executor) if executor is not None and (split == "auto" or specs) else nullcontext():
         if split == "auto":
             say("replaying every attention/expert split of the store's device total")
             try:
-                splits, best = best_split(wl, policy, params, costs, executor=executor)
+                splits, best = best_split(wl, policy, costs, executor=executor)
             except UsageError as e:
                 raise UsageError(str(e), path=source or None) from None
-            found = replace(found, params=best, splits=splits)
+            found = replace(found, policy=best, splits=splits)
         if specs:
             say("replaying each --vary value")
-            rows = vary_replay(wl, policy, found.params, costs, specs, executor=executor)
+            rows = vary_replay(wl, found.policy, costs, specs, executor=executor)
             found = replace(found, vary=rows, tornado=replay_tornado(rows))
     return found

@@ -180,7 +180,7 @@ def deployment_json(dep: Deployment) -> dict[str, Any]:
 
 def replay_measured_work(
     wl: MeasuredWork,
-    policy: str = "asap",
+    policy: Policy | str = "asap",
     *,
     params: dict[str, Any] | None = None,
     costs: CostModel | CostFit | str | Path | None = None,
@@ -188,9 +188,16 @@ def replay_measured_work(
     band: bool = True,
     source: str = "",
 ) -> ReplayResult:
-    """Replay an extracted workload under ``policy`` (steps 2–7 of the module docstring)."""
+    """Replay an extracted workload under ``policy`` (steps 2–7 of the module docstring): a built
+    policy (what the pipeline, explore and advise pass, built once), or a spec built here with
+    ``params`` (:func:`~asaptrace.replay.policies.policy_of`)."""
     t0 = time.perf_counter()
-    pol = policy_of(policy, params)
+    if isinstance(policy, Policy):
+        if params:
+            raise TypeError("a built policy carries its own settings: pass no params with it")
+        pol = policy
+    else:
+        pol = policy_of(policy, params)
     fit = resolve_costs(wl, costs)  # a bad cost file is named before anything else
     model, quality = fit.model, fit.quality or None
     why = pol.applies(wl)
