@@ -63,10 +63,12 @@ class Served:
 
 
 #: the step costers of this process by (costs, deployment), the newest last; each keeps at most
-#: :data:`KEPT` entries a table (then starts again): a long-lived process does not grow
+#: :data:`KEPT` steps and as many groups, and :data:`KEPT_TOKENS` token counts a table (then starts
+#: that table again): a long-lived process does not grow
 _COSTERS: dict[tuple[CostModel, Served], StepCoster] = {}
 _COSTERS_KEPT = 16
 KEPT = 1 << 16
+KEPT_TOKENS = 1 << 20
 #: whole token counts a transfer or MoE table is filled with at a time
 BLOCK = 4096
 
@@ -90,59 +92,66 @@ class StepCoster:
         self.steps: dict[Shape, tuple[int, list[list[float]]]] = {}
         #: a group's pieces -> (its tokens, its attention ns, each piece's share of it)
         self.groups: dict[tuple[tuple[int, int], ...], tuple[float, int, list[float]]] = {}
-        self.moe: dict[float, int] = {}  # the step's tokens -> M on all D·T dies
-        self.xfer: dict[float, int] = {}  # a group's tokens -> X(tokens / T)
+        #: token counts by blocks of :data:`BLOCK` (index: count // BLOCK): the step's tokens -> M on
+        #: all D·T dies; a group's tokens -> X(tokens / T)
+        self.moe: dict[int, list[int]] = {}
+        self.xfer: dict[int, list[int]] = {}
 
-    def cost(self, groups: list[list[Piece]]) -> tuple[int, list[list[float]]]:
+    def cost(self, groups: list[list[Piece]]) -> tuple[int, list[float]]:
+        """The step's time (ns) and each piece's own kernel time (ns, float), the pieces in the
+        order of ``groups`` flattened (group 0's first)."""
         keys = tuple([tuple([(c, p) for _, c, p in g]) if g else () for g in groups])
         got = self.steps.get(keys)
         if got is None:
             if len(self.steps) >= KEPT:
                 self.steps.clear()
-            got = _step_cost_overlapped(groups, self.costs, self.st) if self.st.overlap else self._cost(keys)
+            if self.st.overlap:
+                step_ns, shares = _step_cost_overlapped(groups, self.costs, self.st)
+                got = (step_ns, [x for sh in shares for x in sh])
+            else:
+                got = self._cost(keys)
             self.steps[keys] = got
         return got
 
-    def _cost(self, keys: Shape) -> tuple[int, list[list[float]]]:
-        """:func:`_step_cost`'s numbers from the kept parts."""
+    def _cost(self, keys: Shape) -> tuple[int, list[float]]:
+        """:func:`_step_cost`'s numbers from the kept parts (the shares flattened)."""
         k_s, n_l, kept = self.costs.coupled_k_s, self.st.layers, self.groups
-        if any(k not in kept for k in keys):
+        try:
+            parts = [kept[k] for k in keys]
+        except KeyError:
             self._add_groups(keys)
-        parts = [kept[k] for k in keys]
-        n_total = float(sum(tok for tok, _, _ in parts))
-        xfer = round(k_s * self._xfer(max(tok for tok, _, _ in parts)))
-        moe = self.moe.get(n_total)
-        if moe is None:
-            moe = self._table(self.moe, n_total, lambda n: self.costs.moe_ns(n, self.st.dp * self.st.tp))
-        layer = max(a for _, a, _ in parts) + xfer + moe + xfer
-        shares: list[list[float]] = []
+            parts = [kept[k] for k in keys]
+        toks = [tok for tok, _, _ in parts]
+        n_total = float(sum(toks))
+        xfer = round(k_s * self._xfer(max(toks)))
+        moe = self._table(self.moe, n_total, lambda n: self.costs.moe_ns(n, self.st.dp * self.st.tp))
+        layer = max([a for _, a, _ in parts]) + xfer + moe + xfer
+        shares: list[float] = []
         for key, (tg, _, sh) in zip(keys, parts, strict=True):
-            if not key:
-                shares.append([])
-                continue
-            x2 = 2 * (k_s * float(self._xfer(tg)))
-            shares.append(
-                [n_l * (s + x2 * c / tg + moe * c / n_total) for s, (c, _) in zip(sh, key, strict=True)]
-            )
+            if key:
+                x2 = 2 * (k_s * float(self._xfer(tg)))
+                shares += [
+                    n_l * (s + x2 * c / tg + moe * c / n_total) for s, (c, _) in zip(sh, key, strict=True)
+                ]
         return n_l * layer, shares
 
     def _xfer(self, tokens: float) -> int:
-        x = self.xfer.get(tokens)
-        if x is None:
-            x = self._table(self.xfer, tokens, lambda n: self.costs.transfer_ns(n / self.st.tp))
-        return x
+        return self._table(self.xfer, tokens, lambda n: self.costs.transfer_ns(n / self.st.tp))
 
     @staticmethod
-    def _table(table: dict[float, int], tokens: float, of: Callable[[np.ndarray], np.ndarray]) -> int:
-        """Fill ``table`` with ``of`` on the block of :data:`BLOCK` whole token counts holding
-        ``tokens`` (one array call for the block instead of one a step: a step's counts are whole)."""
-        if len(table) >= KEPT:
-            table.clear()
-        lo = int(tokens) // BLOCK * BLOCK
-        table.update(
-            zip(range(lo, lo + BLOCK), of(np.arange(lo, lo + BLOCK, dtype=np.float64)).tolist(), strict=True)
-        )
-        return table[tokens] if tokens in table else int(of(np.float64(tokens)))
+    def _table(blocks: dict[int, list[int]], tokens: float, of: Callable[[np.ndarray], np.ndarray]) -> int:
+        """``of(tokens)`` from its block of :data:`BLOCK` whole token counts, the block filled by one
+        array call when first asked (a step's counts are whole: sums of whole pieces)."""
+        n = int(tokens)
+        if n != tokens or n < 0:
+            return int(of(np.float64(tokens)))
+        got = blocks.get(n // BLOCK)
+        if got is None:
+            if len(blocks) >= KEPT_TOKENS // BLOCK:
+                blocks.clear()
+            lo = n // BLOCK * BLOCK
+            got = blocks[n // BLOCK] = of(np.arange(lo, lo + BLOCK, dtype=np.float64)).tolist()
+        return got[n % BLOCK]
 
     def _add_groups(self, keys: Shape) -> None:
         """Keep each new group's tokens, attention (one array call for the step's new groups) and

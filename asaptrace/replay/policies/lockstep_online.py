@@ -159,15 +159,14 @@ def serve_lockstep(req: ServingRequests, sc: Scenario, former: LockstepFormer, n
         step_ns, shares = coster.cost(groups)
         t_end = t + step_ns
         steps += 1
-        for pieces, sh in zip(groups, shares, strict=True):
-            for (i, c, _p), share in zip(pieces, sh, strict=True):
-                if start[i] < 0:
-                    start[i] = t
-                own[i] += share
-                done[i] += c
-                remaining[i] -= c
-                if remaining[i] == 0:
-                    end[i] = t_end
+        for (i, c, _p), share in zip([pc for g in groups for pc in g], shares, strict=True):
+            if start[i] < 0:
+                start[i] = t
+            own[i] += share
+            done[i] += c
+            remaining[i] -= c
+            if remaining[i] == 0:
+                end[i] = t_end
         if by_arrival:  # arrivals during the step see its tokens as outstanding, then they are done
             route(t_end, inclusive=False)
             for g, pieces in enumerate(groups):
