@@ -68,6 +68,7 @@ class LockstepFormer:
         self.done = req.cached_len.tolist()  # prefix computed so far
         self.queue: deque[int] = deque()
         self.carry: list[int] = [-1] * self.st.dp  # chunked: a cut request whose tail goes first next step
+        self.empty_heap = [(0.0, g) for g in range(self.st.dp)]  # (load, group) before a step's placement
 
     # ------------------------------------------------------------------------------------- hooks
     def order(self, queue: deque[int]) -> Iterable[int]:
@@ -95,11 +96,13 @@ class LockstepFormer:
         st, remaining, done = self.st, self.remaining, self.done
         d, cap = st.dp, st.group_tokens
         taken = self.take()
-        weight = {i: self.weight(i) for i in taken}
+        # the default weight (tokens) read off the list, without a call a request; a subclass's, called
+        weight_of = remaining.__getitem__ if type(self).weight is LockstepFormer.weight else self.weight
+        weight = {i: weight_of(i) for i in taken}
         tokens = [0] * d
         # (load, group): the heap's top is min(range(d), key=load) — the least load, the lowest index
         # among equals — in O(log d) a placement instead of O(d) (D = 96 at 384 ranks)
-        least = [(0.0, g) for g in range(d)]
+        least = self.empty_heap.copy()
         groups: list[list[Piece]] = [[] for _ in range(d)]
         back: list[int] = []
         for i in sorted(taken, key=lambda i: -weight[i]):  # stable: FIFO among equals
