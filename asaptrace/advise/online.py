@@ -13,7 +13,8 @@ counted, a rate whose backlog grows over the second half of its arrivals is not 
 so each fitted part's constants (attention c0, c1, c2; the pool's plateau, a, b; the transfers'
 latency and per-1K) are set × (1 − e) and × (1 + e), e its residual p95 (capped at 90 %; a part
 left at the paper's defaults has no residuals and no band), and the SLO search is run again at
-both ends on the first seed: ``cost_band`` gives each policy's SLO rate (and capacity bound) at
+both ends on the first seed, started near the first seed's answer scaled by the bound
+(:mod:`~asaptrace.replay.whatif.sweep_near`): ``cost_band`` gives each policy's SLO rate (and capacity bound) at
 the band's low and high costs. A store with no fitted part has no band (``status: "none"``).
 
 Costs are the store's fit (:func:`asaptrace.replay.whatif.run.resolve_costs`); the layers are the
@@ -39,7 +40,8 @@ from asaptrace.replay.policies import Policy, policy_of
 from asaptrace.replay.serving.scenario import Scenario, load_scenario
 from asaptrace.replay.serving.steady import MIN_ARRIVALS
 from asaptrace.replay.whatif.run import resolve_costs
-from asaptrace.replay.whatif.sweep import SweepOptions, capacity_of, run_sweep, search_slo
+from asaptrace.replay.whatif.sweep import SweepOptions, run_sweep
+from asaptrace.replay.whatif.sweep_near import search_near
 
 #: simulated seconds of arrivals per rate (each rate's run is extended to MIN_ARRIVALS arrivals and
 #: 20 SLO intervals: :func:`asaptrace.replay.serving.steady.run_length`)
@@ -104,7 +106,7 @@ def advise_online(
         configured=tuple(configured.items()),
     )
     res = run_sweep(sc, opt, progress=progress)
-    band = cost_band(sc, opt, fit.quality)
+    band = cost_band(sc, opt, fit.quality, res)
     base = res["slo_rps"][measured_label]
     whatifs = []
     for w in advice.whatifs:
@@ -145,9 +147,13 @@ def advise_online(
     return replace(advice, whatifs=whatifs, online=block)
 
 
-def cost_band(sc: Scenario, opt: SweepOptions, quality: dict[str, Any] | None) -> dict[str, Any]:
+def cost_band(
+    sc: Scenario, opt: SweepOptions, quality: dict[str, Any] | None, main: Any | None = None
+) -> dict[str, Any]:
     """Each policy's SLO rate and capacity bound at the fit band's low and high costs (module
-    docstring), on the first seed; ``status: "none"`` with the reason when no part was fitted."""
+    docstring), on the first seed, each searched near the ``main`` sweep's rate on that seed scaled
+    by its bound (:func:`~asaptrace.replay.whatif.sweep_near.search_near`; without ``main``, in
+    full); ``status: "none"`` with the reason when no part was fitted."""
     parts = {}
     for part in BAND_PARTS:
         q = (quality or {}).get(part) or {}
@@ -162,18 +168,21 @@ def cost_band(sc: Scenario, opt: SweepOptions, quality: dict[str, Any] | None) -
         "parts": {p: round(e, 4) for p, e in parts.items()},
         "seed": seed,
     }
+    known = {}
+    for p in opt.policies if main is not None else ():
+        rates, cap = main["slo_by_seed"].get(p) or [None], main["capacity"].get(p) or {}
+        censored = main["slo_censored"].get(p)  # some seed was: this one's may be a floor
+        known[p] = (None if censored else rates[0], cap.get("bound_rps"))
     for end, sign in (("low_costs", -1), ("high_costs", 1)):
         knobs = {k: getattr(sc, k) * (1 + sign * e) for p, e in parts.items() for k in BAND_PARTS[p]}
-        sc_end = sc.with_knobs(knobs | {"seed": seed})
-        slo, _ = search_slo(sc_end, one, reference=False)
+        slo, caps = search_near(sc.with_knobs(knobs | {"seed": seed}), one, known)
         rows = {}
         for p in opt.policies:
-            cap = capacity_of(p, sc_end, one) or {}
             rate = slo[p]["slo_rps"]
             rows[p] = {
                 "slo_rps": None if rate is None else round(rate, 4),
                 "censored": slo[p]["censored"],
-                "bound_rps": cap.get("bound_rps"),
+                "bound_rps": (caps.get(p) or {}).get("bound_rps"),
             }
         out[end] = rows
     return out

@@ -18,6 +18,8 @@ Modules, in the order data flows through them:
   ``PolicyRun``: what every policy has (fields, label, answers, the lockstep run);
 * :mod:`~asaptrace.replay.policies.lockstep_online` — the lockstep family's online loop and its
   former (``LockstepFormer``: coupled's FIFO steps; a policy overrides its hooks);
+* :mod:`~asaptrace.replay.policies.lockstep_cost` — what one online lockstep step costs, kept by
+  its parts (each group's pieces, the step's tokens) across steps, rates and seeds;
 * :mod:`~asaptrace.replay.policies.pipelined_online` — the pipelined family's online loop
   (``OnlineFormer``, ``serve_on_pipeline``);
 * :mod:`~asaptrace.replay.policies.pipelined_base` — ``PipelinedPolicy``: the disaggregated run on

@@ -22,6 +22,7 @@ from asaptrace.replay.mechanics.lockstep import scale_transfers
 from asaptrace.replay.mechanics.planner import place_longest_first
 from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
 from asaptrace.replay.policies.base import NO_COMPOSITION, LockstepPolicy
+from asaptrace.replay.policies.lockstep_cost import piece_weight
 from asaptrace.replay.policies.lockstep_online import LockstepFormer
 from asaptrace.schema import Kind
 
@@ -29,12 +30,12 @@ from asaptrace.schema import Kind
 class BalancedFormer(LockstepFormer):
     """Online, the oracle: coupled steps whose heaviest attention work goes first onto the group
     with the least attention work (:meth:`CostModel.attention_weight`, the variable cost
-    c1·c + c2·c(2P+c), so Σs² is balanced, not tokens); it always places at step formation."""
+    c1·c + c2·c(2P+c), on Python floats: :func:`piece_weight`), so Σs² is balanced, not tokens); it always places at step formation."""
 
     routes_on_arrival = False
 
     def weight(self, request: int) -> float:
-        return float(self.costs.attention_weight(self.remaining[request], self.done[request]))
+        return piece_weight(self.costs, self.remaining[request], self.done[request])
 
 
 @dataclass(frozen=True)

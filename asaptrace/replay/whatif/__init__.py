@@ -22,6 +22,8 @@ Modules, in the order data flows through them:
   plain reading beside the paper's numbers;
 * :mod:`~asaptrace.replay.whatif.sweep` — the SLO sweep: rate → TTFT curves and SLO-compliant
   throughput per policy;
+* :mod:`~asaptrace.replay.whatif.sweep_near` — the SLO search started from a known answer (the
+  cost-fit band's two ends of ``advise --online``);
 * :mod:`~asaptrace.replay.whatif.sensitivity` — how far to trust a sweep: the tornado
   (``--vary``) and calibration to one point.
 """
