@@ -19,6 +19,7 @@ rank 0), like its timestamps; the step annotations of ``asaptrace synth`` carry 
 from __future__ import annotations
 
 import json
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,16 @@ from asaptrace.errors import UsageError
 from asaptrace.schema import BATCHES_SCHEMA
 from asaptrace.userfiles import read_text
 
-_SCHEMA = dict(pl.from_arrow(BATCHES_SCHEMA.empty_table()).schema)  # type: ignore[union-attr]
+
+@cache
+def _schema() -> dict[str, pl.DataType]:
+    """The batches table's polars schema, read from its Arrow schema when first needed (converting
+    at import time made every command pay for pandas, which polars' converter imports: ≈ 0.5 s)."""
+    return dict(pl.from_arrow(BATCHES_SCHEMA.empty_table()).schema)  # type: ignore[union-attr]
 
 
 def empty_batches() -> pl.DataFrame:
-    return pl.DataFrame(schema=_SCHEMA)
+    return pl.DataFrame(schema=_schema())
 
 
 def _is_int64(v: Any) -> bool:
@@ -113,7 +119,7 @@ def read_batches_sidecar(path: str | Path) -> pl.DataFrame:
     if not rows:
         raise UsageError("no batches in the file", path=path)
     try:
-        return pl.DataFrame(rows, schema=_SCHEMA, orient="row")
+        return pl.DataFrame(rows, schema=_schema(), orient="row")
     except (TypeError, pl.exceptions.PolarsError) as err:
         raise UsageError(f"a field has the wrong type ({err})", path=path) from None
 
@@ -146,7 +152,7 @@ def batches_from_annotations(spans: pl.DataFrame, args: pl.DataFrame) -> pl.Data
             rows.extend(_rows_of(obj, f"rank {r['rank']} step {key[0]}", Path("annotations")))
         except UsageError:
             continue
-    return pl.DataFrame(rows, schema=_SCHEMA, orient="row") if rows else empty_batches()
+    return pl.DataFrame(rows, schema=_schema(), orient="row") if rows else empty_batches()
 
 
 def annotated_dp_groups(spans: pl.DataFrame, args: pl.DataFrame) -> pl.DataFrame:
