@@ -153,7 +153,7 @@ def served_bounds(
         if not np.isfinite(rate):
             break
         served = stream.at_rate(rate, duration_s, least).lengths()
-        if len(served[0]) == len(lengths[0]):
+        if all(np.array_equal(a, b) for a, b in zip(served, lengths, strict=True)):
             break
         lengths = served
         bounds = bounds_of(*lengths)
