@@ -133,7 +133,9 @@ class Chunked(LockstepPolicy):
         return super().applies(wl)
 
     def step_token_cap(self, groups: int, new: np.ndarray) -> int:
-        """A sub-step holds at most D × chunk_tokens new tokens (a longer prompt is cut)."""
+        """A sub-step holds at most D × chunk_tokens new tokens (a longer prompt is cut): the N_cap of
+        its coupled-steps bound, reached by every step of a saturated run (tests/test_capacity_bound.py
+        works one out by hand: bound and simulation alike)."""
         return groups * self.chunk_tokens
 
     def step_chains(self, wl: MeasuredWork, step: int, costs: CostModel) -> list[StepChain]:

@@ -18,17 +18,31 @@ the built-in parts' terms below):
 * coupled steps: attention and MoE run on the same dies one after the other, and each layer's
   dispatch and combine sit on the critical path after the barrier; the slowest group's attention
   is at least the groups' mean, so a step's work per request is L · (E[a]/D + E[c] · (M(N_cap)/N_cap
-  + 2·k_s·X per token)), X's latency amortised over N_cap tokens. That sum is the binding bound;
-  its two parts are shown beside it.
+  + 2·k_s·X per token)), X's latency amortised over N_cap tokens, N_cap the most new tokens a step
+  holds (coupled's step cap or one longer prompt; chunked's D × chunk_tokens, prompts being cut,
+  whose chunks' causal pairs add up to the prompt's). That sum is the binding bound; its two parts
+  are shown beside it. Exact for chunked on one group when every step is full.
+
+Which requests: every rate's run is checked against the bound of the very requests it serves (a
+rate above it is unstable), and the bound a sweep reports is :func:`served_bounds`, the bound of
+the requests a run at that bound's own rate serves. A resampled stream's mean length wanders with
+how many requests a run draws (± 10 % between the first 1,000 and the first 10,000 draws of a
+40-request store with heavy-tailed lengths), so a bound read off the shortest run's requests sat a
+few per cent under what a long run served (chunked at 384 ranks, issue 40), while on the same
+requests no run serves faster than its bound (tests/test_capacity_bound.py).
 
 Units: rates in requests per second; the lengths are the workload's (every request it may draw).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Protocol
+
 import numpy as np
 
 from asaptrace.replay.costs import CostModel, LeastWork, least_ns, parts
+from asaptrace.replay.serving.requests import ServingRequests
 
 #: the resource names a bound can carry (the faces print them)
 ATTENTION = "attention groups"
@@ -98,3 +112,43 @@ def binding(bounds: dict[str, float]) -> tuple[str, float]:
     """The resource whose bound is smallest, and that bound."""
     name = min(bounds, key=bounds.__getitem__)
     return name, bounds[name]
+
+
+#: rounds of :func:`served_bounds`' fixed point (it settles in two or three: a few per cent more or
+#: fewer requests move a long run's mean length by a fraction of that)
+FIXED_POINT_ROUNDS = 8
+
+
+class Served(Protocol):
+    """What :func:`served_bounds` reads of a request stream (an arrival stream, a trace's)."""
+
+    def lengths(self, n: int = 0) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def at_rate(self, rate: float, duration_s: float, min_arrivals: int = 0) -> ServingRequests: ...
+
+
+def served_bounds(
+    bounds_of: Callable[[np.ndarray, np.ndarray], dict[str, float] | None],
+    stream: Served,
+    duration_s: float,
+    least: int,
+) -> tuple[dict[str, float] | None, tuple[np.ndarray, np.ndarray]]:
+    """The bounds of the requests a run at the binding bound's own rate serves, and those requests'
+    (new tokens, prefix). From the least a run serves (the stream's first ``least``), the bound b,
+    then the requests of a run at b (``duration_s`` of arrivals, at least ``least``: the stream's
+    first n(b)), their bound, until the run's size holds. At that fixed point a rate r > b serves
+    those requests and ≈ (r − b) × duration more, of the same work each on average, so its own
+    bound (every run's check) stays ≈ b < r: a rate above the reported bound is unstable by
+    construction, not by a slack."""
+    lengths = stream.lengths(least)
+    bounds = bounds_of(*lengths)
+    for _ in range(FIXED_POINT_ROUNDS):
+        rate = binding(bounds)[1] if bounds else float("inf")
+        if not np.isfinite(rate):
+            break
+        served = stream.at_rate(rate, duration_s, least).lengths()
+        if all(np.array_equal(a, b) for a, b in zip(served, lengths, strict=True)):
+            break
+        lengths = served
+        bounds = bounds_of(*lengths)
+    return bounds, lengths

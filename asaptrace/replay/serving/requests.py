@@ -30,6 +30,10 @@ class ServingRequests:
     def new_tokens(self) -> np.ndarray:
         return self.seq_len - self.cached_len
 
+    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """(new tokens, prefix) as floats: what a capacity bound reads of these requests."""
+        return self.new_tokens.astype(np.float64), self.cached_len.astype(np.float64)
+
     def __len__(self) -> int:
         return len(self.arrival_ns)
 

@@ -76,8 +76,9 @@ def search_ttft_ns(point: dict[str, Any]) -> float:
     return float("inf") if m is None or point.get("stable") is False else float(m)
 
 
-#: a seed's SLO rate may sit this far over its policy's bound (the bound reads the first run's
-#: lengths, a longer run's mean length moves by a per cent or so); beyond it, a defect to name
+#: a seed's SLO rate may sit this far over its policy's bound (the bound is that of the requests a
+#: run at it serves, so a seed over it is one by chance: a run a little faster drawing requests a
+#: little lighter); beyond it, a defect to name
 BOUND_SLACK = 1.05
 
 

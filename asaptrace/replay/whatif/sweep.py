@@ -32,7 +32,7 @@ from asaptrace.replay.policies import POLICIES, Policy, policy_of
 from asaptrace.replay.policies.settings import OLD_NAMES, apply_settings, reaches, setting_key
 from asaptrace.replay.serving import steady
 from asaptrace.replay.serving.arrivals import ArrivalStream, make_stream
-from asaptrace.replay.serving.capacity import binding
+from asaptrace.replay.serving.capacity import binding, served_bounds
 from asaptrace.replay.serving.scenario import Scenario, paper_for
 from asaptrace.replay.whatif.simulate import ServingResult, policy_names, serving_policy, simulate
 from asaptrace.replay.whatif.sweep_reading import costs_from, reading
@@ -181,10 +181,11 @@ def configured_policy(label: str, sc: Scenario, opt: SweepOptions) -> Policy:
 
 
 def capacity_of(label: str, sc: Scenario, opt: SweepOptions) -> dict[str, Any] | None:
-    """A policy's capacity bounds on the stream's lengths: per resource, the binding one, and
-    the tokens per second it drains (None: the policy does not say)."""
-    new, prefix = _stream(sc, opt).lengths(opt.min_arrivals)
-    bounds = configured_policy(label, sc, opt).capacity(sc, new, prefix)
+    """A policy's capacity bounds on the requests a run at its bound serves (:func:`served_bounds`):
+    per resource, the binding one, and their mean new tokens (None: the policy does not say)."""
+    pol = configured_policy(label, sc, opt)
+    run = steady.run_length(sc.duration_s, sc.slo_ttft_s, opt.min_arrivals)
+    bounds, (new, _) = served_bounds(lambda n, p: pol.capacity(sc, n, p), _stream(sc, opt), *run)
     if not bounds:
         return None
     name, rate = binding(bounds)
@@ -210,7 +211,7 @@ def evaluate(policy: str, rate: float, sc: Scenario, opt: SweepOptions) -> dict[
     row = point_stats(res, rate, reqs.seq_len)
     if len(reqs):
         row |= steady.steady_state(res)
-        own = pol.capacity(sc, reqs.new_tokens.astype(float), reqs.cached_len.astype(float))
+        own = pol.capacity(sc, *reqs.lengths())
         row["stable"] = bool(row["stable"]) and (not own or rate <= binding(own)[1])
     return row
 
