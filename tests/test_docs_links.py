@@ -88,7 +88,9 @@ def test_the_readme_and_docs_point_at_no_file_a_user_lacks():
 def test_the_readme_is_a_front_door():
     # what it is, the two commands, what you get, the commands, where to read more — the manual is in docs/
     readme = (ROOT / "README.md").read_text()
-    assert len(readme.encode()) < 8000, f"README.md is {len(readme.encode())} bytes (under 8 KB, read as 8,000)"
+    assert len(readme.encode()) < 8000, (
+        f"README.md is {len(readme.encode())} bytes (under 8 KB, read as 8,000)"
+    )
     # one picture, the advice at a glance, and no project bookkeeping: goals, bars and measurement
     # history live in docs/performance.md and CHANGELOG.md
     assert re.findall(r"!\[[^\]]*\]\(([^)]+)\)", readme) == ["docs/img/advice.png"]

@@ -10,6 +10,7 @@ ingest`` starts reading files before numpy, pyarrow and polars are imported).
 Its modules, in data-flow order:
 
 * ``store`` — ingest → enrich → store (written once), open, read, diagnose, analyze;
+* ``cache`` — a store's diagnosis kept beside its tables and read back while it is still true;
 * ``whatif`` — store → replay → store, the serving sweep, the advice, the policy catalogue;
 * ``critical`` — store → the critical path of each step across ranks;
 * ``faces`` — the report, the Perfetto export, the comparison of two runs, the timeline's spans.

@@ -1,0 +1,130 @@
+"""A store's diagnosis kept beside its tables, so every look after the first is a read.
+
+Diagnosing a 384-rank run takes seconds (5 s on two cores); ``analyze``, ``advise``, ``report``
+and the dashboard's first page would each pay them again. :func:`asaptrace.pipeline.diagnose_store`
+(without options: the store's own enrichment) writes what it made to ``<store>/.diagnosis.zip``
+— the Diagnosis's tables as Arrow IPC, its findings, notes and meta as JSON — and reads it back the
+next time, when it was made under the same key:
+
+* the bytes of ``meta.json`` (the format version, every source's sha256, every file's row count),
+* the size and modification time of every Parquet file of the store (a file replaced in place),
+* the asaptrace version and a hash of its code (every ``asaptrace/**/*.py``: an upgrade, or an edit
+  in a working copy, never reads a diagnosis an older code made).
+
+A cache under another key is ignored and replaced, so it can never be stale. It is not one of the
+store's files: :meth:`asaptrace.store.TraceStore.open` checks only the Parquet files meta.json lists,
+the store's format and fingerprint do not see it, and a store rewritten in place (a new directory
+renamed over the old) leaves it behind with the old directory. It is written to a temporary sibling
+renamed into place, so two processes writing at once leave one whole file; a store that cannot be
+written (a read-only folder) is simply diagnosed each time, and an unreadable cache is diagnosed
+again and rewritten. No pickle: a store handed over by someone else cannot run code on load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import uuid
+import zipfile
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+if TYPE_CHECKING:
+    from asaptrace.analyze.diagnosis import Diagnosis
+    from asaptrace.store import TraceStore
+
+#: The file beside the store's tables (hidden: ``ls`` of a store shows only what the store is).
+CACHE_NAME = ".diagnosis.zip"
+#: The layout of the cache file itself (bumped if it changes; part of the key).
+CACHE_LAYOUT = 1
+
+
+@cache
+def code_hash() -> str:
+    """A hash of asaptrace's version and every one of its Python files (once per process: ≈ 200
+    files, a few milliseconds)."""
+    from asaptrace import __version__
+
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256(f"{__version__}\0{CACHE_LAYOUT}".encode())
+    for p in sorted(root.rglob("*.py")):
+        h.update(str(p.relative_to(root)).encode() + b"\0")
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def store_key(store: TraceStore) -> str | None:
+    """The key a cached diagnosis of ``store`` must carry (None when the store cannot be keyed:
+    its meta.json or a file gone)."""
+    try:
+        h = hashlib.sha256((store.path / "meta.json").read_bytes())
+        for rel in sorted(store.meta.get("files") or {}):
+            st = (store.path / rel).stat()
+            h.update(f"\0{rel}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    except OSError:
+        return None
+    return f"{h.hexdigest()}-{code_hash()}"
+
+
+def read_cached(store: TraceStore) -> Diagnosis | None:
+    """The cached diagnosis of ``store`` when its key is this store's and this code's, else None."""
+    from asaptrace.analyze.diagnosis import Diagnosis, Finding
+
+    key, path = store_key(store), store.path / CACHE_NAME
+    if key is None or not path.is_file():
+        return None
+    try:
+        with zipfile.ZipFile(path) as z:
+            head = json.loads(z.read("diagnosis.json"))
+            if head.get("key") != key:
+                return None
+            tables = {
+                name: pl.read_ipc(io.BytesIO(z.read(f"tables/{name}.arrow"))) for name in head["tables"]
+            }
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile, pl.exceptions.PolarsError):
+        return None  # damaged or foreign: diagnosed again (and rewritten)
+    findings = [Finding(**f) for f in head["findings"]]
+    meta = {**head["meta"], "store": str(store.path)}  # the store may have moved since
+    return Diagnosis(tables=tables, findings=findings, notes=head["notes"], meta=meta)
+
+
+def write_cached(store: TraceStore, diag: Diagnosis) -> bool:
+    """Keep ``diag`` beside ``store`` (atomically); False when the store cannot be written (read-only)
+    or the diagnosis does not survive JSON whole (then it is not kept: a cache must give back what
+    the diagnosis gave)."""
+    key = store_key(store)
+    if key is None:
+        return False
+    findings = [f.to_json() for f in diag.findings]
+    head = {
+        "key": key,
+        "tables": list(diag.tables),
+        "findings": findings,
+        "notes": diag.notes,
+        "meta": {k: v for k, v in diag.meta.items() if k != "store"},
+    }
+    try:
+        text = json.dumps(head)
+    except (TypeError, ValueError):
+        return False
+    back = json.loads(text)
+    if back["findings"] != findings or back["notes"] != diag.notes or back["meta"] != head["meta"]:
+        return False  # a tuple or a non-string key would come back otherwise
+    tmp = store.path / f"{CACHE_NAME}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
+            z.writestr("diagnosis.json", text)
+            for name, df in diag.tables.items():
+                buf = io.BytesIO()
+                df.write_ipc(buf, compression="lz4")
+                z.writestr(f"tables/{name}.arrow", buf.getvalue())
+        os.replace(tmp, store.path / CACHE_NAME)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        return False
+    return True
