@@ -67,12 +67,27 @@ def test_a_store_diagnosed_once_is_read_back_whole(store, coupled_diagnosis, run
     )
 
 
+def test_what_the_store_holds_is_kept_with_it(store, monkeypatch):
+    from asaptrace import info
+
+    described = info.store_info(store)
+    assert pipeline.store_info(store) == described  # not diagnosed yet: worked out
+    pipeline.diagnose_store(store)
+
+    def refuse(_store):
+        raise AssertionError("the store was scanned again")
+
+    monkeypatch.setattr(info, "store_info", refuse)
+    assert pipeline.store_info(pipeline.open_store(store.path)) == described
+
+
 def test_a_moved_store_reads_its_diagnosis_and_names_its_new_place(store, tmp_path, runs):
     pipeline.diagnose_store(store)
     moved = tmp_path / "moved.store"
     store.path.rename(moved)  # a rename keeps every file's size and time
     diag = pipeline.diagnose_store(pipeline.open_store(moved))
     assert len(runs) == 1 and diag.meta["store"] == str(moved)
+    assert pipeline.store_info(pipeline.open_store(moved))["store"] == str(moved)
 
 
 @pytest.mark.parametrize("change", ["file", "meta", "code"])

@@ -45,6 +45,7 @@ from asaptrace.pipeline.store import (
     open_store,
     read_ahead,
     read_tables,
+    store_info,
     write_tables_csv,
 )
 from asaptrace.pipeline.whatif import (
@@ -57,7 +58,6 @@ from asaptrace.pipeline.whatif import (
 )
 
 if TYPE_CHECKING:
-    from asaptrace.info import store_info
     from asaptrace.synth import load_config as synth_config
     from asaptrace.synth import presets as synth_presets
     from asaptrace.synth import synthesize
@@ -99,7 +99,6 @@ __all__ = [
 
 #: A layer's own function a face calls as it is, imported on first use (:func:`__getattr__`)
 FORWARDED = {
-    "store_info": ("asaptrace.info", "store_info"),  # what a store holds (``asaptrace info --json``)
     "synth_presets": ("asaptrace.synth", "presets"),  # name → what the preset simulates
     "synth_config": ("asaptrace.synth", "load_config"),  # a preset + a TOML + overrides
     "synthesize": ("asaptrace.synth", "synthesize"),  # a synthetic run's traces and truth.json

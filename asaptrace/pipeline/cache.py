@@ -4,7 +4,9 @@ Diagnosing a 384-rank run takes seconds (5 s on two cores); ``analyze``, ``advis
 and the dashboard's first page would each pay them again. :func:`asaptrace.pipeline.diagnose_store`
 (without options: the store's own enrichment) writes what it made to ``<store>/.diagnosis.zip``
 — the Diagnosis's tables as Arrow IPC, its findings, notes and meta as JSON — and reads it back the
-next time, when it was made under the same key:
+next time, when it was made under the same key — and with it what :func:`asaptrace.info.store_info`
+says of the store (half a second more of scanning every event at 384 ranks), for ``info`` and the
+dashboard (:func:`read_cached_info`):
 
 * the bytes of ``meta.json`` (the format version, every source's sha256, every file's row count),
 * the size and modification time of every Parquet file of the store (a file replaced in place),
@@ -30,7 +32,7 @@ import uuid
 import zipfile
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -71,53 +73,82 @@ def store_key(store: TraceStore) -> str | None:
     return f"{h.hexdigest()}-{code_hash()}"
 
 
+#: What a damaged or foreign cache file raises on the way in (it is then made again).
+_UNREADABLE = (OSError, KeyError, ValueError, zipfile.BadZipFile, pl.exceptions.PolarsError)
+
+
+def _open_current(store: TraceStore) -> zipfile.ZipFile | None:
+    """The cache file of ``store``, open, when it carries this store's and this code's key."""
+    key, path = store_key(store), store.path / CACHE_NAME
+    if key is None or not path.is_file():
+        return None
+    z = zipfile.ZipFile(path)
+    try:
+        if z.read("key").decode() == key:
+            return z
+    except _UNREADABLE:
+        pass
+    z.close()
+    return None
+
+
+def read_cached_info(store: TraceStore) -> dict[str, Any] | None:
+    """What :func:`asaptrace.info.store_info` said of ``store`` when it was diagnosed, if still true."""
+    try:
+        z = _open_current(store)
+        if z is None:
+            return None
+        with z:
+            info = json.loads(z.read("info.json"))
+    except _UNREADABLE:
+        return None
+    return {**info, "store": str(store.path)}  # the store may have moved since
+
+
 def read_cached(store: TraceStore) -> Diagnosis | None:
     """The cached diagnosis of ``store`` when its key is this store's and this code's, else None."""
     from asaptrace.analyze.diagnosis import Diagnosis, Finding
 
-    key, path = store_key(store), store.path / CACHE_NAME
-    if key is None or not path.is_file():
-        return None
     try:
-        with zipfile.ZipFile(path) as z:
+        z = _open_current(store)
+        if z is None:
+            return None
+        with z:
             head = json.loads(z.read("diagnosis.json"))
-            if head.get("key") != key:
-                return None
             tables = {
                 name: pl.read_ipc(io.BytesIO(z.read(f"tables/{name}.arrow"))) for name in head["tables"]
             }
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile, pl.exceptions.PolarsError):
+    except _UNREADABLE:
         return None  # damaged or foreign: diagnosed again (and rewritten)
     findings = [Finding(**f) for f in head["findings"]]
     meta = {**head["meta"], "store": str(store.path)}  # the store may have moved since
     return Diagnosis(tables=tables, findings=findings, notes=head["notes"], meta=meta)
 
 
-def write_cached(store: TraceStore, diag: Diagnosis) -> bool:
-    """Keep ``diag`` beside ``store`` (atomically); False when the store cannot be written (read-only)
-    or the diagnosis does not survive JSON whole (then it is not kept: a cache must give back what
-    the diagnosis gave)."""
+def write_cached(store: TraceStore, diag: Diagnosis, info: dict[str, Any]) -> bool:
+    """Keep ``diag`` and ``info`` (:func:`asaptrace.info.store_info`) beside ``store``
+    (atomically); False when the store cannot be written (read-only) or either does not survive
+    JSON whole (then nothing is kept: a cache must give back what was made)."""
     key = store_key(store)
     if key is None:
         return False
-    findings = [f.to_json() for f in diag.findings]
     head = {
-        "key": key,
         "tables": list(diag.tables),
-        "findings": findings,
+        "findings": [f.to_json() for f in diag.findings],
         "notes": diag.notes,
         "meta": {k: v for k, v in diag.meta.items() if k != "store"},
     }
     try:
-        text = json.dumps(head)
+        text, info_text = json.dumps(head), json.dumps(info)
     except (TypeError, ValueError):
         return False
-    back = json.loads(text)
-    if back["findings"] != findings or back["notes"] != diag.notes or back["meta"] != head["meta"]:
+    if json.loads(text) != head or json.loads(info_text) != info:
         return False  # a tuple or a non-string key would come back otherwise
     tmp = store.path / f"{CACHE_NAME}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
     try:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as z:
+            z.writestr("key", key)
+            z.writestr("info.json", info_text)
             z.writestr("diagnosis.json", text)
             for name, df in diag.tables.items():
                 buf = io.BytesIO()
