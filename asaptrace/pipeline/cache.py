@@ -30,15 +30,18 @@ import json
 import os
 import uuid
 import zipfile
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
 
 if TYPE_CHECKING:
     from asaptrace.analyze.diagnosis import Diagnosis
     from asaptrace.store import TraceStore
+
+T = TypeVar("T")
 
 #: The file beside the store's tables (hidden: ``ls`` of a store shows only what the store is).
 CACHE_NAME = ".diagnosis.zip"
@@ -92,34 +95,39 @@ def _open_current(store: TraceStore) -> zipfile.ZipFile | None:
     return None
 
 
-def read_cached_info(store: TraceStore) -> dict[str, Any] | None:
-    """What :func:`asaptrace.info.store_info` said of ``store`` when it was diagnosed, if still true."""
+def _read_current(store: TraceStore, read: Callable[[zipfile.ZipFile], T]) -> T | None:
+    """``read`` of the cache file of ``store`` when it is current, else None (a damaged or foreign
+    one too: it is made again)."""
     try:
         z = _open_current(store)
         if z is None:
             return None
         with z:
-            info = json.loads(z.read("info.json"))
+            return read(z)
     except _UNREADABLE:
         return None
-    return {**info, "store": str(store.path)}  # the store may have moved since
+
+
+def read_cached_info(store: TraceStore) -> dict[str, Any] | None:
+    """What :func:`asaptrace.info.store_info` said of ``store`` when it was diagnosed, if still true."""
+    info = _read_current(store, lambda z: json.loads(z.read("info.json")))
+    return None if info is None else {**info, "store": str(store.path)}  # it may have moved since
 
 
 def read_cached(store: TraceStore) -> Diagnosis | None:
     """The cached diagnosis of ``store`` when its key is this store's and this code's, else None."""
     from asaptrace.analyze.diagnosis import Diagnosis, Finding
 
-    try:
-        z = _open_current(store)
-        if z is None:
-            return None
-        with z:
-            head = json.loads(z.read("diagnosis.json"))
-            tables = {
-                name: pl.read_ipc(io.BytesIO(z.read(f"tables/{name}.arrow"))) for name in head["tables"]
-            }
-    except _UNREADABLE:
-        return None  # damaged or foreign: diagnosed again (and rewritten)
+    def read(z: zipfile.ZipFile) -> tuple[dict[str, Any], dict[str, pl.DataFrame]]:
+        head = json.loads(z.read("diagnosis.json"))
+        return head, {
+            name: pl.read_ipc(io.BytesIO(z.read(f"tables/{name}.arrow"))) for name in head["tables"]
+        }
+
+    got = _read_current(store, read)
+    if got is None:
+        return None
+    head, tables = got
     findings = [Finding(**f) for f in head["findings"]]
     meta = {**head["meta"], "store": str(store.path)}  # the store may have moved since
     return Diagnosis(tables=tables, findings=findings, notes=head["notes"], meta=meta)
