@@ -3,13 +3,17 @@
 The browser only ever names a store by its key ("0", "1", … in the order given on the command
 line); a key that is not one of them is refused, so no path ever comes from the browser. A store
 is opened and diagnosed the first time a page asks for it (under a per-store lock, so two tabs
-asking at once diagnose it once); after that every page reads the cached Diagnosis, and timeline
+asking at once diagnose it once) or when :meth:`Stores.warm`'s thread reaches it, which ``asaptrace
+dashboard`` starts once it listens (the URL is never held up; a page asked for meanwhile waits only
+for the rest). A store diagnosed before reads its diagnosis from beside its tables
+(:mod:`asaptrace.pipeline.cache`: a fraction of a second at 384 ranks instead of 5 s); after that every page reads the cached Diagnosis, and timeline
 windows and comparisons are cached per their parameters (:class:`~asaptrace_dashboards._memo.Memo`: the server
 runs callbacks on many threads, and two tabs asking for the same window compute it once).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,6 +143,19 @@ class Stores:
                     raise StoreUnavailable(self._failed[key]) from None
                 self._loaded[key] = Loaded(label, path, store, diag, info)
             return self._loaded[key]
+
+    def warm(self) -> threading.Thread:
+        """Open and diagnose every store on a background thread, in order (a store that cannot be
+        read is remembered: its pages say why). Not the critical path: only the Timeline asks for it."""
+
+        def load() -> None:
+            for key in self.keys:
+                with contextlib.suppress(StoreUnavailable):  # remembered: its pages say why
+                    self.get(key)
+
+        thread = threading.Thread(target=load, name="asaptrace-warm", daemon=True)
+        thread.start()
+        return thread
 
     def compare(self, a: str, b: str) -> dict[str, pl.DataFrame]:
         """compare_overall and compare_by_group of stores a and b (cached per pair)."""

@@ -83,9 +83,11 @@ def test_timeline_draws_the_steps_critical_path_over_its_lanes(coupled):
     from asaptrace_dashboards.state import Stores
 
     stores = Stores([coupled.path])
-    _steps, step, _lo, _hi, window, _marks, _ranks, _msg = timeline.timeline_controls(stores, "0")
-    fig = timeline.timeline_fig(stores, "0", step, window, None)
-    (line,) = [t for t in fig.data if t.name == "critical path"]
+    _steps, step, _lo, _hi, window, _marks, _ranks, _focus, _msg = timeline.timeline_controls(stores, "0")
+    # added over the lanes once walked (the lanes never wait for it)
+    patch, _note = timeline.critical_patch(stores, timeline.drawn_window("0", step, window, None))
+    line = patch.to_plotly_json()["operations"][0]["params"]["value"]
+    assert line.name == "critical path"
     path = stores.get("0").critical_path()
     spans = stores.get("0").timeline(step, tuple(window), None)
     lo, hi = spans["start_ns"].min(), spans["end_ns"].max()

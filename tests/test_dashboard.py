@@ -131,10 +131,11 @@ def test_a_damaged_store_is_one_line_on_the_page(coupled_store, tmp_path):
 
 
 def test_timeline_opens_on_the_worst_window_and_follows_the_selectors(stores):
-    steps, step, lo, hi, window, _marks, ranks, msg = timeline.timeline_controls(stores, "0")
+    steps, step, lo, hi, window, _marks, ranks, focus, msg = timeline.timeline_controls(stores, "0")
     assert [o["value"] for o in steps] == [0, 1] and msg is None
     assert (lo, hi) == (0, 60)  # the sample's 61 layers
     assert window[1] - window[0] == 2 and len(ranks) == 32  # three layers around the largest wait
+    assert focus is None  # 32 ranks are all drawn (a bigger run opens on a few: test_timeline_focus)
     fig = timeline.timeline_fig(stores, "0", step, window, None)
     assert f"step {step}, layers {window[0]}–{window[1]}" in fig.layout.title.text
     assert "barrier wait" in {t.name for t in fig.data}

@@ -117,6 +117,18 @@ def test_heatmap_click_shows_that_instance_on_the_timeline(page, served, shots):
     assert page.log["errors"] == []
 
 
+def test_the_timeline_adds_the_critical_path_over_its_lanes(page, served):
+    page.goto(served.url + "/timeline")
+    settle(page)
+    traces = "document.querySelector('#tl-figure .js-plotly-plot').data.map(t => t.name)"
+    page.wait_for_function(f"{traces}.includes('critical path')", timeout=30_000)
+    names = page.evaluate(traces)
+    # once, last (over the lanes), and the caption says what the black line is
+    assert names.count("critical path") == 1 and names[-1] == "critical path" and "barrier wait" in names
+    assert "The black line is the step's critical path" in page.inner_text("#tl-critical-note")
+    assert page.log["errors"] == []
+
+
 def test_replay_page_runs_asap_in_the_background_and_shows_the_result(page, served, shots):
     page.goto(served.url + "/replay")
     settle(page)

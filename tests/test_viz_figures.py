@@ -305,7 +305,8 @@ def test_timeline_lanes_colours_and_wait_band():
     fig = timeline.timeline_figure(spans)
     by_name = {tr.name: tr for tr in fig.data}
     assert set(by_name) == {"attention", "dispatch", "moe", "barrier wait"}
-    assert all(tr.type == "scattergl" for tr in fig.data)
+    # a few segments: SVG (no GL context to create: drawn sooner); past SVG_MAX_SEGMENTS, WebGL
+    assert all(tr.type == "scatter" for tr in fig.data)
     # lanes: r0 s7 = 0, r0 s20 = 1, r1 s7 = 2, r1 s20 = 3, r1 wait band = 4; times in µs from 0
     wait = by_name["barrier wait"]
     assert _gapped(wait.x) == [50.0, 100.0, None] and _gapped(wait.y) == [4, 4, None]
@@ -341,7 +342,7 @@ def test_timeline_layer_range_keeps_only_those_layers():
     assert spans.select("rank", "kind", "start_ns").rows() == [(1, "attention", 300 * US)]
 
 
-def test_timeline_downsamples_spans_closer_than_a_pixel():
+def test_timeline_downsamples_spans_closer_than_a_pixel(monkeypatch):
     # 1000 kernels of 1 µs with 1 µs gaps over 2 ms; at 100 px a pixel is 20 µs → one segment
     rows = [(0, 7, True, "compute", "gemm", 2 * i * US, US, 0, 0) for i in range(1000)]
     spans = timeline.timeline_spans(_events(rows), RANKS, _instances().clear(), step=0)
@@ -353,6 +354,11 @@ def test_timeline_downsamples_spans_closer_than_a_pixel():
     assert len(timeline.timeline_figure(spans, pixel_width=10_000).data[0].x) == 3 * 1000
     # and a segment budget widens the pixel until it holds
     assert len(timeline.timeline_figure(spans, pixel_width=10_000, max_segments=10).data[0].x) <= 30
+    # 1000 segments are past a threshold of 999: WebGL; at 1000, SVG
+    monkeypatch.setattr(timeline, "SVG_MAX_SEGMENTS", 999)
+    assert timeline.timeline_figure(spans, pixel_width=10_000).data[0].type == "scattergl"
+    monkeypatch.setattr(timeline, "SVG_MAX_SEGMENTS", 1000)
+    assert timeline.timeline_figure(spans, pixel_width=10_000).data[0].type == "scatter"
 
 
 def test_timeline_wait_band_takes_receive_waits_too():

@@ -60,11 +60,9 @@ def dashboard(
     if host not in LOCAL_HOSTS:
         print_warning(f"serving on {host}: anyone who can reach port {port} sees these stores")
     app = create_app(stores)
-    serve(
-        app,
-        host=host,
-        port=port,
-        debug=debug,
-        threads=threads,
-        ready=lambda url: out.print(f"serving {len(stores)} store(s) at {url} (Ctrl-C to stop)"),
-    )
+
+    def ready(url: str) -> None:
+        out.print(f"serving {len(stores)} store(s) at {url} (Ctrl-C to stop)")
+        app.asaptrace_stores.warm()  # diagnosed while the browser opens, never before the URL
+
+    serve(app, host=host, port=port, debug=debug, threads=threads, ready=ready)

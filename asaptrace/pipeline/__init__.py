@@ -10,6 +10,7 @@ ingest`` starts reading files before numpy, pyarrow and polars are imported).
 Its modules, in data-flow order:
 
 * ``store`` — ingest → enrich → store (written once), open, read, diagnose, analyze;
+* ``cache`` — a store's diagnosis kept beside its tables and read back while it is still true;
 * ``whatif`` — store → replay → store, the serving sweep, the advice, the policy catalogue;
 * ``critical`` — store → the critical path of each step across ranks;
 * ``faces`` — the report, the Perfetto export, the comparison of two runs, the timeline's spans.
@@ -44,6 +45,7 @@ from asaptrace.pipeline.store import (
     open_store,
     read_ahead,
     read_tables,
+    store_info,
     write_tables_csv,
 )
 from asaptrace.pipeline.whatif import (
@@ -56,7 +58,6 @@ from asaptrace.pipeline.whatif import (
 )
 
 if TYPE_CHECKING:
-    from asaptrace.info import store_info
     from asaptrace.synth import load_config as synth_config
     from asaptrace.synth import presets as synth_presets
     from asaptrace.synth import synthesize
@@ -98,7 +99,6 @@ __all__ = [
 
 #: A layer's own function a face calls as it is, imported on first use (:func:`__getattr__`)
 FORWARDED = {
-    "store_info": ("asaptrace.info", "store_info"),  # what a store holds (``asaptrace info --json``)
     "synth_presets": ("asaptrace.synth", "presets"),  # name → what the preset simulates
     "synth_config": ("asaptrace.synth", "load_config"),  # a preset + a TOML + overrides
     "synthesize": ("asaptrace.synth", "synthesize"),  # a synthetic run's traces and truth.json

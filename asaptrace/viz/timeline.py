@@ -8,8 +8,9 @@ Two steps, as in HTA's ``prepare_timeline_events`` → ``plot_events_timeline``:
 * :func:`timeline_figure` draws them. A 384-rank run has ~10⁶ kernels in a few layers, so spans
   are **downsampled** first: per lane and kind, spans closer than one pixel (the window divided by
   ``pixel_width``) are merged into one segment (hover says how many), and the pixel is widened
-  until at most ``max_segments`` remain. Each kind is one WebGL trace (``go.Scattergl``) of thick
-  line segments separated by gaps, not one shape per span (see ``benchmarks/figures.py``).
+  until at most ``max_segments`` remain. Each kind is one trace of thick line segments separated
+  by gaps, not one shape per span (see ``benchmarks/figures.py``): WebGL (``go.Scattergl``) for a
+  big window, SVG up to :data:`SVG_MAX_SEGMENTS` (drawn sooner there: no GL context).
 """
 
 from __future__ import annotations
@@ -129,6 +130,69 @@ def worst_window(
     return (int(steps.min()) if len(steps) else None), None  # type: ignore[arg-type]
 
 
+#: Up to this many segments the lanes are SVG (``go.Scatter``), above it WebGL (``go.Scattergl``):
+#: Chromium draws 16 ranks' 760 segments in 0.26–0.32 s as SVG and 0.65–0.98 s as WebGL (the GL
+#: context alone is a fixed cost), 96 ranks' 4,600 in 1.2–1.5 s against 2.4 s; at 18,500 segments
+#: (384 ranks) neither is faster (docs/performance.md).
+SVG_MAX_SEGMENTS = 10_000
+#: Above this many ranks the dashboard's Timeline opens on :func:`focus_ranks` (the browser takes
+#: 3–6 s to draw the 1,536 lanes of 384 ranks with software WebGL; 16 ranks draw in well under 1 s).
+FOCUS_ABOVE = 32
+
+
+def focus_ranks(
+    barrier_instances: pl.DataFrame,
+    ranks: pl.DataFrame,
+    *,
+    step: int | None,
+    layers: tuple[int, int] | None,
+    most: int = 16,
+) -> tuple[list[int], str]:
+    """The ranks worth drawing first in one window of a big run, and why, in words.
+
+    Whole DP groups, at most ``most`` ranks: the group of the rank that arrives last at the window's
+    barriers (weighted by the wait it causes), then the groups that wait longest for it; a rank
+    without a DP group counts as its own. Without a wait in the window: the first ``most`` ranks.
+    """
+    group = pl.coalesce(pl.col("dp_group").cast(pl.Int64), -1 - pl.col("rank").cast(pl.Int64))
+    members = ranks.select(pl.col("rank").cast(pl.Int64), group.alias("g")).sort("rank")
+    w = barrier_instances.filter(pl.col("wait_ns") > 0)
+    if step is not None:
+        w = w.filter(pl.col("step") == step)
+    if layers is not None:
+        w = w.filter(pl.col("layer").is_between(*layers))
+    if w.height == 0:
+        first = members.get_column("rank").head(most).to_list()
+        return first, f"the first {plural(len(first), 'rank')} (no barrier wait in this window)"
+    w = w.with_columns(pl.col("rank").cast(pl.Int64)).join(members, on="rank", how="left")
+    last = w.filter(pl.col("last_rank").is_not_null())
+    last_rank = (
+        int(
+            last.group_by("last_rank")
+            .agg(pl.col("wait_ns").sum())
+            .sort(["wait_ns", "last_rank"], descending=[True, False])
+            .item(0, "last_rank")
+        )
+        if last.height
+        else None
+    )
+    waiting = w.group_by("g").agg(pl.col("wait_ns").sum()).sort(["wait_ns", "g"], descending=[True, False])
+    order = waiting.get_column("g").to_list()
+    if last_rank is not None:
+        lg = members.filter(pl.col("rank") == last_rank).get_column("g").to_list()
+        order = [*lg, *(g for g in order if g not in lg)]
+    chosen: list[int] = []
+    for g in order:
+        these = members.filter(pl.col("g") == g).get_column("rank").to_list()
+        if chosen and len(chosen) + len(these) > most:
+            break
+        chosen += these[: most - len(chosen)]
+    why = "the DP groups that wait longest in this window"
+    if last_rank is not None:
+        why = f"the DP group of r{last_rank}, the last to arrive at this window's barriers, and the groups that wait longest for it"
+    return sorted(chosen), why
+
+
 def downsample(spans: pl.DataFrame, resolution_ns: int) -> pl.DataFrame:
     """Merge, per (rank, stream, kind), spans whose gap to the previous one is below ``resolution_ns``.
 
@@ -177,7 +241,7 @@ def timeline_figure(
     highlight_ns: tuple[int, int] | None = None,
     critical: pl.DataFrame | None = None,
 ) -> go.Figure:
-    """Draw :func:`timeline_spans`' output: lanes per rank and stream, one WebGL trace per kind + waits.
+    """Draw :func:`timeline_spans`' output: lanes per rank and stream, one trace per kind + waits.
 
     ``highlight_ns`` (start, end on the store's clock) shades one interval, e.g. a barrier instance
     from its first arrival to its release. ``critical`` (rows of rank, stream, kind, name, start_ns,
@@ -200,11 +264,13 @@ def timeline_figure(
     width_px = max(1.0, min(12.0, 0.8 * (height - 140) / n_lanes))
     kinds = [k for k in segs.get_column("kind").unique().sort().to_list() if k not in WAIT_KINDS]
     parts = [(k, segs.filter(pl.col("kind") == k)) for k in [*kinds, *WAIT_KINDS]]
+    gl = segs.height > SVG_MAX_SEGMENTS
     fig = go.Figure(  # built whole: add_trace copies the figure's data each time
-        [_segments_trace(part, kind, t0, div, unit, width_px) for kind, part in parts if part.height]
+        [_segments_trace(part, kind, t0, div, unit, width_px, gl=gl) for kind, part in parts if part.height]
     )
-    if critical is not None and critical.height:
-        fig.add_trace(_critical_trace(critical, lane_t, t0, div, unit))
+    overlay = critical_overlay(spans, critical) if critical is not None else None
+    if overlay is not None:
+        fig.add_trace(overlay)
     ticks = rank_ticks(lane_t)
     fig.update_yaxes(
         tickvals=ticks.get_column("lane").to_list(),
@@ -269,7 +335,19 @@ def timeline_caption(spans: pl.DataFrame) -> str:
     return text + f"; the last lane of a rank that waits is its {band}"
 
 
-def _critical_trace(path: pl.DataFrame, lane_t: pl.DataFrame, t0: int, div: int, unit: str) -> go.Scattergl:
+def critical_overlay(spans: pl.DataFrame, critical: pl.DataFrame) -> go.Scatter | None:
+    """The critical path's trace over :func:`timeline_figure`'s lanes of ``spans`` (same lanes, same
+    time axis), or None when no piece falls on them: the dashboard adds it once the path is walked,
+    after the lanes are drawn."""
+    if spans.height == 0 or critical.height == 0:
+        return None
+    t0, t1 = int(spans.get_column("start_ns").min()), int(spans.get_column("end_ns").max())  # type: ignore[arg-type]
+    unit, div = time_unit([t1 - t0])
+    trace = _critical_trace(critical, lanes(spans), t0, div, unit)
+    return trace if len(trace.x) else None
+
+
+def _critical_trace(path: pl.DataFrame, lane_t: pl.DataFrame, t0: int, div: int, unit: str) -> go.Scatter:
     """The critical path as one polyline over the lanes: each piece from its start to its end on its
     lane, joined to the next (the hops cross ranks)."""
     first = lane_t.group_by("rank").agg(pl.col("lane").min().alias("_first"))
@@ -288,7 +366,7 @@ def _critical_trace(path: pl.DataFrame, lane_t: pl.DataFrame, t0: int, div: int,
             xs.append(round((t - t0) / div, X_DECIMALS))
             ys.append(r["lane"])
             text.append(label)
-    return go.Scattergl(
+    return go.Scatter(  # SVG: a few hundred points, drawn over the lanes (WebGL or not)
         x=xs,
         y=ys,
         mode="lines",
@@ -300,9 +378,10 @@ def _critical_trace(path: pl.DataFrame, lane_t: pl.DataFrame, t0: int, div: int,
 
 
 def _segments_trace(
-    part: pl.DataFrame, kind: str, t0: int, div: int, unit: str, width_px: float
-) -> go.Scattergl:
-    """One kind's segments as a single line trace: x = start, end, gap; y = lane, lane, gap.
+    part: pl.DataFrame, kind: str, t0: int, div: int, unit: str, width_px: float, *, gl: bool = True
+) -> go.Scatter | go.Scattergl:
+    """One kind's segments as a single line trace: x = start, end, gap; y = lane, lane, gap; WebGL
+    with ``gl``, else SVG (:data:`SVG_MAX_SEGMENTS`).
 
     The hover text (kernel name, or "N <kind> spans" for a merged segment) sits on the start point.
     Arrays are numpy (a NaN is a gap): plotly checks a list element by element (≈ 2 s for the
@@ -323,7 +402,7 @@ def _segments_trace(
     text = np.full(3 * n, "", dtype=object)
     text[0::3] = [plain(t) for t in labels.to_list()]
     label, colour = WAIT_KINDS.get(kind, (kind, kind_colour(kind)))
-    return go.Scattergl(
+    return (go.Scattergl if gl else go.Scatter)(
         x=xs,
         y=ys,
         mode="lines",
