@@ -208,7 +208,17 @@ def test_online_names_each_candidates_slo_throughput_beside_the_measured_policy(
         lo, hi = o["range"]
         assert lo <= o["slo_rps"] <= hi
         assert o["arrivals"]["n_requests"] >= 2000 and o["arrivals"]["stable"]
+        mc = o.get("mc_band")
+        if w["band"]:  # the offline noise carried under load: the slow edge serves no more
+            span = w["makespan_ns"]
+            assert mc["cost_scale_slow"] == round(w["band"]["mc_high_ns"] / span, 4)
+            assert mc["cost_scale_fast"] == round(w["band"]["mc_low_ns"] / span, 4)
+            assert mc["slo_rps_slow"] <= mc["slo_rps_fast"] <= o["bound_rps"] * 1.05
+            assert "Monte-Carlo band" in w["line"]
+        else:
+            assert mc is None
     assert len(online["seeds"]) >= 5
+    assert any(w["band"] for w in j["whatifs"] if w["applies"])  # asap draws one on the sample
 
 
 @pytest.mark.parametrize(("d_max", "best"), [(95, 37), (95, 1), (95, 95), (23, 12)])

@@ -224,6 +224,10 @@ def online_text(w: WhatIf) -> str:
         if band:
             lo, hi = band["slo_rps_high_costs"], band["slo_rps_low_costs"]  # dearer costs: fewer requests
             text += f"; cost-fit band {rps_text(lo, prose=True)}–{rps_text(hi, prose=True)} on seed {band['seed']}"
+        mc = o.get("mc_band")
+        if mc and None not in (mc["slo_rps_slow"], mc["slo_rps_fast"]):
+            lo, hi = mc["slo_rps_slow"], mc["slo_rps_fast"]
+            text += f"; Monte-Carlo band {rps_text(lo, prose=True)}–{rps_text(hi, prose=True)} on seed {mc['seed']}"
         text += ")"
     text += f" against {who}'s {base}"
     if disagree(o, w.recovered_ns):

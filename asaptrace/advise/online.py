@@ -107,6 +107,7 @@ def advise_online(
     )
     res = run_sweep(sc, opt, progress=progress)
     band = cost_band(sc, opt, fit.quality, res)
+    mc = mc_band_online(sc, opt, res, {w.name: w for w in advice.ranked if w.name in configured})
     base = res["slo_rps"][measured_label]
     whatifs = []
     for w in advice.whatifs:
@@ -119,7 +120,11 @@ def advise_online(
             if w.name in configured:
                 mine = res["slo_rps"][w.name]
                 ratio = None if not base or mine is None else round(mine / base, 4)
-                online |= _column(res, w.name) | {"ratio": ratio, "cost_band": _band_of(band, w.name)}
+                online |= _column(res, w.name) | {
+                    "ratio": ratio,
+                    "cost_band": _band_of(band, w.name),
+                    "mc_band": mc.get(w.name),
+                }
             else:
                 online |= {"slo_rps": None, "reason": no_former[w.name]}
             w = replace(w, online=online)
@@ -142,6 +147,7 @@ def advise_online(
         "capacity": dict(res["capacity"]),
         "arrivals": {p: _arrivals_at(res, p) for p in res["policies"]},
         "cost_band": band,
+        "mc_band": mc,
         "reading": res["reading"],
     }
     return replace(advice, whatifs=whatifs, online=block)
@@ -185,6 +191,35 @@ def cost_band(
                 "bound_rps": (caps.get(p) or {}).get("bound_rps"),
             }
         out[end] = rows
+    return out
+
+
+def mc_band_online(
+    sc: Scenario, opt: SweepOptions, main: Any, whatifs: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """The offline Monte-Carlo band carried under load: for each what-if whose replay drew one
+    (``WhatIf.band``), every fitted cost constant scaled by its band's edges over its makespan
+    (f = mc_low / makespan and mc_high / makespan: the noisy re-runs' 5th–95th percentile, with
+    the contention prior's slow edge when there is one) and the SLO rate searched at each near the
+    first seed's (:func:`~asaptrace.replay.whatif.sweep_near.search_near`). A steady state averages
+    over more batches than one replay, so this is a wide reading of the noise, not a narrow one."""
+    seed = (opt.seeds or (sc.seed,))[0]
+    out: dict[str, dict[str, Any]] = {}
+    for label, w in whatifs.items():
+        b = w.band or {}
+        if not b or not w.makespan_ns or main["slo_censored"].get(label):
+            continue
+        one = replace(opt, seeds=None, policies=(label,))
+        rates, cap = main["slo_by_seed"].get(label) or [None], main["capacity"].get(label) or {}
+        known = {label: (rates[0], cap.get("bound_rps"))}
+        row: dict[str, Any] = {"seed": seed}
+        for end, edge in (("fast", b["mc_low_ns"]), ("slow", b["mc_high_ns"])):
+            f = edge / w.makespan_ns
+            knobs = {k: getattr(sc, k) * f for keys in BAND_PARTS.values() for k in keys}
+            slo, _ = search_near(sc.with_knobs(knobs | {"seed": seed}), one, known)
+            row[f"slo_rps_{end}"] = slo[label]["slo_rps"]
+            row[f"cost_scale_{end}"] = round(f, 4)
+        out[label] = row
     return out
 
 
