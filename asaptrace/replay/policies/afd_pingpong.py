@@ -94,11 +94,13 @@ class PingpongFormer(OnlineFormer):
         """A step holds at most ``step_tokens`` new tokens (or one longer prompt)."""
         return tokens + self.new[request] <= self.step_tokens
 
-    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
+    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | int | None:
         if self.next_arrival < self.n_arrivals and self.arrival[self.next_arrival] <= now_ns:
             self.arrive(now_ns)
         if not self.pending:
-            if not group_idle or not self.queue:
+            if not self.queue:
+                return self.quiet_until()  # nothing for the stage before the next arrival
+            if not group_idle:
                 return None
             self._cut_step(self.take(), now_ns)
         b = self.pending.popleft()
