@@ -68,7 +68,7 @@ typedef struct {
     size_t head, n, cap, w;
 } Ring;
 
-static int ring_put(Ring *r, const int64_t *rec) {
+static inline int ring_put(Ring *r, const int64_t *rec) {
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 16;
         int64_t *p = malloc(cap * r->w * sizeof *p);
@@ -83,13 +83,15 @@ static int ring_put(Ring *r, const int64_t *rec) {
         r->head = 0;
         r->cap = cap;
     }
-    memcpy(r->p + ((r->head + r->n) & (r->cap - 1)) * r->w, rec, r->w * sizeof *rec);
+    int64_t *to = r->p + ((r->head + r->n) & (r->cap - 1)) * r->w;
+    for (size_t i = 0; i < r->w; i++) to[i] = rec[i]; /* 2 or 3 fields: no memcpy call */
     r->n++;
     return 0;
 }
 
-static void ring_take(Ring *r, int64_t *rec) {
-    memcpy(rec, r->p + r->head * r->w, r->w * sizeof *rec);
+static inline void ring_take(Ring *r, int64_t *rec) {
+    const int64_t *from = r->p + r->head * r->w;
+    for (size_t i = 0; i < r->w; i++) rec[i] = from[i];
     r->head = (r->head + 1) & (r->cap - 1);
     r->n--;
 }

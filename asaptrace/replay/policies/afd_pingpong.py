@@ -111,13 +111,17 @@ class PingpongFormer(OnlineFormer):
 
     def _cut_step(self, reqs: list[int], now_ns: int) -> None:
         parts = min(self.m, len(reqs))
+        if parts == 1:  # one micro-batch (one request, or m = 1): nothing to place
+            self.pending.append(self._micro_batch(reqs, now_ns))
+            return
         where = place_longest_first([self.new[i] for i in reqs], parts).tolist()
         for j in range(parts):
             mine = [i for i, w in zip(reqs, where, strict=True) if w == j]
             self.pending.append(self._micro_batch(mine, now_ns))
 
     def _micro_batch(self, reqs: list[int], now_ns: int) -> Batch:
-        pieces = tuple((self.new[i], self.cached[i]) for i in reqs)
+        new, cached = self.new, self.cached
+        pieces = tuple([(new[i], cached[i]) for i in reqs])
         got = self.kept.get(pieces)
         if got is None:
             one = _micro_batch_costs(self.costs, self.dp, self.tp, self.experts, pieces)
@@ -146,11 +150,11 @@ def _micro_batch_costs(
     of these (new tokens, prefix) pieces, kept: a resampled stream's micro-batches recur."""
     c = np.array([x[0] for x in pieces], np.float64)
     p = np.array([x[1] for x in pieces], np.float64)
-    groups = place_longest_first(costs.attention_weight(c, p), dp)
-    attn = max(
-        int(costs.attention_ns(c[groups == g], p[groups == g], tp=tp)) if (groups == g).any() else 0
-        for g in range(dp)
-    )
+    # (a list: the short-list placement, the same bins as numpy's loop, without its per-item calls)
+    groups = place_longest_first(costs.attention_weight(c, p).tolist(), dp)
+    used = np.unique(groups).tolist()  # an empty group's attention is 0: only the others are costed
+    attn = max(int(costs.attention_ns(c[groups == g], p[groups == g], tp=tp)) for g in used)
+    attn = max(attn, 0) if len(used) < dp else attn
     tokens = float(c.sum())
     return attn, int(costs.transfer_ns(tokens / (dp * tp))), int(costs.moe_ns(tokens, experts))
 
