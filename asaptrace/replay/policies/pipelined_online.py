@@ -164,9 +164,11 @@ def serve_on_pipeline(
     trace, pipeline_batches = run_recorded(cfg, former, spans=False)
     _own_shares(former, pipeline_batches, cfg, sc)
     end = np.full(len(req), -1, np.int64)
-    for bid, reqs in enumerate(former.members):
-        end[reqs] = trace.done[bid]
     nb = len(former.members)
+    if nb:  # each request ends with its batch (a request is in one batch)
+        sizes = np.fromiter((len(r) for r in former.members), np.int64, nb)
+        reqs = np.fromiter((i for r in former.members for i in r), np.int64, int(sizes.sum()))
+        end[reqs] = np.repeat(np.fromiter((trace.done[bid] for bid in range(nb)), np.int64, nb), sizes)
     return ServingResult(
         policy=name,
         arrival_ns=req.arrival_ns,
