@@ -168,7 +168,7 @@ def test_a_former_saying_nothing_until_its_next_arrival_is_asked_nobody_before_i
     # arrivals at 0, 3, 3 and 40: with nothing left the former answers its next arrival (an int),
     # and neither engine asks any group before it — same trace as answering None, fewer questions
     class Quiet:
-        def __init__(self, quiet: bool) -> None:
+        def __init__(self, quiet: bool | str) -> None:
             self.quiet, self.calls = quiet, []
             self.arrivals = {0: 0, 1: 3, 2: 3, 3: 40}
             self.taken: set[int] = set()
@@ -186,7 +186,11 @@ def test_a_former_saying_nothing_until_its_next_arrival_is_asked_nobody_before_i
                 later = [t for r, t in self.arrivals.items() if r not in self.taken and t > now_ns]
                 return min(later, default=1 << 62) if self.quiet else None
             self.taken.add(ready[0])
-            return _batch(ready[0], [10, 3], [5, 5], [1, 1], ready=now_ns)
+            b = _batch(ready[0], [10, 3], [5, 5], [1, 1], ready=now_ns)
+            if self.quiet == "pair" and len(ready) == 1:  # its last batch before the next arrival
+                later = [t for r, t in self.arrivals.items() if r not in self.taken]
+                return b, min(later, default=1 << 62)
+            return b
 
     formers: list[Quiet] = []
 
@@ -202,6 +206,11 @@ def test_a_former_saying_nothing_until_its_next_arrival_is_asked_nobody_before_i
     assert ref == ker  # the same questions in the same order
     # batch 0 at 0, 1 and 2 at 3, 3 at 40: no completion asked anybody
     assert [t for t, *_ in ref] == [0, 0, 3, 3, 3, 40, 40]  # a batch, then "nothing until …"
+    # (batch, T): the last batch says "nothing until …" itself — one question fewer at each time
+    paired, _ = both(cfg, lambda: make("pair"))
+    assert _trace_dict(paired) == _trace_dict(asked)
+    assert formers[4].calls == formers[5].calls
+    assert [t for t, *_ in formers[4].calls] == [0, 3, 3, 40]
     assert len(plain) > len(ref) and {t for t, *_ in plain} > {0, 3, 40}
 
 

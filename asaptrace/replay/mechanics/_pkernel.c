@@ -447,7 +447,8 @@ static int int64_cmp(const void *a, const void *b) {
  * Candidates are asked by (slots used, group), the order Pipeline._assign sorts them in, walked one
  * occupancy level at a time (no sort: O(groups x slots) at worst, and it stops at the first batch).
  * A former that answers an int T > t instead of None promises no batch for any group before T: the
- * rest of this pass and every pass before T ask nobody (Pipeline._assign does the same). */
+ * rest of this pass and every pass before T ask nobody (Pipeline._assign does the same); a
+ * (batch, T) answer places the batch and then promises the same (its last batch until T). */
 static int assign(Sim *s, int64_t t) {
     if (t < s->quiet) return 0;
     PyObject *pt = PyLong_FromLongLong(t);
@@ -475,6 +476,20 @@ static int assign(Sim *s, int64_t t) {
                     if (until > s->quiet) s->quiet = until;
                     continue;
                 }
+                long long after = INT64_MIN; /* (batch, T): this batch, then nothing before T */
+                if (PyTuple_Check(obj)) {
+                    PyObject *only = PyTuple_GET_SIZE(obj) == 2 ? PyTuple_GET_ITEM(obj, 0) : NULL;
+                    after = only ? PyLong_AsLongLong(PyTuple_GET_ITEM(obj, 1)) : -1;
+                    if (!only || (after == -1 && PyErr_Occurred())) {
+                        if (!PyErr_Occurred())
+                            PyErr_SetString(PyExc_ValueError, "next_batch: a tuple answer is (batch, int)");
+                        Py_DECREF(obj);
+                        goto out;
+                    }
+                    Py_INCREF(only);
+                    Py_DECREF(obj);
+                    obj = only;
+                }
                 int64_t bi = add_batch(s, obj, g);
                 Py_DECREF(obj);
                 if (bi < 0) goto out;
@@ -496,6 +511,7 @@ static int assign(Sim *s, int64_t t) {
                     fs->n--;
                 }
                 if (push(s, K_ATTN_READY, t, bi, 0) < 0) goto out;
+                if (after > s->quiet) s->quiet = after;
                 placed = 1;
             }
         }

@@ -229,12 +229,15 @@ class Pipeline:
     def _assign(self, t: int) -> Iterator[Event]:
         """Fill free slots, least occupied group first, with batches from the former. An int
         answer T > t (:class:`BatchFormer`: no batch for any group before T) ends the pass, and
-        no group is asked again before T."""
+        no group is asked again before T; a (batch, T) answer places the batch, then the same."""
         while t >= self.quiet:
             order = sorted((u, g) for g, u in enumerate(self.used) if u < self.cfg.slots)
             placed = False
             for _, g in order:
                 b = self.former.next_batch(t, g, self.used[g] == 0)
+                after = None
+                if isinstance(b, tuple):  # (batch, T): this batch, then nothing for anyone before T
+                    b, after = b
                 if isinstance(b, int):
                     self.quiet = max(self.quiet, b)
                     if t < self.quiet:
@@ -253,6 +256,8 @@ class Pipeline:
                     self.free_slots[g].sort()
                     self.trace.slot_of[b.batch_id] = self.free_slots[g].pop(0)
                 yield AttentionReady(t, batch=b.batch_id, layer=0)
+                if after is not None:
+                    self.quiet = max(self.quiet, after)
                 placed = True
                 break
             if not placed:

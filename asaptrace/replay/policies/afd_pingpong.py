@@ -94,7 +94,7 @@ class PingpongFormer(OnlineFormer):
         """A step holds at most ``step_tokens`` new tokens (or one longer prompt)."""
         return tokens + self.new[request] <= self.step_tokens
 
-    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | int | None:
+    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | tuple[Batch, int] | int | None:
         if self.next_arrival < self.n_arrivals and self.arrival[self.next_arrival] <= now_ns:
             self.arrive(now_ns)
         if not self.pending:
@@ -107,6 +107,8 @@ class PingpongFormer(OnlineFormer):
         start = self.start
         for i in self.members[b.batch_id]:  # one or a few: a loop beats a fancy index
             start[i] = now_ns
+        if not self.pending and not self.queue:  # its last micro-batch before the next arrival
+            return b, self.quiet_until()
         return b
 
     def _cut_step(self, reqs: list[int], now_ns: int) -> None:

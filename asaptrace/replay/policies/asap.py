@@ -88,7 +88,7 @@ class AsapFormer(OnlineFormer):
         pol = self.pol
         return tokens < pol.min_batch_tokens and tokens + self.new[request] <= pol.max_batch_tokens
 
-    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | int | None:
+    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | tuple[Batch, int] | int | None:
         k = self.next_arrival
         if k < self.n_arrivals and self.arrival[k] <= now_ns:
             self.arrive(now_ns)
@@ -104,6 +104,8 @@ class AsapFormer(OnlineFormer):
         if batch.alone and not group_idle:
             self.reserved[group] = batch
             return None
+        if not self.queue and not self.reserved:  # its last batch before the next arrival
+            return self._hand_out(batch, now_ns), self.quiet_until()
         return self._hand_out(batch, now_ns)
 
     def cut(self, reqs: list[int], now_ns: int) -> Batch:
