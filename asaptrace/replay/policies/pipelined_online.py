@@ -12,8 +12,9 @@ arrival. Its hooks:
 * :meth:`OnlineFormer.admit` — whether the next request in that order joins the batch being cut;
 * ``next_batch`` — when a batch is cut and where it goes (asap: a long prompt's batch alone on an
   idle group; afd-pingpong: a step split into m micro-batches); with nothing queued or held back
-  it answers :meth:`OnlineFormer.quiet_until`, the next arrival, so that the pipeline asks no group
-  before it (the kernel would otherwise ask every free group at every event, for nothing).
+  it answers :meth:`OnlineFormer.quiet_until`, the next arrival (alone, or paired with the batch
+  that emptied the queue), so that the pipeline asks no group before it (the kernel would
+  otherwise ask every free group at every event, for nothing).
 
 :func:`serve_on_pipeline` runs a former and gives each request its batch's end and its own share
 of its batch's items (:func:`_own_shares`). Sends never block compute here (:data:`UNBOUNDED`).
