@@ -164,6 +164,56 @@ def test_an_online_former_is_called_exactly_as_the_reference_calls_it():
     assert formers[0].calls == formers[1].calls and len(formers[0].calls) > 8
 
 
+def test_a_former_saying_nothing_until_its_next_arrival_is_asked_nobody_before_it():
+    # arrivals at 0, 3, 3 and 40: with nothing left the former answers its next arrival (an int),
+    # and neither engine asks any group before it — same trace as answering None, fewer questions
+    class Quiet:
+        def __init__(self, quiet: bool | str) -> None:
+            self.quiet, self.calls = quiet, []
+            self.arrivals = {0: 0, 1: 3, 2: 3, 3: 40}
+            self.taken: set[int] = set()
+
+        def wakeups(self):
+            return sorted(self.arrivals.values())
+
+        def fresh(self):
+            return Quiet(self.quiet)
+
+        def next_batch(self, now_ns, group, group_idle):
+            self.calls.append((now_ns, group, group_idle))
+            ready = [r for r, t in self.arrivals.items() if t <= now_ns and r not in self.taken]
+            if not ready:
+                later = [t for r, t in self.arrivals.items() if r not in self.taken and t > now_ns]
+                return min(later, default=1 << 62) if self.quiet else None
+            self.taken.add(ready[0])
+            b = _batch(ready[0], [10, 3], [5, 5], [1, 1], ready=now_ns)
+            if self.quiet == "pair" and len(ready) == 1:  # its last batch before the next arrival
+                later = [t for r, t in self.arrivals.items() if r not in self.taken]
+                return b, min(later, default=1 << 62)
+            return b
+
+    formers: list[Quiet] = []
+
+    def make(quiet):
+        formers.append(Quiet(quiet))
+        return formers[-1]
+
+    cfg = PipelineConfig(groups=3, slots=2)
+    asked, _ = both(cfg, lambda: make(False))
+    told, _ = both(cfg, lambda: make(True))
+    assert _trace_dict(told) == _trace_dict(asked)
+    plain, ref, ker = formers[0].calls, formers[2].calls, formers[3].calls
+    assert ref == ker  # the same questions in the same order
+    # batch 0 at 0, 1 and 2 at 3, 3 at 40: no completion asked anybody
+    assert [t for t, *_ in ref] == [0, 0, 3, 3, 3, 40, 40]  # a batch, then "nothing until …"
+    # (batch, T): the last batch says "nothing until …" itself — one question fewer at each time
+    paired, _ = both(cfg, lambda: make("pair"))
+    assert _trace_dict(paired) == _trace_dict(asked)
+    assert formers[4].calls == formers[5].calls
+    assert [t for t, *_ in formers[4].calls] == [0, 3, 3, 40]
+    assert len(plain) > len(ref) and {t for t, *_ in plain} > {0, 3, 40}
+
+
 # ------------------------------------------------------------------------------------ randomised
 def _random_batches(rng: random.Random, n: int) -> list[Batch]:
     out = []

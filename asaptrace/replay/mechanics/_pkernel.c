@@ -11,7 +11,8 @@
  * both on the same cases and compare every span.
  *
  * What stays in Python: batch formation.  The kernel calls former.next_batch(t, group, idle)
- * exactly where and as often as Pipeline._assign does, and copies the batch's four per-layer int64
+ * exactly where and as often as Pipeline._assign does (an int answer T, "no batch for any group
+ * before T", spares every call before T in both), and copies the batch's four per-layer int64
  * arrays (anything else is converted by the `conv` callable first).  Results go back as int64
  * byte buffers that the Python wrapper turns into a PipelineTrace.
  *
@@ -61,13 +62,13 @@ static int vec_push(Vec *v, int64_t x) {
     return 0;
 }
 
-/* FIFO of fixed-width records (int64 fields), a ring buffer */
+/* FIFO of fixed-width records (int64 fields), a ring buffer (capacity a power of two) */
 typedef struct {
     int64_t *p;
     size_t head, n, cap, w;
 } Ring;
 
-static int ring_put(Ring *r, const int64_t *rec) {
+static inline int ring_put(Ring *r, const int64_t *rec) {
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 16;
         int64_t *p = malloc(cap * r->w * sizeof *p);
@@ -76,20 +77,22 @@ static int ring_put(Ring *r, const int64_t *rec) {
             return -1;
         }
         for (size_t i = 0; i < r->n; i++)
-            memcpy(p + i * r->w, r->p + ((r->head + i) % r->cap) * r->w, r->w * sizeof *p);
+            memcpy(p + i * r->w, r->p + ((r->head + i) & (r->cap - 1)) * r->w, r->w * sizeof *p);
         free(r->p);
         r->p = p;
         r->head = 0;
         r->cap = cap;
     }
-    memcpy(r->p + ((r->head + r->n) % r->cap) * r->w, rec, r->w * sizeof *rec);
+    int64_t *to = r->p + ((r->head + r->n) & (r->cap - 1)) * r->w;
+    for (size_t i = 0; i < r->w; i++) to[i] = rec[i]; /* 2 or 3 fields: no memcpy call */
     r->n++;
     return 0;
 }
 
-static void ring_take(Ring *r, int64_t *rec) {
-    memcpy(rec, r->p + r->head * r->w, r->w * sizeof *rec);
-    r->head = (r->head + 1) % r->cap;
+static inline void ring_take(Ring *r, int64_t *rec) {
+    const int64_t *from = r->p + r->head * r->w;
+    for (size_t i = 0; i < r->w; i++) rec[i] = from[i];
+    r->head = (r->head + 1) & (r->cap - 1);
     r->n--;
 }
 
@@ -219,7 +222,7 @@ typedef struct {
     size_t nb, capb;
     Map ids;
     /* per group */
-    int64_t *used, *cand;
+    int64_t *used;
     int *compute_busy;
     Vec *free_slots;
     Ring *cq;
@@ -235,6 +238,7 @@ typedef struct {
     size_t nwk, wi;
     uint64_t seq;
     int64_t now, handled;
+    int64_t quiet; /* the former said: no batch for any group before this time */
     /* results */
     Vec done_idx, done_t, sp_attn, sp_disp, sp_moe, sp_comb;
 } Sim;
@@ -439,57 +443,77 @@ static int int64_cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* fill free slots, least occupied group first, with batches from the former (Pipeline._assign) */
+/* fill free slots, least occupied group first, with batches from the former (Pipeline._assign).
+ * Candidates are asked by (slots used, group), the order Pipeline._assign sorts them in, walked one
+ * occupancy level at a time (no sort: O(groups x slots) at worst, and it stops at the first batch).
+ * A former that answers an int T > t instead of None promises no batch for any group before T: the
+ * rest of this pass and every pass before T ask nobody (Pipeline._assign does the same); a
+ * (batch, T) answer places the batch and then promises the same (its last batch until T). */
 static int assign(Sim *s, int64_t t) {
+    if (t < s->quiet) return 0;
     PyObject *pt = PyLong_FromLongLong(t);
     if (!pt) return -1;
     int rc = -1;
     for (;;) {
-        size_t n = 0;
-        for (int64_t g = 0; g < s->groups; g++) {
-            if (s->used[g] >= s->slots) continue;
-            size_t i = n++; /* insertion by (used, group) */
-            while (i > 0 && s->used[s->cand[i - 1]] > s->used[g]) {
-                s->cand[i] = s->cand[i - 1];
-                i--;
-            }
-            s->cand[i] = g;
-        }
         int placed = 0;
-        for (size_t i = 0; i < n && !placed; i++) {
-            int64_t g = s->cand[i];
-            PyObject *pg = PyLong_FromLongLong(g);
-            if (!pg) goto out;
-            PyObject *args[3] = {pt, pg, s->used[g] == 0 ? Py_True : Py_False};
-            PyObject *obj = PyObject_Vectorcall(s->next_batch, args, 3, NULL);
-            Py_DECREF(pg);
-            if (!obj) goto out;
-            if (obj == Py_None) {
-                Py_DECREF(obj);
-                continue;
-            }
-            int64_t bi = add_batch(s, obj, g);
-            Py_DECREF(obj);
-            if (bi < 0) goto out;
-            Batch *b = &s->bs[bi];
-            Vec *fs = &s->free_slots[g];
-            if (b->alone) {
-                s->used[g] = s->slots;
-                b->slot = 0;
-                fs->n = 0;
-            } else {
-                s->used[g] += 1;
-                if (!fs->n) {
-                    PyErr_SetString(PyExc_IndexError, "pop from empty list");
-                    goto out;
+        for (int64_t u = 0; u < s->slots && !placed && t >= s->quiet; u++) {
+            for (int64_t g = 0; g < s->groups && !placed && t >= s->quiet; g++) {
+                if (s->used[g] != u) continue;
+                PyObject *pg = PyLong_FromLongLong(g);
+                if (!pg) goto out;
+                PyObject *args[3] = {pt, pg, u == 0 ? Py_True : Py_False};
+                PyObject *obj = PyObject_Vectorcall(s->next_batch, args, 3, NULL);
+                Py_DECREF(pg);
+                if (!obj) goto out;
+                if (obj == Py_None) {
+                    Py_DECREF(obj);
+                    continue;
                 }
-                qsort(fs->p, fs->n, sizeof *fs->p, int64_cmp);
-                b->slot = fs->p[0];
-                memmove(fs->p, fs->p + 1, (fs->n - 1) * sizeof *fs->p);
-                fs->n--;
+                if (PyLong_Check(obj)) { /* "nothing for anyone before T" */
+                    long long until = PyLong_AsLongLong(obj);
+                    Py_DECREF(obj);
+                    if (until == -1 && PyErr_Occurred()) goto out;
+                    if (until > s->quiet) s->quiet = until;
+                    continue;
+                }
+                long long after = INT64_MIN; /* (batch, T): this batch, then nothing before T */
+                if (PyTuple_Check(obj)) {
+                    PyObject *only = PyTuple_GET_SIZE(obj) == 2 ? PyTuple_GET_ITEM(obj, 0) : NULL;
+                    after = only ? PyLong_AsLongLong(PyTuple_GET_ITEM(obj, 1)) : -1;
+                    if (!only || (after == -1 && PyErr_Occurred())) {
+                        if (!PyErr_Occurred())
+                            PyErr_SetString(PyExc_ValueError, "next_batch: a tuple answer is (batch, int)");
+                        Py_DECREF(obj);
+                        goto out;
+                    }
+                    Py_INCREF(only);
+                    Py_DECREF(obj);
+                    obj = only;
+                }
+                int64_t bi = add_batch(s, obj, g);
+                Py_DECREF(obj);
+                if (bi < 0) goto out;
+                Batch *b = &s->bs[bi];
+                Vec *fs = &s->free_slots[g];
+                if (b->alone) {
+                    s->used[g] = s->slots;
+                    b->slot = 0;
+                    fs->n = 0;
+                } else {
+                    s->used[g] += 1;
+                    if (!fs->n) {
+                        PyErr_SetString(PyExc_IndexError, "pop from empty list");
+                        goto out;
+                    }
+                    qsort(fs->p, fs->n, sizeof *fs->p, int64_cmp);
+                    b->slot = fs->p[0];
+                    memmove(fs->p, fs->p + 1, (fs->n - 1) * sizeof *fs->p);
+                    fs->n--;
+                }
+                if (push(s, K_ATTN_READY, t, bi, 0) < 0) goto out;
+                if (after > s->quiet) s->quiet = after;
+                placed = 1;
             }
-            if (push(s, K_ATTN_READY, t, bi, 0) < 0) goto out;
-            placed = 1;
         }
         if (!placed) break;
     }
@@ -634,7 +658,6 @@ static void sim_free(Sim *s) {
     free(s->cq);
     free(s->corder);
     free(s->used);
-    free(s->cand);
     free(s->compute_busy);
     free(s->pq.p);
     free(s->blocked.p);
@@ -687,6 +710,7 @@ static PyObject *pk_run(PyObject *self, PyObject *args) {
     s.wk_seq = ws.buf;
     s.nwk = (size_t)wt.len / sizeof(int64_t);
     s.seq = s.nwk;
+    s.quiet = INT64_MIN;
     s.pq.w = 2;
     s.blocked.w = 3;
     if (s.nwk && s.wk_t[0] < 0) /* a store's clock may start before 0: as Engine(start_ns=min(0, …)) */
@@ -694,13 +718,12 @@ static PyObject *pk_run(PyObject *self, PyObject *args) {
     s.next_batch = PyObject_GetAttrString(former, "next_batch");
     s.batch_objs = PyList_New(0);
     s.used = calloc((size_t)groups, sizeof *s.used);
-    s.cand = calloc((size_t)groups, sizeof *s.cand);
     s.compute_busy = calloc((size_t)groups, sizeof *s.compute_busy);
     s.free_slots = calloc((size_t)groups, sizeof *s.free_slots);
     s.cq = calloc((size_t)groups, sizeof *s.cq);
     s.corder = calloc((size_t)groups, sizeof *s.corder);
     if (!s.next_batch || !s.batch_objs) goto out;
-    if (!s.used || !s.cand || !s.compute_busy || !s.free_slots || !s.cq || !s.corder) {
+    if (!s.used || !s.compute_busy || !s.free_slots || !s.cq || !s.corder) {
         PyErr_NoMemory();
         goto out;
     }

@@ -52,7 +52,13 @@ class BatchFormer(Protocol):
         """The same former before any batch was handed out (a policy may simulate several runs)."""
         ...
 
-    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None: ...
+    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | tuple[Batch, int] | int | None:
+        """A batch for ``group`` (it has a free slot; ``group_idle``: none in use), or None: none
+        for it now. An int T > ``now_ns`` says more: no batch for any group before T, whatever the
+        groups do meanwhile — the pipeline then asks nobody before T (an online former with nothing
+        queued answers its next arrival: at every event, every free group would be asked); a
+        ``(batch, T)`` pair is a batch that leaves nothing for anyone before T."""
+        ...
 
 
 @dataclass

@@ -181,6 +181,7 @@ class Pipeline:
         self.pool_queue = _Queue(None if order is None else order.pool)
         self.pool_held = 0  # items in the pool's buffer (queued or in service)
         self.blocked: deque[tuple[int, int, int]] = deque()
+        self.quiet = -(1 << 63)  # the former said: no batch for any group before this time
         self._handlers = {
             AttentionDone: self._attention_done,
             AttentionReady: self._attention_ready,
@@ -226,12 +227,22 @@ class Pipeline:
 
     # ------------------------------------------------------------------------------- handlers
     def _assign(self, t: int) -> Iterator[Event]:
-        """Fill free slots, least occupied group first, with batches from the former."""
-        while True:
+        """Fill free slots, least occupied group first, with batches from the former. An int
+        answer T > t (:class:`BatchFormer`: no batch for any group before T) ends the pass, and
+        no group is asked again before T; a (batch, T) answer places the batch, then the same."""
+        while t >= self.quiet:
             order = sorted((u, g) for g, u in enumerate(self.used) if u < self.cfg.slots)
             placed = False
             for _, g in order:
                 b = self.former.next_batch(t, g, self.used[g] == 0)
+                after = None
+                if isinstance(b, tuple):  # (batch, T): this batch, then nothing for anyone before T
+                    b, after = b
+                if isinstance(b, int):
+                    self.quiet = max(self.quiet, b)
+                    if t < self.quiet:
+                        return
+                    continue
                 if b is None:
                     continue
                 self.batches[b.batch_id] = b
@@ -245,6 +256,8 @@ class Pipeline:
                     self.free_slots[g].sort()
                     self.trace.slot_of[b.batch_id] = self.free_slots[g].pop(0)
                 yield AttentionReady(t, batch=b.batch_id, layer=0)
+                if after is not None:
+                    self.quiet = max(self.quiet, after)
                 placed = True
                 break
             if not placed:

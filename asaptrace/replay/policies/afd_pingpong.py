@@ -94,28 +94,36 @@ class PingpongFormer(OnlineFormer):
         """A step holds at most ``step_tokens`` new tokens (or one longer prompt)."""
         return tokens + self.new[request] <= self.step_tokens
 
-    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
+    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | tuple[Batch, int] | int | None:
         if self.next_arrival < self.n_arrivals and self.arrival[self.next_arrival] <= now_ns:
             self.arrive(now_ns)
         if not self.pending:
-            if not group_idle or not self.queue:
+            if not self.queue:
+                return self.quiet_until()  # nothing for the stage before the next arrival
+            if not group_idle:
                 return None
             self._cut_step(self.take(), now_ns)
         b = self.pending.popleft()
         start = self.start
         for i in self.members[b.batch_id]:  # one or a few: a loop beats a fancy index
             start[i] = now_ns
+        if not self.pending and not self.queue:  # its last micro-batch before the next arrival
+            return b, self.quiet_until()
         return b
 
     def _cut_step(self, reqs: list[int], now_ns: int) -> None:
         parts = min(self.m, len(reqs))
+        if parts == 1:  # one micro-batch (one request, or m = 1): nothing to place
+            self.pending.append(self._micro_batch(reqs, now_ns))
+            return
         where = place_longest_first([self.new[i] for i in reqs], parts).tolist()
         for j in range(parts):
             mine = [i for i, w in zip(reqs, where, strict=True) if w == j]
             self.pending.append(self._micro_batch(mine, now_ns))
 
     def _micro_batch(self, reqs: list[int], now_ns: int) -> Batch:
-        pieces = tuple((self.new[i], self.cached[i]) for i in reqs)
+        new, cached = self.new, self.cached
+        pieces = tuple([(new[i], cached[i]) for i in reqs])
         got = self.kept.get(pieces)
         if got is None:
             one = _micro_batch_costs(self.costs, self.dp, self.tp, self.experts, pieces)
@@ -144,13 +152,14 @@ def _micro_batch_costs(
     of these (new tokens, prefix) pieces, kept: a resampled stream's micro-batches recur."""
     c = np.array([x[0] for x in pieces], np.float64)
     p = np.array([x[1] for x in pieces], np.float64)
-    groups = place_longest_first(costs.attention_weight(c, p), dp)
+    # (a list: the short-list placement, the same bins as numpy's loop, without its per-item calls)
+    groups = place_longest_first(costs.attention_weight(c, p).tolist(), dp)
+    used = np.unique(groups).tolist()  # an empty group's attention is 0: only the others are costed
     attn = max(
         int(resource_ns(costs, LayerWork.of_pieces(c[on], p[on], tp=tp, experts=experts), ATTENTION))
-        if (on := groups == g).any()
-        else 0
-        for g in range(dp)
+        for on in (groups == g for g in used)
     )
+    attn = max(attn, 0) if len(used) < dp else attn
     tokens = float(c.sum())
     work = LayerWork(tokens, tp, experts, pool_tokens=tokens, sent_per_die=tokens / (dp * tp))
     return attn, int(resource_ns(costs, work, TRANSFER)), int(resource_ns(costs, work, POOL))

@@ -88,12 +88,12 @@ class AsapFormer(OnlineFormer):
         pol = self.pol
         return tokens < pol.min_batch_tokens and tokens + self.new[request] <= pol.max_batch_tokens
 
-    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | None:
+    def next_batch(self, now_ns: int, group: int, group_idle: bool) -> Batch | tuple[Batch, int] | int | None:
         k = self.next_arrival
         if k < self.n_arrivals and self.arrival[k] <= now_ns:
             self.arrive(now_ns)
         elif not self.queue and not self.reserved:
-            return None  # asked for every group with a free slot at every event: mostly nothing is due
+            return self.quiet_until()  # nothing for any group before the next arrival
         if self.reserved and group in self.reserved:
             if not group_idle:
                 return None
@@ -104,6 +104,8 @@ class AsapFormer(OnlineFormer):
         if batch.alone and not group_idle:
             self.reserved[group] = batch
             return None
+        if not self.queue and not self.reserved:  # its last batch before the next arrival
+            return self._hand_out(batch, now_ns), self.quiet_until()
         return self._hand_out(batch, now_ns)
 
     def cut(self, reqs: list[int], now_ns: int) -> Batch:

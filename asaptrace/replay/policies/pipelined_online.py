@@ -11,7 +11,10 @@ arrival. Its hooks:
 * :meth:`OnlineFormer.order` — the queued requests in the order a batch takes them (FIFO);
 * :meth:`OnlineFormer.admit` — whether the next request in that order joins the batch being cut;
 * ``next_batch`` — when a batch is cut and where it goes (asap: a long prompt's batch alone on an
-  idle group; afd-pingpong: a step split into m micro-batches).
+  idle group; afd-pingpong: a step split into m micro-batches); with nothing queued or held back
+  it answers :meth:`OnlineFormer.quiet_until`, the next arrival (alone, or paired with the batch
+  that emptied the queue), so that the pipeline asks no group before it (the kernel would
+  otherwise ask every free group at every event, for nothing).
 
 :func:`serve_on_pipeline` runs a former and gives each request its batch's end and its own share
 of its batch's items (:func:`_own_shares`). Sends never block compute here (:data:`UNBOUNDED`).
@@ -32,6 +35,7 @@ from asaptrace.replay.serving.requests import ServingRequests, ServingResult
 from asaptrace.replay.serving.scenario import Scenario
 
 UNBOUNDED = 1 << 62  # receive-buffer slots: sends never block
+NEVER = 1 << 62  # no arrival left: nothing for anyone, ever
 
 
 class OnlineFormer:
@@ -69,6 +73,12 @@ class OnlineFormer:
                 k += 1
             self.next_arrival = k
 
+    def quiet_until(self) -> int:
+        """The next arrival (:data:`NEVER` after the last): what ``next_batch`` answers when nothing
+        is queued or held back — no batch for any group before it (the pipeline asks nobody)."""
+        k = self.next_arrival
+        return self.arrival[k] if k < self.n_arrivals else NEVER
+
     # ------------------------------------------------------------------------------------- hooks
     def order(self, queue: deque[int]) -> Iterable[int]:
         """The hook: the queued requests in the order a batch takes them (default: FIFO, the queue
@@ -93,9 +103,11 @@ def _own_shares(former: OnlineFormer, batches: dict[int, Batch], cfg: PipelineCo
 
     A request's share is A·w/Σw + R·c/Σc over its batch (A the batch's attention, w the requests'
     attention weights, R the rest: dispatch + pool + combine, c new tokens). Computed for all
-    batches at once — each batch's float sums (Σw) on its own contiguous slice, as a per-batch
-    ``sum()`` would, and the integer-valued sums exactly in int64 — so the result is the same to
-    the bit as the per-batch loop it replaced (a serving sweep cuts ~30 k batches).
+    batches at once and the same to the bit as a per-batch loop (a serving sweep cuts ~30 k
+    batches a point): each batch's float sum Σw as ``w[i:j].sum()`` gives it (the batches of one
+    size as the rows of one matrix: numpy sums each row with the same inner loop as a 1-d slice —
+    not ``reduceat``, which adds in another order), the integer-valued sums exactly in int64, and
+    A and R once per distinct cost arrays (the formers hand out kept arrays: a few thousand a run).
     """
     if not former.members:
         return
@@ -105,32 +117,43 @@ def _own_shares(former: OnlineFormer, batches: dict[int, Batch], cfg: PipelineCo
     c = np.asarray(former.new, np.float64)[reqs]
     w = former.costs.attention_weight(c, np.asarray(former.cached, np.float64)[reqs])
     ends = np.cumsum(sizes)
-    cuts = list(zip((ends - sizes).tolist(), ends.tolist(), strict=True))
-    w_sum = np.array([w[i:j].sum() for i, j in cuts])
+    starts = ends - sizes
+    w_sum = np.empty(len(members), np.float64)
+    for n in np.unique(sizes).tolist():
+        rows = np.flatnonzero(sizes == n)
+        w_sum[rows] = w[starts[rows, None] + np.arange(n)].sum(axis=1)
     for k in np.flatnonzero(w_sum <= 0).tolist():  # no variable cost: the fixed cost splits evenly
-        i, j = cuts[k]
+        i, j = int(starts[k]), int(ends[k])
         w[i:j] = 1.0
         w_sum[k] = float(j - i)
-    c_sum = np.add.reduceat(c.astype(np.int64), ends - sizes).astype(np.float64)  # integers: exact
-    per = [batches[bid] for bid in range(len(members))]
-    lens = np.fromiter((b.layers for b in per), np.int64, len(per))
-    at = np.cumsum(lens) - lens
-
-    def total(arrays: list[np.ndarray]) -> np.ndarray:  # per-batch Σ of integer ns (exact)
-        return np.add.reduceat(np.concatenate(arrays).astype(np.int64), at)
-
-    # (every batch here comes from batch_costs: its four arrays have sc.layers entries each)
-    comm = np.concatenate([b.dispatch_ns + b.combine_ns for b in per])
-    moe = np.concatenate([b.moe_ns for b in per]).astype(np.int64)
-    pool = moe + cfg.launch_ns * (moe > 0)
-    if not cfg.overlap:
-        pool = pool + np.rint(cfg.comm_share * comm).astype(np.int64)
-    rest = (np.add.reduceat(comm.astype(np.int64), at) + np.add.reduceat(pool, at)).astype(np.float64)
-    attn = total([b.attention_ns for b in per]).astype(np.float64)
+    c_sum = np.add.reduceat(c.astype(np.int64), starts).astype(np.float64)  # integers: exact
+    attn, rest = _batch_totals([batches[bid] for bid in range(len(members))], cfg)
     share = np.repeat(attn, sizes) * w / np.repeat(w_sum, sizes) + np.repeat(rest, sizes) * c / np.repeat(
         c_sum, sizes
     )
     former.own[reqs] += share
+
+
+def _batch_totals(per: list[Batch], cfg: PipelineConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Each batch's attention A and rest R (dispatch + pool + combine over its layers; the pool
+    item with the launch overhead and, without overlap, the pool's share of the communication),
+    as float64 of exact int64 sums — computed once per distinct set of cost arrays."""
+    attn = np.empty(len(per), np.float64)
+    rest = np.empty(len(per), np.float64)
+    kept: dict[tuple[int, int, int, int], tuple[float, float]] = {}
+    for k, b in enumerate(per):
+        key = (id(b.attention_ns), id(b.dispatch_ns), id(b.moe_ns), id(b.combine_ns))
+        got = kept.get(key)
+        if got is None:
+            comm = b.dispatch_ns + b.combine_ns
+            moe = np.asarray(b.moe_ns).astype(np.int64)
+            pool = moe + cfg.launch_ns * (moe > 0)
+            if not cfg.overlap:
+                pool = pool + np.rint(cfg.comm_share * comm).astype(np.int64)
+            a = int(np.asarray(b.attention_ns).astype(np.int64).sum())
+            got = kept[key] = (float(a), float(int(comm.astype(np.int64).sum()) + int(pool.sum())))
+        attn[k], rest[k] = got
+    return attn, rest
 
 
 def serve_on_pipeline(
@@ -142,9 +165,11 @@ def serve_on_pipeline(
     trace, pipeline_batches = run_recorded(cfg, former, spans=False)
     _own_shares(former, pipeline_batches, cfg, sc)
     end = np.full(len(req), -1, np.int64)
-    for bid, reqs in enumerate(former.members):
-        end[reqs] = trace.done[bid]
     nb = len(former.members)
+    if nb:  # each request ends with its batch (a request is in one batch)
+        sizes = np.fromiter((len(r) for r in former.members), np.int64, nb)
+        reqs = np.fromiter((i for r in former.members for i in r), np.int64, int(sizes.sum()))
+        end[reqs] = np.repeat(np.fromiter((trace.done[bid] for bid in range(nb)), np.int64, nb), sizes)
     return ServingResult(
         policy=name,
         arrival_ns=req.arrival_ns,
