@@ -43,6 +43,10 @@ class Registry(Generic[T]):
         self._items[name] = item
         return item
 
+    def unregister(self, name: str) -> None:
+        """Remove an entry (a test's, or a plugin being unloaded); unknown names are ignored."""
+        self._items.pop(name, None)
+
     def get(self, name: str) -> T:
         try:
             return self._loaded()[name]

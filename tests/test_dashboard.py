@@ -549,4 +549,4 @@ def test_replay_form_is_generated_from_the_registry_schema():
         with pytest.raises(ValueError, match="widgets per step must be a whole number"):
             replay.replay_params("test-widened", {"widgets": 2.5}, [])
     finally:
-        POLICIES._items.pop("test-widened")
+        POLICIES.unregister("test-widened")

@@ -35,7 +35,7 @@ def module(tmp_path_factory):
     mod = importlib.import_module("shortest_first")
     register_policy(mod.ShortestFirst)  # the one registry line
     yield mod
-    POLICIES._items.pop(NAME)  # the session's other tests see the built-ins only
+    POLICIES.unregister(NAME)  # the session's other tests see the built-ins only
     sys.path.remove(str(where))
     sys.modules.pop("shortest_first")
 

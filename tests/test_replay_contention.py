@@ -183,3 +183,10 @@ def test_a_coupled_fit_covers_a_contended_twin_with_the_prior(root, monkeypatch,
         monkeypatch.setattr(contention, "CONTENTION_PRIOR", (0.0, 0.0))
         plain = predict(coupled, split).band
         assert plain["mc_low_ns"] == r.band["mc_low_ns"] and plain["mc_high_ns"] < r.band["mc_high_ns"]
+
+
+def test_a_zero_time_kernel_counts_the_others_in_flight_and_never_less_than_none():
+    # transfer 0 runs 0-10; transfer 1 is one zero-time kernel at 5 (a run whose transfers were
+    # not measured: its kernels last 0); transfer 2 is a lone zero-time kernel at 20
+    inst, start, end = np.array([0, 1, 2]), np.array([0, 5, 20]), np.array([10, 5, 20])
+    assert others_in_flight(inst, start, end).tolist() == [0, 1, 0]  # was [0, 0, -1]

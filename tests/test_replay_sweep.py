@@ -89,11 +89,16 @@ class _ReplayOnly(LockstepPolicy):
     name: ClassVar[str] = "test-replay-only"
 
 
-if "test-count" not in POLICIES:
+@pytest.fixture
+def count_policy():
+    """The synthetic policy registered for one test only (the registry is the process's: a policy
+    left registered would join every later test that walks the built-ins)."""
     register_policy(_CountPolicy)
+    yield "test-count"
+    POLICIES.unregister("test-count")
 
 
-def test_bisection_finds_the_rate_of_a_monotone_synthetic_curve():
+def test_bisection_finds_the_rate_of_a_monotone_synthetic_curve(count_policy):
     # With common random numbers the i-th arrival at rate λ is at U_i/λ (U the unit-rate
     # stream of seed 0: cumulative exponential gaps of default_rng([0, 1]), see arrivals.py).
     # n ≤ 1500 ⇔ U_1501 > 300·λ, so the true SLO rate is U_1501 / 300 (index 1500).
@@ -231,10 +236,12 @@ def test_unknown_policy_is_a_usage_error():
         SweepOptions(policies=("fast",))
     # one registry: a replay-only policy (no online former) is named as such, and the old name of
     # coupled still works
-    if "test-replay-only" not in POLICIES:
-        register_policy(_ReplayOnly)
-    with pytest.raises(UsageError, match="'test-replay-only' replays stores only"):
-        SweepOptions(policies=("test-replay-only",))
+    register_policy(_ReplayOnly)
+    try:
+        with pytest.raises(UsageError, match="'test-replay-only' replays stores only"):
+            SweepOptions(policies=("test-replay-only",))
+    finally:
+        POLICIES.unregister("test-replay-only")
     assert SweepOptions(policies=("default",)).policies == ("default",)
 
 
@@ -314,7 +321,7 @@ reason = "the store has no dispatch/combine"
 """
 
 
-def test_the_reading_names_where_its_costs_came_from(tmp_path):
+def test_the_reading_names_where_its_costs_came_from(tmp_path, count_policy):
     # the shipped figures untouched: face value; a --set cost knob: named with its value; a cost
     # file: its name, what it was fitted to (its header), which parts were fitted and which kept
     # the defaults; cost_scale ≠ 1: named. The test policy makes the sweep take a second.

@@ -15,7 +15,10 @@ from tests.test_replay_steady_state import HAND, _store
 def test_the_band_searched_near_the_answer_finds_the_full_searchs_rate_in_fewer_points(tmp_path, monkeypatch):
     from asaptrace.advise.online import cost_band
 
-    sc = load_scenario().with_knobs(HAND)  # one group, 100 ms of work per 1K tokens
+    # one group, 100 ms of work per 1K tokens; an SLO of 3 s puts each end's answer inside its
+    # bracket (at 5 s the full search's grid point at exactly the low-cost bound met the SLO over a
+    # finite run, a queue at full load, and the full search answered the bound itself)
+    sc = load_scenario().with_knobs(HAND | {"slo_ttft_s": 3.0})
     one = policy_of("coupled", {"attention": "1x1"})
     store = _store(tmp_path / "s.store", [256, 512, 1024, 1536, 3072] * 20)  # mean 1,280: bound ≈ 8/s
     opt = SweepOptions(

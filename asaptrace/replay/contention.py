@@ -92,16 +92,20 @@ def others_in_flight(inst: np.ndarray, start: np.ndarray, end: np.ndarray) -> np
     kernels are merged into disjoint segments, so a transfer covers a time at most once."""
     order = np.lexsort((start, inst))
     i, s, e = inst[order], start[order], end[order]
-    seg_s, seg_e = [], []
+    seg_s, seg_e, seg_of = [], [], np.empty(len(i), np.int64)
     for k in range(len(i)):
         if k and i[k] == i[k - 1] and s[k] <= seg_e[-1]:
             seg_e[-1] = max(seg_e[-1], e[k])
         else:
             seg_s.append(s[k])
             seg_e.append(e[k])
+        seg_of[k] = len(seg_s) - 1
     ss, se = np.sort(np.array(seg_s)), np.sort(np.array(seg_e))
     covering = np.searchsorted(ss, start, side="right") - np.searchsorted(se, start, side="right")
-    return covering - 1  # its own transfer covers its start
+    # its own transfer covers its start unless its segment has no length (a zero-time kernel)
+    own = np.empty(len(i), np.int64)
+    own[order] = np.array(seg_e, np.int64)[seg_of] > s
+    return covering - own
 
 
 def with_in_flight(transfers: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:

@@ -212,7 +212,7 @@ def evaluate(policy: str, rate: float, sc: Scenario, opt: SweepOptions) -> dict[
     if len(reqs):
         row |= steady.steady_state(res)
         own = pol.capacity(sc, *reqs.lengths())
-        row["stable"] = bool(row["stable"]) and (not own or rate <= binding(own)[1])
+        row["stable"] = bool(row["stable"]) and (not own or rate < binding(own)[1])
     return row
 
 
