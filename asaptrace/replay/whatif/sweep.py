@@ -202,7 +202,7 @@ def evaluate(policy: str, rate: float, sc: Scenario, opt: SweepOptions) -> dict[
     ``min_arrivals`` arrivals and 20 SLO intervals, :func:`~asaptrace.replay.serving.steady.run_length`);
     one curve point, with its stability (:func:`~asaptrace.replay.serving.steady.steady_state`: the
     backlog does not grow over the second half of the arrivals) and the rate within the capacity
-    bound of the requests it served: a rate offered faster than its own requests' bound is never
+    bound of the requests it served: a rate offered at or above its own requests' bound is never
     stable, however short its backlog (DOMAIN §8)."""
     duration, least = steady.run_length(sc.duration_s, sc.slo_ttft_s, opt.min_arrivals)
     reqs = _stream(sc, opt).at_rate(rate, duration, least)
