@@ -28,6 +28,7 @@ from asaptrace.replay.whatif.run import replay_measured_work
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests._synth_helpers import twin_work
+from tests._synth_helpers import work_makespan as makespan
 
 SPLITS = [(4, 4, 16), (4, 4, 8), (4, 4, 32), (8, 4, 16)]
 
@@ -35,10 +36,6 @@ SPLITS = [(4, 4, 16), (4, 4, 8), (4, 4, 32), (8, 4, 16)]
 def twin(root: Path, sigma: float, contention: float, split: tuple[int, int, int] | None) -> MeasuredWork:
     """The test twins' run (tests/test_replay_contention.py): coupled when ``split`` is None."""
     return twin_work(root, sigma, split, contention=contention if split else 0.0, offset_max_us=0)
-
-
-def makespan(wl: MeasuredWork) -> int:
-    return int(wl.steps["end_ns"].max() - wl.steps["start_ns"].min())
 
 
 def predict(wl: MeasuredWork, split: tuple[int, int, int], prior: bool = True):

@@ -5,10 +5,40 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import strategies as st
 
 from asaptrace.ingest.driver import ingest_paths
 from asaptrace.pipeline import enrich_store
 from asaptrace.store import TraceStore
+
+#: a random cost model, as the capacity properties draw it (ms; per 1K tokens): hypothesis arguments
+COST_DRAWS = {
+    "c1": st.floats(0.3, 3.0),
+    "c2": st.floats(0.0, 0.05),
+    "moe_a": st.floats(0.02, 0.4),
+    "moe_b": st.floats(0.05, 0.6),
+    "plateau": st.floats(0.1, 1.0),
+    "lat": st.floats(0.0, 0.3),
+    "per_k": st.floats(0.0, 1.0),
+    "layers": st.integers(1, 4),
+}
+
+
+def cost_knobs(
+    c1: float, c2: float, moe_a: float, moe_b: float, plateau: float, lat: float, per_k: float, layers: int
+) -> dict[str, float]:
+    """The scenario knobs of one :data:`COST_DRAWS` draw."""
+    return {
+        "layers": layers,
+        "attn_c1_ms": c1,
+        "attn_c2_ms": c2,
+        "moe_a_ms": moe_a,
+        "moe_b_ms": moe_b,
+        "moe_plateau_ms": plateau,
+        "xfer_latency_ms": lat,
+        "xfer_per_k_ms": per_k,
+    }
+
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 RUNS = {  # sample → folder of its trace files

@@ -58,13 +58,39 @@ def ns(us_value: float) -> int:
     return round(us_value * 1000)
 
 
+_TWINS: dict[tuple[Any, ...], Any] = {}
+
+
 def twin_work(
     root: Path, sigma: float, split: tuple[int, int, int] | None, *, contention: float = 0.0, **clock
 ):
     """The measured work of a replay twin: the coupled preset's requests (12 layers, one step of
     131072 tokens, seed 3) run coupled (``split`` None) or disaggregated D×T + E, kernel noise
     ``sigma``, link ``contention``; ``clock`` overrides ``[clock]`` (``offset_max_us=0``: clocks
-    agree). Synthesised and ingested once under ``root``."""
+    agree). Synthesised and ingested once under ``root``, extracted once per process."""
+    key = (root, sigma, split, contention, tuple(sorted(clock.items())))
+    if key not in _TWINS:
+        _TWINS[key] = _twin_work(root, sigma, split, contention, clock)
+    return _TWINS[key]
+
+
+def predict_asap(wl: Any, split: tuple[int, int, int]) -> Any:
+    """The ASAP prediction of a twin's ``split`` D×T + E (dual batch below 8 groups, as synth runs it)."""
+    from asaptrace.replay.whatif.run import replay_measured_work
+
+    d, t, e = split
+    params = {"attention": f"{d}x{t}", "experts": e, "long_tokens": 0, "dual_batch": d < 8}
+    return replay_measured_work(wl, "asap", params=params, attribute=False)
+
+
+def work_makespan(wl: Any) -> int:
+    """A measured work's span, first step start to last step end (ns)."""
+    return int(wl.steps["end_ns"].max() - wl.steps["start_ns"].min())
+
+
+def _twin_work(
+    root: Path, sigma: float, split: tuple[int, int, int] | None, contention: float, clock: dict[str, Any]
+):
     from asaptrace.ingest.driver import ingest_paths
     from asaptrace.pipeline import enrich_store
     from asaptrace.replay.whatif.measured import extract_measured_work

@@ -16,6 +16,7 @@ from asaptrace.replay.serving.capacity import binding, served_bounds
 from asaptrace.replay.serving.requests import ServingRequests
 from asaptrace.replay.serving.scenario import load_scenario
 from asaptrace.replay.whatif.simulate import simulate
+from tests._replay_helpers import COST_DRAWS, cost_knobs
 
 #: one layer on one group of one die, no dispersion: attention 100 ms per 1K new tokens + 10 ms
 #: per 1K² of causal pairs c(2P + c); MoE on that one die max(30, 20 + 10 ms per 1K) (E_ref 1);
@@ -88,14 +89,7 @@ def _deployed(name: str, coupled: tuple[int, int], split: tuple[int, int, int], 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    c1=st.floats(0.3, 3.0),
-    c2=st.floats(0.0, 0.05),
-    moe_a=st.floats(0.02, 0.4),
-    moe_b=st.floats(0.05, 0.6),
-    plateau=st.floats(0.1, 1.0),
-    lat=st.floats(0.0, 0.3),
-    per_k=st.floats(0.0, 1.0),
-    layers=st.integers(1, 4),
+    **COST_DRAWS,
     coupled=st.sampled_from([(1, 1), (2, 1), (2, 2), (24, 4), (96, 4)]),
     split=st.sampled_from([(1, 1, 2), (2, 2, 4), (6, 4, 40), (22, 4, 296)]),
     chunk=st.sampled_from([512, 2048, 8192]),
@@ -116,18 +110,7 @@ def test_no_policy_serves_faster_than_its_bound_on_the_same_requests(
     prefix = np.where(rng.random(40) < 0.5, rng.integers(0, 4000, 40), 0)
     pick = rng.integers(0, 40, 600)
     reqs = ServingRequests(np.zeros(600, np.int64), pool[pick] + prefix[pick], prefix[pick])
-    sc = load_scenario().with_knobs(
-        {
-            "layers": layers,
-            "attn_c1_ms": c1,
-            "attn_c2_ms": c2,
-            "moe_a_ms": moe_a,
-            "moe_b_ms": moe_b,
-            "moe_plateau_ms": plateau,
-            "xfer_latency_ms": lat,
-            "xfer_per_k_ms": per_k,
-        }
-    )
+    sc = load_scenario().with_knobs(cost_knobs(c1, c2, moe_a, moe_b, plateau, lat, per_k, layers))
     served = {}
     for name in POLICIES.names():
         pol = _deployed(name, coupled, split, chunk)

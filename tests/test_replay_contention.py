@@ -17,16 +17,13 @@ import pytest
 from asaptrace.replay import contention
 from asaptrace.replay.contention import estimate_contention, others_in_flight, transfer_kernels
 from asaptrace.replay.costs import fit_costs
-from asaptrace.replay.whatif.run import replay_measured_work
 from asaptrace.synth.config import config_toml, load_config
 from asaptrace.synth.contention import DieSends, Links
+from tests._synth_helpers import predict_asap as predict
 from tests._synth_helpers import twin_work
+from tests._synth_helpers import work_makespan as makespan
 
 SIGMA = 0.2
-
-
-def _run(root, contention: float, split: tuple[int, int, int] | None):
-    return twin_work(root, SIGMA, split, contention=contention if split else 0.0, offset_max_us=0)
 
 
 @pytest.fixture(scope="module")
@@ -34,24 +31,8 @@ def root(tmp_path_factory):
     return tmp_path_factory.mktemp("contention-twins")
 
 
-_cache: dict = {}
-
-
 def twin(root, contention, split=None):
-    key = (contention, split)
-    if key not in _cache:
-        _cache[key] = _run(root, contention, split)
-    return _cache[key]
-
-
-def predict(wl, split):
-    d, t, e = split
-    params = {"attention": f"{d}x{t}", "experts": e, "long_tokens": 0, "dual_batch": d < 8}
-    return replay_measured_work(wl, "asap", params=params, attribute=False)
-
-
-def makespan(wl) -> int:
-    return int(wl.steps["end_ns"].max() - wl.steps["start_ns"].min())
+    return twin_work(root, SIGMA, split, contention=contention if split else 0.0, offset_max_us=0)
 
 
 # ------------------------------------------------------------------------- hand-worked cases

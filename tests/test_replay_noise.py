@@ -16,12 +16,9 @@ import pytest
 
 from asaptrace.replay.costs import fit_costs
 from asaptrace.replay.dispersion import busy_share, expected_max, max_draws
-from asaptrace.replay.whatif.run import replay_measured_work
+from tests._synth_helpers import predict_asap as predict
 from tests._synth_helpers import twin_work
-
-
-def _run(root, sigma: float, split: tuple[int, int, int] | None):
-    return twin_work(root, sigma, split)
+from tests._synth_helpers import work_makespan as makespan
 
 
 @pytest.fixture(scope="module")
@@ -29,24 +26,8 @@ def root(tmp_path_factory):
     return tmp_path_factory.mktemp("noise-twins")
 
 
-_cache: dict = {}
-
-
 def twin(root, sigma, split=None):
-    key = (sigma, split)
-    if key not in _cache:
-        _cache[key] = _run(root, sigma, split)
-    return _cache[key]
-
-
-def predict(wl, split):
-    d, t, e = split
-    params = {"attention": f"{d}x{t}", "experts": e, "long_tokens": 0, "dual_batch": d < 8}
-    return replay_measured_work(wl, "asap", params=params, attribute=False)
-
-
-def makespan(wl) -> int:
-    return int(wl.steps["end_ns"].max() - wl.steps["start_ns"].min())
+    return twin_work(root, sigma, split)
 
 
 # ---------------------------------------------------------------------------------- formulas

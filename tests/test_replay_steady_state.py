@@ -19,6 +19,7 @@ from asaptrace.replay.serving.requests import ServingRequests
 from asaptrace.replay.serving.scenario import load_scenario
 from asaptrace.replay.whatif.simulate import simulate
 from asaptrace.replay.whatif.sweep import SweepOptions, capacity_of, run_sweep, search_seeds
+from tests._replay_helpers import COST_DRAWS, cost_knobs
 
 
 def _store(path: Path, seq_len: list[int]) -> str:
@@ -135,14 +136,7 @@ def _kept(test):
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @_kept
 @given(
-    c1=st.floats(0.3, 3.0),
-    c2=st.floats(0.0, 0.05),
-    moe_a=st.floats(0.02, 0.4),
-    moe_b=st.floats(0.05, 0.6),
-    plateau=st.floats(0.1, 1.0),
-    lat=st.floats(0.0, 0.3),
-    per_k=st.floats(0.0, 1.0),
-    layers=st.integers(1, 4),
+    **COST_DRAWS,
     # up to 384 ranks: coupled 96×4 (EP 384), and asap's 22×4 + 296 of issue 40
     coupled=st.sampled_from([(2, 1), (2, 2), (4, 1), (24, 4), (96, 4)]),
     split=st.sampled_from([(1, 1, 2), (2, 1, 2), (2, 2, 4), (3, 1, 3), (6, 4, 40), (22, 4, 296)]),
@@ -161,17 +155,7 @@ def test_no_policy_serves_above_its_capacity_bound(
     serves faster than the bound of its own requests is tests/test_capacity_bound.py's property."""
     rng = np.random.default_rng(seed)
     lens = np.clip(rng.lognormal(np.log(mean_len), sigma, 40), 31, 32768).astype(int).tolist()
-    knobs = {
-        "layers": layers,
-        "attn_c1_ms": c1,
-        "attn_c2_ms": c2,
-        "moe_a_ms": moe_a,
-        "moe_b_ms": moe_b,
-        "moe_plateau_ms": plateau,
-        "xfer_latency_ms": lat,
-        "xfer_per_k_ms": per_k,
-        "duration_s": 5.0,
-    }
+    knobs = cost_knobs(c1, c2, moe_a, moe_b, plateau, lat, per_k, layers) | {"duration_s": 5.0}
     # the deployments are the policies' own settings (coupled's D×T, the split's D×T + E)
     chosen = (("coupled.attention", f"{coupled[0]}x{coupled[1]}"),)
     chosen += (("chunked.attention", f"{coupled[0]}x{coupled[1]}"),)

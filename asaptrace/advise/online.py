@@ -174,11 +174,7 @@ def cost_band(
         "parts": {p: round(e, 4) for p, e in parts.items()},
         "seed": seed,
     }
-    known = {}
-    for p in opt.policies if main is not None else ():
-        rates, cap = main["slo_by_seed"].get(p) or [None], main["capacity"].get(p) or {}
-        censored = main["slo_censored"].get(p)  # some seed was: this one's may be a floor
-        known[p] = (None if censored else rates[0], cap.get("bound_rps"))
+    known = {p: first_seed_guess(main, p) for p in opt.policies} if main is not None else {}
     for end, sign in (("low_costs", -1), ("high_costs", 1)):
         knobs = {k: getattr(sc, k) * (1 + sign * e) for p, e in parts.items() for k in BAND_PARTS[p]}
         slo, caps = search_near(sc.with_knobs(knobs | {"seed": seed}), one, known)
@@ -192,6 +188,14 @@ def cost_band(
             }
         out[end] = rows
     return out
+
+
+def first_seed_guess(main: Any, label: str) -> tuple[float | None, float | None]:
+    """Where a band's search starts (:func:`~asaptrace.replay.whatif.sweep_near.search_near`): the
+    main sweep's rate on its first seed (None when some seed was censored: that one's may be a
+    floor) and the bound it was found under."""
+    rates, cap = main["slo_by_seed"].get(label) or [None], main["capacity"].get(label) or {}
+    return (None if main["slo_censored"].get(label) else rates[0]), cap.get("bound_rps")
 
 
 def mc_band_online(
@@ -210,8 +214,7 @@ def mc_band_online(
         if not b or not w.makespan_ns or main["slo_censored"].get(label):
             continue
         one = replace(opt, seeds=None, policies=(label,))
-        rates, cap = main["slo_by_seed"].get(label) or [None], main["capacity"].get(label) or {}
-        known = {label: (rates[0], cap.get("bound_rps"))}
+        known = {label: first_seed_guess(main, label)}
         row: dict[str, Any] = {"seed": seed}
         for end, edge in (("fast", b["mc_low_ns"]), ("slow", b["mc_high_ns"])):
             f = edge / w.makespan_ns
