@@ -32,6 +32,7 @@ user sees the same one-line message whichever executor ran the task.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import multiprocessing
 import os
@@ -299,6 +300,60 @@ class ProcessExecutor:
                         p.cancel()
                     raise err
                 yield fut.result()
+
+
+class TaskPool:
+    """Independent tasks, each handed back as a :class:`~concurrent.futures.Future`: on a pool of
+    ``jobs`` spawned processes of this machine (0: one per CPU), or, for ``jobs`` 1, in this
+    process, each task run as it is submitted (no start-up, and the same results in the same
+    order: a task is a pure function of its arguments, so where it ran never shows).
+
+    For work whose tasks wait on others' answers (``advise --online``: the cost bands search near
+    the first seed's rate while the other seeds are still searched), where :meth:`Executor.map`'s
+    one batch would leave a core idle. :meth:`warm` starts the workers and their imports at once,
+    so they overlap the caller's own work instead of delaying the first task."""
+
+    def __init__(self, jobs: int = 1) -> None:
+        if jobs < 0:
+            raise UsageError(f"jobs must be 0 (one per CPU) or more, not {jobs}")
+        self.jobs = jobs or os.cpu_count() or 1
+        self._pool: ProcessPoolExecutor | None = None
+
+    @property
+    def inline(self) -> bool:
+        """Whether tasks run in this process (they may then take callables that do not pickle)."""
+        return self.jobs == 1
+
+    def __enter__(self) -> Self:
+        if not self.inline and self._pool is None:
+            self._pool = ProcessExecutor._make_pool(self.jobs)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+    def warm(self, *modules: str) -> None:
+        """Start every worker now, each importing ``modules`` (nothing in this process)."""
+        if self._pool is not None:
+            for _ in range(self.jobs):
+                self._pool.submit(_import, modules)
+
+    def submit(self, fn: Callable[..., R], /, *args: Any) -> Future[R]:
+        if self._pool is not None:
+            return self._pool.submit(fn, *args)
+        done: Future[R] = Future()
+        try:
+            done.set_result(fn(*args))
+        except Exception as e:  # raised again by result(), as a worker's would be
+            done.set_exception(e)
+        return done
+
+
+def _import(modules: tuple[str, ...]) -> None:
+    for name in modules:
+        importlib.import_module(name)
 
 
 RAY_INSTALL_HINT = "pip install 'asaptrace[ray]'"

@@ -188,10 +188,16 @@ def test_a_missing_store_is_one_line(tmp_path):
 
 
 def test_online_names_each_candidates_slo_throughput_beside_the_measured_policy(coupled_store):
-    r = run_cli("advise", coupled_store.path, "--online", "--json")
+    from asaptrace.pipeline import advise_store
+
+    r = run_cli("advise", coupled_store.path, "--online", "--json", "--jobs", "2")
     assert r.code == 0, r.stderr
     j = json.loads(r.stdout)
     online = j["online"]
+    # its searches ran on two worker processes, each (seed, policy) a task, the bands while the
+    # seeds ran: the very answer one process gives, every number and every line
+    alone = advise_store(coupled_store.path, online=True, jobs=1).to_json()
+    assert online == alone["online"] and j["whatifs"] == alone["whatifs"]
     assert online["status"] == "run" and online["measured_policy"] == "coupled"
     base = online["slo_rps"]["coupled"]
     for w in j["whatifs"]:

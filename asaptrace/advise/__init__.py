@@ -21,11 +21,19 @@ __all__ = ["Advice", "WhatIf", "advise", "advise_store_workload"]
 
 
 def advise_store_workload(
-    store: Any, diag: Any, *, costs: Any = None, online: bool = False, source: str = "", progress: Any = None
+    store: Any,
+    diag: Any,
+    *,
+    costs: Any = None,
+    online: bool = False,
+    source: str = "",
+    progress: Any = None,
+    jobs: int = 1,
 ) -> Advice:
     """The advice of an opened, diagnosed store: its workload's what-ifs (and ``online`` their SLO
-    sweep, :func:`asaptrace.advise.online.advise_online`); a store with no work to replay gets
-    every what-if "does not apply", for that reason."""
+    sweep, :func:`asaptrace.advise.online.advise_online`, its searches on ``jobs`` processes: 0 one
+    per CPU, started before the offline what-ifs so that their start-up overlaps them); a store with
+    no work to replay gets every what-if "does not apply", for that reason."""
     from asaptrace.replay.whatif.measured import extract_measured_work
 
     try:
@@ -37,9 +45,18 @@ def advise_store_workload(
 
             advice = not_served(advice, e.message)
         return advice
-    advice = advise(wl, diag, costs=costs, source=source, progress=progress)
-    if online:
-        from asaptrace.advise.online import advise_online
+    if not online:
+        return advise(wl, diag, costs=costs, source=source, progress=progress)
+    from asaptrace.advise.online import WORKER_MODULES, advise_online, start_online
+    from asaptrace.executors import TaskPool
 
-        advice = advise_online(advice, wl, costs=costs, progress=progress)
-    return advice
+    with TaskPool(jobs) as pool:
+        pool.warm(*WORKER_MODULES)
+        # the measured policy's searches need no offline what-if: on workers they run meanwhile
+        start = (
+            None
+            if pool.inline or wl.layers < 1
+            else start_online(wl, pool, workload=source or None, costs=costs)
+        )
+        advice = advise(wl, diag, costs=costs, source=source, progress=progress)
+        return advise_online(advice, wl, costs=costs, progress=progress, pool=pool, start=start)

@@ -29,10 +29,12 @@ no long-prompt rule. A what-if without an online former (a user's replay-only po
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
 from typing import Any
 
 from asaptrace.advise.advice import Advice, whatif_line
+from asaptrace.executors import TaskPool
 from asaptrace.questions import ONLINE_QUESTION
 from asaptrace.replay.costs import CostFit, CostModel
 from asaptrace.replay.mechanics.work import MeasuredWork
@@ -40,7 +42,7 @@ from asaptrace.replay.policies import Policy, policy_of
 from asaptrace.replay.serving.scenario import Scenario, load_scenario
 from asaptrace.replay.serving.steady import MIN_ARRIVALS
 from asaptrace.replay.whatif.run import resolve_costs
-from asaptrace.replay.whatif.sweep import SweepOptions, run_sweep
+from asaptrace.replay.whatif.sweep import SeedSearch, SweepOptions, gathered, run_sweep, submit_seeds
 from asaptrace.replay.whatif.sweep_near import search_near
 
 #: simulated seconds of arrivals per rate (each rate's run is extended to MIN_ARRIVALS arrivals and
@@ -49,12 +51,78 @@ DURATION_S = 60.0
 #: the SLO throughput is the median over this many seeds, with its range
 SEEDS = 5
 QUESTION = ONLINE_QUESTION
+#: what a worker of ``advise --online``'s pool imports as it starts (while this process runs the
+#: offline what-ifs)
+WORKER_MODULES = ("asaptrace.replay.whatif.sweep_near", "asaptrace.replay.policies")
 #: the cost constants each fitted part sets (what its band scales)
 BAND_PARTS = {
     "attention": ("attn_c0_ms", "attn_c1_ms", "attn_c2_ms"),
     "moe": ("moe_plateau_ms", "moe_a_ms", "moe_b_ms"),
     "transfer": ("xfer_latency_ms", "xfer_per_k_ms"),
 }
+
+
+@dataclass(frozen=True)
+class OnlineStart:
+    """What ``advise --online`` knows before the offline what-ifs: the scenario on the store's
+    costs, the measured policy, and its seeds' searches (:func:`start_online`: already running
+    when the pool has workers)."""
+
+    sc: Scenario
+    quality: dict[str, Any] | None
+    label: str
+    policy: Policy
+    seeds: tuple[int, ...]
+    tasks: list[list[Future[SeedSearch]]]
+
+
+def start_online(
+    wl: MeasuredWork,
+    pool: TaskPool,
+    *,
+    workload: str | None,
+    costs: CostModel | CostFit | str | None = None,
+    scenario: str = "asap-paper",
+    duration_s: float = DURATION_S,
+    seeds: int = SEEDS,
+    progress: Callable[[str], None] | None = None,
+) -> OnlineStart:
+    """The measured policy's part of :func:`advise_online`, submitted to ``pool`` now (it needs no
+    offline what-if): the measured policy is ``coupled`` on a coupled store; on a disaggregated
+    store, asap at its measured split with its measured dual batch and no long-prompt rule."""
+    fit = resolve_costs(wl, costs)
+    knobs: dict[str, Any] = {"layers": wl.layers, "duration_s": duration_s}
+    if wl.deployment == "coupled":
+        measured: Policy = policy_of("coupled").on_store(wl)
+        label = "coupled"
+    else:  # the measured runtime: its split, its dual batch or not, no long-prompt rule
+        measured = policy_of(
+            "asap",
+            {
+                "attention": f"{wl.n_groups}x{wl.tp}",
+                "experts": wl.expert_ranks,
+                "dual_batch": wl.micro_batches > 1,
+                "long_tokens": 1 << 40,
+            },
+        )
+        label = f"asap at {wl.n_groups}×{wl.tp} + {wl.expert_ranks} as measured"
+    sc = load_scenario(scenario).with_costs(fit.model, fit.quality, origin=wl.source).with_knobs(knobs)
+    at = tuple(sc.seed + k for k in range(max(seeds, 1)))
+    opt = _options((label,), {label: measured}, workload, at)
+    tasks = submit_seeds(sc, opt, pool, progress=progress)
+    return OnlineStart(sc, fit.quality, label, measured, at, tasks)
+
+
+def _options(
+    policies: tuple[str, ...], configured: dict[str, Policy], workload: str | None, seeds: tuple[int, ...]
+) -> SweepOptions:
+    return SweepOptions(
+        policies=policies,
+        workload=workload,
+        min_arrivals=MIN_ARRIVALS,
+        seeds=seeds,
+        configured=tuple(configured.items()),
+    )
 
 
 def advise_online(
@@ -66,30 +134,23 @@ def advise_online(
     duration_s: float = DURATION_S,
     seeds: int = SEEDS,
     progress: Callable[[str], None] | None = None,
+    pool: TaskPool | None = None,
+    start: OnlineStart | None = None,
 ) -> Advice:
     """``advice`` with each applying what-if's SLO throughput (median, range, bound) beside the
-    measured policy's; one line per what-if saying why when none can be served."""
+    measured policy's; one line per what-if saying why when none can be served. Its searches run
+    on ``pool`` (default: this process), the measured policy's from ``start`` when it was started
+    (:func:`start_online`, before the offline what-ifs). Every search is a task of its own: the
+    answer does not depend on where or in which order they ran."""
     why = _why_not(wl, advice)
     if why:
         return not_served(advice, why)
-    fit = resolve_costs(wl, costs)
-    knobs: dict[str, Any] = {"layers": wl.layers, "duration_s": duration_s}
-    if wl.deployment == "coupled":
-        measured: Policy = policy_of("coupled").on_store(wl)
-        measured_label = "coupled"
-    else:  # the measured runtime: its split, its dual batch or not, no long-prompt rule
-        measured = policy_of(
-            "asap",
-            {
-                "attention": f"{wl.n_groups}x{wl.tp}",
-                "experts": wl.expert_ranks,
-                "dual_batch": wl.micro_batches > 1,
-                "long_tokens": 1 << 40,
-            },
-        )
-        measured_label = f"asap at {wl.n_groups}×{wl.tp} + {wl.expert_ranks} as measured"
-    sc = load_scenario(scenario).with_costs(fit.model, fit.quality, origin=wl.source).with_knobs(knobs)
-    configured: dict[str, Policy] = {measured_label: measured}
+    pool = pool or TaskPool(1)
+    workload = advice.store or None
+    args = {"costs": costs, "scenario": scenario, "duration_s": duration_s, "seeds": seeds}
+    start = start or start_online(wl, pool, workload=workload, progress=progress, **args)
+    sc, measured_label = start.sc, start.label
+    configured: dict[str, Policy] = {measured_label: start.policy}
     no_former: dict[str, str] = {}
     for w in advice.ranked:
         pol = policy_of(w.policy, w.params).on_store(wl)
@@ -97,17 +158,26 @@ def advise_online(
             configured[w.name] = pol
         else:
             no_former[w.name] = f"{w.policy} has no online batch former"
-    workload = advice.store or None
-    opt = SweepOptions(
-        policies=tuple(configured),
-        workload=workload,
-        min_arrivals=MIN_ARRIVALS,
-        seeds=tuple(sc.seed + k for k in range(max(seeds, 1))),
-        configured=tuple(configured.items()),
+    opt = _options(tuple(configured), configured, workload, start.seeds)
+    others = tuple(configured)[1:]
+    rest = (
+        submit_seeds(sc, replace(opt, policies=others), pool, progress=progress)
+        if others
+        else [[] for _ in start.seeds]
     )
-    res = run_sweep(sc, opt, progress=progress)
-    band = cost_band(sc, opt, fit.quality, res)
-    mc = mc_band_online(sc, opt, res, {w.name: w for w in advice.ranked if w.name in configured})
+    # the bands search near the first seed's answers while the other seeds run
+    first = gathered(start.tasks[0] + rest[0])
+    first_main = {
+        "slo_by_seed": {p: [first.slo[p]["slo_rps"]] for p in opt.policies},
+        "slo_censored": {p: first.slo[p]["censored"] for p in opt.policies},
+        "capacity": first.caps,
+    }
+    band_later = cost_band_later(sc, opt, start.quality, first_main, pool)
+    whatifs_online = {w.name: w for w in advice.ranked if w.name in configured}
+    mc_later = mc_band_later(sc, opt, first_main, whatifs_online, pool)
+    found = [first] + [gathered(a + b) for a, b in zip(start.tasks[1:], rest[1:], strict=True)]
+    res = run_sweep(sc, opt, progress=progress, found=found)
+    band, mc = band_later(), mc_later()
     base = res["slo_rps"][measured_label]
     whatifs = []
     for w in advice.whatifs:
@@ -160,34 +230,49 @@ def cost_band(
     docstring), on the first seed, each searched near the ``main`` sweep's rate on that seed scaled
     by its bound (:func:`~asaptrace.replay.whatif.sweep_near.search_near`; without ``main``, in
     full); ``status: "none"`` with the reason when no part was fitted."""
+    return cost_band_later(sc, opt, quality, main, TaskPool(1))()
+
+
+def cost_band_later(
+    sc: Scenario, opt: SweepOptions, quality: dict[str, Any] | None, main: Any | None, pool: TaskPool
+) -> Callable[[], dict[str, Any]]:
+    """:func:`cost_band` with its two ends' searches submitted to ``pool`` now: call the result for
+    the band once they are done."""
     parts = {}
     for part in BAND_PARTS:
         q = (quality or {}).get(part) or {}
         if q.get("status") == "fitted" and q.get("residual_p95_pct") is not None:
             parts[part] = min(float(q["residual_p95_pct"]) / 100, 0.9)
     if not parts:
-        return {"status": "none", "reason": "no fitted cost part: the range is the seeds' only"}
+        return lambda: {"status": "none", "reason": "no fitted cost part: the range is the seeds' only"}
     seed = (opt.seeds or (sc.seed,))[0]
     one = replace(opt, seeds=None)
-    out: dict[str, Any] = {
-        "status": "fitted",
-        "parts": {p: round(e, 4) for p, e in parts.items()},
-        "seed": seed,
-    }
     known = {p: first_seed_guess(main, p) for p in opt.policies} if main is not None else {}
+    ends = {}
     for end, sign in (("low_costs", -1), ("high_costs", 1)):
         knobs = {k: getattr(sc, k) * (1 + sign * e) for p, e in parts.items() for k in BAND_PARTS[p]}
-        slo, caps = search_near(sc.with_knobs(knobs | {"seed": seed}), one, known)
-        rows = {}
-        for p in opt.policies:
-            rate = slo[p]["slo_rps"]
-            rows[p] = {
-                "slo_rps": None if rate is None else round(rate, 4),
-                "censored": slo[p]["censored"],
-                "bound_rps": (caps.get(p) or {}).get("bound_rps"),
-            }
-        out[end] = rows
-    return out
+        ends[end] = pool.submit(search_near, sc.with_knobs(knobs | {"seed": seed}), one, known)
+
+    def band() -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "status": "fitted",
+            "parts": {p: round(e, 4) for p, e in parts.items()},
+            "seed": seed,
+        }
+        for end, found in ends.items():
+            slo, caps = found.result()
+            rows = {}
+            for p in opt.policies:
+                rate = slo[p]["slo_rps"]
+                rows[p] = {
+                    "slo_rps": None if rate is None else round(rate, 4),
+                    "censored": slo[p]["censored"],
+                    "bound_rps": (caps.get(p) or {}).get("bound_rps"),
+                }
+            out[end] = rows
+        return out
+
+    return band
 
 
 def first_seed_guess(main: Any, label: str) -> tuple[float | None, float | None]:
@@ -207,23 +292,39 @@ def mc_band_online(
     the contention prior's slow edge when there is one) and the SLO rate searched at each near the
     first seed's (:func:`~asaptrace.replay.whatif.sweep_near.search_near`). A steady state averages
     over more batches than one replay, so this is a wide reading of the noise, not a narrow one."""
+    return mc_band_later(sc, opt, main, whatifs, TaskPool(1))()
+
+
+def mc_band_later(
+    sc: Scenario, opt: SweepOptions, main: Any, whatifs: dict[str, Any], pool: TaskPool
+) -> Callable[[], dict[str, dict[str, Any]]]:
+    """:func:`mc_band_online` with every search submitted to ``pool`` now: call the result for the
+    bands once they are done."""
     seed = (opt.seeds or (sc.seed,))[0]
-    out: dict[str, dict[str, Any]] = {}
+    todo: dict[str, dict[str, Any]] = {}
     for label, w in whatifs.items():
         b = w.band or {}
         if not b or not w.makespan_ns or main["slo_censored"].get(label):
             continue
         one = replace(opt, seeds=None, policies=(label,))
         known = {label: first_seed_guess(main, label)}
-        row: dict[str, Any] = {"seed": seed}
         for end, edge in (("fast", b["mc_low_ns"]), ("slow", b["mc_high_ns"])):
             f = edge / w.makespan_ns
             knobs = {k: getattr(sc, k) * f for keys in BAND_PARTS.values() for k in keys}
-            slo, _ = search_near(sc.with_knobs(knobs | {"seed": seed}), one, known)
-            row[f"slo_rps_{end}"] = slo[label]["slo_rps"]
-            row[f"cost_scale_{end}"] = round(f, 4)
-        out[label] = row
-    return out
+            found = pool.submit(search_near, sc.with_knobs(knobs | {"seed": seed}), one, known)
+            todo.setdefault(label, {})[end] = (f, found)
+
+    def bands() -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for label, ends in todo.items():
+            row: dict[str, Any] = {"seed": seed}
+            for end, (f, found) in ends.items():
+                row[f"slo_rps_{end}"] = found.result()[0][label]["slo_rps"]
+                row[f"cost_scale_{end}"] = round(f, 4)
+            out[label] = row
+        return out
+
+    return bands
 
 
 def _band_of(band: dict[str, Any], label: str) -> dict[str, Any] | None:

@@ -37,6 +37,14 @@ def advise(
     costs: Annotated[
         Path | None, typer.Option("--costs", help="Cost model TOML (default: fitted to the store).")
     ] = None,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            help="Processes for --online's searches (0: one per CPU, the default; 1: this process). The answer is the same.",
+        ),
+    ] = 0,
     csv: CsvOpt = None,
     parquet: ParquetOpt = None,
     as_json: JsonOpt = False,
@@ -61,7 +69,7 @@ def advise(
         if not as_json and err.is_terminal:
             err.print(f"[dim]{escape(message)}[/]")
 
-    advice = advise_store(store, costs=costs, online=online, progress=progress)
+    advice = advise_store(store, costs=costs, online=online, progress=progress, jobs=jobs)
     j = advice.to_json()
     write_tables(advice_tables(j), csv, parquet)
     if as_json:

@@ -132,10 +132,12 @@ def advise_store(
     costs: CostModel | str | Path | None = None,
     online: bool = False,
     progress: Callable[[str], None] | None = None,
+    jobs: int = 1,
 ) -> Advice:
     """Diagnose a store, run every what-if that applies to it at its best setting, and rank them
     (:func:`asaptrace.advise.advise`); ``online`` adds the SLO sweep of the same candidates on a
-    scenario fitted to the store (:func:`asaptrace.advise.online.advise_online`)."""
+    scenario fitted to the store (:func:`asaptrace.advise.online.advise_online`), its searches on
+    ``jobs`` processes (0: one per CPU; the same answer on any number)."""
     from asaptrace.advise import advise_store_workload
     from asaptrace.info import deployment_phrase, not_prefill_reason
     from asaptrace.store import TraceStore
@@ -143,7 +145,9 @@ def advise_store(
     store = store_path if isinstance(store_path, TraceStore) else open_store(store_path)
     label = store.path.name if isinstance(store_path, TraceStore) else str(store_path)
     diag = diagnosis or diagnose_store(store)
-    advice = advise_store_workload(store, diag, costs=costs, online=online, source=label, progress=progress)
+    advice = advise_store_workload(
+        store, diag, costs=costs, online=online, source=label, progress=progress, jobs=jobs
+    )
     reason = not_prefill_reason(store.meta)  # e.g. a training or decode run: said in one line
     if reason and not all(w.reason and reason in w.reason for w in advice.whatifs):
         advice.notes.insert(0, reason)

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from asaptrace.errors import RegistryError, UsageError
-from asaptrace.executors import map_ordered, resolve_executor, session
+from asaptrace.executors import TaskPool, map_ordered, resolve_executor, session
 from asaptrace.replay.costs import fit_warnings
 from asaptrace.replay.policies import POLICIES, Policy, policy_of
 from asaptrace.replay.policies.settings import OLD_NAMES, apply_settings, reaches, setting_key
@@ -34,12 +35,11 @@ from asaptrace.replay.serving import steady
 from asaptrace.replay.serving.arrivals import ArrivalStream, make_stream
 from asaptrace.replay.serving.capacity import binding, served_bounds
 from asaptrace.replay.serving.scenario import Scenario, paper_for
-from asaptrace.replay.whatif.simulate import ServingResult, policy_names, serving_policy, simulate
-from asaptrace.replay.whatif.sweep_reading import costs_from, reading
-from asaptrace.replay.whatif.sweep_result import SweepResult
+from asaptrace.replay.whatif.simulate import policy_names, serving_policy, simulate
+from asaptrace.replay.whatif.sweep_point import point_stats
+from asaptrace.replay.whatif.sweep_reading import costs_from, question_of, reading
+from asaptrace.replay.whatif.sweep_result import SweepResult, median_over_seeds, slo_ratio
 
-#: length buckets of the TTFT decomposition (prompt tokens, [lo, hi))
-BUCKETS = ((0, 512), (512, 2048), (2048, 8192), (8192, 16384), (16384, None))
 AUTO_RATES = tuple(0.5 * 2**k for k in range(12))
 
 Progress = Callable[[str], None]
@@ -129,49 +129,6 @@ def _file_stamp(workload: str | Path | None) -> tuple[int, int] | None:
     return st.st_size, st.st_mtime_ns
 
 
-def point_stats(res: ServingResult, rate: float, seq_len: np.ndarray) -> dict[str, Any]:
-    """One curve point: TTFT mean / p50 / p99 and the mean decomposition (ns), and by bucket."""
-    ttft = res.ttft_ns
-    n = len(ttft)
-    row: dict[str, Any] = {"rate": float(rate), "n_requests": n}
-    if n == 0:
-        return row | {k: None for k in ("mean_ttft_ns", "p50_ttft_ns", "p99_ttft_ns")}
-    row |= {
-        "mean_ttft_ns": round(ttft.mean()),
-        "p50_ttft_ns": int(np.percentile(ttft, 50, method="inverted_cdf")),
-        "p99_ttft_ns": int(np.percentile(ttft, 99, method="inverted_cdf")),
-        "mean_queue_ns": round(res.queue_ns.mean()),
-        "mean_own_ns": round(res.own_ns.mean()),
-        "mean_sync_ns": round(res.sync_ns.mean()),
-        "steps": res.steps,
-        "layer_items": res.layer_items,
-    }
-    buckets = []
-    for lo, hi in BUCKETS:
-        m = (seq_len >= lo) & (seq_len < (hi if hi is not None else np.iinfo(np.int64).max))
-        k = int(m.sum())
-        if not k:
-            continue
-        t, q, o, s = (float(x[m].mean()) for x in (ttft, res.queue_ns, res.own_ns, res.sync_ns))
-        buckets.append(
-            {
-                "bucket": f"{lo}-{hi}" if hi else f"{lo}+",
-                "lo_tokens": lo,
-                "hi_tokens": hi,
-                "n_requests": k,
-                "mean_ttft_ns": round(t),
-                "mean_queue_ns": round(q),
-                "mean_own_ns": round(o),
-                "mean_sync_ns": round(s),
-                "queue_share": q / t if t else 0.0,
-                "own_share": o / t if t else 0.0,
-                "sync_share": s / t if t else 0.0,
-            }
-        )
-    row["buckets"] = buckets
-    return row
-
-
 def configured_policy(label: str, sc: Scenario, opt: SweepOptions) -> Policy:
     """The policy object a label serves: a configured one, or the registry's spec, with the
     options' settings that reach it (``--set asap.experts=12``)."""
@@ -229,20 +186,35 @@ class _Runner:
     instance serve every batch. Results are taken in the order asked, so the points, and the
     JSON built from them, are the same whichever executor ran them."""
 
-    def __init__(self, sc: Scenario, opt: SweepOptions, progress: Progress | None) -> None:
+    def __init__(
+        self,
+        sc: Scenario,
+        opt: SweepOptions,
+        progress: Progress | None,
+        found: SeedSearch | None = None,
+    ) -> None:
         self.sc, self.opt, self.progress = sc, opt, progress
-        self.points: dict[tuple[str, float], dict[str, Any]] = {}
-        self.caps = {p: capacity_of(p, sc, opt) for p in opt.policies}  # the stream's: every point's
-        self.executor = resolve_executor(opt.executor, jobs=opt.jobs, address=opt.ray_address)
-        self._session = session(self.executor)
-        self._session.__enter__()
+        self.points: dict[tuple[str, float], dict[str, Any]] = dict(found.points) if found else {}
+        # the stream's bounds: every point's (a finished search's own, when given)
+        self.caps = dict(found.caps) if found else {p: capacity_of(p, sc, opt) for p in opt.policies}
+        self.executor: Any = None  # opened at the first point, kept until close()
+        self._session: Any = None
 
     def close(self) -> None:
-        self._session.__exit__(None, None, None)
+        if self._session is not None:
+            self._session.__exit__(None, None, None)
+            self._session = None
 
     def run(self, wanted: Iterable[tuple[str, float]], *, kind: str = "grid") -> None:
         """Evaluate the points not evaluated yet; ``kind`` (grid, bisection, reference) is kept."""
         todo = [w for w in dict.fromkeys(wanted) if w not in self.points]
+        if not todo:
+            return
+        if self._session is None:
+            opt = self.opt
+            self.executor = resolve_executor(opt.executor, jobs=opt.jobs, address=opt.ray_address)
+            self._session = session(self.executor)
+            self._session.__enter__()
         results = map_ordered(self.executor, _point, [(*w, self.sc, self.opt) for w in todo])
         for (p, r), row in zip(todo, results, strict=True):
             self.points[(p, r)] = row | {"kind": kind}
@@ -374,30 +346,97 @@ def search_slo(
 
 
 # ---------------------------------------------------------------------------------------- sweep
+@dataclass(frozen=True)
+class SeedSearch:
+    """One seed's SLO search, as it travels back from a worker: its answer per policy
+    ({slo_rps, censored}), every point it ran and its capacity bounds."""
+
+    seed: int
+    slo: dict[str, Any]
+    points: dict[tuple[str, float], dict[str, Any]]
+    caps: dict[str, Any]
+
+
+def search_one_seed(
+    sc: Scenario, opt: SweepOptions, reference: bool, progress: Progress | None = None
+) -> SeedSearch:
+    """:func:`search_slo` on ``sc``'s seed, kept whole (a task of :func:`submit_seeds`)."""
+    slo, runner = search_slo(sc, opt, progress=progress, reference=reference)
+    return SeedSearch(sc.seed, slo, runner.points, runner.caps)
+
+
+def submit_seeds(
+    sc: Scenario,
+    opt: SweepOptions,
+    pool: TaskPool,
+    *,
+    progress: Progress | None = None,
+    reference: bool = True,
+) -> list[list[Future[SeedSearch]]]:
+    """The SLO search on every seed (the scenario's one without ``seeds``) submitted to ``pool``,
+    the first seed's first (it alone runs the reference points; a caller may start work that waits
+    on it while the others run): per seed its tasks, to read with :func:`gathered`. In this
+    process a seed is one task, its policies advancing together; on worker processes each
+    (seed, policy) is one (a policy's search reads only its own points, so the answer is the
+    same), its points run there one after the other, and no progress is told."""
+    seeds = list(opt.seeds or (sc.seed,))
+    first = sc if seeds[0] == sc.seed else sc.with_knobs({"seed": seeds[0]})
+    split = [opt]
+    if not pool.inline:
+        opt, progress = replace(opt, jobs=1, executor="local", ray_address=None), None
+        split = [replace(opt, policies=(p,)) for p in opt.policies]
+    return [
+        [pool.submit(search_one_seed, s, o, reference and k == 0, progress) for o in split]
+        for k, s in enumerate([first] + [sc.with_knobs({"seed": seed}) for seed in seeds[1:]])
+    ]
+
+
+def gathered(tasks: Iterable[Future[SeedSearch]]) -> SeedSearch:
+    """One seed's search from its tasks' (:func:`submit_seeds`), waiting for each."""
+    found = [t.result() for t in tasks]
+    return SeedSearch(
+        found[0].seed,
+        {p: v for f in found for p, v in f.slo.items()},
+        {k: v for f in found for k, v in f.points.items()},
+        {p: v for f in found for p, v in f.caps.items()},
+    )
+
+
 def search_seeds(
     sc: Scenario, opt: SweepOptions, *, progress: Progress | None = None, reference: bool = True
 ) -> tuple[dict[str, Any], _Runner, Scenario]:
-    """The SLO search on every seed (the scenario's one without ``seeds``): :func:`median_over_seeds`,
-    the first seed's runner and scenario. The main table and every ``--vary`` row come from here."""
-    seeds = list(opt.seeds or (sc.seed,))
-    by_seed: list[dict[str, Any]] = []
-    first = sc if seeds[0] == sc.seed else sc.with_knobs({"seed": seeds[0]})
-    runner = None
-    for seed in seeds:
-        sck = first if seed == seeds[0] else sc.with_knobs({"seed": seed})
-        slo_k, runner_k = search_slo(sck, opt, progress=progress, reference=reference and runner is None)
-        by_seed.append(slo_k)
-        runner = runner if runner is not None else runner_k
-    assert runner is not None
-    return median_over_seeds(by_seed, opt.policies), runner, first
+    """The SLO search on every seed in this process (:func:`submit_seeds`): :func:`median_over_seeds`,
+    the first seed's runner and scenario. Every ``--vary`` row comes from here."""
+    found = [gathered(t) for t in submit_seeds(sc, opt, TaskPool(1), progress=progress, reference=reference)]
+    return seeded(sc, opt, found, progress)
 
 
-def run_sweep(sc: Scenario, opt: SweepOptions, *, progress: Progress | None = None) -> SweepResult:
+def seeded(
+    sc: Scenario, opt: SweepOptions, found: list[SeedSearch], progress: Progress | None = None
+) -> tuple[dict[str, Any], _Runner, Scenario]:
+    """The seeds' searches read together: their median and range, the first seed's runner (its
+    points and bounds) and scenario."""
+    first = sc if found[0].seed == sc.seed else sc.with_knobs({"seed": found[0].seed})
+    runner = _Runner(first, opt, progress, found[0])
+    return median_over_seeds([f.slo for f in found], opt.policies), runner, first
+
+
+def run_sweep(
+    sc: Scenario,
+    opt: SweepOptions,
+    *,
+    progress: Progress | None = None,
+    found: list[SeedSearch] | None = None,
+) -> SweepResult:
     """The whole sweep (docs/sweep.md; its JSON: :meth:`SweepResult.to_json`): the SLO search on
     every seed (the answer is the median; curves and decomposition are the first seed's), each
-    policy's capacity bound beside it."""
+    policy's capacity bound beside it. ``found``: the seeds' searches already run
+    (:func:`submit_seeds` on a pool), read as they are."""
     seeds = list(opt.seeds or (sc.seed,))
-    over, runner, first = search_seeds(sc, opt, progress=progress)
+    if found is None:
+        over, runner, first = search_seeds(sc, opt, progress=progress)
+    else:
+        over, runner, first = seeded(sc, opt, found, progress)
     slo, ranges, per = over["slo"], over["range"], over["by_seed"]
     capacity = runner.caps  # the first seed's runner: its stream is ``first``'s
     runner.run(((p, opt.decomposition_rate) for p in opt.policies), kind="reference")
@@ -454,47 +493,3 @@ def _workload_text(sc: Scenario, opt: SweepOptions) -> str:
     if isinstance(stream, ArrivalStream):
         return stream.source
     return f"{opt.workload} (rescaled to each rate; resampled at a rate it is too short for)"
-
-
-def question_of(sc: Scenario, opt: SweepOptions) -> str:
-    """The question a sweep answers, in the words every face prints beside its numbers."""
-    if opt.workload is not None and Path(opt.workload).is_dir():
-        return "served under load, your lengths"
-    if opt.workload is not None:
-        return f"served under load, the requests of {Path(opt.workload).name}"
-    if sc.name == "asap-paper" and opt.lengths == "fit":
-        return "the paper's scenario"
-    return f"scenario {sc.name}, lengths {opt.lengths}"
-
-
-def median_over_seeds(by_seed: list[dict[str, Any]], policies: tuple[str, ...]) -> dict[str, Any]:
-    """Per policy: the median SLO rate over seeds (a seed that met the SLO at no rate counts 0),
-    censored when any seed was (``slo``); the [min, max] over seeds (``range``) and each seed's
-    rate (``by_seed``). Never clipped to a bound: a seed above its bound is a defect, named by
-    :func:`~asaptrace.replay.serving.steady.above_bound`."""
-    slo: dict[str, Any] = {}
-    ranges: dict[str, Any] = {}
-    per: dict[str, Any] = {}
-    for p in policies:
-        vals = [r[p]["slo_rps"] for r in by_seed]
-        per[p] = vals
-        if all(v is None for v in vals):
-            slo[p] = {"slo_rps": None, "censored": False}
-            ranges[p] = None
-            continue
-        x = [0.0 if v is None else float(v) for v in vals]
-        slo[p] = {
-            "slo_rps": round(float(np.median(x)), 4),
-            "censored": any(r[p]["censored"] for r in by_seed),
-        }
-        ranges[p] = [round(min(x), 4), round(max(x), 4)]
-    return {"slo": slo, "range": ranges, "by_seed": per}
-
-
-def slo_ratio(this: dict[str, Any], base: dict[str, Any]) -> float | None:
-    """``this`` policy's SLO throughput over ``base``'s; None when either is missing or censored
-    (a lower bound over a lower bound says nothing)."""
-    a, b = this["slo_rps"], base["slo_rps"]
-    if a is None or not b or this["censored"] or base["censored"]:
-        return None
-    return round(a / b, 4)

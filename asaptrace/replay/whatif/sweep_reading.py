@@ -4,6 +4,7 @@ paper's numbers beside ours (:func:`reading`), both stored in the result and pri
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from asaptrace.replay.costs import CostModel
@@ -114,3 +115,14 @@ def _above_bounds(result: dict[str, Any], paper_rps: dict[str, float]) -> str:
         for p, rps, c in over
     )
     return f" On these costs and knobs no scheduler could serve the paper's {said}."
+
+
+def question_of(sc: Scenario, opt: Any) -> str:
+    """The question a sweep answers, in the words every face prints beside its numbers."""
+    if opt.workload is not None and Path(opt.workload).is_dir():
+        return "served under load, your lengths"
+    if opt.workload is not None:
+        return f"served under load, the requests of {Path(opt.workload).name}"
+    if sc.name == "asap-paper" and opt.lengths == "fit":
+        return "the paper's scenario"
+    return f"scenario {sc.name}, lengths {opt.lengths}"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from asaptrace.display import HtmlRepr
@@ -179,3 +180,36 @@ def headline_policy(policies: list[str] | tuple[str, ...]) -> str:
 _NAMES = frozenset(f.name for f in fields(SweepResult))
 #: JSON order: the version first, as every results file has it
 _ORDER = ("schema_version", *(f.name for f in fields(SweepResult) if f.name != "schema_version"))
+
+
+def median_over_seeds(by_seed: list[dict[str, Any]], policies: tuple[str, ...]) -> dict[str, Any]:
+    """Per policy: the median SLO rate over seeds (a seed that met the SLO at no rate counts 0),
+    censored when any seed was (``slo``); the [min, max] over seeds (``range``) and each seed's
+    rate (``by_seed``). Never clipped to a bound: a seed above its bound is a defect, named by
+    :func:`~asaptrace.replay.serving.steady.above_bound`."""
+    slo: dict[str, Any] = {}
+    ranges: dict[str, Any] = {}
+    per: dict[str, Any] = {}
+    for p in policies:
+        vals = [r[p]["slo_rps"] for r in by_seed]
+        per[p] = vals
+        if all(v is None for v in vals):
+            slo[p] = {"slo_rps": None, "censored": False}
+            ranges[p] = None
+            continue
+        x = [0.0 if v is None else float(v) for v in vals]
+        slo[p] = {
+            "slo_rps": round(float(np.median(x)), 4),
+            "censored": any(r[p]["censored"] for r in by_seed),
+        }
+        ranges[p] = [round(min(x), 4), round(max(x), 4)]
+    return {"slo": slo, "range": ranges, "by_seed": per}
+
+
+def slo_ratio(this: dict[str, Any], base: dict[str, Any]) -> float | None:
+    """``this`` policy's SLO throughput over ``base``'s; None when either is missing or censored
+    (a lower bound over a lower bound says nothing)."""
+    a, b = this["slo_rps"], base["slo_rps"]
+    if a is None or not b or this["censored"] or base["censored"]:
+        return None
+    return round(a / b, 4)
