@@ -83,3 +83,47 @@ def test_without_noise_the_twins_stay_within_1pct(root, split):
     truth = makespan(twin(root, 0.0, split))
     r = predict(twin(root, 0.0), split)
     assert abs(r.makespan_ns - truth) / truth < 0.01
+
+
+# ------------------------------------------------------------------ a disaggregated pool's noise
+def test_a_disaggregated_pool_reads_each_served_items_noise_not_their_sums():
+    """By hand: one (step, layer, micro-batch) of two groups' batches, served as two items on two
+    expert dies, each item's dies at loc·e^(±s) (rank 0 slow on the first, rank 1 on the second).
+    Per item the log residuals are ±s: Σ of squares 2s² on one degree of freedom each, σ = s·√2,
+    and the pool pays each item's slowest die (2·loc·e^s). Read as the dies' sums over the two
+    items (as a coupled store's one item), both dies took loc·(e^s + e^-s): no noise at all."""
+    import polars as pl
+
+    from asaptrace.replay.dispersion import pooled_sigma
+    from asaptrace.replay.whatif.measured_pool import pool_items
+
+    loc, s = 1_000_000.0, 0.25
+    hi, lo = round(loc * math.exp(s)), round(loc * math.exp(-s))
+    keys = {"step": [0] * 4, "layer": [0] * 4, "micro_batch": [0] * 4}
+    dev = pl.DataFrame(
+        keys
+        | {
+            "rank": [8, 8, 9, 9],
+            "kind": ["moe"] * 4,
+            "ts_ns": [0, 10_000_000, 0, 10_000_000],
+            "dur_ns": [hi, lo, lo, hi],
+        }
+    )
+    expert = pl.DataFrame({"rank": [8, 9]})
+    items = pl.DataFrame(
+        {"step": [0, 0], "layer": [0, 0], "micro_batch": [0, 0], "dp_group": [0, 1], "tokens": [8.0, 8.0]}
+    )
+    pool = pool_items(dev, expert, items, "disaggregated")
+    assert pool["pool_ns"].to_list() == [2 * hi]
+    sigma, dof = pooled_sigma(pool["moe_log_ss"].to_numpy(), pool["moe_dies"].to_numpy())
+    assert dof == 2 and sigma == pytest.approx(s * math.sqrt(2), rel=1e-3)
+    summed = pool_items(dev, expert, items, "coupled")  # one item: the dies' sums
+    assert summed["pool_ns"].to_list() == [hi + lo]
+    assert pooled_sigma(summed["moe_log_ss"].to_numpy(), summed["moe_dies"].to_numpy())[0] < 1e-9
+
+
+def test_a_disaggregated_twin_reads_the_noise_it_was_made_with(root):
+    """Each expert die runs one GEMM per served batch, lognormal σ 0.2: the fit on the 4×4 + 16
+    twin reads it (it read 0.10, the spread of the four batches' sums, before)."""
+    q = fit_costs(twin(root, 0.2, (4, 4, 16))).quality
+    assert 0.17 <= q["moe"]["sigma"] <= 0.23

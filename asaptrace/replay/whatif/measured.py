@@ -52,6 +52,7 @@ from asaptrace.replay.contention import estimate_contention, transfer_kernels, w
 from asaptrace.replay.costs import causal_pairs
 from asaptrace.replay.dispersion import with_noise
 from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
+from asaptrace.replay.whatif.measured_pool import pool_items
 from asaptrace.schema import COMM_KINDS, Kind, Role
 from asaptrace.store import TraceStore
 from asaptrace.units import plural
@@ -122,7 +123,7 @@ def extract_measured_work(store: TraceStore, *, prefill_only: bool = True) -> Me
         bw = bw.filter(pl.col("step").is_not_null())
         chains, busy, idle = _chains(dev, bw)
     items = _items(dev, ranks, batches, idle)
-    pool = _pool(dev, expert, items)
+    pool = pool_items(dev, expert, items, deployment)
     kernels = transfer_kernels(dev, ranks, deployment)
     transfers = with_in_flight(_transfers(dev, ranks, deployment, bw, items, tp), kernels)
     return MeasuredWork(
@@ -415,38 +416,6 @@ def _with_composition(items: pl.DataFrame, batches: pl.DataFrame) -> pl.DataFram
         (pl.col("tokens") / n_mb).alias("tokens"),
         (pl.col("quad") / n_mb).alias("quad"),
         (pl.col("n_req") / n_mb).alias("n_req"),
-    )
-
-
-def _pool(dev: pl.DataFrame, expert: pl.DataFrame, items: pl.DataFrame) -> pl.DataFrame:
-    per_rank = (
-        dev.filter((pl.col("kind") == Kind.MOE.value) & pl.col("layer").is_not_null())
-        .join(expert.select("rank"), on="rank")
-        .group_by("step", "layer", "micro_batch", "rank")
-        .agg(pl.col("dur_ns").sum())
-    )
-    keys = ["step", "layer", "micro_batch"]
-    moe = per_rank.group_by(*keys).agg(
-        pl.col("dur_ns").max().alias("pool_ns"), pl.col("dur_ns").mean().round(0).alias("pool_mean_ns")
-    )
-    moe = with_noise(moe, per_rank, keys, ["step"], "dur_ns", "moe")
-    tok = items.group_by("step", "layer", "micro_batch").agg(
-        pl.when(pl.col("tokens").null_count() == 0).then(pl.col("tokens").sum()).alias("tokens")
-    )
-    return (
-        moe.join(tok, on=["step", "layer", "micro_batch"], how="left", nulls_equal=True)
-        .select(
-            pl.col("step").cast(pl.Int32),
-            pl.col("layer").cast(pl.Int16),
-            pl.col("micro_batch").cast(pl.Int8),
-            pl.col("pool_ns").cast(pl.Int64),
-            pl.col("pool_mean_ns").cast(pl.Int64),
-            pl.col("tokens").cast(pl.Float64),
-            pl.col("moe_log_ss").fill_null(0.0).cast(pl.Float64),
-            pl.col("moe_dies").fill_null(0).cast(pl.Int64),
-            pl.col("moe_thr").fill_null(1.0).cast(pl.Float64),
-        )
-        .sort("step", "layer", "micro_batch")
     )
 
 
