@@ -201,7 +201,7 @@ static int map_put(Map *m, int64_t k, int64_t v) {
 
 typedef struct {
     int64_t id, layers, group, slot, done;
-    int alone;
+    int alone, owned;                  /* owned: attn heads a block of its own (else a Former's costs) */
     int64_t *attn, *disp, *moe, *comb; /* one block of 4 * layers */
     uint8_t *cready, *pready;          /* fixed order only: item put in its compute / pool queue */
 } Batch;
@@ -211,12 +211,15 @@ typedef struct {
     size_t n, next;
 } Order;
 
+typedef struct Former Former; /* the compiled FIFO token former (below), or NULL: the Python one */
+
 typedef struct {
     /* config */
     int64_t groups, slots, buffer_slots, launch_ns;
     int overlap, ordered, record;
     double comm_share;
-    PyObject *next_batch, *conv, *batch_objs;
+    PyObject *next_batch, *conv, *batch_objs, *now_obj;
+    Former *f;
     /* batches */
     Batch *bs;
     size_t nb, capb;
@@ -339,6 +342,7 @@ static int64_t add_batch(Sim *s, PyObject *obj, int64_t group) {
     b->slot = 0;
     b->done = -1;
     b->alone = alone;
+    b->owned = 1;
     b->attn = (int64_t *)block;
     b->disp = b->attn + L;
     b->moe = b->disp + L;
@@ -443,6 +447,48 @@ static int int64_cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* the Python former's answer for group g at t (Pipeline._assign's call): *bi the index of the batch
+ * it handed out (-1: none), *until "no batch for anyone before" (INT64_MIN: no promise) */
+static int ask_python(Sim *s, int64_t g, int idle, int64_t *bi, int64_t *until) {
+    *bi = -1;
+    *until = INT64_MIN;
+    PyObject *pg = PyLong_FromLongLong(g);
+    if (!pg) return -1;
+    PyObject *args[3] = {s->now_obj, pg, idle ? Py_True : Py_False};
+    PyObject *obj = PyObject_Vectorcall(s->next_batch, args, 3, NULL);
+    Py_DECREF(pg);
+    if (!obj) return -1;
+    if (obj == Py_None) {
+        Py_DECREF(obj);
+        return 0;
+    }
+    if (PyLong_Check(obj)) { /* "nothing for anyone before T" */
+        long long t = PyLong_AsLongLong(obj);
+        Py_DECREF(obj);
+        if (t == -1 && PyErr_Occurred()) return -1;
+        *until = t;
+        return 0;
+    }
+    if (PyTuple_Check(obj)) { /* (batch, T): this batch, then nothing before T */
+        PyObject *only = PyTuple_GET_SIZE(obj) == 2 ? PyTuple_GET_ITEM(obj, 0) : NULL;
+        long long after = only ? PyLong_AsLongLong(PyTuple_GET_ITEM(obj, 1)) : -1;
+        if (!only || (after == -1 && PyErr_Occurred())) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "next_batch: a tuple answer is (batch, int)");
+            Py_DECREF(obj);
+            return -1;
+        }
+        Py_INCREF(only);
+        Py_DECREF(obj);
+        obj = only;
+        *until = after;
+    }
+    *bi = add_batch(s, obj, g);
+    Py_DECREF(obj);
+    return *bi < 0 ? -1 : 0;
+}
+
+static int ask_compiled(Sim *s, int64_t t, int64_t g, int idle, int64_t *bi, int64_t *until);
+
 /* fill free slots, least occupied group first, with batches from the former (Pipeline._assign).
  * Candidates are asked by (slots used, group), the order Pipeline._assign sorts them in, walked one
  * occupancy level at a time (no sort: O(groups x slots) at worst, and it stops at the first batch).
@@ -451,48 +497,23 @@ static int int64_cmp(const void *a, const void *b) {
  * (batch, T) answer places the batch and then promises the same (its last batch until T). */
 static int assign(Sim *s, int64_t t) {
     if (t < s->quiet) return 0;
-    PyObject *pt = PyLong_FromLongLong(t);
-    if (!pt) return -1;
+    if (!s->f) {
+        s->now_obj = PyLong_FromLongLong(t);
+        if (!s->now_obj) return -1;
+    }
     int rc = -1;
     for (;;) {
         int placed = 0;
         for (int64_t u = 0; u < s->slots && !placed && t >= s->quiet; u++) {
             for (int64_t g = 0; g < s->groups && !placed && t >= s->quiet; g++) {
                 if (s->used[g] != u) continue;
-                PyObject *pg = PyLong_FromLongLong(g);
-                if (!pg) goto out;
-                PyObject *args[3] = {pt, pg, u == 0 ? Py_True : Py_False};
-                PyObject *obj = PyObject_Vectorcall(s->next_batch, args, 3, NULL);
-                Py_DECREF(pg);
-                if (!obj) goto out;
-                if (obj == Py_None) {
-                    Py_DECREF(obj);
-                    continue;
-                }
-                if (PyLong_Check(obj)) { /* "nothing for anyone before T" */
-                    long long until = PyLong_AsLongLong(obj);
-                    Py_DECREF(obj);
-                    if (until == -1 && PyErr_Occurred()) goto out;
+                int64_t bi, until;
+                int got = s->f ? ask_compiled(s, t, g, u == 0, &bi, &until) : ask_python(s, g, u == 0, &bi, &until);
+                if (got < 0) goto out;
+                if (bi < 0) {
                     if (until > s->quiet) s->quiet = until;
                     continue;
                 }
-                long long after = INT64_MIN; /* (batch, T): this batch, then nothing before T */
-                if (PyTuple_Check(obj)) {
-                    PyObject *only = PyTuple_GET_SIZE(obj) == 2 ? PyTuple_GET_ITEM(obj, 0) : NULL;
-                    after = only ? PyLong_AsLongLong(PyTuple_GET_ITEM(obj, 1)) : -1;
-                    if (!only || (after == -1 && PyErr_Occurred())) {
-                        if (!PyErr_Occurred())
-                            PyErr_SetString(PyExc_ValueError, "next_batch: a tuple answer is (batch, int)");
-                        Py_DECREF(obj);
-                        goto out;
-                    }
-                    Py_INCREF(only);
-                    Py_DECREF(obj);
-                    obj = only;
-                }
-                int64_t bi = add_batch(s, obj, g);
-                Py_DECREF(obj);
-                if (bi < 0) goto out;
                 Batch *b = &s->bs[bi];
                 Vec *fs = &s->free_slots[g];
                 if (b->alone) {
@@ -511,7 +532,7 @@ static int assign(Sim *s, int64_t t) {
                     fs->n--;
                 }
                 if (push(s, K_ATTN_READY, t, bi, 0) < 0) goto out;
-                if (after > s->quiet) s->quiet = after;
+                if (until > s->quiet) s->quiet = until;
                 placed = 1;
             }
         }
@@ -519,7 +540,7 @@ static int assign(Sim *s, int64_t t) {
     }
     rc = 0;
 out:
-    Py_DECREF(pt);
+    Py_CLEAR(s->now_obj);
     return rc;
 }
 
@@ -615,6 +636,226 @@ static int run_loop(Sim *s) {
     }
 }
 
+/* ------------------------------------------------------------------- the compiled token former */
+
+/* asap's built-in online former (asaptrace.replay.policies.asap.AsapFormer), compiled: the same
+ * decisions in the same order, so that a serving run never calls Python per batch.  Arrived requests
+ * queue in arrival order; a batch takes them FIFO while it holds < min_tokens new tokens and the next
+ * fits in max_tokens (the first always joins) -- with FIFO the queue is always the run of requests
+ * [head, next) and a batch a run of consecutive requests.  With dual batching a batch holding a
+ * prompt of more than long_tokens runs alone: cut for a busy group it reserves that group until the
+ * group is idle.  With nothing queued nor reserved the answer is the next arrival (NEVER after the
+ * last).  A batch's costs come from Python (cost_of(pieces)) once per distinct pieces in the run:
+ * pieces ((new, cached), ...) hashed here over the requests' arrays. */
+
+#define NEVER ((int64_t)1 << 62)
+
+typedef struct {
+    uint64_t hash;
+    int64_t first, count; /* the requests that first had these pieces */
+    int64_t *block;       /* 4 * layers costs: attention, dispatch, moe, combine */
+    int64_t layers;
+} Cost;
+
+struct Former {
+    const int64_t *arrival, *new, *cached;
+    int64_t n, next, head; /* requests; the next to arrive; the queue is [head, next) */
+    int64_t min_tokens, max_tokens, long_tokens;
+    int dual;
+    int64_t *reserved, nreserved; /* per group: the batch waiting for it to drain (-1: none) */
+    Vec first, count, cost, alone; /* per batch id */
+    int64_t *start;                /* per request: its batch's hand-out time (-1: not yet) */
+    Cost *costs;
+    size_t ncosts, capcosts;
+    int64_t *slot_of; /* open-addressed table of cost indexes (-1: empty), 2x the costs at least */
+    size_t capslots;
+    PyObject *cost_of, *cost_objs; /* the Python costs callable; what it answered, by cost index */
+};
+
+static void former_free(Former *f) {
+    if (!f) return;
+    free(f->reserved);
+    Vec *vs[] = {&f->first, &f->count, &f->cost, &f->alone};
+    for (size_t i = 0; i < 4; i++) free(vs[i]->p);
+    free(f->start);
+    for (size_t i = 0; i < f->ncosts; i++) free(f->costs[i].block);
+    free(f->costs);
+    free(f->slot_of);
+    Py_XDECREF(f->cost_objs);
+    free(f);
+}
+
+static uint64_t pieces_hash(const Former *f, int64_t a, int64_t n) {
+    uint64_t h = (uint64_t)n;
+    for (int64_t i = a; i < a + n; i++) {
+        h = mix((int64_t)(h ^ (uint64_t)f->new[i]));
+        h = mix((int64_t)(h ^ (uint64_t)f->cached[i]));
+    }
+    return h;
+}
+
+static int same_pieces(const Former *f, const Cost *c, int64_t a, int64_t n) {
+    if (c->count != n) return 0;
+    for (int64_t k = 0; k < n; k++)
+        if (f->new[c->first + k] != f->new[a + k] || f->cached[c->first + k] != f->cached[a + k]) return 0;
+    return 1;
+}
+
+static int costs_rehash(Former *f) {
+    size_t cap = f->capslots ? f->capslots * 2 : 256;
+    int64_t *t = malloc(cap * sizeof *t);
+    if (!t) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < cap; i++) t[i] = -1;
+    for (size_t k = 0; k < f->ncosts; k++) {
+        size_t i = (size_t)f->costs[k].hash & (cap - 1);
+        while (t[i] >= 0) i = (i + 1) & (cap - 1);
+        t[i] = (int64_t)k;
+    }
+    free(f->slot_of);
+    f->slot_of = t;
+    f->capslots = cap;
+    return 0;
+}
+
+/* the cost index of requests [a, a + n)'s pieces, asking Python the first time; -1 on error */
+static int64_t cost_index(Sim *s, int64_t a, int64_t n) {
+    Former *f = s->f;
+    uint64_t h = pieces_hash(f, a, n);
+    size_t i = f->capslots ? (size_t)h & (f->capslots - 1) : 0;
+    for (; f->capslots && f->slot_of[i] >= 0; i = (i + 1) & (f->capslots - 1)) {
+        Cost *c = &f->costs[f->slot_of[i]];
+        if (c->hash == h && same_pieces(f, c, a, n)) return f->slot_of[i];
+    }
+    PyObject *pieces = PyTuple_New((Py_ssize_t)n);
+    if (!pieces) return -1;
+    for (int64_t k = 0; k < n; k++) {
+        PyObject *one = Py_BuildValue("(LL)", (long long)f->new[a + k], (long long)f->cached[a + k]);
+        if (!one) {
+            Py_DECREF(pieces);
+            return -1;
+        }
+        PyTuple_SET_ITEM(pieces, (Py_ssize_t)k, one);
+    }
+    PyObject *got = PyObject_CallOneArg(f->cost_of, pieces);
+    Py_DECREF(pieces);
+    if (!got) return -1;
+    int64_t idx = -1, L = 0;
+    Py_buffer views[4];
+    int nviews = 0;
+    int64_t *block = NULL;
+    if (!PyTuple_Check(got) || PyTuple_GET_SIZE(got) != 4) {
+        PyErr_SetString(PyExc_ValueError, "cost_of: the answer is (attention, dispatch, moe, combine)");
+        goto done;
+    }
+    for (; nviews < 4; nviews++)
+        if (int64_view(s, PyTuple_GET_ITEM(got, nviews), &views[nviews]) < 0) goto done;
+    L = views[0].shape[0];
+    if (L < 1 || views[1].shape[0] < L || views[2].shape[0] < L || views[3].shape[0] < L) {
+        PyErr_SetString(PyExc_ValueError, "a batch: no layer, or per-layer cost arrays shorter than its attention");
+        goto done;
+    }
+    block = malloc(4 * (size_t)L * sizeof *block);
+    if (!block) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int k = 0; k < 4; k++) memcpy(block + k * L, views[k].buf, (size_t)L * sizeof *block);
+    if (grow((void **)&f->costs, &f->capcosts, f->ncosts, sizeof *f->costs, 64) < 0) goto done;
+    if (PyList_Append(f->cost_objs, got) < 0) goto done;
+    Cost c = {h, a, n, block, L};
+    f->costs[f->ncosts++] = c;
+    block = NULL;
+    idx = (int64_t)f->ncosts - 1;
+    if (2 * f->ncosts > f->capslots) {
+        if (costs_rehash(f) < 0) idx = -1;
+    } else {
+        size_t j = (size_t)h & (f->capslots - 1);
+        while (f->slot_of[j] >= 0) j = (j + 1) & (f->capslots - 1);
+        f->slot_of[j] = idx;
+    }
+done:
+    free(block);
+    for (int k = 0; k < nviews; k++) PyBuffer_Release(&views[k]);
+    Py_DECREF(got);
+    return idx;
+}
+
+/* AsapFormer.take + cut: the next batch's requests off the queue, its id (or -1 on error) */
+static int64_t former_cut(Sim *s) {
+    Former *f = s->f;
+    int64_t a = f->head, j = a, tokens = 0, longest = 0;
+    while (j < f->next && (j == a || (tokens < f->min_tokens && tokens + f->new[j] <= f->max_tokens))) {
+        tokens += f->new[j];
+        if (j == a || f->new[j] > longest) longest = f->new[j];
+        j++;
+    }
+    f->head = j;
+    int64_t c = cost_index(s, a, j - a);
+    if (c < 0) return -1;
+    int64_t bid = (int64_t)f->first.n;
+    if (vec_push(&f->first, a) < 0 || vec_push(&f->count, j - a) < 0 || vec_push(&f->cost, c) < 0 ||
+        vec_push(&f->alone, f->dual && longest > f->long_tokens) < 0)
+        return -1;
+    return bid;
+}
+
+/* AsapFormer._hand_out: its requests start now; the batch joins the run on group g (its index) */
+static int64_t former_hand_out(Sim *s, int64_t bid, int64_t t, int64_t g) {
+    Former *f = s->f;
+    for (int64_t i = f->first.p[bid]; i < f->first.p[bid] + f->count.p[bid]; i++) f->start[i] = t;
+    if (grow((void **)&s->bs, &s->capb, s->nb, sizeof *s->bs, 256) < 0) return -1;
+    const Cost *c = &f->costs[f->cost.p[bid]];
+    Batch *b = &s->bs[s->nb];
+    memset(b, 0, sizeof *b);
+    b->id = bid;
+    b->layers = c->layers;
+    b->group = g;
+    b->done = -1;
+    b->alone = (int)f->alone.p[bid];
+    b->attn = c->block;
+    b->disp = b->attn + c->layers;
+    b->moe = b->disp + c->layers;
+    b->comb = b->moe + c->layers;
+    return (int64_t)s->nb++;
+}
+
+static int64_t quiet_until(const Former *f) { return f->next < f->n ? f->arrival[f->next] : NEVER; }
+
+/* AsapFormer.next_batch, statement for statement */
+static int ask_compiled(Sim *s, int64_t t, int64_t g, int idle, int64_t *bi, int64_t *until) {
+    Former *f = s->f;
+    *bi = -1;
+    *until = INT64_MIN;
+    if (f->next < f->n && f->arrival[f->next] <= t) {
+        while (f->next < f->n && f->arrival[f->next] <= t) f->next++;
+    } else if (f->head == f->next && !f->nreserved) {
+        *until = quiet_until(f);
+        return 0;
+    }
+    if (f->nreserved && f->reserved[g] >= 0) {
+        if (!idle) return 0;
+        int64_t bid = f->reserved[g];
+        f->reserved[g] = -1;
+        f->nreserved--;
+        *bi = former_hand_out(s, bid, t, g);
+        return *bi < 0 ? -1 : 0;
+    }
+    if (f->head == f->next) return 0;
+    int64_t bid = former_cut(s);
+    if (bid < 0) return -1;
+    if (f->alone.p[bid] && !idle) {
+        f->reserved[g] = bid;
+        f->nreserved++;
+        return 0;
+    }
+    if (f->head == f->next && !f->nreserved) *until = quiet_until(f);
+    *bi = former_hand_out(s, bid, t, g);
+    return *bi < 0 ? -1 : 0;
+}
+
 /* ------------------------------------------------------------------------------------- the API */
 
 static int read_order(PyObject *buf, Order *o) {
@@ -644,7 +885,9 @@ static PyObject *vec_bytes(const Vec *v) {
 }
 
 static void sim_free(Sim *s) {
-    for (size_t i = 0; i < s->nb; i++) free(s->bs[i].attn);
+    for (size_t i = 0; i < s->nb; i++)
+        if (s->bs[i].owned) free(s->bs[i].attn);
+    former_free(s->f);
     free(s->bs);
     free(s->ids.keys);
     free(s->ids.vals);
@@ -680,6 +923,56 @@ PyDoc_STRVAR(run_doc,
              "group, the pool's bytes). Results are int64 bytes (spans only with record), handled the\n"
              "number of events, batches the handed-out Batch objects in hand-out order.");
 
+/* the state before the first event: the configuration, the wakeups, every slot free */
+static int sim_init(Sim *s, long long groups, long long slots, long long buffer_slots, int overlap,
+                    double comm_share, long long launch_ns, const Py_buffer *wt, const Py_buffer *ws, PyObject *conv,
+                    int record) {
+    if (groups < 1 || slots < 0 || wt->len != ws->len) {
+        PyErr_SetString(PyExc_ValueError, "pipeline kernel: bad configuration");
+        return -1;
+    }
+    s->groups = groups;
+    s->slots = slots;
+    s->buffer_slots = buffer_slots;
+    s->launch_ns = launch_ns;
+    s->overlap = overlap;
+    s->comm_share = comm_share;
+    s->record = record;
+    s->conv = conv;
+    s->wk_t = wt->buf;
+    s->wk_seq = ws->buf;
+    s->nwk = (size_t)wt->len / sizeof(int64_t);
+    s->seq = s->nwk;
+    s->quiet = INT64_MIN;
+    s->pq.w = 2;
+    s->blocked.w = 3;
+    if (s->nwk && s->wk_t[0] < 0) /* a store's clock may start before 0: as Engine(start_ns=min(0, …)) */
+        s->now = s->wk_t[0];
+    s->used = calloc((size_t)groups, sizeof *s->used);
+    s->compute_busy = calloc((size_t)groups, sizeof *s->compute_busy);
+    s->free_slots = calloc((size_t)groups, sizeof *s->free_slots);
+    s->cq = calloc((size_t)groups, sizeof *s->cq);
+    s->corder = calloc((size_t)groups, sizeof *s->corder);
+    if (!s->used || !s->compute_busy || !s->free_slots || !s->cq || !s->corder) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int64_t g = 0; g < groups; g++) {
+        s->cq[g].w = 2;
+        for (int64_t k = 0; k < slots; k++)
+            if (vec_push(&s->free_slots[g], k) < 0) return -1;
+    }
+    return 0;
+}
+
+/* the handed-out batches' ids, groups and slots (in hand-out order); 0 or -1 */
+static int sim_batches(const Sim *s, Vec *ids, Vec *grp, Vec *slt) {
+    for (size_t i = 0; i < s->nb; i++)
+        if (vec_push(ids, s->bs[i].id) < 0 || vec_push(grp, s->bs[i].group) < 0 || vec_push(slt, s->bs[i].slot) < 0)
+            return -1;
+    return 0;
+}
+
 static PyObject *pk_run(PyObject *self, PyObject *args) {
     (void)self;
     Sim s;
@@ -693,45 +986,13 @@ static PyObject *pk_run(PyObject *self, PyObject *args) {
                           &launch_ns, &wt, &ws, &former, &conv, &order, &record))
         return NULL;
     PyObject *result = NULL;
-    if (groups < 1 || slots < 0 || wt.len != ws.len) {
-        PyErr_SetString(PyExc_ValueError, "pipeline kernel: bad configuration");
+    Vec ids = {0}, grp = {0}, slt = {0};
+    if (sim_init(&s, groups, slots, buffer_slots, overlap, comm_share, launch_ns, &wt, &ws, conv, record) < 0)
         goto out;
-    }
-    s.groups = groups;
-    s.slots = slots;
-    s.buffer_slots = buffer_slots;
-    s.launch_ns = launch_ns;
-    s.overlap = overlap;
-    s.comm_share = comm_share;
-    s.record = record;
-    s.conv = conv;
     s.ordered = order != Py_None;
-    s.wk_t = wt.buf;
-    s.wk_seq = ws.buf;
-    s.nwk = (size_t)wt.len / sizeof(int64_t);
-    s.seq = s.nwk;
-    s.quiet = INT64_MIN;
-    s.pq.w = 2;
-    s.blocked.w = 3;
-    if (s.nwk && s.wk_t[0] < 0) /* a store's clock may start before 0: as Engine(start_ns=min(0, …)) */
-        s.now = s.wk_t[0];
     s.next_batch = PyObject_GetAttrString(former, "next_batch");
     s.batch_objs = PyList_New(0);
-    s.used = calloc((size_t)groups, sizeof *s.used);
-    s.compute_busy = calloc((size_t)groups, sizeof *s.compute_busy);
-    s.free_slots = calloc((size_t)groups, sizeof *s.free_slots);
-    s.cq = calloc((size_t)groups, sizeof *s.cq);
-    s.corder = calloc((size_t)groups, sizeof *s.corder);
     if (!s.next_batch || !s.batch_objs) goto out;
-    if (!s.used || !s.compute_busy || !s.free_slots || !s.cq || !s.corder) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    for (int64_t g = 0; g < groups; g++) {
-        s.cq[g].w = 2;
-        for (int64_t k = 0; k < slots; k++)
-            if (vec_push(&s.free_slots[g], k) < 0) goto out;
-    }
     if (s.ordered) {
         PyObject *per_group, *pool;
         if (!PyArg_ParseTuple(order, "OO", &per_group, &pool)) goto out;
@@ -743,35 +1004,102 @@ static PyObject *pk_run(PyObject *self, PyObject *args) {
             if (read_order(PyList_GET_ITEM(per_group, g), &s.corder[g]) < 0) goto out;
         if (read_order(pool, &s.porder) < 0) goto out;
     }
-    if (run_loop(&s) < 0) goto out;
-    Vec ids = {0}, grp = {0}, slt = {0};
-    int ok = 1;
-    for (size_t i = 0; i < s.nb && ok; i++)
-        ok = vec_push(&ids, s.bs[i].id) == 0 && vec_push(&grp, s.bs[i].group) == 0 &&
-             vec_push(&slt, s.bs[i].slot) == 0;
-    if (ok) {
-        if (record)
-            result = Py_BuildValue("(NNNNNLONNNN)", vec_bytes(&ids), vec_bytes(&grp), vec_bytes(&slt),
-                                   vec_bytes(&s.done_idx), vec_bytes(&s.done_t), (long long)s.handled,
-                                   s.batch_objs, vec_bytes(&s.sp_attn), vec_bytes(&s.sp_disp),
-                                   vec_bytes(&s.sp_moe), vec_bytes(&s.sp_comb));
-        else
-            result = Py_BuildValue("(NNNNNLOOOOO)", vec_bytes(&ids), vec_bytes(&grp), vec_bytes(&slt),
-                                   vec_bytes(&s.done_idx), vec_bytes(&s.done_t), (long long)s.handled,
-                                   s.batch_objs, Py_None, Py_None, Py_None, Py_None);
-    }
+    if (run_loop(&s) < 0 || sim_batches(&s, &ids, &grp, &slt) < 0) goto out;
+    if (record)
+        result = Py_BuildValue("(NNNNNLONNNN)", vec_bytes(&ids), vec_bytes(&grp), vec_bytes(&slt),
+                               vec_bytes(&s.done_idx), vec_bytes(&s.done_t), (long long)s.handled, s.batch_objs,
+                               vec_bytes(&s.sp_attn), vec_bytes(&s.sp_disp), vec_bytes(&s.sp_moe),
+                               vec_bytes(&s.sp_comb));
+    else
+        result = Py_BuildValue("(NNNNNLOOOOO)", vec_bytes(&ids), vec_bytes(&grp), vec_bytes(&slt),
+                               vec_bytes(&s.done_idx), vec_bytes(&s.done_t), (long long)s.handled, s.batch_objs,
+                               Py_None, Py_None, Py_None, Py_None);
+out:
     free(ids.p);
     free(grp.p);
     free(slt.p);
-out:
     sim_free(&s);
     PyBuffer_Release(&wt);
     PyBuffer_Release(&ws);
     return result;
 }
 
+PyDoc_STRVAR(run_formed_doc,
+             "run_formed(groups, slots, buffer_slots, overlap, comm_share, launch_ns, wakeup_t, wakeup_seq,\n"
+             "    arrival, new, cached, min_tokens, max_tokens, dual, long_tokens, cost_of, conv)\n"
+             "    -> (ids, done_idx, done_t, handled, start, count, cost, costs)\n\n"
+             "run() with the compiled FIFO token former (asap's built-in AsapFormer) in place of a Python\n"
+             "former: arrival / new / cached the requests' int64 bytes (arrival order); cost_of(pieces) the\n"
+             "4 per-layer cost arrays of a batch whose ((new, cached), ...) were not seen before.  Results:\n"
+             "ids, done_idx, done_t as run()'s; start per request; per batch id its request count (batches\n"
+             "take consecutive requests: batch k the next count[k]) and cost index into costs, the list of\n"
+             "cost_of's answers.");
+
+static PyObject *pk_run_formed(PyObject *self, PyObject *args) {
+    (void)self;
+    Sim s;
+    memset(&s, 0, sizeof s);
+    long long groups, slots, buffer_slots, launch_ns, min_tokens, max_tokens, long_tokens;
+    int overlap, dual;
+    double comm_share;
+    Py_buffer wt, ws, arr, nw, cch;
+    PyObject *cost_of, *conv;
+    if (!PyArg_ParseTuple(args, "LLLpdLy*y*y*y*y*LLpLOO", &groups, &slots, &buffer_slots, &overlap, &comm_share,
+                          &launch_ns, &wt, &ws, &arr, &nw, &cch, &min_tokens, &max_tokens, &dual, &long_tokens,
+                          &cost_of, &conv))
+        return NULL;
+    PyObject *result = NULL;
+    Vec ids = {0}, grp = {0}, slt = {0};
+    if (sim_init(&s, groups, slots, buffer_slots, overlap, comm_share, launch_ns, &wt, &ws, conv, 0) < 0) goto out;
+    if (arr.len != nw.len || arr.len != cch.len) {
+        PyErr_SetString(PyExc_ValueError, "run_formed: arrival, new and cached differ in length");
+        goto out;
+    }
+    Former *f = s.f = calloc(1, sizeof *f);
+    if (!f) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    f->arrival = arr.buf;
+    f->new = nw.buf;
+    f->cached = cch.buf;
+    f->n = (int64_t)(arr.len / (Py_ssize_t)sizeof(int64_t));
+    f->min_tokens = min_tokens;
+    f->max_tokens = max_tokens;
+    f->long_tokens = long_tokens;
+    f->dual = dual;
+    f->cost_of = cost_of;
+    f->cost_objs = PyList_New(0);
+    f->reserved = malloc((size_t)groups * sizeof *f->reserved);
+    f->start = malloc((f->n ? (size_t)f->n : 1) * sizeof *f->start);
+    if (!f->cost_objs) goto out;
+    if (!f->reserved || !f->start) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (int64_t g = 0; g < groups; g++) f->reserved[g] = -1;
+    for (int64_t i = 0; i < f->n; i++) f->start[i] = -1;
+    if (run_loop(&s) < 0 || sim_batches(&s, &ids, &grp, &slt) < 0) goto out;
+    result = Py_BuildValue("(NNNLNNNO)", vec_bytes(&ids), vec_bytes(&s.done_idx), vec_bytes(&s.done_t),
+                           (long long)s.handled,
+                           PyBytes_FromStringAndSize((const char *)f->start, (Py_ssize_t)(f->n * sizeof(int64_t))),
+                           vec_bytes(&f->count), vec_bytes(&f->cost), f->cost_objs);
+out:
+    free(ids.p);
+    free(grp.p);
+    free(slt.p);
+    sim_free(&s);
+    PyBuffer_Release(&wt);
+    PyBuffer_Release(&ws);
+    PyBuffer_Release(&arr);
+    PyBuffer_Release(&nw);
+    PyBuffer_Release(&cch);
+    return result;
+}
+
 static PyMethodDef pk_methods[] = {
     {"run", pk_run, METH_VARARGS, run_doc},
+    {"run_formed", pk_run_formed, METH_VARARGS, run_formed_doc},
     {NULL, NULL, 0, NULL},
 };
 

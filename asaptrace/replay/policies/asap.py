@@ -64,6 +64,7 @@ from asaptrace.replay.mechanics.deployment import Deployment
 from asaptrace.replay.mechanics.formers import Batch, BatchFormer, FifoBatches, StaticBatches, batch_costs
 from asaptrace.replay.mechanics.lockstep import chain_from_costs, run_chain
 from asaptrace.replay.mechanics.offline import lockstep_split_steps, offline_batches
+from asaptrace.replay.mechanics.pipeline_run import TokenRule
 from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies.base import Policy, PolicyRun, lockstep_batches, serve_setting
 from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
@@ -111,21 +112,61 @@ class AsapFormer(OnlineFormer):
     def cut(self, reqs: list[int], now_ns: int) -> Batch:
         """The batch of these requests, costed on the served deployment."""
         new, cached = self.new, self.cached
-        pieces = tuple([(new[i], cached[i]) for i in reqs])
-        got = self.kept.get(pieces)
-        if got is None:
-            got = self.kept[pieces] = costs_of(self.costs, self.sc.layers, self.tp, self.experts, pieces)
-        attn, disp, moe, comb = got
+        attn, disp, moe, comb = self.costs_for(tuple([(new[i], cached[i]) for i in reqs]))
         bid = len(self.members)
         self.members.append(reqs)
         alone = self.dual and max([new[i] for i in reqs]) > self.pol.long_tokens
         return Batch(bid, now_ns, attn, disp, moe, comb, alone=alone)
+
+    def costs_for(self, pieces: tuple[tuple[int, int], ...]) -> tuple[np.ndarray, ...]:
+        """A batch's per-layer costs by its pieces' (new tokens, prefix), kept for the run."""
+        got = self.kept.get(pieces)
+        if got is None:
+            got = self.kept[pieces] = costs_of(self.costs, self.sc.layers, self.tp, self.experts, pieces)
+        return got
+
+    def compiled_rule(self) -> TokenRule | None:
+        """These very rules for the kernel's compiled former, unless a subclass (or the instance)
+        replaced a hook or a setting is not an integer: then the Python hooks run."""
+        if any(getattr(type(self), h) is not getattr(AsapFormer, h) or h in vars(self) for h in _HOOKS):
+            return None
+        pol = self.pol
+        limits = (pol.min_batch_tokens, pol.max_batch_tokens, pol.long_tokens)
+        if not all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in limits):
+            return None
+        new, cached = np.asarray(self.new), np.asarray(self.cached)
+        if new.size and (new.dtype.kind != "i" or cached.dtype.kind != "i"):  # (e.g. float tokens)
+            return None
+        return TokenRule(
+            arrival_ns=np.asarray(self.arrival, np.int64),
+            new_tokens=new,
+            cached_len=cached,
+            min_tokens=int(pol.min_batch_tokens),
+            max_tokens=int(pol.max_batch_tokens),
+            long_tokens=int(pol.long_tokens) if self.dual else None,
+            cost_of=self.costs_for,
+        )
 
     def _hand_out(self, b: Batch, now_ns: int) -> Batch:
         start = self.start
         for i in self.members[b.batch_id]:  # one or a few: a loop beats a fancy index
             start[i] = now_ns
         return b
+
+
+#: what the compiled former does in place of AsapFormer's: overriding any keeps the Python former
+_HOOKS = (
+    "wakeups",
+    "arrive",
+    "quiet_until",
+    "order",
+    "admit",
+    "take",
+    "next_batch",
+    "cut",
+    "costs_for",
+    "_hand_out",
+)
 
 
 @lru_cache(maxsize=1 << 16)
