@@ -1,7 +1,7 @@
-"""asap's built-in online former compiled into the pipeline kernel (``_pkernel.run_formed``) against
-the Python former it replaces: on the same request streams and deployments every request's start,
-end and own time, the batch count and the event count are the same, to the bit. A subclass that
-overrides a hook keeps the Python former (and its own answer)."""
+"""asap's and afd-pingpong's built-in online formers compiled into the pipeline kernel
+(``_pkernel.run_formed``) against the Python formers they replace: on the same request streams and
+deployments every request's start, end and own time, the batch count and the event count are the
+same, to the bit. A subclass that overrides a hook keeps the Python former (and its own answer)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 from asaptrace.replay.mechanics import pipeline_run
 from asaptrace.replay.policies import policy_of
+from asaptrace.replay.policies.afd_pingpong import AfdPingpong, PingpongFormer
 from asaptrace.replay.policies.asap import Asap, AsapFormer
 from asaptrace.replay.policies.pipelined_online import serve_on_pipeline
 from asaptrace.replay.serving.scenario import load_scenario
@@ -28,6 +29,11 @@ SC = load_scenario("asap-paper")
 class PythonAsapFormer(AsapFormer):
     """asap's former with every hook its own, kept in Python: the reference."""
 
+    def compiled_rule(self):
+        return None
+
+
+class PythonPingpongFormer(PingpongFormer):
     def compiled_rule(self):
         return None
 
@@ -54,13 +60,16 @@ def stream(seed: int, n: int, *, bursty: bool, gap_ms: float) -> ServingRequests
     )
 
 
-def serve_both(pol: Asap, req: ServingRequests):
+def serve_both(pol: Asap | AfdPingpong, req: ServingRequests):
     """The same serving run with the compiled former and with the Python former, both on the kernel."""
-    compiled = AsapFormer(req, SC, pol)
+    built_in, python = (
+        (AsapFormer, PythonAsapFormer) if isinstance(pol, Asap) else (PingpongFormer, PythonPingpongFormer)
+    )
+    compiled = built_in(req, SC, pol)
     assert compiled.compiled_rule() is not None
     got = serve_on_pipeline(req, SC, pol.online_config(SC), compiled, pol.name)
     assert compiled.members == []  # (the Python former fills members: the compiled one ran)
-    reference = PythonAsapFormer(req, SC, pol)
+    reference = python(req, SC, pol)
     want = serve_on_pipeline(req, SC, pol.online_config(SC), reference, pol.name)
     assert len(reference.members) == want.steps
     return got, want
@@ -170,7 +179,60 @@ def test_an_instance_with_a_replaced_hook_keeps_the_python_former():
 
 def test_the_registry_asap_runs_compiled():
     # what the sweep and advise --online serve: the registry's asap and its ablations
-    for spec in ("asap", "asap-no-dual-batch", "asap-expert-failure"):
+    for spec in ("asap", "asap-no-dual-batch", "asap-expert-failure", "afd-pingpong", "afd-pingpong-m4"):
         pol = policy_of(spec)
         req = stream(13, 50, bursty=True, gap_ms=10.0)
         assert pol.online_former(req, SC, pol).compiled_rule() is not None
+
+
+PINGPONG = [
+    # (attention, experts, settings, stream: seed, n, bursty, mean gap ms)
+    ("4x4", 16, {}, (21, 300, True, 20.0)),
+    ("2x4", 8, {"m": 1}, (22, 200, True, 20.0)),
+    ("4x4", 16, {"m": 3, "step_tokens": 20000}, (23, 300, True, 10.0)),  # steps the cap binds
+    ("3x2", 6, {"m": 4, "step_tokens": 65536}, (24, 300, True, 5.0)),
+    ("1x4", 8, {"m": 6, "expert_failure": True}, (25, 200, True, 10.0)),
+    ("2x4", 8, {"m": 2, "step_tokens": 1}, (26, 150, False, 10.0)),  # one request a step
+]
+
+
+@pytest.mark.parametrize(("attention", "experts", "settings", "drawn"), PINGPONG)
+def test_the_compiled_pingpong_former_serves_exactly_as_the_python_former(
+    attention, experts, settings, drawn
+):
+    pol = replace(AfdPingpong(), attention=attention, experts=experts, **settings)
+    req = stream(drawn[0], drawn[1], bursty=drawn[2], gap_ms=drawn[3])
+    got, want = serve_both(pol, req)
+    assert_same(got, want)
+    assert (got.start_ns >= req.arrival_ns).all() and (got.end_ns > got.start_ns).all()
+
+
+def test_pingpong_steps_split_longest_first_over_m_micro_batches():
+    # one step of six prompts queued together behind a busy stage, m = 3: longest-first onto the
+    # least-loaded micro-batch → {9000}, {8000}, {4000, 2000, 1000, 700}
+    pol = replace(AfdPingpong(), attention="1x4", experts=4, m=3)
+    new = np.array([3000, 4000, 9000, 1000, 8000, 2000, 700], np.int64)
+    req = ServingRequests(np.array([0, 1, 1, 1, 1, 1, 1], np.int64) * MS, new, np.zeros(7, np.int64))
+    got, want = serve_both(pol, req)
+    assert_same(got, want)
+    assert got.steps == 1 + 3
+    ends = got.end_ns[1:].tolist()  # requests 1–6: 4000, 9000, 1000, 8000, 2000, 700
+    assert ends[0] == ends[2] == ends[4] == ends[5]
+    assert len({ends[0], ends[1], ends[3]}) == 3
+    assert len({*got.start_ns[1:].tolist()}) == 1  # the step's micro-batches are handed out together
+
+
+def test_a_pingpong_subclass_that_reorders_keeps_the_python_former():
+    class Shortest(PingpongFormer):
+        def order(self, queue):
+            return sorted(queue, key=lambda i: (self.new[i], i))
+
+    pol = replace(AfdPingpong(), attention="1x4", experts=4, m=1, step_tokens=1)
+    new = np.array([8000, 9000, 1000, 4000, 2000], np.int64)
+    req = ServingRequests(np.array([0, 1, 1, 1, 1], np.int64) * MS, new, np.zeros(5, np.int64))
+    former = Shortest(req, SC, pol)
+    assert former.compiled_rule() is None
+    got = serve_on_pipeline(req, SC, pol.online_config(SC), former, pol.name)
+    assert np.argsort(got.start_ns).tolist() == [0, 2, 4, 3, 1]
+    fifo, _ = serve_both(pol, req)
+    assert np.argsort(fifo.start_ns).tolist() == [0, 1, 2, 3, 4]

@@ -638,21 +638,25 @@ static int run_loop(Sim *s) {
 
 /* ------------------------------------------------------------------- the compiled token former */
 
-/* asap's built-in online former (asaptrace.replay.policies.asap.AsapFormer), compiled: the same
- * decisions in the same order, so that a serving run never calls Python per batch.  Arrived requests
- * queue in arrival order; a batch takes them FIFO while it holds < min_tokens new tokens and the next
- * fits in max_tokens (the first always joins) -- with FIFO the queue is always the run of requests
- * [head, next) and a batch a run of consecutive requests.  With dual batching a batch holding a
- * prompt of more than long_tokens runs alone: cut for a busy group it reserves that group until the
- * group is idle.  With nothing queued nor reserved the answer is the next arrival (NEVER after the
- * last).  A batch's costs come from Python (cost_of(pieces)) once per distinct pieces in the run:
- * pieces ((new, cached), ...) hashed here over the requests' arrays. */
+/* The built-in online formers of asap (asaptrace.replay.policies.asap.AsapFormer) and afd-pingpong
+ * (afd_pingpong.PingpongFormer), compiled: the same decisions in the same order, so that a serving
+ * run never calls Python per batch.  Arrived requests queue in arrival order; a take is FIFO while
+ * the taken hold < min_tokens new tokens and the next fits in max_tokens (the first always joins) --
+ * with FIFO the queue is always the run of requests [head, next) and a take a run of consecutive
+ * requests.  asap (micro = 0): a batch is one take, cut for any group with a free slot; with dual
+ * batching a batch holding a prompt of more than long_tokens runs alone: cut for a busy group it
+ * reserves that group until the group is idle.  afd-pingpong (micro = m >= 1): a step is one take,
+ * cut when the stage is idle and nothing is pending, dealt longest-first by new tokens onto
+ * min(m, its requests) micro-batches (planner.place_longest_first), handed out one per free slot.
+ * With nothing queued nor held back the answer is the next arrival (NEVER after the last).  A
+ * batch's costs come from Python (cost_of(pieces)) once per distinct pieces in the run: pieces
+ * ((new, cached), ...) hashed here over the requests' arrays. */
 
 #define NEVER ((int64_t)1 << 62)
 
 typedef struct {
     uint64_t hash;
-    int64_t first, count; /* the requests that first had these pieces */
+    int64_t first, count; /* the requests that first had these pieces: reqs[first, first + count) */
     int64_t *block;       /* 4 * layers costs: attention, dispatch, moe, combine */
     int64_t layers;
 } Cost;
@@ -660,10 +664,16 @@ typedef struct {
 struct Former {
     const int64_t *arrival, *new, *cached;
     int64_t n, next, head; /* requests; the next to arrive; the queue is [head, next) */
-    int64_t min_tokens, max_tokens, long_tokens;
+    int64_t min_tokens, max_tokens, long_tokens, micro;
     int dual;
     int64_t *reserved, nreserved; /* per group: the batch waiting for it to drain (-1: none) */
-    Vec first, count, cost, alone; /* per batch id */
+    Vec reqs;                      /* the batches' requests, batch after batch (in batch id order) */
+    Vec first, count, cost, alone; /* per batch id: its requests reqs[first, first + count), ... */
+    Vec pending;                   /* afd-pingpong: the step's micro-batches not handed out yet */
+    size_t pending_head;
+    int64_t *order, *where; /* afd-pingpong: scratch of a step's placement */
+    double *load;
+    size_t cap_scratch;
     int64_t *start;                /* per request: its batch's hand-out time (-1: not yet) */
     Cost *costs;
     size_t ncosts, capcosts;
@@ -675,8 +685,11 @@ struct Former {
 static void former_free(Former *f) {
     if (!f) return;
     free(f->reserved);
-    Vec *vs[] = {&f->first, &f->count, &f->cost, &f->alone};
-    for (size_t i = 0; i < 4; i++) free(vs[i]->p);
+    Vec *vs[] = {&f->reqs, &f->first, &f->count, &f->cost, &f->alone, &f->pending};
+    for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) free(vs[i]->p);
+    free(f->order);
+    free(f->where);
+    free(f->load);
     free(f->start);
     for (size_t i = 0; i < f->ncosts; i++) free(f->costs[i].block);
     free(f->costs);
@@ -687,17 +700,18 @@ static void former_free(Former *f) {
 
 static uint64_t pieces_hash(const Former *f, int64_t a, int64_t n) {
     uint64_t h = (uint64_t)n;
-    for (int64_t i = a; i < a + n; i++) {
-        h = mix((int64_t)(h ^ (uint64_t)f->new[i]));
-        h = mix((int64_t)(h ^ (uint64_t)f->cached[i]));
+    for (const int64_t *r = f->reqs.p + a; r < f->reqs.p + a + n; r++) {
+        h = mix((int64_t)(h ^ (uint64_t)f->new[*r]));
+        h = mix((int64_t)(h ^ (uint64_t)f->cached[*r]));
     }
     return h;
 }
 
 static int same_pieces(const Former *f, const Cost *c, int64_t a, int64_t n) {
     if (c->count != n) return 0;
+    const int64_t *x = f->reqs.p + c->first, *y = f->reqs.p + a;
     for (int64_t k = 0; k < n; k++)
-        if (f->new[c->first + k] != f->new[a + k] || f->cached[c->first + k] != f->cached[a + k]) return 0;
+        if (f->new[x[k]] != f->new[y[k]] || f->cached[x[k]] != f->cached[y[k]]) return 0;
     return 1;
 }
 
@@ -720,7 +734,7 @@ static int costs_rehash(Former *f) {
     return 0;
 }
 
-/* the cost index of requests [a, a + n)'s pieces, asking Python the first time; -1 on error */
+/* the cost index of requests reqs[a, a + n)'s pieces, asking Python the first time; -1 on error */
 static int64_t cost_index(Sim *s, int64_t a, int64_t n) {
     Former *f = s->f;
     uint64_t h = pieces_hash(f, a, n);
@@ -732,7 +746,8 @@ static int64_t cost_index(Sim *s, int64_t a, int64_t n) {
     PyObject *pieces = PyTuple_New((Py_ssize_t)n);
     if (!pieces) return -1;
     for (int64_t k = 0; k < n; k++) {
-        PyObject *one = Py_BuildValue("(LL)", (long long)f->new[a + k], (long long)f->cached[a + k]);
+        int64_t r = f->reqs.p[a + k];
+        PyObject *one = Py_BuildValue("(LL)", (long long)f->new[r], (long long)f->cached[r]);
         if (!one) {
             Py_DECREF(pieces);
             return -1;
@@ -783,29 +798,102 @@ done:
     return idx;
 }
 
-/* AsapFormer.take + cut: the next batch's requests off the queue, its id (or -1 on error) */
-static int64_t former_cut(Sim *s) {
+/* OnlineFormer.take: the next take's requests off the queue, [a, j) */
+static void former_take(Former *f, int64_t *a, int64_t *j) {
+    int64_t k = *a = f->head, tokens = 0;
+    while (k < f->next && (k == *a || (tokens < f->min_tokens && tokens + f->new[k] <= f->max_tokens)))
+        tokens += f->new[k++];
+    *j = f->head = k;
+}
+
+/* a batch of the requests reqs[a, reqs.n) just pushed: its id (or -1 on error) */
+static int64_t former_batch(Sim *s, int64_t a) {
     Former *f = s->f;
-    int64_t a = f->head, j = a, tokens = 0, longest = 0;
-    while (j < f->next && (j == a || (tokens < f->min_tokens && tokens + f->new[j] <= f->max_tokens))) {
-        tokens += f->new[j];
-        if (j == a || f->new[j] > longest) longest = f->new[j];
-        j++;
-    }
-    f->head = j;
-    int64_t c = cost_index(s, a, j - a);
+    int64_t n = (int64_t)f->reqs.n - a, longest = 0;
+    for (int64_t k = a; k < a + n; k++)
+        if (k == a || f->new[f->reqs.p[k]] > longest) longest = f->new[f->reqs.p[k]];
+    int64_t c = cost_index(s, a, n);
     if (c < 0) return -1;
     int64_t bid = (int64_t)f->first.n;
-    if (vec_push(&f->first, a) < 0 || vec_push(&f->count, j - a) < 0 || vec_push(&f->cost, c) < 0 ||
-        vec_push(&f->alone, f->dual && longest > f->long_tokens) < 0)
+    if (vec_push(&f->first, a) < 0 || vec_push(&f->count, n) < 0 || vec_push(&f->cost, c) < 0 ||
+        vec_push(&f->alone, f->micro == 0 && f->dual && longest > f->long_tokens) < 0)
         return -1;
     return bid;
+}
+
+/* AsapFormer.take + cut: the next batch off the queue, its id (or -1 on error) */
+static int64_t former_cut(Sim *s) {
+    Former *f = s->f;
+    int64_t a, j, at = (int64_t)f->reqs.n;
+    former_take(f, &a, &j);
+    for (int64_t i = a; i < j; i++)
+        if (vec_push(&f->reqs, i) < 0) return -1;
+    return former_batch(s, at);
+}
+
+static const double *sort_w; /* (qsort has no context argument) */
+
+/* by descending weight, ties by position: Python's stable sorted(key=lambda i: -w[i]) */
+static int by_weight(const void *x, const void *y) {
+    int64_t i = *(const int64_t *)x, j = *(const int64_t *)y;
+    if (sort_w[i] != sort_w[j]) return sort_w[i] > sort_w[j] ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+/* PingpongFormer._cut_step: the next step off the queue, dealt longest-first by new tokens onto
+ * min(m, its requests) micro-batches (planner.place_longest_first: float64 loads, the first
+ * least-loaded bin), each pending in bin order with its requests in arrival order; 0 or -1 */
+static int former_cut_step(Sim *s) {
+    Former *f = s->f;
+    int64_t a, j;
+    former_take(f, &a, &j);
+    int64_t n = j - a, parts = f->micro < n ? f->micro : n;
+    if ((size_t)n > f->cap_scratch) {
+        size_t cap = 2 * (size_t)n;
+        int64_t *order = realloc(f->order, cap * sizeof *order), *where = NULL;
+        double *w = NULL;
+        if (order) f->order = order;
+        if (order && (where = realloc(f->where, cap * sizeof *where))) f->where = where;
+        if (where && (w = realloc(f->load, 2 * cap * sizeof *w))) f->load = w; /* weights, then loads */
+        if (!w) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        f->cap_scratch = cap;
+    }
+    double *w = f->load, *load = w + n;
+    int64_t *where = f->where;
+    for (int64_t k = 0; k < n; k++) {
+        w[k] = (double)f->new[a + k];
+        f->order[k] = k;
+        where[k] = 0;
+    }
+    if (parts > 1) {
+        for (int64_t b = 0; b < parts; b++) load[b] = 0.0;
+        sort_w = w;
+        qsort(f->order, (size_t)n, sizeof *f->order, by_weight);
+        for (int64_t k = 0; k < n; k++) {
+            int64_t i = f->order[k], b = 0;
+            for (int64_t c = 1; c < parts; c++)
+                if (load[c] < load[b]) b = c;
+            where[i] = b;
+            load[b] += w[i];
+        }
+    }
+    for (int64_t b = 0; b < parts; b++) {
+        int64_t at = (int64_t)f->reqs.n;
+        for (int64_t k = 0; k < n; k++)
+            if (where[k] == b && vec_push(&f->reqs, a + k) < 0) return -1;
+        int64_t bid = former_batch(s, at);
+        if (bid < 0 || vec_push(&f->pending, bid) < 0) return -1;
+    }
+    return 0;
 }
 
 /* AsapFormer._hand_out: its requests start now; the batch joins the run on group g (its index) */
 static int64_t former_hand_out(Sim *s, int64_t bid, int64_t t, int64_t g) {
     Former *f = s->f;
-    for (int64_t i = f->first.p[bid]; i < f->first.p[bid] + f->count.p[bid]; i++) f->start[i] = t;
+    for (int64_t k = f->first.p[bid]; k < f->first.p[bid] + f->count.p[bid]; k++) f->start[f->reqs.p[k]] = t;
     if (grow((void **)&s->bs, &s->capb, s->nb, sizeof *s->bs, 256) < 0) return -1;
     const Cost *c = &f->costs[f->cost.p[bid]];
     Batch *b = &s->bs[s->nb];
@@ -824,9 +912,31 @@ static int64_t former_hand_out(Sim *s, int64_t bid, int64_t t, int64_t g) {
 
 static int64_t quiet_until(const Former *f) { return f->next < f->n ? f->arrival[f->next] : NEVER; }
 
+/* PingpongFormer.next_batch, statement for statement */
+static int ask_pingpong(Sim *s, int64_t t, int64_t g, int idle, int64_t *bi, int64_t *until) {
+    Former *f = s->f;
+    *bi = -1;
+    *until = INT64_MIN;
+    while (f->next < f->n && f->arrival[f->next] <= t) f->next++;
+    if (f->pending_head == f->pending.n) {
+        if (f->head == f->next) {
+            *until = quiet_until(f);
+            return 0;
+        }
+        if (!idle) return 0;
+        f->pending.n = f->pending_head = 0;
+        if (former_cut_step(s) < 0) return -1;
+    }
+    int64_t bid = f->pending.p[f->pending_head++];
+    if (f->pending_head == f->pending.n && f->head == f->next) *until = quiet_until(f);
+    *bi = former_hand_out(s, bid, t, g);
+    return *bi < 0 ? -1 : 0;
+}
+
 /* AsapFormer.next_batch, statement for statement */
 static int ask_compiled(Sim *s, int64_t t, int64_t g, int idle, int64_t *bi, int64_t *until) {
     Former *f = s->f;
+    if (f->micro) return ask_pingpong(s, t, g, idle, bi, until);
     *bi = -1;
     *until = INT64_MIN;
     if (f->next < f->n && f->arrival[f->next] <= t) {
@@ -1026,32 +1136,32 @@ out:
 
 PyDoc_STRVAR(run_formed_doc,
              "run_formed(groups, slots, buffer_slots, overlap, comm_share, launch_ns, wakeup_t, wakeup_seq,\n"
-             "    arrival, new, cached, min_tokens, max_tokens, dual, long_tokens, cost_of, conv)\n"
-             "    -> (ids, done_idx, done_t, handled, start, count, cost, costs)\n\n"
-             "run() with the compiled FIFO token former (asap's built-in AsapFormer) in place of a Python\n"
-             "former: arrival / new / cached the requests' int64 bytes (arrival order); cost_of(pieces) the\n"
-             "4 per-layer cost arrays of a batch whose ((new, cached), ...) were not seen before.  Results:\n"
-             "ids, done_idx, done_t as run()'s; start per request; per batch id its request count (batches\n"
-             "take consecutive requests: batch k the next count[k]) and cost index into costs, the list of\n"
-             "cost_of's answers.");
+             "    arrival, new, cached, min_tokens, max_tokens, dual, long_tokens, micro, cost_of, conv)\n"
+             "    -> (ids, done_idx, done_t, handled, start, count, reqs, cost, costs)\n\n"
+             "run() with a compiled FIFO token former in place of a Python one (micro 0: asap's AsapFormer;\n"
+             "m >= 1: afd-pingpong's PingpongFormer, steps of m micro-batches): arrival / new / cached the\n"
+             "requests' int64 bytes (arrival order); cost_of(pieces) the 4 per-layer cost arrays of a batch\n"
+             "whose ((new, cached), ...) were not seen before.  Results: ids, done_idx, done_t as run()'s;\n"
+             "start per request; per batch id its request count (its requests the next count[k] of reqs)\n"
+             "and cost index into costs, the list of cost_of's answers.");
 
 static PyObject *pk_run_formed(PyObject *self, PyObject *args) {
     (void)self;
     Sim s;
     memset(&s, 0, sizeof s);
-    long long groups, slots, buffer_slots, launch_ns, min_tokens, max_tokens, long_tokens;
+    long long groups, slots, buffer_slots, launch_ns, min_tokens, max_tokens, long_tokens, micro;
     int overlap, dual;
     double comm_share;
     Py_buffer wt, ws, arr, nw, cch;
     PyObject *cost_of, *conv;
-    if (!PyArg_ParseTuple(args, "LLLpdLy*y*y*y*y*LLpLOO", &groups, &slots, &buffer_slots, &overlap, &comm_share,
-                          &launch_ns, &wt, &ws, &arr, &nw, &cch, &min_tokens, &max_tokens, &dual, &long_tokens,
-                          &cost_of, &conv))
+    if (!PyArg_ParseTuple(args, "LLLpdLy*y*y*y*y*LLpLLOO", &groups, &slots, &buffer_slots, &overlap,
+                          &comm_share, &launch_ns, &wt, &ws, &arr, &nw, &cch, &min_tokens, &max_tokens, &dual,
+                          &long_tokens, &micro, &cost_of, &conv))
         return NULL;
     PyObject *result = NULL;
     Vec ids = {0}, grp = {0}, slt = {0};
     if (sim_init(&s, groups, slots, buffer_slots, overlap, comm_share, launch_ns, &wt, &ws, conv, 0) < 0) goto out;
-    if (arr.len != nw.len || arr.len != cch.len) {
+    if (arr.len != nw.len || arr.len != cch.len || micro < 0) {
         PyErr_SetString(PyExc_ValueError, "run_formed: arrival, new and cached differ in length");
         goto out;
     }
@@ -1068,6 +1178,7 @@ static PyObject *pk_run_formed(PyObject *self, PyObject *args) {
     f->max_tokens = max_tokens;
     f->long_tokens = long_tokens;
     f->dual = dual;
+    f->micro = micro;
     f->cost_of = cost_of;
     f->cost_objs = PyList_New(0);
     f->reserved = malloc((size_t)groups * sizeof *f->reserved);
@@ -1080,10 +1191,10 @@ static PyObject *pk_run_formed(PyObject *self, PyObject *args) {
     for (int64_t g = 0; g < groups; g++) f->reserved[g] = -1;
     for (int64_t i = 0; i < f->n; i++) f->start[i] = -1;
     if (run_loop(&s) < 0 || sim_batches(&s, &ids, &grp, &slt) < 0) goto out;
-    result = Py_BuildValue("(NNNLNNNO)", vec_bytes(&ids), vec_bytes(&s.done_idx), vec_bytes(&s.done_t),
+    result = Py_BuildValue("(NNNLNNNNO)", vec_bytes(&ids), vec_bytes(&s.done_idx), vec_bytes(&s.done_t),
                            (long long)s.handled,
                            PyBytes_FromStringAndSize((const char *)f->start, (Py_ssize_t)(f->n * sizeof(int64_t))),
-                           vec_bytes(&f->count), vec_bytes(&f->cost), f->cost_objs);
+                           vec_bytes(&f->count), vec_bytes(&f->reqs), vec_bytes(&f->cost), f->cost_objs);
 out:
     free(ids.p);
     free(grp.p);

@@ -8,8 +8,8 @@ faster — same events, same heap key and seq order, same int64 arithmetic, call
 exactly where the reference does — and the tests compare the two span for span.
 
 :func:`run_formed` runs the kernel with its compiled FIFO token former (:class:`TokenRule`: asap's
-built-in online former) in place of a Python one: the same decisions in the same order, Python asked
-only for the costs of a batch whose pieces it has not seen in the run.
+and afd-pingpong's built-in online formers) in place of a Python one: the same decisions in the
+same order, Python asked only for the costs of a batch whose pieces it has not seen in the run.
 """
 
 from __future__ import annotations
@@ -179,12 +179,16 @@ def _run_kernel(
 
 @dataclass(frozen=True)
 class TokenRule:
-    """A FIFO token former the kernel runs itself (asap's built-in online former,
-    :class:`~asaptrace.replay.policies.asap.AsapFormer`): arrived requests queue in arrival order;
-    a batch takes them while it holds < ``min_tokens`` new tokens and the next fits in
-    ``max_tokens`` (the first always joins); a batch with a prompt of more than ``long_tokens``
-    (None: never) runs alone, reserving a busy group until it is idle. ``cost_of(pieces)``, pieces
-    the batch's ((new, cached), ...), gives its 4 per-layer cost arrays (once per distinct pieces)."""
+    """A FIFO token former the kernel runs itself: arrived requests queue in arrival order; a take
+    holds them while it has < ``min_tokens`` new tokens and the next fits in ``max_tokens`` (the
+    first always joins). ``micro_batches`` 0 (asap's
+    :class:`~asaptrace.replay.policies.asap.AsapFormer`): a take is a batch, cut for any free slot;
+    one with a prompt of more than ``long_tokens`` (None: never) runs alone, reserving a busy group
+    until it is idle. ``micro_batches`` m ≥ 1 (afd-pingpong's
+    :class:`~asaptrace.replay.policies.afd_pingpong.PingpongFormer`): a take is a step, cut when the
+    stage is idle and nothing is pending, dealt longest-first by new tokens onto min(m, its
+    requests) micro-batches handed out one per free slot. ``cost_of(pieces)``, pieces the batch's
+    ((new, cached), ...), gives its 4 per-layer cost arrays (asked once per distinct pieces)."""
 
     arrival_ns: np.ndarray
     new_tokens: np.ndarray
@@ -193,6 +197,7 @@ class TokenRule:
     max_tokens: int
     long_tokens: int | None
     cost_of: Callable[[tuple[tuple[int, int], ...]], tuple]
+    micro_batches: int = 0
 
 
 @dataclass(frozen=True)
@@ -201,7 +206,8 @@ class FormedRun:
 
     done_ns: np.ndarray  # per batch: when its last layer was done
     start_ns: np.ndarray  # per request: its batch's hand-out (-1: never handed out)
-    sizes: np.ndarray  # per batch: its request count (batches take consecutive requests, in order)
+    sizes: np.ndarray  # per batch: its request count
+    reqs: np.ndarray  # the batches' requests, batch after batch (batch k: the next sizes[k])
     cost_index: np.ndarray  # per batch: its costs in ``costs``
     costs: list[tuple]  # ``cost_of``'s answers, each once
     events: int
@@ -216,7 +222,7 @@ def run_formed(cfg: PipelineConfig, rule: TokenRule, *, engine: str | None = Non
         np.ascontiguousarray(a, np.int64) for a in (rule.arrival_ns, rule.new_tokens, rule.cached_len)
     )
     wake = np.unique(arrival)  # OnlineFormer.wakeups(): each arrival time once, in order
-    ids, done_idx, done_t, handled, start, count, cost, costs = _pkernel.run_formed(
+    ids, done_idx, done_t, handled, start, count, reqs, cost, costs = _pkernel.run_formed(
         cfg.groups,
         cfg.slots,
         cfg.buffer_slots,
@@ -232,6 +238,7 @@ def run_formed(cfg: PipelineConfig, rule: TokenRule, *, engine: str | None = Non
         rule.max_tokens,
         rule.long_tokens is not None,
         0 if rule.long_tokens is None else rule.long_tokens,
+        rule.micro_batches,
         rule.cost_of,
         _as_ns,
     )
@@ -245,6 +252,7 @@ def run_formed(cfg: PipelineConfig, rule: TokenRule, *, engine: str | None = Non
         done_ns=done,
         start_ns=np.frombuffer(start, np.int64).copy(),
         sizes=sizes,
+        reqs=np.frombuffer(reqs, np.int64),
         cost_index=np.frombuffer(cost, np.int64),
         costs=costs,
         events=handled,

@@ -68,7 +68,7 @@ from asaptrace.replay.mechanics.pipeline_run import TokenRule
 from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies.base import Policy, PolicyRun, lockstep_batches, serve_setting
 from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
-from asaptrace.replay.policies.pipelined_online import OnlineFormer
+from asaptrace.replay.policies.pipelined_online import OnlineFormer, runs_own_hooks
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
 from asaptrace.replay.serving.scenario import Scenario
 
@@ -128,19 +128,15 @@ class AsapFormer(OnlineFormer):
     def compiled_rule(self) -> TokenRule | None:
         """These very rules for the kernel's compiled former, unless a subclass (or the instance)
         replaced a hook or a setting is not an integer: then the Python hooks run."""
-        if any(getattr(type(self), h) is not getattr(AsapFormer, h) or h in vars(self) for h in _HOOKS):
-            return None
         pol = self.pol
-        limits = (pol.min_batch_tokens, pol.max_batch_tokens, pol.long_tokens)
-        if not all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in limits):
-            return None
-        new, cached = np.asarray(self.new), np.asarray(self.cached)
-        if new.size and (new.dtype.kind != "i" or cached.dtype.kind != "i"):  # (e.g. float tokens)
+        if not runs_own_hooks(
+            self, AsapFormer, _HOOKS, pol.min_batch_tokens, pol.max_batch_tokens, pol.long_tokens
+        ):
             return None
         return TokenRule(
             arrival_ns=np.asarray(self.arrival, np.int64),
-            new_tokens=new,
-            cached_len=cached,
+            new_tokens=np.asarray(self.new, np.int64),
+            cached_len=np.asarray(self.cached, np.int64),
             min_tokens=int(pol.min_batch_tokens),
             max_tokens=int(pol.max_batch_tokens),
             long_tokens=int(pol.long_tokens) if self.dual else None,

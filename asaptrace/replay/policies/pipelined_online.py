@@ -103,6 +103,17 @@ class OnlineFormer:
         return reqs
 
 
+def runs_own_hooks(former: OnlineFormer, cls: type, hooks: tuple[str, ...], *settings: object) -> bool:
+    """Whether ``former`` runs ``cls``'s very ``hooks`` (no subclass nor the instance replaced one)
+    on integer ``settings``: what its :meth:`~OnlineFormer.compiled_rule` needs to be exact."""
+    if any(getattr(type(former), h) is not getattr(cls, h) or h in vars(former) for h in hooks):
+        return False
+    if not all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in settings):
+        return False
+    new, cached = np.asarray(former.new), np.asarray(former.cached)
+    return not new.size or (new.dtype.kind == "i" and cached.dtype.kind == "i")  # (not float tokens)
+
+
 def _own_shares(
     former: OnlineFormer, sizes: np.ndarray, reqs: np.ndarray, attn: np.ndarray, rest: np.ndarray
 ) -> None:
@@ -182,8 +193,7 @@ def serve_on_pipeline(
     formed = run_formed(cfg, rule) if rule is not None else None
     if formed is not None:
         former.start[:] = formed.start_ns
-        sizes, done, events = formed.sizes, formed.done_ns, formed.events
-        reqs = np.arange(int(sizes.sum()), dtype=np.int64)  # consecutive requests, batch after batch
+        sizes, reqs, done, events = formed.sizes, formed.reqs, formed.done_ns, formed.events
         index, costs = formed.cost_index, formed.costs
     else:
         trace, batches = run_recorded(cfg, former, spans=False)
