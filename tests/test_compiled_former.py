@@ -107,9 +107,23 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("attention", "experts", "settings", "drawn"), CASES)
-def test_the_compiled_former_serves_exactly_as_the_python_former(attention, experts, settings, drawn):
-    pol = replace(Asap(), attention=attention, experts=experts, **settings)
+PINGPONG = [
+    # (attention, experts, settings, stream: seed, n, bursty, mean gap ms)
+    ("4x4", 16, {}, (21, 300, True, 20.0)),
+    ("2x4", 8, {"m": 1}, (22, 200, True, 20.0)),
+    ("4x4", 16, {"m": 3, "step_tokens": 20000}, (23, 300, True, 10.0)),  # steps the cap binds
+    ("3x2", 6, {"m": 4, "step_tokens": 65536}, (24, 300, True, 5.0)),
+    ("1x4", 8, {"m": 6, "expert_failure": True}, (25, 200, True, 10.0)),
+    ("2x4", 8, {"m": 2, "step_tokens": 1}, (26, 150, False, 10.0)),  # one request a step
+]
+
+
+@pytest.mark.parametrize(
+    ("policy", "attention", "experts", "settings", "drawn"),
+    [(Asap, *case) for case in CASES] + [(AfdPingpong, *case) for case in PINGPONG],
+)
+def test_the_compiled_former_serves_exactly_as_the_python_former(policy, attention, experts, settings, drawn):
+    pol = replace(policy(), attention=attention, experts=experts, **settings)
     req = stream(drawn[0], drawn[1], bursty=drawn[2], gap_ms=drawn[3])
     got, want = serve_both(pol, req)
     assert_same(got, want)
@@ -183,28 +197,6 @@ def test_the_registry_asap_runs_compiled():
         pol = policy_of(spec)
         req = stream(13, 50, bursty=True, gap_ms=10.0)
         assert pol.online_former(req, SC, pol).compiled_rule() is not None
-
-
-PINGPONG = [
-    # (attention, experts, settings, stream: seed, n, bursty, mean gap ms)
-    ("4x4", 16, {}, (21, 300, True, 20.0)),
-    ("2x4", 8, {"m": 1}, (22, 200, True, 20.0)),
-    ("4x4", 16, {"m": 3, "step_tokens": 20000}, (23, 300, True, 10.0)),  # steps the cap binds
-    ("3x2", 6, {"m": 4, "step_tokens": 65536}, (24, 300, True, 5.0)),
-    ("1x4", 8, {"m": 6, "expert_failure": True}, (25, 200, True, 10.0)),
-    ("2x4", 8, {"m": 2, "step_tokens": 1}, (26, 150, False, 10.0)),  # one request a step
-]
-
-
-@pytest.mark.parametrize(("attention", "experts", "settings", "drawn"), PINGPONG)
-def test_the_compiled_pingpong_former_serves_exactly_as_the_python_former(
-    attention, experts, settings, drawn
-):
-    pol = replace(AfdPingpong(), attention=attention, experts=experts, **settings)
-    req = stream(drawn[0], drawn[1], bursty=drawn[2], gap_ms=drawn[3])
-    got, want = serve_both(pol, req)
-    assert_same(got, want)
-    assert (got.start_ns >= req.arrival_ns).all() and (got.end_ns > got.start_ns).all()
 
 
 def test_pingpong_steps_split_longest_first_over_m_micro_batches():

@@ -115,6 +115,11 @@ def _rows(buf: bytes | None, width: int) -> list:
     return list(zip(*cols, strict=True))
 
 
+def _config_args(cfg: PipelineConfig) -> tuple:
+    """The kernel's first six arguments: the pipeline's shape and mechanisms."""
+    return cfg.groups, cfg.slots, cfg.buffer_slots, cfg.overlap, float(cfg.comm_share), cfg.launch_ns
+
+
 def _run_kernel(
     cfg: PipelineConfig, former: BatchFormer, order: ServiceOrder | None, spans: bool
 ) -> tuple[PipelineTrace, dict[int, Batch]]:
@@ -135,12 +140,7 @@ def _run_kernel(
     gc.disable()
     try:
         ids, groups, slots, done_idx, done_t, handled, objs, attn, disp, moe, comb = _pkernel.run(
-            cfg.groups,
-            cfg.slots,
-            cfg.buffer_slots,
-            cfg.overlap,
-            float(cfg.comm_share),
-            cfg.launch_ns,
+            *_config_args(cfg),
             wake[seq].tobytes(),
             seq.astype(np.int64).tobytes(),
             former,
@@ -223,12 +223,7 @@ def run_formed(cfg: PipelineConfig, rule: TokenRule, *, engine: str | None = Non
     )
     wake = np.unique(arrival)  # OnlineFormer.wakeups(): each arrival time once, in order
     ids, done_idx, done_t, handled, start, count, reqs, cost, costs = _pkernel.run_formed(
-        cfg.groups,
-        cfg.slots,
-        cfg.buffer_slots,
-        cfg.overlap,
-        float(cfg.comm_share),
-        cfg.launch_ns,
+        *_config_args(cfg),
         wake.tobytes(),
         np.arange(len(wake), dtype=np.int64).tobytes(),
         arrival.tobytes(),

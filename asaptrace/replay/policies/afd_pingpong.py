@@ -48,7 +48,7 @@ from asaptrace.replay.mechanics.planner import place_longest_first
 from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies.base import form_setting, serve_setting
 from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
-from asaptrace.replay.policies.pipelined_online import UNBOUNDED, OnlineFormer, runs_own_hooks
+from asaptrace.replay.policies.pipelined_online import COMPILED_HOOKS, UNBOUNDED, OnlineFormer, runs_own_hooks
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
 from asaptrace.replay.serving.scenario import Scenario
 
@@ -156,18 +156,7 @@ class PingpongFormer(OnlineFormer):
 
 
 #: what the compiled former does in place of PingpongFormer's: overriding any keeps the Python former
-_HOOKS = (
-    "wakeups",
-    "arrive",
-    "quiet_until",
-    "order",
-    "admit",
-    "take",
-    "next_batch",
-    "_cut_step",
-    "_micro_batch",
-    "costs_for",
-)
+_HOOKS = (*COMPILED_HOOKS, "_cut_step", "_micro_batch")
 _NO_LEAST = (1 << 63) - 1  # a step has no least size (asap's min_batch_tokens): every take is below it
 
 

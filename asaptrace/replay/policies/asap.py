@@ -68,7 +68,7 @@ from asaptrace.replay.mechanics.pipeline_run import TokenRule
 from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies.base import Policy, PolicyRun, lockstep_batches, serve_setting
 from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
-from asaptrace.replay.policies.pipelined_online import OnlineFormer, runs_own_hooks
+from asaptrace.replay.policies.pipelined_online import COMPILED_HOOKS, OnlineFormer, runs_own_hooks
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
 from asaptrace.replay.serving.scenario import Scenario
 
@@ -151,18 +151,7 @@ class AsapFormer(OnlineFormer):
 
 
 #: what the compiled former does in place of AsapFormer's: overriding any keeps the Python former
-_HOOKS = (
-    "wakeups",
-    "arrive",
-    "quiet_until",
-    "order",
-    "admit",
-    "take",
-    "next_batch",
-    "cut",
-    "costs_for",
-    "_hand_out",
-)
+_HOOKS = (*COMPILED_HOOKS, "cut", "_hand_out")
 
 
 @lru_cache(maxsize=1 << 16)

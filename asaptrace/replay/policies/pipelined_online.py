@@ -103,6 +103,10 @@ class OnlineFormer:
         return reqs
 
 
+#: the hooks every built-in online former's compiled rule replaces (each adds its own)
+COMPILED_HOOKS = ("wakeups", "arrive", "quiet_until", "order", "admit", "take", "next_batch", "costs_for")
+
+
 def runs_own_hooks(former: OnlineFormer, cls: type, hooks: tuple[str, ...], *settings: object) -> bool:
     """Whether ``former`` runs ``cls``'s very ``hooks`` (no subclass nor the instance replaced one)
     on integer ``settings``: what its :meth:`~OnlineFormer.compiled_rule` needs to be exact."""
