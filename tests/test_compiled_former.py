@@ -228,3 +228,26 @@ def test_a_pingpong_subclass_that_reorders_keeps_the_python_former():
     assert np.argsort(got.start_ns).tolist() == [0, 2, 4, 3, 1]
     fifo, _ = serve_both(pol, req)
     assert np.argsort(fifo.start_ns).tolist() == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(("overlap", "launch"), [(True, 0), (False, 220_000)])
+def test_the_kernel_totals_are_the_python_totals_and_other_arrays_fall_back(overlap, launch):
+    # own shares read each distinct cost set's attention and rest totals: the kernel sums its int64
+    # copies; a cost_of answering other arrays (floats here) is summed by _totals itself
+    from asaptrace.replay.mechanics.pipelined import PipelineConfig
+    from asaptrace.replay.policies.pipelined_online import _formed_totals, _totals
+
+    rng = np.random.default_rng(3)
+
+    def cost_of(pieces):
+        tokens = sum(p[0] for p in pieces)
+        arrays = [rng.integers(0, 10**7, 5) * (tokens % 3 > 0) for _ in range(4)]
+        return tuple(a.astype(np.float64) if tokens % 2 else a for a in arrays)
+
+    req = stream(31, 200, bursty=True, gap_ms=5.0)
+    rule = pipeline_run.TokenRule(req.arrival_ns, req.new_tokens, req.cached_len, 2048, 32768, 16384, cost_of)
+    cfg = PipelineConfig(groups=2, slots=2, overlap=overlap, comm_share=0.37, launch_ns=launch)
+    formed = pipeline_run.run_formed(cfg, rule)
+    assert formed.exact.any() and not formed.exact.all()
+    got, want = _formed_totals(formed, cfg), _totals(formed.costs, cfg)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

@@ -272,7 +272,7 @@ static int rec(Vec *v, const int64_t *xs, int n) {
     return 0;
 }
 
-/* an int64 C-contiguous 1-d view of obj (converted by s->conv when it is not one already) */
+/* an int64 C-contiguous 1-d view of obj (converted by s->conv when it is not one already: then 1) */
 static int int64_view(Sim *s, PyObject *obj, Py_buffer *view) {
     if (PyObject_GetBuffer(obj, view, PyBUF_ND | PyBUF_FORMAT) == 0) {
         const char *f = view->format ? view->format : "B";
@@ -292,7 +292,7 @@ static int int64_view(Sim *s, PyObject *obj, Py_buffer *view) {
         PyErr_SetString(PyExc_ValueError, "a batch's per-layer costs must be 1-d int64 arrays");
         return -1;
     }
-    return 0;
+    return 1;
 }
 
 /* copy a handed-out Batch object into the state; returns its index or -1 */
@@ -661,6 +661,23 @@ typedef struct {
     int64_t layers;
 } Cost;
 
+/* a cost's totals as pipelined_online._totals computes them from the arrays cost_of gave (then
+ * exact: int64 numpy arrays of one length, as the built-in formers' are): attention; the rest, its
+ * dispatch + combine and pool items (launch overhead, and without overlap the pool's share of the
+ * communication, rounded half to even as np.rint) */
+static void cost_totals(const Sim *s, const int64_t *block, int64_t L, int64_t *attn, int64_t *rest) {
+    const int64_t *at = block, *disp = block + L, *moe = block + 2 * L, *comb = block + 3 * L;
+    int64_t a = 0, r = 0;
+    for (int64_t l = 0; l < L; l++) {
+        int64_t comm = disp[l] + comb[l];
+        a += at[l];
+        r += comm + moe[l] + (moe[l] > 0 ? s->launch_ns : 0);
+        if (!s->overlap) r += (int64_t)nearbyint(s->comm_share * (double)comm);
+    }
+    *attn = a;
+    *rest = r;
+}
+
 struct Former {
     const int64_t *arrival, *new, *cached;
     int64_t n, next, head; /* requests; the next to arrive; the queue is [head, next) */
@@ -668,6 +685,7 @@ struct Former {
     int dual;
     int64_t *reserved, nreserved; /* per group: the batch waiting for it to drain (-1: none) */
     Vec reqs;                      /* the batches' requests, batch after batch (in batch id order) */
+    Vec attn, rest, exact;         /* per cost index: its totals, and whether they are _totals' */
     Vec first, count, cost, alone; /* per batch id: its requests reqs[first, first + count), ... */
     Vec pending;                   /* afd-pingpong: the step's micro-batches not handed out yet */
     size_t pending_head;
@@ -685,7 +703,7 @@ struct Former {
 static void former_free(Former *f) {
     if (!f) return;
     free(f->reserved);
-    Vec *vs[] = {&f->reqs, &f->first, &f->count, &f->cost, &f->alone, &f->pending};
+    Vec *vs[] = {&f->reqs, &f->attn, &f->rest, &f->exact, &f->first, &f->count, &f->cost, &f->alone, &f->pending};
     for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) free(vs[i]->p);
     free(f->order);
     free(f->where);
@@ -757,7 +775,7 @@ static int64_t cost_index(Sim *s, int64_t a, int64_t n) {
     PyObject *got = PyObject_CallOneArg(f->cost_of, pieces);
     Py_DECREF(pieces);
     if (!got) return -1;
-    int64_t idx = -1, L = 0;
+    int64_t idx = -1, L = 0, exact = 1, attn, rest;
     Py_buffer views[4];
     int nviews = 0;
     int64_t *block = NULL;
@@ -765,9 +783,14 @@ static int64_t cost_index(Sim *s, int64_t a, int64_t n) {
         PyErr_SetString(PyExc_ValueError, "cost_of: the answer is (attention, dispatch, moe, combine)");
         goto done;
     }
-    for (; nviews < 4; nviews++)
-        if (int64_view(s, PyTuple_GET_ITEM(got, nviews), &views[nviews]) < 0) goto done;
+    for (; nviews < 4; nviews++) {
+        PyObject *arr = PyTuple_GET_ITEM(got, nviews);
+        int rc = int64_view(s, arr, &views[nviews]);
+        if (rc < 0) goto done;
+        exact = exact && rc == 0 && strcmp(Py_TYPE(arr)->tp_name, "numpy.ndarray") == 0;
+    }
     L = views[0].shape[0];
+    for (int k = 1; k < 4; k++) exact = exact && views[k].shape[0] == L;
     if (L < 1 || views[1].shape[0] < L || views[2].shape[0] < L || views[3].shape[0] < L) {
         PyErr_SetString(PyExc_ValueError, "a batch: no layer, or per-layer cost arrays shorter than its attention");
         goto done;
@@ -778,6 +801,8 @@ static int64_t cost_index(Sim *s, int64_t a, int64_t n) {
         goto done;
     }
     for (int k = 0; k < 4; k++) memcpy(block + k * L, views[k].buf, (size_t)L * sizeof *block);
+    cost_totals(s, block, L, &attn, &rest);
+    if (vec_push(&f->attn, attn) < 0 || vec_push(&f->rest, rest) < 0 || vec_push(&f->exact, exact) < 0) goto done;
     if (grow((void **)&f->costs, &f->capcosts, f->ncosts, sizeof *f->costs, 64) < 0) goto done;
     if (PyList_Append(f->cost_objs, got) < 0) goto done;
     Cost c = {h, a, n, block, L};
@@ -1137,13 +1162,14 @@ out:
 PyDoc_STRVAR(run_formed_doc,
              "run_formed(groups, slots, buffer_slots, overlap, comm_share, launch_ns, wakeup_t, wakeup_seq,\n"
              "    arrival, new, cached, min_tokens, max_tokens, dual, long_tokens, micro, cost_of, conv)\n"
-             "    -> (ids, done_idx, done_t, handled, start, count, reqs, cost, costs)\n\n"
+             "    -> (ids, done_idx, done_t, handled, start, count, reqs, cost, costs, attn, rest, exact)\n\n"
              "run() with a compiled FIFO token former in place of a Python one (micro 0: asap's AsapFormer;\n"
              "m >= 1: afd-pingpong's PingpongFormer, steps of m micro-batches): arrival / new / cached the\n"
              "requests' int64 bytes (arrival order); cost_of(pieces) the 4 per-layer cost arrays of a batch\n"
              "whose ((new, cached), ...) were not seen before.  Results: ids, done_idx, done_t as run()'s;\n"
              "start per request; per batch id its request count (its requests the next count[k] of reqs)\n"
-             "and cost index into costs, the list of cost_of's answers.");
+             "and cost index into costs, the list of cost_of's answers; per cost its attention and rest\n"
+             "totals (int64; exact: whether they are pipelined_online._totals', else 0).");
 
 static PyObject *pk_run_formed(PyObject *self, PyObject *args) {
     (void)self;
@@ -1191,10 +1217,11 @@ static PyObject *pk_run_formed(PyObject *self, PyObject *args) {
     for (int64_t g = 0; g < groups; g++) f->reserved[g] = -1;
     for (int64_t i = 0; i < f->n; i++) f->start[i] = -1;
     if (run_loop(&s) < 0 || sim_batches(&s, &ids, &grp, &slt) < 0) goto out;
-    result = Py_BuildValue("(NNNLNNNNO)", vec_bytes(&ids), vec_bytes(&s.done_idx), vec_bytes(&s.done_t),
+    result = Py_BuildValue("(NNNLNNNNONNN)", vec_bytes(&ids), vec_bytes(&s.done_idx), vec_bytes(&s.done_t),
                            (long long)s.handled,
                            PyBytes_FromStringAndSize((const char *)f->start, (Py_ssize_t)(f->n * sizeof(int64_t))),
-                           vec_bytes(&f->count), vec_bytes(&f->reqs), vec_bytes(&f->cost), f->cost_objs);
+                           vec_bytes(&f->count), vec_bytes(&f->reqs), vec_bytes(&f->cost), f->cost_objs,
+                           vec_bytes(&f->attn), vec_bytes(&f->rest), vec_bytes(&f->exact));
 out:
     free(ids.p);
     free(grp.p);

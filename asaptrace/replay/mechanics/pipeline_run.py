@@ -210,6 +210,11 @@ class FormedRun:
     reqs: np.ndarray  # the batches' requests, batch after batch (batch k: the next sizes[k])
     cost_index: np.ndarray  # per batch: its costs in ``costs``
     costs: list[tuple]  # ``cost_of``'s answers, each once
+    #: per cost: its attention and rest totals, int64 (the kernel's sums of its copies, where
+    #: ``exact``: the answer was int64 numpy arrays of one length; elsewhere 0)
+    attention_total: np.ndarray
+    rest_total: np.ndarray
+    exact: np.ndarray
     events: int
 
 
@@ -222,7 +227,7 @@ def run_formed(cfg: PipelineConfig, rule: TokenRule, *, engine: str | None = Non
         np.ascontiguousarray(a, np.int64) for a in (rule.arrival_ns, rule.new_tokens, rule.cached_len)
     )
     wake = np.unique(arrival)  # OnlineFormer.wakeups(): each arrival time once, in order
-    ids, done_idx, done_t, handled, start, count, reqs, cost, costs = _pkernel.run_formed(
+    ids, done_idx, done_t, handled, start, count, reqs, cost, costs, attn, rest, exact = _pkernel.run_formed(
         *_config_args(cfg),
         wake.tobytes(),
         np.arange(len(wake), dtype=np.int64).tobytes(),
@@ -250,5 +255,8 @@ def run_formed(cfg: PipelineConfig, rule: TokenRule, *, engine: str | None = Non
         reqs=np.frombuffer(reqs, np.int64),
         cost_index=np.frombuffer(cost, np.int64),
         costs=costs,
+        attention_total=np.frombuffer(attn, np.int64),
+        rest_total=np.frombuffer(rest, np.int64),
+        exact=np.frombuffer(exact, np.int64).astype(bool),
         events=handled,
     )

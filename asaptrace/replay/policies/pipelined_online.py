@@ -28,7 +28,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from asaptrace.replay.mechanics.formers import Batch
-from asaptrace.replay.mechanics.pipeline_run import TokenRule, run_formed, run_recorded
+from asaptrace.replay.mechanics.pipeline_run import FormedRun, TokenRule, run_formed, run_recorded
 from asaptrace.replay.mechanics.pipelined import PipelineConfig
 from asaptrace.replay.mechanics.planner import take_in_order
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
@@ -184,6 +184,17 @@ def _totals(costs: list[tuple], cfg: PipelineConfig) -> tuple[np.ndarray, np.nda
     return attn, rest
 
 
+def _formed_totals(formed: FormedRun, cfg: PipelineConfig) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_totals` of a compiled run's costs: the kernel's int64 sums where they are the same
+    numbers (int64 arrays of one length), :func:`_totals` itself for any other answer."""
+    attn = formed.attention_total.astype(np.float64)
+    rest = formed.rest_total.astype(np.float64)
+    other = np.flatnonzero(~formed.exact)
+    if other.size:
+        attn[other], rest[other] = _totals([formed.costs[k] for k in other.tolist()], cfg)
+    return attn, rest
+
+
 def serve_on_pipeline(
     req: ServingRequests, sc: Scenario, cfg: PipelineConfig, former: OnlineFormer, name: str
 ) -> ServingResult:
@@ -198,7 +209,8 @@ def serve_on_pipeline(
     if formed is not None:
         former.start[:] = formed.start_ns
         sizes, reqs, done, events = formed.sizes, formed.reqs, formed.done_ns, formed.events
-        index, costs = formed.cost_index, formed.costs
+        index = formed.cost_index
+        totals = _formed_totals(formed, cfg)
     else:
         trace, batches = run_recorded(cfg, former, spans=False)
         nb = len(former.members)
@@ -206,10 +218,11 @@ def serve_on_pipeline(
         reqs = np.fromiter((i for r in former.members for i in r), np.int64, int(sizes.sum()))
         done = np.fromiter((trace.done[bid] for bid in range(nb)), np.int64, nb)
         index, costs = _distinct_costs([batches[bid] for bid in range(nb)])
+        totals = _totals(costs, cfg)
         events = trace.events
     end = np.full(len(req), -1, np.int64)
     if len(sizes):  # each request ends with its batch (a request is in one batch)
-        attn, rest = _totals(costs, cfg)
+        attn, rest = totals
         _own_shares(former, sizes, reqs, attn[index], rest[index])
         end[reqs] = np.repeat(done, sizes)
     return ServingResult(
