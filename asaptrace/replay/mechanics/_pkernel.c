@@ -14,7 +14,9 @@
  * exactly where and as often as Pipeline._assign does (an int answer T, "no batch for any group
  * before T", spares every call before T in both), and copies the batch's four per-layer int64
  * arrays (anything else is converted by the `conv` callable first).  Results go back as int64
- * byte buffers that the Python wrapper turns into a PipelineTrace.
+ * byte buffers that the Python wrapper turns into a PipelineTrace.  Except for asap's and
+ * afd-pingpong's built-in online formers: run_formed runs them here ("the compiled token former"
+ * below), asking Python only for a new batch's costs.
  *
  * Deliberate differences from the reference, only for inputs the reference mishandles anyway: a
  * batch id handed out twice, a batch with no layer or with per-layer arrays shorter than its

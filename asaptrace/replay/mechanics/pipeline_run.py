@@ -221,7 +221,7 @@ class FormedRun:
 def run_formed(cfg: PipelineConfig, rule: TokenRule, *, engine: str | None = None) -> FormedRun | None:
     """The pipeline run with the kernel's compiled former; None when the Python engine is picked
     (``engine`` as :func:`run_pipeline`'s): the caller then runs its Python former."""
-    if _pick_engine(engine, cfg) != "c" or _pkernel is None:
+    if _pick_engine(engine, cfg) != "c" or not hasattr(_pkernel, "run_formed"):  # (a kernel built before it)
         return None
     arrival, new, cached = (
         np.ascontiguousarray(a, np.int64) for a in (rule.arrival_ns, rule.new_tokens, rule.cached_len)

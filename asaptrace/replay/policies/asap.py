@@ -75,7 +75,8 @@ from asaptrace.replay.serving.scenario import Scenario
 
 class AsapFormer(OnlineFormer):
     """asap's online former: batches cut from arrived requests when the pipeline offers a free slot
-    (hooks :meth:`order`, inherited FIFO, and :meth:`admit`; see the module docstring)."""
+    (hooks :meth:`order`, inherited FIFO, and :meth:`admit`; see the module docstring). Exactly
+    this class runs compiled in the kernel (:meth:`compiled_rule`); a subclass's hooks in Python."""
 
     def __init__(self, req: ServingRequests, sc: Scenario, pol: Asap) -> None:
         super().__init__(req, sc)

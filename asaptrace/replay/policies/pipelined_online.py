@@ -18,6 +18,9 @@ arrival. Its hooks:
 
 :func:`serve_on_pipeline` runs a former and gives each request its batch's end and its own share
 of its batch's items (:func:`_own_shares`). Sends never block compute here (:data:`UNBOUNDED`).
+A built-in former whose hooks no subclass replaced says so by :meth:`OnlineFormer.compiled_rule`
+and runs compiled inside the pipeline kernel instead, with the same answers (≈ 2× faster a serve);
+the Python hooks stay the reference and what a subclass runs.
 """
 
 from __future__ import annotations
