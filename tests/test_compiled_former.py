@@ -251,3 +251,16 @@ def test_the_kernel_totals_are_the_python_totals_and_other_arrays_fall_back(over
     assert formed.exact.any() and not formed.exact.all()
     got, want = _formed_totals(formed, cfg), _totals(formed.costs, cfg)
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+def test_a_kernel_built_before_the_compiled_formers_runs_the_python_former(monkeypatch):
+    from types import SimpleNamespace
+
+    pol = replace(Asap(), attention="2x4", experts=8)
+    req = stream(14, 100, bursty=True, gap_ms=10.0)
+    want = pol.serve(req, SC)
+    monkeypatch.setattr(pipeline_run, "_pkernel", SimpleNamespace(run=pipeline_run._pkernel.run))
+    former = AsapFormer(req, SC, pol)
+    got = serve_on_pipeline(req, SC, pol.online_config(SC), former, pol.name)
+    assert len(former.members) == got.steps  # the Python former ran, on the kernel's loop
+    assert_same(got, want)
