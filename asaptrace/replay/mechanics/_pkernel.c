@@ -246,6 +246,7 @@ typedef struct {
     int64_t quiet; /* the former said: no batch for any group before this time */
     /* results */
     Vec done_idx, done_t, sp_attn, sp_disp, sp_moe, sp_comb;
+    Vec out_ids, out_grp, out_slt; /* the handed-out batches' ids, groups and slots, in hand-out order (at the end) */
 } Sim;
 
 static PyObject *S_batch_id, *S_alone, *S_attention_ns, *S_dispatch_ns, *S_moe_ns, *S_combine_ns;
@@ -1044,7 +1045,7 @@ static void sim_free(Sim *s) {
     free(s->porder.b);
     free(s->porder.layer);
     free(s->heap.p);
-    Vec *vs[] = {&s->done_idx, &s->done_t, &s->sp_attn, &s->sp_disp, &s->sp_moe, &s->sp_comb};
+    Vec *vs[] = {&s->done_idx, &s->done_t, &s->sp_attn, &s->sp_disp, &s->sp_moe, &s->sp_comb, &s->out_ids, &s->out_grp, &s->out_slt};
     for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) free(vs[i]->p);
     Py_XDECREF(s->next_batch);
     Py_XDECREF(s->batch_objs);
@@ -1102,12 +1103,18 @@ static int sim_init(Sim *s, long long groups, long long slots, long long buffer_
     return 0;
 }
 
-/* the handed-out batches' ids, groups and slots (in hand-out order); 0 or -1 */
-static int sim_batches(const Sim *s, Vec *ids, Vec *grp, Vec *slt) {
+/* run to the end, then the handed-out batches' ids, groups and slots (in hand-out order); 0 or -1 */
+static int sim_run(Sim *s) {
+    if (run_loop(s) < 0) return -1;
     for (size_t i = 0; i < s->nb; i++)
-        if (vec_push(ids, s->bs[i].id) < 0 || vec_push(grp, s->bs[i].group) < 0 || vec_push(slt, s->bs[i].slot) < 0)
+        if (vec_push(&s->out_ids, s->bs[i].id) < 0 || vec_push(&s->out_grp, s->bs[i].group) < 0 ||
+            vec_push(&s->out_slt, s->bs[i].slot) < 0)
             return -1;
     return 0;
+}
+
+static void release(Py_buffer *views, int n) {
+    for (int i = 0; i < n; i++) PyBuffer_Release(&views[i]);
 }
 
 static PyObject *pk_run(PyObject *self, PyObject *args) {
@@ -1117,14 +1124,13 @@ static PyObject *pk_run(PyObject *self, PyObject *args) {
     long long groups, slots, buffer_slots, launch_ns;
     int overlap, record;
     double comm_share;
-    Py_buffer wt, ws;
+    Py_buffer v[2]; /* the wakeups' times and seqs */
     PyObject *former, *conv, *order;
     if (!PyArg_ParseTuple(args, "LLLpdLy*y*OOOp", &groups, &slots, &buffer_slots, &overlap, &comm_share,
-                          &launch_ns, &wt, &ws, &former, &conv, &order, &record))
+                          &launch_ns, &v[0], &v[1], &former, &conv, &order, &record))
         return NULL;
     PyObject *result = NULL;
-    Vec ids = {0}, grp = {0}, slt = {0};
-    if (sim_init(&s, groups, slots, buffer_slots, overlap, comm_share, launch_ns, &wt, &ws, conv, record) < 0)
+    if (sim_init(&s, groups, slots, buffer_slots, overlap, comm_share, launch_ns, &v[0], &v[1], conv, record) < 0)
         goto out;
     s.ordered = order != Py_None;
     s.next_batch = PyObject_GetAttrString(former, "next_batch");
@@ -1141,23 +1147,19 @@ static PyObject *pk_run(PyObject *self, PyObject *args) {
             if (read_order(PyList_GET_ITEM(per_group, g), &s.corder[g]) < 0) goto out;
         if (read_order(pool, &s.porder) < 0) goto out;
     }
-    if (run_loop(&s) < 0 || sim_batches(&s, &ids, &grp, &slt) < 0) goto out;
+    if (sim_run(&s) < 0) goto out;
     if (record)
-        result = Py_BuildValue("(NNNNNLONNNN)", vec_bytes(&ids), vec_bytes(&grp), vec_bytes(&slt),
+        result = Py_BuildValue("(NNNNNLONNNN)", vec_bytes(&s.out_ids), vec_bytes(&s.out_grp), vec_bytes(&s.out_slt),
                                vec_bytes(&s.done_idx), vec_bytes(&s.done_t), (long long)s.handled, s.batch_objs,
                                vec_bytes(&s.sp_attn), vec_bytes(&s.sp_disp), vec_bytes(&s.sp_moe),
                                vec_bytes(&s.sp_comb));
     else
-        result = Py_BuildValue("(NNNNNLOOOOO)", vec_bytes(&ids), vec_bytes(&grp), vec_bytes(&slt),
+        result = Py_BuildValue("(NNNNNLOOOOO)", vec_bytes(&s.out_ids), vec_bytes(&s.out_grp), vec_bytes(&s.out_slt),
                                vec_bytes(&s.done_idx), vec_bytes(&s.done_t), (long long)s.handled, s.batch_objs,
                                Py_None, Py_None, Py_None, Py_None);
 out:
-    free(ids.p);
-    free(grp.p);
-    free(slt.p);
     sim_free(&s);
-    PyBuffer_Release(&wt);
-    PyBuffer_Release(&ws);
+    release(v, 2);
     return result;
 }
 
@@ -1180,16 +1182,16 @@ static PyObject *pk_run_formed(PyObject *self, PyObject *args) {
     long long groups, slots, buffer_slots, launch_ns, min_tokens, max_tokens, long_tokens, micro;
     int overlap, dual;
     double comm_share;
-    Py_buffer wt, ws, arr, nw, cch;
+    Py_buffer v[5]; /* the wakeups' times and seqs; the requests' arrivals, new and cached tokens */
     PyObject *cost_of, *conv;
     if (!PyArg_ParseTuple(args, "LLLpdLy*y*y*y*y*LLpLLOO", &groups, &slots, &buffer_slots, &overlap,
-                          &comm_share, &launch_ns, &wt, &ws, &arr, &nw, &cch, &min_tokens, &max_tokens, &dual,
-                          &long_tokens, &micro, &cost_of, &conv))
+                          &comm_share, &launch_ns, &v[0], &v[1], &v[2], &v[3], &v[4], &min_tokens, &max_tokens,
+                          &dual, &long_tokens, &micro, &cost_of, &conv))
         return NULL;
     PyObject *result = NULL;
-    Vec ids = {0}, grp = {0}, slt = {0};
-    if (sim_init(&s, groups, slots, buffer_slots, overlap, comm_share, launch_ns, &wt, &ws, conv, 0) < 0) goto out;
-    if (arr.len != nw.len || arr.len != cch.len || micro < 0) {
+    if (sim_init(&s, groups, slots, buffer_slots, overlap, comm_share, launch_ns, &v[0], &v[1], conv, 0) < 0)
+        goto out;
+    if (v[2].len != v[3].len || v[2].len != v[4].len || micro < 0) {
         PyErr_SetString(PyExc_ValueError, "run_formed: arrival, new and cached differ in length");
         goto out;
     }
@@ -1198,10 +1200,10 @@ static PyObject *pk_run_formed(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto out;
     }
-    f->arrival = arr.buf;
-    f->new = nw.buf;
-    f->cached = cch.buf;
-    f->n = (int64_t)(arr.len / (Py_ssize_t)sizeof(int64_t));
+    f->arrival = v[2].buf;
+    f->new = v[3].buf;
+    f->cached = v[4].buf;
+    f->n = (int64_t)(v[2].len / (Py_ssize_t)sizeof(int64_t));
     f->min_tokens = min_tokens;
     f->max_tokens = max_tokens;
     f->long_tokens = long_tokens;
@@ -1218,22 +1220,15 @@ static PyObject *pk_run_formed(PyObject *self, PyObject *args) {
     }
     for (int64_t g = 0; g < groups; g++) f->reserved[g] = -1;
     for (int64_t i = 0; i < f->n; i++) f->start[i] = -1;
-    if (run_loop(&s) < 0 || sim_batches(&s, &ids, &grp, &slt) < 0) goto out;
-    result = Py_BuildValue("(NNNLNNNNONNN)", vec_bytes(&ids), vec_bytes(&s.done_idx), vec_bytes(&s.done_t),
+    if (sim_run(&s) < 0) goto out;
+    result = Py_BuildValue("(NNNLNNNNONNN)", vec_bytes(&s.out_ids), vec_bytes(&s.done_idx), vec_bytes(&s.done_t),
                            (long long)s.handled,
                            PyBytes_FromStringAndSize((const char *)f->start, (Py_ssize_t)(f->n * sizeof(int64_t))),
                            vec_bytes(&f->count), vec_bytes(&f->reqs), vec_bytes(&f->cost), f->cost_objs,
                            vec_bytes(&f->attn), vec_bytes(&f->rest), vec_bytes(&f->exact));
 out:
-    free(ids.p);
-    free(grp.p);
-    free(slt.p);
     sim_free(&s);
-    PyBuffer_Release(&wt);
-    PyBuffer_Release(&ws);
-    PyBuffer_Release(&arr);
-    PyBuffer_Release(&nw);
-    PyBuffer_Release(&cch);
+    release(v, 5);
     return result;
 }
 
