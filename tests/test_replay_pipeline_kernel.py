@@ -384,7 +384,7 @@ def test_own_shares_at_once_equal_the_per_batch_loop_to_the_bit(costs, overlap, 
     from types import SimpleNamespace
 
     from asaptrace.replay.mechanics.formers import batch_costs
-    from asaptrace.replay.policies.pipelined_online import _own_shares
+    from asaptrace.replay.policies.pipelined_online import _distinct_costs, _own_shares, _totals
 
     model = CostModel(**costs)
     rng = np.random.default_rng(7)
@@ -404,7 +404,10 @@ def test_own_shares_at_once_equal_the_per_batch_loop_to_the_bit(costs, overlap, 
         batches[bid] = Batch(bid, 0, *arrays)
     cfg = PipelineConfig(groups=1, overlap=overlap, comm_share=0.25, launch_ns=launch)
     former = SimpleNamespace(members=members, new=new, cached=cached, costs=model, own=np.zeros(300))
-    _own_shares(former, batches, cfg, None)
+    index, distinct = _distinct_costs([batches[bid] for bid in range(len(members))])
+    attn, rest = _totals(distinct, cfg)
+    sizes = np.array([len(r) for r in members], np.int64)
+    _own_shares(former, sizes, np.array([i for r in members for i in r], np.int64), attn[index], rest[index])
     expected = np.zeros(300)
     for bid, reqs in enumerate(members):
         b = batches[bid]

@@ -6,12 +6,18 @@ or the compiled item loop (``_pkernel.c``), one semantics.
 when no compiler was there, as the Kineto scanner does). The kernel runs the same loop ≈ 20×
 faster — same events, same heap key and seq order, same int64 arithmetic, calling the former
 exactly where the reference does — and the tests compare the two span for span.
+
+:func:`run_formed` runs the kernel with its compiled FIFO token former (:class:`TokenRule`: asap's
+and afd-pingpong's built-in online formers) in place of a Python one: the same decisions in the
+same order, Python asked only for the costs of a batch whose pieces it has not seen in the run.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -109,6 +115,11 @@ def _rows(buf: bytes | None, width: int) -> list:
     return list(zip(*cols, strict=True))
 
 
+def _config_args(cfg: PipelineConfig) -> tuple:
+    """The kernel's first six arguments: the pipeline's shape and mechanisms."""
+    return cfg.groups, cfg.slots, cfg.buffer_slots, cfg.overlap, float(cfg.comm_share), cfg.launch_ns
+
+
 def _run_kernel(
     cfg: PipelineConfig, former: BatchFormer, order: ServiceOrder | None, spans: bool
 ) -> tuple[PipelineTrace, dict[int, Batch]]:
@@ -129,12 +140,7 @@ def _run_kernel(
     gc.disable()
     try:
         ids, groups, slots, done_idx, done_t, handled, objs, attn, disp, moe, comb = _pkernel.run(
-            cfg.groups,
-            cfg.slots,
-            cfg.buffer_slots,
-            cfg.overlap,
-            float(cfg.comm_share),
-            cfg.launch_ns,
+            *_config_args(cfg),
             wake[seq].tobytes(),
             seq.astype(np.int64).tobytes(),
             former,
@@ -169,3 +175,88 @@ def _run_kernel(
             f"pipeline stalled with {len(id_list) - len(trace.done)} batches unfinished: a bug"
         )
     return trace, dict(zip(id_list, objs, strict=True))
+
+
+@dataclass(frozen=True)
+class TokenRule:
+    """A FIFO token former the kernel runs itself: arrived requests queue in arrival order; a take
+    holds them while it has < ``min_tokens`` new tokens and the next fits in ``max_tokens`` (the
+    first always joins). ``micro_batches`` 0 (asap's
+    :class:`~asaptrace.replay.policies.asap.AsapFormer`): a take is a batch, cut for any free slot;
+    one with a prompt of more than ``long_tokens`` (None: never) runs alone, reserving a busy group
+    until it is idle. ``micro_batches`` m ≥ 1 (afd-pingpong's
+    :class:`~asaptrace.replay.policies.afd_pingpong.PingpongFormer`): a take is a step, cut when the
+    stage is idle and nothing is pending, dealt longest-first by new tokens onto min(m, its
+    requests) micro-batches handed out one per free slot. ``cost_of(pieces)``, pieces the batch's
+    ((new, cached), ...), gives its 4 per-layer cost arrays (asked once per distinct pieces)."""
+
+    arrival_ns: np.ndarray
+    new_tokens: np.ndarray
+    cached_len: np.ndarray
+    min_tokens: int
+    max_tokens: int
+    long_tokens: int | None
+    cost_of: Callable[[tuple[tuple[int, int], ...]], tuple]
+    micro_batches: int = 0
+
+
+@dataclass(frozen=True)
+class FormedRun:
+    """What a :func:`run_formed` run gives back, per batch id (in cut order) and per request."""
+
+    done_ns: np.ndarray  # per batch: when its last layer was done
+    start_ns: np.ndarray  # per request: its batch's hand-out (-1: never handed out)
+    sizes: np.ndarray  # per batch: its request count
+    reqs: np.ndarray  # the batches' requests, batch after batch (batch k: the next sizes[k])
+    cost_index: np.ndarray  # per batch: its costs in ``costs``
+    costs: list[tuple]  # ``cost_of``'s answers, each once
+    #: per cost: its attention and rest totals, int64 (the kernel's sums of its copies, where
+    #: ``exact``: the answer was int64 numpy arrays of one length; elsewhere 0)
+    attention_total: np.ndarray
+    rest_total: np.ndarray
+    exact: np.ndarray
+    events: int
+
+
+def run_formed(cfg: PipelineConfig, rule: TokenRule, *, engine: str | None = None) -> FormedRun | None:
+    """The pipeline run with the kernel's compiled former; None when the Python engine is picked
+    (``engine`` as :func:`run_pipeline`'s): the caller then runs its Python former."""
+    if _pick_engine(engine, cfg) != "c" or not hasattr(_pkernel, "run_formed"):  # (a kernel built before it)
+        return None
+    arrival, new, cached = (
+        np.ascontiguousarray(a, np.int64) for a in (rule.arrival_ns, rule.new_tokens, rule.cached_len)
+    )
+    wake = np.unique(arrival)  # OnlineFormer.wakeups(): each arrival time once, in order
+    ids, done_idx, done_t, handled, start, count, reqs, cost, costs, attn, rest, exact = _pkernel.run_formed(
+        *_config_args(cfg),
+        wake.tobytes(),
+        np.arange(len(wake), dtype=np.int64).tobytes(),
+        arrival.tobytes(),
+        new.tobytes(),
+        cached.tobytes(),
+        rule.min_tokens,
+        rule.max_tokens,
+        rule.long_tokens is not None,
+        0 if rule.long_tokens is None else rule.long_tokens,
+        rule.micro_batches,
+        rule.cost_of,
+        _as_ns,
+    )
+    sizes = np.frombuffer(count, np.int64)
+    done = np.full(len(sizes), -1, np.int64)
+    done_at = np.frombuffer(done_idx, np.int64)
+    done[np.frombuffer(ids, np.int64)[done_at]] = np.frombuffer(done_t, np.int64)
+    if len(done_at) < len(sizes):
+        raise AccountingError(f"pipeline stalled with {len(sizes) - len(done_at)} batches unfinished: a bug")
+    return FormedRun(
+        done_ns=done,
+        start_ns=np.frombuffer(start, np.int64).copy(),
+        sizes=sizes,
+        reqs=np.frombuffer(reqs, np.int64),
+        cost_index=np.frombuffer(cost, np.int64),
+        costs=costs,
+        attention_total=np.frombuffer(attn, np.int64),
+        rest_total=np.frombuffer(rest, np.int64),
+        exact=np.frombuffer(exact, np.int64).astype(bool),
+        events=handled,
+    )

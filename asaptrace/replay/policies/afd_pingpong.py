@@ -42,12 +42,13 @@ from asaptrace.replay.costs import ATTENTION, POOL, TRANSFER, CostModel, LayerWo
 from asaptrace.replay.mechanics.deployment import Deployment
 from asaptrace.replay.mechanics.formers import Batch, BatchFormer, StaticBatches
 from asaptrace.replay.mechanics.offline import transfer_factor
+from asaptrace.replay.mechanics.pipeline_run import TokenRule
 from asaptrace.replay.mechanics.pipelined import PipelineConfig, PipelineTrace
 from asaptrace.replay.mechanics.planner import place_longest_first
 from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies.base import form_setting, serve_setting
 from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
-from asaptrace.replay.policies.pipelined_online import UNBOUNDED, OnlineFormer
+from asaptrace.replay.policies.pipelined_online import COMPILED_HOOKS, UNBOUNDED, OnlineFormer, runs_own_hooks
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
 from asaptrace.replay.serving.scenario import Scenario
 
@@ -123,15 +124,40 @@ class PingpongFormer(OnlineFormer):
 
     def _micro_batch(self, reqs: list[int], now_ns: int) -> Batch:
         new, cached = self.new, self.cached
-        pieces = tuple([(new[i], cached[i]) for i in reqs])
+        a, x, m, _ = self.costs_for(tuple([(new[i], cached[i]) for i in reqs]))
+        bid = len(self.members)
+        self.members.append(reqs)
+        return Batch(bid, now_ns, a, x, m, x)
+
+    def costs_for(self, pieces: tuple[tuple[int, int], ...]) -> tuple[np.ndarray, ...]:
+        """A micro-batch's per-layer (attention, dispatch, pool, combine) by its pieces, kept."""
         got = self.kept.get(pieces)
         if got is None:
             one = _micro_batch_costs(self.costs, self.dp, self.tp, self.experts, pieces)
-            got = self.kept[pieces] = _per_layer(self.sc.layers, *one)
-        bid = len(self.members)
-        self.members.append(reqs)
-        a, x, m = got
-        return Batch(bid, now_ns, a, x, m, x)
+            a, x, m = _per_layer(self.sc.layers, *one)
+            got = self.kept[pieces] = (a, x, m, x)
+        return got
+
+    def compiled_rule(self) -> TokenRule | None:
+        """These very rules for the kernel's compiled former (steps of m micro-batches), unless a
+        subclass (or the instance) replaced a hook or a setting is not an integer."""
+        if not runs_own_hooks(self, PingpongFormer, _HOOKS, self.m, self.step_tokens) or self.m < 1:
+            return None
+        return TokenRule(
+            arrival_ns=np.asarray(self.arrival, np.int64),
+            new_tokens=np.asarray(self.new, np.int64),
+            cached_len=np.asarray(self.cached, np.int64),
+            min_tokens=_NO_LEAST,
+            max_tokens=int(self.step_tokens),
+            long_tokens=None,
+            cost_of=self.costs_for,
+            micro_batches=int(self.m),
+        )
+
+
+#: what the compiled former does in place of PingpongFormer's: overriding any keeps the Python former
+_HOOKS = (*COMPILED_HOOKS, "_cut_step", "_micro_batch")
+_NO_LEAST = (1 << 63) - 1  # a step has no least size (asap's min_batch_tokens): every take is below it
 
 
 @lru_cache(maxsize=1 << 16)

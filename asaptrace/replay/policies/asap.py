@@ -64,17 +64,19 @@ from asaptrace.replay.mechanics.deployment import Deployment
 from asaptrace.replay.mechanics.formers import Batch, BatchFormer, FifoBatches, StaticBatches, batch_costs
 from asaptrace.replay.mechanics.lockstep import chain_from_costs, run_chain
 from asaptrace.replay.mechanics.offline import lockstep_split_steps, offline_batches
+from asaptrace.replay.mechanics.pipeline_run import TokenRule
 from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies.base import Policy, PolicyRun, lockstep_batches, serve_setting
 from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
-from asaptrace.replay.policies.pipelined_online import OnlineFormer
+from asaptrace.replay.policies.pipelined_online import COMPILED_HOOKS, OnlineFormer, runs_own_hooks
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
 from asaptrace.replay.serving.scenario import Scenario
 
 
 class AsapFormer(OnlineFormer):
     """asap's online former: batches cut from arrived requests when the pipeline offers a free slot
-    (hooks :meth:`order`, inherited FIFO, and :meth:`admit`; see the module docstring)."""
+    (hooks :meth:`order`, inherited FIFO, and :meth:`admit`; see the module docstring). Exactly
+    this class runs compiled in the kernel (:meth:`compiled_rule`); a subclass's hooks in Python."""
 
     def __init__(self, req: ServingRequests, sc: Scenario, pol: Asap) -> None:
         super().__init__(req, sc)
@@ -111,21 +113,46 @@ class AsapFormer(OnlineFormer):
     def cut(self, reqs: list[int], now_ns: int) -> Batch:
         """The batch of these requests, costed on the served deployment."""
         new, cached = self.new, self.cached
-        pieces = tuple([(new[i], cached[i]) for i in reqs])
-        got = self.kept.get(pieces)
-        if got is None:
-            got = self.kept[pieces] = costs_of(self.costs, self.sc.layers, self.tp, self.experts, pieces)
-        attn, disp, moe, comb = got
+        attn, disp, moe, comb = self.costs_for(tuple([(new[i], cached[i]) for i in reqs]))
         bid = len(self.members)
         self.members.append(reqs)
         alone = self.dual and max([new[i] for i in reqs]) > self.pol.long_tokens
         return Batch(bid, now_ns, attn, disp, moe, comb, alone=alone)
+
+    def costs_for(self, pieces: tuple[tuple[int, int], ...]) -> tuple[np.ndarray, ...]:
+        """A batch's per-layer costs by its pieces' (new tokens, prefix), kept for the run."""
+        got = self.kept.get(pieces)
+        if got is None:
+            got = self.kept[pieces] = costs_of(self.costs, self.sc.layers, self.tp, self.experts, pieces)
+        return got
+
+    def compiled_rule(self) -> TokenRule | None:
+        """These very rules for the kernel's compiled former, unless a subclass (or the instance)
+        replaced a hook or a setting is not an integer: then the Python hooks run."""
+        pol = self.pol
+        if not runs_own_hooks(
+            self, AsapFormer, _HOOKS, pol.min_batch_tokens, pol.max_batch_tokens, pol.long_tokens
+        ):
+            return None
+        return TokenRule(
+            arrival_ns=np.asarray(self.arrival, np.int64),
+            new_tokens=np.asarray(self.new, np.int64),
+            cached_len=np.asarray(self.cached, np.int64),
+            min_tokens=int(pol.min_batch_tokens),
+            max_tokens=int(pol.max_batch_tokens),
+            long_tokens=int(pol.long_tokens) if self.dual else None,
+            cost_of=self.costs_for,
+        )
 
     def _hand_out(self, b: Batch, now_ns: int) -> Batch:
         start = self.start
         for i in self.members[b.batch_id]:  # one or a few: a loop beats a fancy index
             start[i] = now_ns
         return b
+
+
+#: what the compiled former does in place of AsapFormer's: overriding any keeps the Python former
+_HOOKS = (*COMPILED_HOOKS, "cut", "_hand_out")
 
 
 @lru_cache(maxsize=1 << 16)
