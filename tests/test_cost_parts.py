@@ -133,3 +133,28 @@ def test_without_the_part_nothing_names_it(tmp_path):
     (tmp_path / "c.toml").write_text("[norm]\nper_token_ns = 1.0\n")
     with pytest.raises(UsageError, match=r"unknown section \[norm\]"):
         read_costs(tmp_path / "c.toml")
+
+
+def test_costs_kept_by_their_inputs_are_forgotten_when_a_part_comes_or_goes():
+    """The online formers keep a batch's costs by its pieces under the cost model (asap's
+    ``costs_of``, afd-pingpong's micro-batch and group attention, the lockstep step costers); a
+    part registered on the *same* model (no constants of its own) must reach them. By hand: 1,024
+    new tokens on one group of 4 dies, a part of 1 µs a token on the attention: + 1,024,000 ns."""
+    from asaptrace.replay.policies.afd_pingpong import _micro_batch_costs
+    from asaptrace.replay.policies.asap import costs_of
+
+    model, pieces = CostModel(), ((1024, 0),)
+    before = (_micro_batch_costs(model, 1, 4, 16, pieces)[0], int(costs_of(model, 1, 4, 16, pieces)[0][0]))
+    flat = CostPart(
+        "flat",
+        ATTENTION,
+        layer_ns=lambda m, w: 1000.0 * np.asarray(w.tokens, np.float64),
+        least_ns=lambda m, w: 1000.0 * float(np.mean(w.new)),
+    )
+    register_part(flat)
+    try:
+        after = (_micro_batch_costs(model, 1, 4, 16, pieces)[0], int(costs_of(model, 1, 4, 16, pieces)[0][0]))
+    finally:
+        unregister_part("flat")
+    assert after == (before[0] + 1_024_000, before[1] + 1_024_000)
+    assert _micro_batch_costs(model, 1, 4, 16, pieces)[0] == before[0]  # gone again

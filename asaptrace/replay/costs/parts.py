@@ -101,6 +101,19 @@ PARTS: dict[str, CostPart] = {}
 _ON: dict[str, tuple[CostPart, ...]] = {r: () for r in RESOURCES}
 
 
+#: what forgets costs kept by their inputs (a policy's batch costs by pieces, the lockstep step
+#: costers): their keys hold the cost model, not the parts, so a part registered or removed
+#: clears them (:func:`kept_with_parts`)
+_FORGET: list[Callable[[], None]] = []
+
+
+def kept_with_parts(kept: Any) -> Any:
+    """Forget ``kept`` whenever the parts change: an ``lru_cache``-d function (a decorator: its
+    ``cache_clear``), or a callable that forgets. Returns ``kept``."""
+    _FORGET.append(getattr(kept, "cache_clear", kept))
+    return kept
+
+
 def register_part(part: CostPart) -> CostPart:
     """Register ``part`` after the parts already on its resource (replacing one of the same name)."""
     if part.resource not in RESOURCES:
@@ -122,6 +135,8 @@ def unregister_part(name: str) -> None:
 def _reindex() -> None:
     for r in RESOURCES:
         _ON[r] = tuple(p for p in PARTS.values() if p.resource == r)
+    for forget in _FORGET:
+        forget()
 
 
 def resource_ns(costs: CostModel, work: LayerWork, resource: str, *, measured: bool = True) -> Any:

@@ -38,7 +38,15 @@ import numpy as np
 import polars as pl
 
 from asaptrace.errors import UsageError
-from asaptrace.replay.costs import ATTENTION, POOL, TRANSFER, CostModel, LayerWork, resource_ns
+from asaptrace.replay.costs import (
+    ATTENTION,
+    POOL,
+    TRANSFER,
+    CostModel,
+    LayerWork,
+    kept_with_parts,
+    resource_ns,
+)
 from asaptrace.replay.mechanics.deployment import Deployment
 from asaptrace.replay.mechanics.formers import Batch, BatchFormer, StaticBatches
 from asaptrace.replay.mechanics.offline import transfer_factor
@@ -170,6 +178,17 @@ def _per_layer(layers: int, attn: int, xfer: int, moe: int) -> tuple[np.ndarray,
     return out  # type: ignore[return-value]
 
 
+@kept_with_parts
+@lru_cache(maxsize=1 << 16)
+def _group_attention(costs: CostModel, tp: int, experts: int, pieces: tuple[tuple[int, int], ...]) -> int:
+    """One attention group's layer of these (new tokens, prefix) pieces, kept: a micro-batch's
+    groups (one or two prompts each) recur far more often than the micro-batch itself."""
+    c = np.array([x[0] for x in pieces], np.float64)
+    p = np.array([x[1] for x in pieces], np.float64)
+    return int(resource_ns(costs, LayerWork.of_pieces(c, p, tp=tp, experts=experts), ATTENTION))
+
+
+@kept_with_parts
 @lru_cache(maxsize=1 << 16)
 def _micro_batch_costs(
     costs: CostModel, dp: int, tp: int, experts: int, pieces: tuple[tuple[int, int], ...]
@@ -181,9 +200,10 @@ def _micro_batch_costs(
     # (a list: the short-list placement, the same bins as numpy's loop, without its per-item calls)
     groups = place_longest_first(costs.attention_weight(c, p).tolist(), dp)
     used = np.unique(groups).tolist()  # an empty group's attention is 0: only the others are costed
+    where = groups.tolist()
     attn = max(
-        int(resource_ns(costs, LayerWork.of_pieces(c[on], p[on], tp=tp, experts=experts), ATTENTION))
-        for on in (groups == g for g in used)
+        _group_attention(costs, tp, experts, tuple([x for x, g in zip(pieces, where, strict=True) if g == h]))
+        for h in used
     )
     attn = max(attn, 0) if len(used) < dp else attn
     tokens = float(c.sum())

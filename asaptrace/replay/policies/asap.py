@@ -59,7 +59,7 @@ from typing import ClassVar
 import numpy as np
 
 from asaptrace.errors import UsageError
-from asaptrace.replay.costs import CostModel
+from asaptrace.replay.costs import CostModel, kept_with_parts
 from asaptrace.replay.mechanics.deployment import Deployment
 from asaptrace.replay.mechanics.formers import Batch, BatchFormer, FifoBatches, StaticBatches, batch_costs
 from asaptrace.replay.mechanics.lockstep import chain_from_costs, run_chain
@@ -155,6 +155,7 @@ class AsapFormer(OnlineFormer):
 _HOOKS = (*COMPILED_HOOKS, "cut", "_hand_out")
 
 
+@kept_with_parts
 @lru_cache(maxsize=1 << 16)
 def costs_of(
     costs: CostModel, layers: int, tp: int, experts: int, pieces: tuple[tuple[int, int], ...]

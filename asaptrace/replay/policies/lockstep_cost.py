@@ -29,6 +29,7 @@ from asaptrace.replay.costs import (
     K,
     LayerWork,
     causal_pairs,
+    kept_with_parts,
     resource_ns,
 )
 from asaptrace.replay.mechanics.lockstep import chain_from_costs_two_mb, run_chain
@@ -77,6 +78,7 @@ class Served:
 #: that table again): a long-lived process does not grow
 _COSTERS: dict[tuple[CostModel, Served], StepCoster] = {}
 _COSTERS_KEPT = 16
+kept_with_parts(_COSTERS.clear)
 KEPT = 1 << 16
 KEPT_TOKENS = 1 << 20
 #: whole token counts a transfer or MoE table is filled with at a time
