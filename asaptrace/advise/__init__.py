@@ -52,11 +52,13 @@ def advise_store_workload(
 
     with TaskPool(jobs) as pool:
         pool.warm(*WORKER_MODULES)
-        # the measured policy's searches need no offline what-if: on workers they run meanwhile
+        # the measured policy's searches need no offline what-if, and each what-if's only its own
+        # replay: on workers they run while the offline advice goes on
         start = (
             None
             if pool.inline or wl.layers < 1
             else start_online(wl, pool, workload=source or None, costs=costs)
         )
-        advice = advise(wl, diag, costs=costs, source=source, progress=progress)
+        add = None if start is None else start.add
+        advice = advise(wl, diag, costs=costs, source=source, progress=progress, on_whatif=add)
         return advise_online(advice, wl, costs=costs, progress=progress, pool=pool, start=start)

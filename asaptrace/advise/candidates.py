@@ -69,8 +69,10 @@ def advise(
     costs: CostModel | CostFit | str | None = None,
     source: str = "",
     progress: Callable[[str], None] | None = None,
+    on_whatif: Callable[[WhatIf], None] | None = None,
 ) -> Advice:
-    """Run every candidate what-if on ``wl`` and rank them (see the module docstring)."""
+    """Run every candidate what-if on ``wl`` and rank them (see the module docstring);
+    ``on_whatif`` is told each what-if as soon as it ran (``advise --online`` starts serving it)."""
     t0 = time.perf_counter()
     say = progress or (lambda _m: None)
     fit = resolve_costs(wl, costs)
@@ -86,6 +88,8 @@ def advise(
         if w.applies:
             w = replace(w, answers=_answers(name, cls, variant, findings), fit=_fit(fit, cls))
         out.append(replace(w, line=whatif_line(w)))
+        if on_whatif is not None:
+            on_whatif(out[-1])
     ranked = sorted((w for w in out if w.applies), key=lambda w: -(w.recovered_ns or 0))
     ref = next((w.reference_ns for w in ranked), None)
     return Advice(

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from asaptrace.advise.advice import Advice, whatif_line
+from asaptrace.advise.advice import Advice, WhatIf, whatif_line
 from asaptrace.executors import TaskPool
 from asaptrace.questions import ONLINE_QUESTION
 from asaptrace.replay.costs import CostFit, CostModel
@@ -62,18 +62,49 @@ BAND_PARTS = {
 }
 
 
-@dataclass(frozen=True)
-class OnlineStart:
-    """What ``advise --online`` knows before the offline what-ifs: the scenario on the store's
-    costs, the measured policy, and its seeds' searches (:func:`start_online`: already running
-    when the pool has workers)."""
+@dataclass
+class OnlineSearches:
+    """``advise --online``'s searches, each submitted to the pool as soon as it is known (they run
+    while the offline what-ifs are still replayed, when the pool has workers): the measured
+    policy's at once (:func:`start_online`), each what-if's once its replay chose its setting
+    (:meth:`add`). ``tasks``: per policy label, per seed its futures."""
 
+    wl: MeasuredWork
+    pool: TaskPool
     sc: Scenario
     quality: dict[str, Any] | None
     label: str
-    policy: Policy
+    workload: str | None
     seeds: tuple[int, ...]
-    tasks: list[list[Future[SeedSearch]]]
+    progress: Callable[[str], None] | None = None
+    configured: dict[str, Policy] = field(default_factory=dict)
+    no_former: dict[str, str] = field(default_factory=dict)
+    tasks: dict[str, list[list[Future[SeedSearch]]]] = field(default_factory=dict)
+
+    def options(self, labels: tuple[str, ...]) -> SweepOptions:
+        """The sweep of these configured policies on the store's requests, every seed."""
+        return SweepOptions(
+            policies=labels,
+            workload=self.workload,
+            min_arrivals=MIN_ARRIVALS,
+            seeds=self.seeds,
+            configured=tuple((p, self.configured[p]) for p in labels),
+        )
+
+    def submit(self, label: str, pol: Policy) -> None:
+        self.configured[label] = pol
+        self.tasks[label] = submit_seeds(self.sc, self.options((label,)), self.pool, progress=self.progress)
+
+    def add(self, w: WhatIf) -> None:
+        """A what-if the offline advice ran: its searches submitted (one that does not apply, or
+        whose policy has no online former, is only noted)."""
+        if not w.applies or w.name in self.configured or w.name in self.no_former:
+            return
+        pol = policy_of(w.policy, w.params).on_store(self.wl)
+        if pol.online():
+            self.submit(w.name, pol)
+        else:
+            self.no_former[w.name] = f"{w.policy} has no online batch former"
 
 
 def start_online(
@@ -86,10 +117,11 @@ def start_online(
     duration_s: float = DURATION_S,
     seeds: int = SEEDS,
     progress: Callable[[str], None] | None = None,
-) -> OnlineStart:
-    """The measured policy's part of :func:`advise_online`, submitted to ``pool`` now (it needs no
-    offline what-if): the measured policy is ``coupled`` on a coupled store; on a disaggregated
-    store, asap at its measured split with its measured dual batch and no long-prompt rule."""
+) -> OnlineSearches:
+    """The measured policy's searches of :func:`advise_online`, submitted to ``pool`` now (they
+    need no offline what-if): the measured policy is ``coupled`` on a coupled store; on a
+    disaggregated store, asap at its measured split with its measured dual batch and no
+    long-prompt rule."""
     fit = resolve_costs(wl, costs)
     knobs: dict[str, Any] = {"layers": wl.layers, "duration_s": duration_s}
     if wl.deployment == "coupled":
@@ -108,21 +140,9 @@ def start_online(
         label = f"asap at {wl.n_groups}×{wl.tp} + {wl.expert_ranks} as measured"
     sc = load_scenario(scenario).with_costs(fit.model, fit.quality, origin=wl.source).with_knobs(knobs)
     at = tuple(sc.seed + k for k in range(max(seeds, 1)))
-    opt = _options((label,), {label: measured}, workload, at)
-    tasks = submit_seeds(sc, opt, pool, progress=progress)
-    return OnlineStart(sc, fit.quality, label, measured, at, tasks)
-
-
-def _options(
-    policies: tuple[str, ...], configured: dict[str, Policy], workload: str | None, seeds: tuple[int, ...]
-) -> SweepOptions:
-    return SweepOptions(
-        policies=policies,
-        workload=workload,
-        min_arrivals=MIN_ARRIVALS,
-        seeds=seeds,
-        configured=tuple(configured.items()),
-    )
+    searches = OnlineSearches(wl, pool, sc, fit.quality, label, workload, at, progress)
+    searches.submit(label, measured)
+    return searches
 
 
 def advise_online(
@@ -135,7 +155,7 @@ def advise_online(
     seeds: int = SEEDS,
     progress: Callable[[str], None] | None = None,
     pool: TaskPool | None = None,
-    start: OnlineStart | None = None,
+    start: OnlineSearches | None = None,
 ) -> Advice:
     """``advice`` with each applying what-if's SLO throughput (median, range, bound) beside the
     measured policy's; one line per what-if saying why when none can be served. Its searches run
@@ -149,24 +169,14 @@ def advise_online(
     workload = advice.store or None
     args = {"costs": costs, "scenario": scenario, "duration_s": duration_s, "seeds": seeds}
     start = start or start_online(wl, pool, workload=workload, progress=progress, **args)
+    for w in advice.ranked:  # those not added while the offline advice ran
+        start.add(w)
     sc, measured_label = start.sc, start.label
-    configured: dict[str, Policy] = {measured_label: start.policy}
-    no_former: dict[str, str] = {}
-    for w in advice.ranked:
-        pol = policy_of(w.policy, w.params).on_store(wl)
-        if pol.online():
-            configured[w.name] = pol
-        else:
-            no_former[w.name] = f"{w.policy} has no online batch former"
-    opt = _options(tuple(configured), configured, workload, start.seeds)
-    others = tuple(configured)[1:]
-    rest = (
-        submit_seeds(sc, replace(opt, policies=others), pool, progress=progress)
-        if others
-        else [[] for _ in start.seeds]
-    )
+    labels = (measured_label, *[w.name for w in advice.ranked if w.name in start.configured])
+    configured, no_former = start.configured, start.no_former
+    opt = start.options(labels)
     # the bands search near the first seed's answers while the other seeds run
-    first = gathered(start.tasks[0] + rest[0])
+    first = gathered(t for p in labels for t in start.tasks[p][0])
     first_main = {
         "slo_by_seed": {p: [first.slo[p]["slo_rps"]] for p in opt.policies},
         "slo_censored": {p: first.slo[p]["censored"] for p in opt.policies},
@@ -175,7 +185,9 @@ def advise_online(
     band_later = cost_band_later(sc, opt, start.quality, first_main, pool)
     whatifs_online = {w.name: w for w in advice.ranked if w.name in configured}
     mc_later = mc_band_later(sc, opt, first_main, whatifs_online, pool)
-    found = [first] + [gathered(a + b) for a, b in zip(start.tasks[1:], rest[1:], strict=True)]
+    found = [first] + [
+        gathered(t for p in labels for t in start.tasks[p][k]) for k in range(1, len(start.seeds))
+    ]
     res = run_sweep(sc, opt, progress=progress, found=found)
     band, mc = band_later(), mc_later()
     base = res["slo_rps"][measured_label]
@@ -251,7 +263,10 @@ def cost_band_later(
     ends = {}
     for end, sign in (("low_costs", -1), ("high_costs", 1)):
         knobs = {k: getattr(sc, k) * (1 + sign * e) for p, e in parts.items() for k in BAND_PARTS[p]}
-        ends[end] = pool.submit(search_near, sc.with_knobs(knobs | {"seed": seed}), one, known)
+        at = sc.with_knobs(knobs | {"seed": seed})  # each policy's search is its own task
+        ends[end] = {
+            p: pool.submit(search_near, at, replace(one, policies=(p,)), known) for p in opt.policies
+        }
 
     def band() -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -259,10 +274,10 @@ def cost_band_later(
             "parts": {p: round(e, 4) for p, e in parts.items()},
             "seed": seed,
         }
-        for end, found in ends.items():
-            slo, caps = found.result()
+        for end, tasks in ends.items():
             rows = {}
-            for p in opt.policies:
+            for p, task in tasks.items():
+                slo, caps = task.result()
                 rate = slo[p]["slo_rps"]
                 rows[p] = {
                     "slo_rps": None if rate is None else round(rate, 4),
