@@ -60,5 +60,5 @@ def advise_store_workload(
             else start_online(wl, pool, workload=source or None, costs=costs)
         )
         add = None if start is None else start.add
-        advice = advise(wl, diag, costs=costs, source=source, progress=progress, on_whatif=add)
+        advice = advise(wl, diag, costs=costs, source=source, progress=progress, on_whatif=add, pool=pool)
         return advise_online(advice, wl, costs=costs, progress=progress, pool=pool, start=start)

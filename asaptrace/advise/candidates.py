@@ -29,18 +29,29 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
 from asaptrace.advise.advice import Advice, WhatIf, whatif_line
 from asaptrace.analyze.diagnosis import Diagnosis
 from asaptrace.errors import UsageError
+from asaptrace.executors import TaskPool
 from asaptrace.replay.costs import R2_WARN, CostFit, CostModel
 from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies import POLICIES, Policy, policy_of
 from asaptrace.replay.whatif.explore import best_split, vary_replay
-from asaptrace.replay.whatif.run import ReplayResult, model_error, replay_measured_work, resolve_costs
+from asaptrace.replay.whatif.run import (
+    ReplayResult,
+    mc_band,
+    model_error,
+    replay_measured_work,
+    resolve_costs,
+)
 from asaptrace.units import percent, plural
+
+#: where a what-if's Monte-Carlo band is drawn: a pool, and each what-if's band being drawn by name
+Drawing = tuple[TaskPool, dict[str, Future[dict[str, Any]]]]
 
 #: attention group counts D replayed per round of the split search beyond which it goes coarse to
 #: fine (a 32-device store's 7 splits are all replayed; 384 devices: ≈ 30 of 95)
@@ -70,19 +81,22 @@ def advise(
     source: str = "",
     progress: Callable[[str], None] | None = None,
     on_whatif: Callable[[WhatIf], None] | None = None,
+    pool: TaskPool | None = None,
 ) -> Advice:
     """Run every candidate what-if on ``wl`` and rank them (see the module docstring);
-    ``on_whatif`` is told each what-if as soon as it ran (``advise --online`` starts serving it)."""
+    ``on_whatif`` is told each what-if as soon as it ran (``advise --online`` starts serving it);
+    the Monte-Carlo bands' re-runs are tasks on ``pool`` (default: this process), read at the end."""
     t0 = time.perf_counter()
     say = progress or (lambda _m: None)
     fit = resolve_costs(wl, costs)
     cands = candidates()
     findings = [f for f in diag.findings if f.code in {c for _, cls, _ in cands for c in cls.answers}]
     out: list[WhatIf] = []
+    drawn: dict[str, Future[dict[str, Any]]] = {}  # what-if → its Monte-Carlo band, being drawn
     for name, cls, variant in cands:
         say(f"what-if: {name}")
         try:
-            w = _run(name, cls, variant, wl, fit, out)
+            w = _run(name, cls, variant, wl, fit, out, (pool or TaskPool(1), drawn))
         except UsageError as e:
             w = WhatIf(name, cls.whatif_label(variant), cls.name, False, reason=_reason(str(e)))
         if w.applies:
@@ -90,6 +104,10 @@ def advise(
         out.append(replace(w, line=whatif_line(w)))
         if on_whatif is not None:
             on_whatif(out[-1])
+    for k, w in enumerate(out):
+        if w.name in drawn:
+            w = replace(w, band=mc_of(drawn[w.name].result()))
+            out[k] = replace(w, line=whatif_line(w))
     ranked = sorted((w for w in out if w.applies), key=lambda w: -(w.recovered_ns or 0))
     ref = next((w.reference_ns for w in ranked), None)
     return Advice(
@@ -107,16 +125,22 @@ def advise(
 
 
 def _run(
-    name: str, cls: type[Policy], variant: dict[str, Any], wl: MeasuredWork, fit: CostFit, done: list[WhatIf]
+    name: str,
+    cls: type[Policy],
+    variant: dict[str, Any],
+    wl: MeasuredWork,
+    fit: CostFit,
+    done: list[WhatIf],
+    mc: Drawing,
 ) -> WhatIf:
     """One candidate: a robustness variant at its parent's chosen setting, a split search, or the
     best of the policy's search settings."""
     if cls.needs_deployment is not None and wl.deployment != cls.needs_deployment:
         raise UsageError(_NEEDS.get(cls.needs_deployment, f"it needs a {cls.needs_deployment} store"))
     if variant:
-        return _robustness(name, cls, variant, wl, fit, done)
+        return _robustness(name, cls, variant, wl, fit, done, mc)
     if cls.searches_split:
-        return _pipelined_whatif(cls, wl, fit, _measured_mechanisms(wl))
+        return _pipelined_whatif(cls, wl, fit, _measured_mechanisms(wl), mc=mc)
     return _searched(cls, wl, fit)
 
 
@@ -167,7 +191,13 @@ def _measured_mechanisms(wl: MeasuredWork) -> dict[str, Any]:
 
 
 def _robustness(
-    name: str, cls: type[Policy], variant: dict[str, Any], wl: MeasuredWork, fit: CostFit, done: list[WhatIf]
+    name: str,
+    cls: type[Policy],
+    variant: dict[str, Any],
+    wl: MeasuredWork,
+    fit: CostFit,
+    done: list[WhatIf],
+    mc: Drawing,
 ) -> WhatIf:
     """A named ablation at its policy's chosen setting (asap-expert-failure: the best split, one
     expert die lost)."""
@@ -181,7 +211,7 @@ def _robustness(
     if params.get("expert_failure") and int(params.get("experts") or 0) < 2:
         raise UsageError("the best split has one expert die: losing it leaves no pool")
     if cls.searches_split:
-        w = _pipelined_whatif(cls, wl, fit, params, search=False, name=name)
+        w = _pipelined_whatif(cls, wl, fit, params, search=False, name=name, mc=mc)
     else:
         r = replay_measured_work(wl, policy_of(cls.name, params), costs=fit, attribute=False, band=False)
         w = _from_replay(name, cls.whatif_label(params), cls.name, r, [r.recovered_total_ns], [])
@@ -214,8 +244,10 @@ def _pipelined_whatif(
     *,
     search: bool = True,
     name: str | None = None,
+    mc: Drawing | None = None,
 ) -> WhatIf:
-    """A disaggregated what-if at its best split (or at ``params``), its band and its k_s range."""
+    """A disaggregated what-if at its best split (or at ``params``), its band and its k_s range;
+    its Monte-Carlo band drawn as a task of ``mc``'s pool (its future kept there by name)."""
     policy = cls.name
     name = name or policy
     row: dict[str, Any] = {}
@@ -224,7 +256,10 @@ def _pipelined_whatif(
     if search:
         rows, pol = best_split(wl, pol, fit.model, at_most=SPLIT_POINTS)
         row, n_splits = next(r for r in rows if r["best"]), len(rows)
-    r = replay_measured_work(wl, pol, costs=fit, attribute=False, band=True)
+    r = replay_measured_work(wl, pol, costs=fit, attribute=False, band=True, mc=mc is None)
+    if mc is not None:
+        pool, drawn = mc
+        drawn[name] = pool.submit(mc_band, pol, wl, fit.model, r.reference_makespan_ns)
     recs, range_from = [r.recovered_total_ns], []
     if r.band.get("status") == "fitted":
         recs += [r.band["recovered_low_ns"], r.band["recovered_high_ns"]]

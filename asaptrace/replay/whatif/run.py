@@ -186,11 +186,13 @@ def replay_measured_work(
     costs: CostModel | CostFit | str | Path | None = None,
     attribute: bool = True,
     band: bool = True,
+    mc: bool = True,
     source: str = "",
 ) -> ReplayResult:
     """Replay an extracted workload under ``policy`` (steps 2–7 of the module docstring): a built
     policy (what the pipeline, explore and advise pass, built once), or a spec built here with
-    ``params`` (:func:`~asaptrace.replay.policies.policy_of`)."""
+    ``params`` (:func:`~asaptrace.replay.policies.policy_of`). ``mc`` False leaves the band's
+    Monte-Carlo part out (a caller running :func:`mc_band` elsewhere, e.g. on a worker)."""
     t0 = time.perf_counter()
     if isinstance(policy, Policy):
         if params:
@@ -242,7 +244,8 @@ def replay_measured_work(
         recovered_ns=recovered,
         counterfactuals=counterfactuals,
         band=(
-            fit_band(pol, wl, model, quality, ref.makespan_ns) | mc_band(pol, wl, model, ref.makespan_ns)
+            fit_band(pol, wl, model, quality, ref.makespan_ns)
+            | (mc_band(pol, wl, model, ref.makespan_ns) if mc else {})
             if band
             else {"status": "not computed"}
         ),
