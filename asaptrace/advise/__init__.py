@@ -28,12 +28,12 @@ def advise_store_workload(
     online: bool = False,
     source: str = "",
     progress: Any = None,
-    jobs: int = 1,
+    pool: Any = None,
 ) -> Advice:
     """The advice of an opened, diagnosed store: its workload's what-ifs (and ``online`` their SLO
-    sweep, :func:`asaptrace.advise.online.advise_online`, its searches on ``jobs`` processes: 0 one
-    per CPU, started before the offline what-ifs so that their start-up overlaps them); a store with
-    no work to replay gets every what-if "does not apply", for that reason."""
+    sweep, :func:`asaptrace.advise.online.advise_online`, its searches and the what-ifs'
+    Monte-Carlo bands tasks of ``pool``, an :class:`~asaptrace.executors.TaskPool`: default this
+    process); a store with no work to replay gets every what-if "does not apply", for that reason."""
     from asaptrace.replay.whatif.measured import extract_measured_work
 
     try:
@@ -47,18 +47,15 @@ def advise_store_workload(
         return advice
     if not online:
         return advise(wl, diag, costs=costs, source=source, progress=progress)
-    from asaptrace.advise.online import WORKER_MODULES, advise_online, start_online
+    from asaptrace.advise.online import advise_online, start_online
     from asaptrace.executors import TaskPool
 
-    with TaskPool(jobs) as pool:
-        pool.warm(*WORKER_MODULES)
-        # the measured policy's searches need no offline what-if, and each what-if's only its own
-        # replay: on workers they run while the offline advice goes on
-        start = (
-            None
-            if pool.inline or wl.layers < 1
-            else start_online(wl, pool, workload=source or None, costs=costs)
-        )
-        add = None if start is None else start.add
-        advice = advise(wl, diag, costs=costs, source=source, progress=progress, on_whatif=add, pool=pool)
-        return advise_online(advice, wl, costs=costs, progress=progress, pool=pool, start=start)
+    pool = pool or TaskPool(1)
+    # the measured policy's searches need no offline what-if, and each what-if's only its own
+    # replay: on workers they run while the offline advice goes on
+    start = (
+        None if pool.inline or wl.layers < 1 else start_online(wl, pool, workload=source or None, costs=costs)
+    )
+    add = None if start is None else start.add
+    advice = advise(wl, diag, costs=costs, source=source, progress=progress, on_whatif=add, pool=pool)
+    return advise_online(advice, wl, costs=costs, progress=progress, pool=pool, start=start)

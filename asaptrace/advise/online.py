@@ -51,9 +51,6 @@ DURATION_S = 60.0
 #: the SLO throughput is the median over this many seeds, with its range
 SEEDS = 5
 QUESTION = ONLINE_QUESTION
-#: what a worker of ``advise --online``'s pool imports as it starts (while this process runs the
-#: offline what-ifs)
-WORKER_MODULES = ("asaptrace.replay.whatif.sweep_near", "asaptrace.replay.policies")
 #: the cost constants each fitted part sets (what its band scales)
 BAND_PARTS = {
     "attention": ("attn_c0_ms", "attn_c1_ms", "attn_c2_ms"),

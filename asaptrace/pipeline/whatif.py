@@ -139,15 +139,19 @@ def advise_store(
     scenario fitted to the store (:func:`asaptrace.advise.online.advise_online`), its searches on
     ``jobs`` processes (0: one per CPU; the same answer on any number)."""
     from asaptrace.advise import advise_store_workload
+    from asaptrace.executors import TaskPool
     from asaptrace.info import deployment_phrase, not_prefill_reason
     from asaptrace.store import TraceStore
 
     store = store_path if isinstance(store_path, TraceStore) else open_store(store_path)
     label = store.path.name if isinstance(store_path, TraceStore) else str(store_path)
-    diag = diagnosis or diagnose_store(store)
-    advice = advise_store_workload(
-        store, diag, costs=costs, online=online, source=label, progress=progress, jobs=jobs
-    )
+    with TaskPool(jobs if online else 1) as pool:
+        # the workers start (and import) at once, while this process diagnoses the store
+        pool.warm("asaptrace.replay.whatif.sweep_near", "asaptrace.replay.policies")
+        diag = diagnosis or diagnose_store(store)
+        advice = advise_store_workload(
+            store, diag, costs=costs, online=online, source=label, progress=progress, pool=pool
+        )
     reason = not_prefill_reason(store.meta)  # e.g. a training or decode run: said in one line
     if reason and not all(w.reason and reason in w.reason for w in advice.whatifs):
         advice.notes.insert(0, reason)
