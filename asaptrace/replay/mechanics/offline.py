@@ -58,7 +58,7 @@ from asaptrace.replay.costs import (
     resource_ns,
 )
 from asaptrace.replay.costs.parts import RESOURCES
-from asaptrace.replay.dispersion import busy_share, die_stats, expected_max, order_factor
+from asaptrace.replay.dispersion import busy_share, die_stats, expected_max, max_draws, order_factor
 from asaptrace.replay.mechanics.formers import Batch
 from asaptrace.replay.mechanics.planner import place_longest_first
 from asaptrace.replay.mechanics.work import MeasuredWork
@@ -102,6 +102,29 @@ def transfer_factor(wl: MeasuredWork, costs: CostModel, asynchronous: bool) -> f
     return 1.0 if asynchronous else k_s
 
 
+def measured_draw(
+    rng: np.random.Generator,
+    wl: MeasuredWork,
+    it: pl.DataFrame,
+    costs: CostModel,
+    attn: np.ndarray,
+    moe: np.ndarray,
+    moe_all: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A Monte-Carlo draw's measured items: each was one draw of its dies' slowest too (the what-if
+    replays it as it was), so the band redraws that as well — a factor of mean 1 with the spread of
+    the slowest of its n dies (:func:`~asaptrace.replay.dispersion.max_draws`): each attention
+    item's wl.tp members; a coupled store's pool row (every group's item of a (step, layer,
+    micro-batch) shares its one measured item) or a disaggregated store's served item."""
+    attn = attn * max_draws(rng, wl.tp, costs.attn_sigma, it.height)
+    if wl.deployment == "coupled":
+        row = it.select(pl.struct(_KEYS).rank("dense")).to_series().to_numpy().astype(np.int64) - 1
+        f = max_draws(rng, wl.expert_ranks, costs.moe_sigma, int(row.max(initial=-1)) + 1)[row]
+    else:
+        f = max_draws(rng, wl.expert_ranks, costs.moe_sigma, it.height)
+    return attn, moe * f, moe_all * f
+
+
 def item_costs(
     wl: MeasuredWork,
     costs: CostModel,
@@ -143,6 +166,8 @@ def item_costs(
     # the pool's dies; on k dies the expected slowest is × G(k, σ) / G(k_measured, σ) (inside moe_ns
     # for the pool); a Monte-Carlo draw (mc_draw ≥ 0) redraws the k dies of every item
     rng = np.random.default_rng([costs.mc_seed, costs.mc_draw]) if costs.mc_draw >= 0 else None
+    if rng is not None:
+        attn, moe, moe_all = measured_draw(rng, wl, it, costs, attn, moe, moe_all)
     a_mean, a_max = die_stats(rng, tp, costs.attn_sigma, it.height)
     m_mean, m_max = die_stats(rng, experts, costs.moe_sigma, it.height)
     g_a1, g_m1 = expected_max(1, costs.attn_sigma), expected_max(1, costs.moe_sigma)
