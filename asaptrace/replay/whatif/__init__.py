@@ -5,6 +5,8 @@ Modules, in the order data flows through them:
 
 * :mod:`~asaptrace.replay.whatif.measured` — ``extract_measured_work(store) -> MeasuredWork``: what
   the run did, wait removed (chains of collective instances, per-layer items, pool and transfers);
+* :mod:`~asaptrace.replay.whatif.measured_pool` — its pool: each served item's slowest expert die
+  and the dies' noise, per (step, layer, micro-batch);
 * :mod:`~asaptrace.replay.whatif.run` — ``replay_measured_work(wl, policy, ...) -> ReplayResult``
   (+ JSON); the pipeline's ``replay_store`` composes them: extract, fit the costs, explore, replay,
   write;
@@ -17,6 +19,8 @@ Modules, in the order data flows through them:
 * :mod:`~asaptrace.replay.whatif.replayed_store` — a replay drawn as canonical store tables;
 * :mod:`~asaptrace.replay.whatif.simulate` — online serving of one policy at one rate (a request
   stream through the policy's ``serve()``), each TTFT explained;
+* :mod:`~asaptrace.replay.whatif.sweep_point` — one curve point's numbers: TTFT and its
+  decomposition, overall and by prompt length;
 * :mod:`~asaptrace.replay.whatif.sweep_result` — ``SweepResult``, its versioned JSON;
 * :mod:`~asaptrace.replay.whatif.sweep_reading` — a sweep's words: where its costs came from, its
   plain reading beside the paper's numbers;
