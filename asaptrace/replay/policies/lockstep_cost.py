@@ -102,8 +102,10 @@ class StepCoster:
     def __init__(self, costs: CostModel, st: Served) -> None:
         self.costs, self.st = costs, st
         self.steps: dict[Shape, tuple[int, list[list[float]]]] = {}
-        #: a group's pieces -> (its tokens, its attention ns, each piece's share of it)
-        self.groups: dict[tuple[tuple[int, int], ...], tuple[float, int, list[float]]] = {}
+        #: a group's pieces -> (its tokens, its attention ns, each piece's share of it, its
+        #: dispatch + combine 2·k_s·X(tokens / T) as a float)
+        self.groups: dict[tuple[tuple[int, int], ...], tuple[float, int, list[float], float]] = {}
+        self._moe_of = lambda n: moe_ns(costs, n, st.dp * st.tp)
         #: token counts by blocks of :data:`BLOCK` (index: count // BLOCK): the step's tokens -> M on
         #: all D·T dies; a group's tokens -> X(tokens / T)
         self.moe: dict[int, list[int]] = {}
@@ -133,15 +135,14 @@ class StepCoster:
         except KeyError:
             self._add_groups(keys)
             parts = [kept[k] for k in keys]
-        toks = [tok for tok, _, _ in parts]
+        toks = [p[0] for p in parts]
         n_total = float(sum(toks))
         xfer = round(k_s * self._xfer(max(toks)))
-        moe = self._table(self.moe, n_total, lambda n: moe_ns(self.costs, n, self.st.dp * self.st.tp))
-        layer = max([a for _, a, _ in parts]) + xfer + moe + xfer
+        moe = self._table(self.moe, n_total, self._moe_of)
+        layer = max([p[1] for p in parts]) + xfer + moe + xfer
         shares: list[float] = []
-        for key, (tg, _, sh) in zip(keys, parts, strict=True):
+        for key, (tg, _, sh, x2) in zip(keys, parts, strict=True):
             if key:
-                x2 = 2 * (k_s * float(self._xfer(tg)))
                 shares += [
                     n_l * (s + x2 * c / tg + moe * c / n_total) for s, (c, _) in zip(sh, key, strict=True)
                 ]
@@ -179,8 +180,9 @@ class StepCoster:
         shares = _attention_shares(
             [[(j, c, p) for j, (c, p) in enumerate(k)] for k in new], attn_l, self.costs
         )
+        k_s = self.costs.coupled_k_s
         for k, t, a, sh in zip(new, tok, attn_l, shares, strict=True):
-            self.groups[k] = (t, a, sh)
+            self.groups[k] = (t, a, sh, 2 * (k_s * float(self._xfer(t))) if k else 0.0)
 
 
 # --------------------------------------------------- a step's parts, through the cost registry
