@@ -71,7 +71,7 @@ class ChunkedFormer(LockstepFormer):
         # lowest index among equals (as min over the open groups), in O(log d) a piece
         fewest = [(budget - room[g], g) for g in range(d) if room[g] > 0]
         heapq.heapify(fewest)
-        for i in sorted(taken, key=lambda i: -remaining[i]):
+        for i in sorted(taken, key=remaining.__getitem__, reverse=True):  # stable: FIFO among equals
             if not fewest:
                 back.append(i)
                 continue

@@ -105,7 +105,7 @@ class LockstepFormer:
         least = self.empty_heap.copy()
         groups: list[list[Piece]] = [[] for _ in range(d)]
         back: list[int] = []
-        for i in sorted(taken, key=lambda i: -weight[i]):  # stable: FIFO among equals
+        for i in sorted(taken, key=weight.__getitem__, reverse=True):  # stable: FIFO among equals
             load, g = least[0]
             c = remaining[i]
             if tokens[g] and tokens[g] + c > cap:
