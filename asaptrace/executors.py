@@ -304,7 +304,7 @@ class ProcessExecutor:
 
 class TaskPool:
     """Independent tasks, each handed back as a :class:`~concurrent.futures.Future`: on a pool of
-    ``jobs`` spawned processes of this machine (0: one per CPU), or, for ``jobs`` 1, in this
+    ``jobs`` spawned processes of this machine (0: one per CPU, at most ``at_most``), or, for ``jobs`` 1, in this
     process, each task run as it is submitted (no start-up, and the same results in the same
     order: a task is a pure function of its arguments, so where it ran never shows).
 
@@ -313,10 +313,10 @@ class TaskPool:
     one batch would leave a core idle. :meth:`warm` starts the workers and their imports at once,
     so they overlap the caller's own work instead of delaying the first task."""
 
-    def __init__(self, jobs: int = 1) -> None:
+    def __init__(self, jobs: int = 1, *, at_most: int | None = None) -> None:
         if jobs < 0:
             raise UsageError(f"jobs must be 0 (one per CPU) or more, not {jobs}")
-        self.jobs = jobs or os.cpu_count() or 1
+        self.jobs = jobs or min(os.cpu_count() or 1, at_most or (1 << 30))
         self._pool: ProcessPoolExecutor | None = None
 
     @property

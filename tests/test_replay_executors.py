@@ -121,3 +121,25 @@ def test_executor_mistakes_are_one_line_user_errors(store_and_costs):
         assert res.code == 2 and "needs --executor ray" in res.stderr
     with pytest.raises(UsageError, match="only used by the ray executor"):
         resolve_executor("local", address="auto")
+
+
+def test_a_task_pool_of_one_runs_each_task_as_it_is_submitted_and_keeps_its_error():
+    """``TaskPool(1)`` (and ``0`` capped at one) is this process: a task has run when it is
+    submitted, and a user's error comes back from ``result()`` as itself, as a worker's would."""
+    from asaptrace.errors import UsageError
+    from asaptrace.executors import TaskPool
+
+    ran: list[int] = []
+    with TaskPool(0, at_most=1) as pool:
+        assert pool.inline
+        done = pool.submit(lambda x: ran.append(x) or x * 2, 21)
+        assert ran == [21] and done.result() == 42
+
+        def bad() -> None:
+            raise UsageError("no such store", path="x.store")
+
+        failed = pool.submit(bad)
+    with pytest.raises(UsageError, match=r"x\.store: no such store"):
+        failed.result()
+    with pytest.raises(UsageError):
+        TaskPool(-1)

@@ -42,7 +42,7 @@ def advise(
         typer.Option(
             "--jobs",
             "-j",
-            help="Processes for --online's searches (0: one per CPU, the default; 1: this process). The answer is the same.",
+            help="Processes for --online's searches (0: one per CPU, at most 8, the default; 1: this process). The answer is the same.",
         ),
     ] = 0,
     csv: CsvOpt = None,

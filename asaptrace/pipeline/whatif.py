@@ -137,7 +137,7 @@ def advise_store(
     """Diagnose a store, run every what-if that applies to it at its best setting, and rank them
     (:func:`asaptrace.advise.advise`); ``online`` adds the SLO sweep of the same candidates on a
     scenario fitted to the store (:func:`asaptrace.advise.online.advise_online`), its searches on
-    ``jobs`` processes (0: one per CPU; the same answer on any number)."""
+    ``jobs`` processes (0: one per CPU, at most 8; the same answer on any number)."""
     from asaptrace.advise import advise_store_workload
     from asaptrace.executors import TaskPool
     from asaptrace.info import deployment_phrase, not_prefill_reason
@@ -145,7 +145,9 @@ def advise_store(
 
     store = store_path if isinstance(store_path, TraceStore) else open_store(store_path)
     label = store.path.name if isinstance(store_path, TraceStore) else str(store_path)
-    with TaskPool(jobs if online else 1) as pool:
+    # 0: one worker per CPU, at most 8 (a store's searches are a few dozen tasks; each worker's
+    # start costs ≈ 0.6 s of CPU)
+    with TaskPool(jobs if online else 1, at_most=8) as pool:
         # the workers start (and import) at once, while this process diagnoses the store
         pool.warm("asaptrace.replay.whatif.sweep_near", "asaptrace.replay.policies")
         diag = diagnosis or diagnose_store(store)
