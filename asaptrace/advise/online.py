@@ -289,8 +289,10 @@ def cost_band_later(
 
 def first_seed_guess(main: Any, label: str) -> tuple[float | None, float | None]:
     """Where a band's search starts (:func:`~asaptrace.replay.whatif.sweep_near.search_near`): the
-    main sweep's rate on its first seed (None when some seed was censored: that one's may be a
-    floor) and the bound it was found under."""
+    main sweep's rate on its first seed (None when censored: it may be a floor) and the bound it
+    was found under. ``main`` reads like a sweep's result; ``advise --online`` hands the first
+    seed's own search, read as soon as it is done (its ``slo_censored`` that seed's alone; a whole
+    sweep's says whether any seed was)."""
     rates, cap = main["slo_by_seed"].get(label) or [None], main["capacity"].get(label) or {}
     return (None if main["slo_censored"].get(label) else rates[0]), cap.get("bound_rps")
 
