@@ -55,6 +55,7 @@ from asaptrace.replay.mechanics.pipelined import PipelineConfig, PipelineTrace
 from asaptrace.replay.mechanics.planner import place_longest_first
 from asaptrace.replay.mechanics.work import MeasuredWork
 from asaptrace.replay.policies.base import form_setting, serve_setting
+from asaptrace.replay.policies.lockstep_cost import piece_weight
 from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
 from asaptrace.replay.policies.pipelined_online import COMPILED_HOOKS, UNBOUNDED, OnlineFormer, runs_own_hooks
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
@@ -195,18 +196,16 @@ def _micro_batch_costs(
 ) -> tuple[int, int, int]:
     """One layer's (attention of the slowest group, dispatch or combine, pool item) of a micro-batch
     of these (new tokens, prefix) pieces, kept: a resampled stream's micro-batches recur."""
-    c = np.array([x[0] for x in pieces], np.float64)
-    p = np.array([x[1] for x in pieces], np.float64)
-    # (a list: the short-list placement, the same bins as numpy's loop, without its per-item calls)
-    groups = place_longest_first(costs.attention_weight(c, p).tolist(), dp)
-    used = np.unique(groups).tolist()  # an empty group's attention is 0: only the others are costed
-    where = groups.tolist()
+    # the pieces' weights on Python floats (the same IEEE operations as the array formula,
+    # :func:`piece_weight`), as a list: the short-list placement, the same bins as numpy's loop
+    where = place_longest_first([piece_weight(costs, c, p) for c, p in pieces], dp).tolist()
+    used = sorted(set(where))  # an empty group's attention is 0: only the others are costed
     attn = max(
         _group_attention(costs, tp, experts, tuple([x for x, g in zip(pieces, where, strict=True) if g == h]))
         for h in used
     )
     attn = max(attn, 0) if len(used) < dp else attn
-    tokens = float(c.sum())
+    tokens = float(sum([x[0] for x in pieces]))  # whole tokens: the array's float sum to the bit
     work = LayerWork(tokens, tp, experts, pool_tokens=tokens, sent_per_die=tokens / (dp * tp))
     return attn, int(resource_ns(costs, work, TRANSFER)), int(resource_ns(costs, work, POOL))
 
