@@ -244,7 +244,7 @@ def _pipelined_whatif(
     *,
     search: bool = True,
     name: str | None = None,
-    mc: Drawing | None = None,
+    mc: Drawing,
 ) -> WhatIf:
     """A disaggregated what-if at its best split (or at ``params``), its band and its k_s range;
     its Monte-Carlo band drawn as a task of ``mc``'s pool (its future kept there by name)."""
@@ -256,10 +256,9 @@ def _pipelined_whatif(
     if search:
         rows, pol = best_split(wl, pol, fit.model, at_most=SPLIT_POINTS)
         row, n_splits = next(r for r in rows if r["best"]), len(rows)
-    r = replay_measured_work(wl, pol, costs=fit, attribute=False, band=True, mc=mc is None)
-    if mc is not None:
-        pool, drawn = mc
-        drawn[name] = pool.submit(mc_band, pol, wl, fit.model, r.reference_makespan_ns)
+    r = replay_measured_work(wl, pol, costs=fit, attribute=False, band=True, mc=False)
+    pool, drawn = mc
+    drawn[name] = pool.submit(mc_band, pol, wl, fit.model, r.reference_makespan_ns)
     recs, range_from = [r.recovered_total_ns], []
     if r.band.get("status") == "fitted":
         recs += [r.band["recovered_low_ns"], r.band["recovered_high_ns"]]

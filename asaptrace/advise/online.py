@@ -297,23 +297,16 @@ def first_seed_guess(main: Any, label: str) -> tuple[float | None, float | None]
     return (None if main["slo_censored"].get(label) else rates[0]), cap.get("bound_rps")
 
 
-def mc_band_online(
-    sc: Scenario, opt: SweepOptions, main: Any, whatifs: dict[str, Any]
-) -> dict[str, dict[str, Any]]:
+def mc_band_later(
+    sc: Scenario, opt: SweepOptions, main: Any, whatifs: dict[str, Any], pool: TaskPool
+) -> Callable[[], dict[str, dict[str, Any]]]:
     """The offline Monte-Carlo band carried under load: for each what-if whose replay drew one
     (``WhatIf.band``), every fitted cost constant scaled by its band's edges over its makespan
     (f = mc_low / makespan and mc_high / makespan: the noisy re-runs' 5th–95th percentile, with
     the contention prior's slow edge when there is one) and the SLO rate searched at each near the
     first seed's (:func:`~asaptrace.replay.whatif.sweep_near.search_near`). A steady state averages
-    over more batches than one replay, so this is a wide reading of the noise, not a narrow one."""
-    return mc_band_later(sc, opt, main, whatifs, TaskPool(1))()
-
-
-def mc_band_later(
-    sc: Scenario, opt: SweepOptions, main: Any, whatifs: dict[str, Any], pool: TaskPool
-) -> Callable[[], dict[str, dict[str, Any]]]:
-    """:func:`mc_band_online` with every search submitted to ``pool`` now: call the result for the
-    bands once they are done."""
+    over more batches than one replay, so this is a wide reading of the noise, not a narrow one.
+    Every search is submitted to ``pool`` now: call the result for the bands once they are done."""
     seed = (opt.seeds or (sc.seed,))[0]
     todo: dict[str, dict[str, Any]] = {}
     for label, w in whatifs.items():

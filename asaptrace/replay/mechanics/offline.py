@@ -76,12 +76,15 @@ _JOINED: dict[int, tuple[weakref.ref, pl.DataFrame]] = {}
 
 
 def _joined(wl: MeasuredWork) -> pl.DataFrame:
-    """Items with their pool item and transfers (null-safe: an unknown micro-batch matches itself)."""
+    """Items with their pool item and transfers (null-safe: an unknown micro-batch matches itself),
+    and each item's pool row (``_pool_row``: its (step, layer, micro-batch) numbered once)."""
     hit = _JOINED.get(id(wl))
     if hit is not None and hit[0]() is wl:
         return hit[1]
-    it = wl.items.join(wl.pool, on=_KEYS, how="left", suffix="_pool", nulls_equal=True).join(
-        wl.transfers, on=_KEYS, how="left", nulls_equal=True
+    it = (
+        wl.items.join(wl.pool, on=_KEYS, how="left", suffix="_pool", nulls_equal=True)
+        .join(wl.transfers, on=_KEYS, how="left", nulls_equal=True)
+        .with_columns(_pool_row=pl.struct(_KEYS).rank("dense").cast(pl.Int64) - 1)  # measured_draw's
     )
     if len(_JOINED) > 16:
         _JOINED.clear()
@@ -118,7 +121,7 @@ def measured_draw(
     micro-batch) shares its one measured item) or a disaggregated store's served item."""
     attn = attn * max_draws(rng, wl.tp, costs.attn_sigma, it.height)
     if wl.deployment == "coupled":
-        row = it.select(pl.struct(_KEYS).rank("dense")).to_series().to_numpy().astype(np.int64) - 1
+        row = it["_pool_row"].to_numpy()  # each item's pool row, numbered once with the join
         f = max_draws(rng, wl.expert_ranks, costs.moe_sigma, int(row.max(initial=-1)) + 1)[row]
     else:
         f = max_draws(rng, wl.expert_ranks, costs.moe_sigma, it.height)
