@@ -25,6 +25,14 @@ coupled store of N ranks (``benchmarks/ingest_ranks.py``'s: dp N/4 × tp 4, 8 la
 experts, one step) beside the sample::
 
     python benchmarks/answer.py --before /tmp/before --ranks 384 --repeat 3
+
+``--warm`` times both trees as a user's second run goes: each tree's modules compiled to bytecode
+first (a default Python writes it at the first import; a machine with ``PYTHONDONTWRITEBYTECODE``
+set, as this one, compiles every module again in every process, ≈ 0.25 s each) and each tree
+advising its own copy of each store, whose diagnosis it has kept (without it, alternated trees
+overwrite each other's kept diagnosis and every run diagnoses again, ≈ 0.2 s on the sample)::
+
+    python benchmarks/answer.py --before /tmp/before --ranks 384 --repeat 3 --warm
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -90,14 +99,30 @@ def _answer(on: dict, policy: str) -> str:
     return f"{policy} {v:.3g} ({r[0]:.3g}–{r[1]:.3g}; bound {bound:.4g})"
 
 
-def before_after(old: Path, stores: dict[str, str], repeat: int) -> None:
+def warmed(trees: dict[str, Path], store: str) -> dict[str, str]:
+    """Each tree's own copy of ``store`` with its diagnosis kept, and its modules compiled (``--warm``)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    own = {}
+    for tree, root in trees.items():
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", str(root / "asaptrace")], env=env, check=True
+        )
+        own[tree] = f"{store}-{tree}"
+        shutil.copytree(store, own[tree], dirs_exist_ok=True)
+        once(root, ["advise", own[tree], "--json"])  # (the diagnosis kept beside the copy)
+    return own
+
+
+def before_after(old: Path, stores: dict[str, str], repeat: int, warm: bool = False) -> None:
     """``advise --online`` of the older tree and of this one, alternated; medians and answers."""
     print(f"{'store':<10} {'tree':<7} {'wall s':>8} {'cpu s':>8}  SLO rate per policy (median of seeds)")
+    trees = {"before": old, "after": ROOT}
     for name, store in stores.items():
         runs: dict[str, list[tuple[float, float, str]]] = {"before": [], "after": []}
+        own = warmed(trees, store) if warm else dict.fromkeys(trees, store)
         for _ in range(repeat):
-            for tree, root in (("before", old), ("after", ROOT)):
-                runs[tree].append(once(root, ["advise", store, "--online", "--json"]))
+            for tree, root in trees.items():
+                runs[tree].append(once(root, ["advise", own[tree], "--online", "--json"]))
         med = {
             t: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs))
             for t, rs in runs.items()
@@ -119,6 +144,9 @@ def main() -> None:
     )
     ap.add_argument(
         "--ranks", type=int, default=0, help="with --before, also a synthetic coupled store of N ranks"
+    )
+    ap.add_argument(
+        "--warm", action="store_true", help="with --before: bytecode compiled, each tree's diagnosis kept"
     )
     a = ap.parse_args()
     if not SAMPLE.is_dir():
@@ -143,7 +171,7 @@ def main() -> None:
                 big = Path(tmp) / f"coupled-{a.ranks}.store"
                 ingest(synth_run(Path(tmp), a.ranks), big)
                 stores[f"{a.ranks} ranks"] = str(big)
-            before_after(a.before, stores, a.repeat)
+            before_after(a.before, stores, a.repeat, a.warm)
             return
         rows = [
             (

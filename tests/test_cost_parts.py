@@ -9,6 +9,8 @@ group's batch, per layer, on the attention dies.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -158,3 +160,39 @@ def test_costs_kept_by_their_inputs_are_forgotten_when_a_part_comes_or_goes():
         unregister_part("flat")
     assert after == (before[0] + 1_024_000, before[1] + 1_024_000)
     assert _micro_batch_costs(model, 1, 4, 16, pieces)[0] == before[0]  # gone again
+
+
+def test_a_few_pieces_and_a_scalar_count_cost_what_the_arrays_cost(monkeypatch):
+    """The cost model sums a batch of fewer than 8 pieces, and costs one pool item or send of a
+    scalar count, on Python floats (the online formers' cost misses): to the nanosecond what its
+    numpy path gives for the same numbers (forced with ``FEW = 0`` and one-element arrays), on
+    whole and fractional token counts, with and without a prefix, on every TP size."""
+    from asaptrace.replay.costs import model as cost_model
+    from asaptrace.replay.serving.scenario import load_scenario
+
+    costs = replace(load_scenario("asap-paper").costs, moe_sigma=0.2, attn_phi=0.3)
+    rng = np.random.default_rng(5)
+    cases = []
+    for k in range(3000):
+        n = int(rng.integers(1, cost_model.FEW))
+        c = rng.random(n) * 10.0 ** int(rng.integers(0, 6))
+        c = np.round(c) if k % 2 else c
+        p = rng.random(n) * 4096 if k % 3 else 0
+        t = float(rng.random() * 10.0 ** int(rng.integers(0, 7)))
+        e = float(rng.integers(1, 400))
+        cases.append((c, p, [None, 1, 4, 8][k % 4], t, e))
+    fast = [
+        (costs.attention_ns(c, p, tp=tp), int(costs.moe_ns(t, e)), int(costs.transfer_ns(t)))
+        for c, p, tp, t, e in cases
+    ]
+    monkeypatch.setattr(cost_model, "FEW", 0)
+    arrays = [
+        (
+            costs.attention_ns(c, p, tp=tp),
+            int(costs.moe_ns(np.array([t]), e)[0]),
+            int(costs.transfer_ns(np.array([t]))[0]),
+        )
+        for c, p, tp, t, e in cases
+    ]
+    assert fast == arrays
+    assert isinstance(costs.moe_ns(1000.0, 8), np.integer)  # a scalar's answer is still numpy's int64

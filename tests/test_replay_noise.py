@@ -127,3 +127,28 @@ def test_a_disaggregated_twin_reads_the_noise_it_was_made_with(root):
     twin reads it (it read 0.10, the spread of the four batches' sums, before)."""
     q = fit_costs(twin(root, 0.2, (4, 4, 16))).quality
     assert 0.17 <= q["moe"]["sigma"] <= 0.23
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("asap", {"attention": "4x4", "experts": 16}),
+        ("asap", {"attention": "2x4", "experts": 8, "dual_batch": False}),
+        ("asap", {"attention": "4x4", "experts": 16, "overlap": False}),  # an ablation: run()'s path
+        ("asap", {"attention": "4x4", "experts": 16, "asynchronous": False}),  # lockstep
+        ("afd-pingpong", {"attention": "4x4", "experts": 16, "m": 3}),
+    ],
+)
+def test_a_band_draws_makespan_alone_is_the_whole_runs(root, name, params):
+    """The Monte-Carlo band reads each draw's makespan from :meth:`Policy.makespan` (no spans, no
+    batches frame): on a noisy twin's work, at the fitted costs and at four band draws, it is the
+    whole replay's makespan to the nanosecond, dual batch or not, with an ablation, in lockstep."""
+    from dataclasses import replace
+
+    from asaptrace.replay.policies import policy_of
+
+    wl = twin(root, 0.2)
+    costs = fit_costs(wl).model
+    pol = policy_of(name, params)
+    for c in [costs, *(replace(costs, mc_draw=i, mc_seed=0) for i in range(4))]:
+        assert pol.makespan(wl, c) == pol.run(wl, c).makespan_ns

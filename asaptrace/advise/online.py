@@ -86,6 +86,7 @@ class OnlineSearches:
             min_arrivals=MIN_ARRIVALS,
             seeds=self.seeds,
             configured=tuple((p, self.configured[p]) for p in labels),
+            curve=False,  # no curve is drawn: its low-load points are not run
         )
 
     def submit(self, label: str, pol: Policy) -> None:

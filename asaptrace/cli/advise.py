@@ -54,6 +54,15 @@ def advise(
     Example: asaptrace advise run.store --online
     """
     from asaptrace.pipeline import advise_store
+
+    check_tables(csv, parquet)
+
+    def progress(message: str) -> None:
+        if not as_json and err.is_terminal:
+            err.print(f"[dim]{escape(message)}[/]")
+
+    # (the views after the advice: with --online its worker processes start before these imports)
+    advice = advise_store(store, costs=costs, online=online, progress=progress, jobs=jobs)
     from asaptrace.views.advice import (
         advice_header,
         advice_legend,
@@ -63,13 +72,6 @@ def advise(
         online_setup_line,
     )
 
-    check_tables(csv, parquet)
-
-    def progress(message: str) -> None:
-        if not as_json and err.is_terminal:
-            err.print(f"[dim]{escape(message)}[/]")
-
-    advice = advise_store(store, costs=costs, online=online, progress=progress, jobs=jobs)
     j = advice.to_json()
     write_tables(advice_tables(j), csv, parquet)
     if as_json:

@@ -138,18 +138,21 @@ def advise_store(
     (:func:`asaptrace.advise.advise`); ``online`` adds the SLO sweep of the same candidates on a
     scenario fitted to the store (:func:`asaptrace.advise.online.advise_online`), its searches on
     ``jobs`` processes (0: one per CPU, at most 8; the same answer on any number)."""
-    from asaptrace.advise import advise_store_workload
     from asaptrace.executors import TaskPool
-    from asaptrace.info import deployment_phrase, not_prefill_reason
-    from asaptrace.store import TraceStore
 
-    store = store_path if isinstance(store_path, TraceStore) else open_store(store_path)
-    label = store.path.name if isinstance(store_path, TraceStore) else str(store_path)
+    given = not isinstance(store_path, str | Path)  # an opened TraceStore
+    if not given and not Path(store_path).is_dir():
+        open_store(store_path)  # its one-line error, before any worker starts
     # 0: one worker per CPU, at most 8 (a store's searches are a few dozen tasks; each worker's
     # start costs ≈ 0.6 s of CPU)
     with TaskPool(jobs if online else 1, at_most=8) as pool:
-        # the workers start (and import) at once, while this process diagnoses the store
+        # the workers start (and import) at once, while this process imports, opens and diagnoses
         pool.warm("asaptrace.replay.whatif.sweep_near", "asaptrace.replay.policies")
+        from asaptrace.advise import advise_store_workload
+        from asaptrace.info import deployment_phrase, not_prefill_reason
+
+        store = store_path if given else open_store(store_path)
+        label = store.path.name if given else str(store_path)
         diag = diagnosis or diagnose_store(store)
         advice = advise_store_workload(
             store, diag, costs=costs, online=online, source=label, progress=progress, pool=pool

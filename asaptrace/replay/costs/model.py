@@ -146,7 +146,11 @@ class CostModel:
         return self.attn_tp_ref / float(tp) * order_factor(float(tp), self.attn_tp_ref, self.attn_sigma)
 
     def attention_ns(self, new_tokens: Any, prefix: Any = 0, *, tp: float | None = None) -> int:
-        """One layer's attention for a batch of pieces (arrays of c and P; scalars work) on ``tp`` dies."""
+        """One layer's attention for a batch of pieces (arrays of c and P; scalars work) on ``tp`` dies.
+        A batch of fewer than :data:`FEW` pieces is summed on Python floats (:func:`_few_attention_ms`)."""
+        few = _few_attention_ms(self, new_tokens, prefix)
+        if few is not None:
+            return _ns(few * self.tp_factor(tp))
         c = np.atleast_1d(np.asarray(new_tokens, np.float64))
         p = np.broadcast_to(np.asarray(prefix, np.float64), c.shape)
         n = max(len(c), 1)
@@ -174,14 +178,24 @@ class CostModel:
 
     def moe_ns(self, tokens: Any, experts: float, skew: Any = 1.0) -> np.ndarray:
         """One MoE layer item of ``tokens`` on an ``experts``-die pool (vectorised): the per-die
-        location × G(experts, σ), the expected slowest of the pool's dies."""
+        location × G(experts, σ), the expected slowest of the pool's dies. (One item of a scalar
+        count: the same operations on Python floats, an int64 scalar.)"""
         r = self.moe_e_ref / experts if self.moe_e_ref > 0 else 1.0
+        if type(tokens) in _SCALARS and type(skew) in _SCALARS:
+            ms = max(
+                self.moe_plateau_ms * r, self.moe_a_ms + self.moe_b_ms * r * (float(tokens) / K) * float(skew)
+            )
+            return np.int64(round(ms * expected_max(experts, self.moe_sigma) * _NS_PER_MS))  # type: ignore[return-value]
         n = np.asarray(tokens, np.float64) / K
         ms = np.maximum(self.moe_plateau_ms * r, self.moe_a_ms + self.moe_b_ms * r * n * np.asarray(skew))
         return _ns_arr(ms * expected_max(experts, self.moe_sigma))
 
     def transfer_ns(self, tokens_per_die: Any) -> np.ndarray:
-        """One dispatch or combine of ``tokens_per_die`` tokens from each sending die (vectorised)."""
+        """One dispatch or combine of ``tokens_per_die`` tokens from each sending die (vectorised;
+        a scalar count on Python floats, an int64 scalar)."""
+        if type(tokens_per_die) in _SCALARS:
+            ms = self.xfer_latency_ms + self.xfer_per_k_ms * (float(tokens_per_die) / K)
+            return np.int64(round(ms * _NS_PER_MS))  # type: ignore[return-value]
         t = np.asarray(tokens_per_die, np.float64) / K
         return _ns_arr(self.xfer_latency_ms + self.xfer_per_k_ms * t)
 
@@ -213,6 +227,42 @@ class CostModel:
 
 def _ns(ms: float) -> int:
     return round(ms * _NS_PER_MS)
+
+
+#: the scalar types the cost model computes on Python floats (the same IEEE operations in the same
+#: order as on numpy's float64, and round() rounds half to even as np.rint does)
+_SCALARS = frozenset({int, float, np.float64, np.int64})
+#: a batch of fewer pieces than this is summed one piece after the other, as numpy sums fewer than 8
+FEW = 8
+
+
+def _few_attention_ms(costs: CostModel, new_tokens: Any, prefix: Any) -> float | None:
+    """:meth:`CostModel.attention_ns`'s ms before the TP factor for a 1-d float64 array of fewer
+    than :data:`FEW` pieces and a prefix array of its length or a scalar, on Python floats (numpy
+    adds fewer than 8 values one after the other, as this does); None for anything else."""
+    if not (isinstance(new_tokens, np.ndarray) and new_tokens.ndim == 1 and 0 < len(new_tokens) < FEW):
+        return None
+    if new_tokens.dtype != np.float64:
+        return None
+    c = new_tokens.tolist()
+    if isinstance(prefix, np.ndarray):
+        if prefix.dtype != np.float64 or prefix.shape != new_tokens.shape:
+            return None
+        p = prefix.tolist()
+    elif type(prefix) in _SCALARS:
+        p = [float(prefix)] * len(c)
+    else:
+        return None
+    n = len(c)
+    total = 0.0
+    pairs = 0.0
+    for ci, pi in zip(c, p, strict=True):
+        total += ci
+        pairs += ci * (2 * pi + ci)
+    sc = total / K
+    linear = costs.attn_c1_ms * ((1 - costs.attn_phi) * sc + costs.attn_phi * sc / n)
+    quad = costs.attn_c2_ms * pairs / K2
+    return costs.attn_c0_ms + linear + quad + costs.attn_per_request_ms * n
 
 
 def _ns_arr(ms: Any) -> np.ndarray:

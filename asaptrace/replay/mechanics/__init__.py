@@ -21,5 +21,8 @@ Modules, in the order data flows through them:
   ``ServiceOrder``);
 * :mod:`~asaptrace.replay.mechanics.pipeline_run` — ``run_pipeline`` / ``run_recorded``: the
   reference or the compiled item loop ``_pkernel`` (``_pkernel.c``, same events span for span;
-  ``ASAPTRACE_PIPELINE_ENGINE=python`` picks the reference).
+  ``ASAPTRACE_PIPELINE_ENGINE=python`` picks the reference);
+* :mod:`~asaptrace.replay.mechanics.lockstep_run` — the lockstep family's online loop in the
+  compiled ``_lkernel`` (``_lkernel.c``: the built-in step formers, the same steps as the Python
+  loop; the same variable picks the Python loop).
 """

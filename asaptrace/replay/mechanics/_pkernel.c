@@ -102,11 +102,18 @@ static inline void ring_take(Ring *r, int64_t *rec) {
 
 typedef struct {
     int64_t t;
-    uint64_t key; /* priority << SEQ_BITS | seq */
-    int64_t b;    /* internal batch index */
-    int64_t layer;
-    int kind;
+    uint64_t key;  /* priority << SEQ_BITS | seq */
+    uint64_t what; /* (internal batch index + 1) << 24 | layer << 3 | kind: 24 bytes an event */
 } Ev;
+
+#define LAYER_BITS 21 /* a batch has fewer than 2^21 layers (add_batch, former_batch check) */
+static inline Ev ev_of(int64_t t, uint64_t key, int64_t b, int64_t layer, int kind) {
+    Ev e = {t, key, (uint64_t)(b + 1) << (LAYER_BITS + 3) | (uint64_t)layer << 3 | (uint64_t)kind};
+    return e;
+}
+static inline int64_t ev_b(const Ev *e) { return (int64_t)(e->what >> (LAYER_BITS + 3)) - 1; }
+static inline int64_t ev_layer(const Ev *e) { return (int64_t)((e->what >> 3) & ((1u << LAYER_BITS) - 1)); }
+static inline int ev_kind(const Ev *e) { return (int)(e->what & 7); }
 
 typedef struct {
     Ev *p;
@@ -257,8 +264,7 @@ static int push(Sim *s, int kind, int64_t t, int64_t b, int64_t layer) {
                      (long long)t, (long long)s->now);
         return -1;
     }
-    Ev e = {t, PRIO[kind] << SEQ_BITS | s->seq++, b, layer, kind};
-    return heap_push(&s->heap, e);
+    return heap_push(&s->heap, ev_of(t, PRIO[kind] << SEQ_BITS | s->seq++, b, layer, kind));
 }
 
 static int add_ns(int64_t a, int64_t b, int64_t *out) {
@@ -329,6 +335,10 @@ static int64_t add_batch(Sim *s, PyObject *obj, int64_t group) {
     if (L < 1 || views[1].shape[0] < L || views[2].shape[0] < L || views[3].shape[0] < L) {
         PyErr_Format(PyExc_ValueError, "batch %lld: no layer, or per-layer cost arrays shorter than its attention",
                      (long long)id);
+        goto done;
+    }
+    if (L >= (int64_t)1 << LAYER_BITS) {
+        PyErr_Format(PyExc_ValueError, "batch %lld: more than %d layers", (long long)id, (1 << LAYER_BITS) - 1);
         goto done;
     }
     if (grow((void **)&s->bs, &s->capb, s->nb, sizeof *s->bs, 256) < 0) goto done;
@@ -548,9 +558,9 @@ out:
 }
 
 static int handle(Sim *s, const Ev *e) {
-    int64_t t = e->t, bi = e->b, layer = e->layer;
+    int64_t t = e->t, bi = ev_b(e), layer = ev_layer(e);
     Batch *b = bi >= 0 ? &s->bs[bi] : NULL;
-    switch (e->kind) {
+    switch (ev_kind(e)) {
     case K_WAKEUP:
         return assign(s, t);
     case K_ATTN_READY:
@@ -621,7 +631,7 @@ static int run_loop(Sim *s) {
         Ev e;
         int from_wk = 0;
         if (s->wi < s->nwk) {
-            Ev w = {s->wk_t[s->wi], PRIO[K_WAKEUP] << SEQ_BITS | (uint64_t)s->wk_seq[s->wi], -1, 0, K_WAKEUP};
+            Ev w = ev_of(s->wk_t[s->wi], PRIO[K_WAKEUP] << SEQ_BITS | (uint64_t)s->wk_seq[s->wi], -1, 0, K_WAKEUP);
             if (!s->heap.n || ev_less(&w, &s->heap.p[0])) {
                 e = w;
                 from_wk = 1;
@@ -796,6 +806,10 @@ static int64_t cost_index(Sim *s, int64_t a, int64_t n) {
     for (int k = 1; k < 4; k++) exact = exact && views[k].shape[0] == L;
     if (L < 1 || views[1].shape[0] < L || views[2].shape[0] < L || views[3].shape[0] < L) {
         PyErr_SetString(PyExc_ValueError, "a batch: no layer, or per-layer cost arrays shorter than its attention");
+        goto done;
+    }
+    if (L >= (int64_t)1 << LAYER_BITS) {
+        PyErr_Format(PyExc_ValueError, "a batch: more than %d layers", (1 << LAYER_BITS) - 1);
         goto done;
     }
     block = malloc(4 * (size_t)L * sizeof *block);

@@ -40,7 +40,6 @@ on the target deployment and added to its attention, pool item and sends (:func:
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,7 +60,7 @@ from asaptrace.replay.costs.parts import RESOURCES
 from asaptrace.replay.dispersion import busy_share, die_stats, expected_max, max_draws, order_factor
 from asaptrace.replay.mechanics.formers import Batch
 from asaptrace.replay.mechanics.planner import place_longest_first
-from asaptrace.replay.mechanics.work import MeasuredWork
+from asaptrace.replay.mechanics.work import MeasuredWork, kept_per_work
 
 _KEYS = ["step", "layer", "micro_batch"]
 
@@ -70,26 +69,15 @@ def _r(costs: CostModel, experts: float) -> float:
     return costs.moe_e_ref / experts if costs.moe_e_ref > 0 else 1.0
 
 
-#: id(work) → (a weak reference to it, its joined items): the Monte-Carlo band replays one work
-#: 32 times, and the join does not depend on the costs
-_JOINED: dict[int, tuple[weakref.ref, pl.DataFrame]] = {}
-
-
+@kept_per_work  # the Monte-Carlo band replays one work 32 times: the join does not change
 def _joined(wl: MeasuredWork) -> pl.DataFrame:
     """Items with their pool item and transfers (null-safe: an unknown micro-batch matches itself),
     and each item's pool row (``_pool_row``: its (step, layer, micro-batch) numbered once)."""
-    hit = _JOINED.get(id(wl))
-    if hit is not None and hit[0]() is wl:
-        return hit[1]
-    it = (
+    return (
         wl.items.join(wl.pool, on=_KEYS, how="left", suffix="_pool", nulls_equal=True)
         .join(wl.transfers, on=_KEYS, how="left", nulls_equal=True)
         .with_columns(_pool_row=pl.struct(_KEYS).rank("dense").cast(pl.Int64) - 1)  # measured_draw's
     )
-    if len(_JOINED) > 16:
-        _JOINED.clear()
-    _JOINED[id(wl)] = (weakref.ref(wl), it)
-    return it
 
 
 def _col(it: pl.DataFrame, name: str) -> np.ndarray:
@@ -108,7 +96,7 @@ def transfer_factor(wl: MeasuredWork, costs: CostModel, asynchronous: bool) -> f
 def measured_draw(
     rng: np.random.Generator,
     wl: MeasuredWork,
-    it: pl.DataFrame,
+    cols: dict[str, Any],
     costs: CostModel,
     attn: np.ndarray,
     moe: np.ndarray,
@@ -119,12 +107,12 @@ def measured_draw(
     the slowest of its n dies (:func:`~asaptrace.replay.dispersion.max_draws`): each attention
     item's wl.tp members; a coupled store's pool row (every group's item of a (step, layer,
     micro-batch) shares its one measured item) or a disaggregated store's served item."""
-    attn = attn * max_draws(rng, wl.tp, costs.attn_sigma, it.height)
+    attn = attn * max_draws(rng, wl.tp, costs.attn_sigma, cols["n"])
     if wl.deployment == "coupled":
-        row = it["_pool_row"].to_numpy()  # each item's pool row, numbered once with the join
+        row = cols["pool_row"]  # each item's pool row, numbered once with the join
         f = max_draws(rng, wl.expert_ranks, costs.moe_sigma, int(row.max(initial=-1)) + 1)[row]
     else:
-        f = max_draws(rng, wl.expert_ranks, costs.moe_sigma, it.height)
+        f = max_draws(rng, wl.expert_ranks, costs.moe_sigma, cols["n"])
     return attn, moe * f, moe_all * f
 
 
@@ -140,15 +128,67 @@ def item_costs(
     """Per (step, dp_group, micro_batch, layer): attention_ns, dispatch_ns, moe_ns, combine_ns, and the
     pool item of all groups' tokens (``moe_all_ns``, the lockstep deployment's one item per layer)."""
     it = _joined(wl)
-    attn = it["attn_ns"].to_numpy().astype(np.float64) * wl.tp / tp  # linear in the TP size
-    pool = it["pool_ns"].fill_null(0).to_numpy().astype(np.float64)
-    disp = it["dispatch_ns"].fill_null(0).to_numpy().astype(np.float64)
-    comb = it["combine_ns"].fill_null(0).to_numpy().astype(np.float64)
+    got = item_cost_arrays(wl, costs, tp=tp, experts=experts, asynchronous=asynchronous, windows=windows)
+    return pl.DataFrame(
+        {
+            "step": it["step"],
+            "dp_group": it["dp_group"],
+            "micro_batch": it["micro_batch"],
+            "layer": it["layer"],
+            **got,
+            "tokens": it["tokens"],
+            "max_len": it["max_len"],
+        }
+    ).sort("step", "dp_group", "micro_batch", "layer", nulls_last=True)
+
+
+@kept_per_work
+def _columns(wl: MeasuredWork) -> dict[str, Any]:
+    """The joined items' columns as :func:`item_cost_arrays` reads them (nulls filled as it fills
+    them; read-only: every draw of a Monte-Carlo band reads the same)."""
+    it = _joined(wl)
+    out: dict[str, Any] = {
+        "attn_ns": it["attn_ns"].to_numpy().astype(np.float64),
+        "pool_ns": it["pool_ns"].fill_null(0).to_numpy().astype(np.float64),
+        "dispatch_ns": it["dispatch_ns"].fill_null(0).to_numpy().astype(np.float64),
+        "combine_ns": it["combine_ns"].fill_null(0).to_numpy().astype(np.float64),
+        "pool_row": it["_pool_row"].to_numpy(),
+        "attn_thr": it["attn_thr"].fill_null(1.0).to_numpy() if "attn_thr" in it.columns else 1.0,
+        "moe_thr": it["moe_thr"].fill_null(1.0).to_numpy() if "moe_thr" in it.columns else 0.0,
+        "dispatch_in_flight": _col(it, "dispatch_in_flight"),
+        "combine_in_flight": _col(it, "combine_in_flight"),
+        "n": it.height,
+    }
     if wl.has_tokens:
-        n_b = it["tokens"].to_numpy()
-        n_all = it.select(pl.col("tokens").sum().over(_KEYS))["tokens"].to_numpy()
+        out["tokens"] = it["tokens"].to_numpy()
+        out["n_all"] = it.select(pl.col("tokens").sum().over(_KEYS))["tokens"].to_numpy()
+        out["tokens_pool"] = it["tokens_pool"].fill_null(0).to_numpy()
+        out["tokens_per_die"] = it["tokens_per_die"].fill_null(0).to_numpy()
+    for v in out.values():
+        if isinstance(v, np.ndarray):
+            v.flags.writeable = False
+    return out
+
+
+def item_cost_arrays(
+    wl: MeasuredWork,
+    costs: CostModel,
+    *,
+    tp: int,
+    experts: float,
+    asynchronous: bool = True,
+    windows: tuple[int, int] = (1, 1),
+) -> dict[str, np.ndarray]:
+    """:func:`item_costs`' cost columns (int64 ns), in the joined items' order (unsorted): what a
+    replay that builds its batches itself needs (:func:`offline_batches`), without a frame."""
+    it, cols = _joined(wl), _columns(wl)
+    attn = cols["attn_ns"] * wl.tp / tp  # linear in the TP size
+    pool, disp, comb = cols["pool_ns"], cols["dispatch_ns"], cols["combine_ns"]
+    if wl.has_tokens:
+        n_b = cols["tokens"]
+        n_all = cols["n_all"]
         if wl.deployment == "coupled":
-            ref = costs.moe_ns(it["tokens_pool"].fill_null(0).to_numpy(), wl.expert_ranks).astype(np.float64)
+            ref = costs.moe_ns(cols["tokens_pool"], wl.expert_ranks).astype(np.float64)
         else:
             own = costs.moe_ns(n_b, wl.expert_ranks).astype(np.float64)
             ref = (
@@ -158,7 +198,7 @@ def item_costs(
             )
         moe = pool * costs.moe_ns(n_b, experts) / np.maximum(ref, 1)
         moe_all = pool * costs.moe_ns(n_all, experts) / np.maximum(ref, 1)
-        tpd = it["tokens_per_die"].fill_null(0).to_numpy()
+        tpd = cols["tokens_per_die"]
         xr = costs.transfer_ns(n_b / tp) / np.maximum(costs.transfer_ns(tpd), 1)
         disp, comb = disp * xr, comb * xr
     else:
@@ -170,29 +210,25 @@ def item_costs(
     # for the pool); a Monte-Carlo draw (mc_draw ≥ 0) redraws the k dies of every item
     rng = np.random.default_rng([costs.mc_seed, costs.mc_draw]) if costs.mc_draw >= 0 else None
     if rng is not None:
-        attn, moe, moe_all = measured_draw(rng, wl, it, costs, attn, moe, moe_all)
-    a_mean, a_max = die_stats(rng, tp, costs.attn_sigma, it.height)
-    m_mean, m_max = die_stats(rng, experts, costs.moe_sigma, it.height)
+        attn, moe, moe_all = measured_draw(rng, wl, cols, costs, attn, moe, moe_all)
+    a_mean, a_max = die_stats(rng, tp, costs.attn_sigma, cols["n"])
+    m_mean, m_max = die_stats(rng, experts, costs.moe_sigma, cols["n"])
     g_a1, g_m1 = expected_max(1, costs.attn_sigma), expected_max(1, costs.moe_sigma)
     g_e = expected_max(experts, costs.moe_sigma)
     attn_late = attn * a_max / expected_max(wl.tp, costs.attn_sigma)  # the slowest of tp members
     moe_late, moe_all = moe * m_max / g_e, moe_all * m_max / g_e  # the slowest of the pool's dies
     if rng is not None and costs.xfer_sigma > 0:  # transfers over the fit's log residuals
         sx = costs.xfer_sigma
-        disp = disp * np.exp(sx * rng.standard_normal(it.height) - sx * sx / 2)
-        comb = comb * np.exp(sx * rng.standard_normal(it.height) - sx * sx / 2)
+        disp = disp * np.exp(sx * rng.standard_normal(cols["n"]) - sx * sx / 2)
+        comb = comb * np.exp(sx * rng.standard_normal(cols["n"]) - sx * sx / 2)
     if rng is not None and costs.xfer_contention > 0:  # … over the in-flight counts (plus the prior's)
-        n_d, n_c, (p_d, p_c) = (
-            _col(it, "dispatch_in_flight"),
-            _col(it, "combine_in_flight"),
-            costs.mc_in_flight,
-        )
+        n_d, n_c, (p_d, p_c) = cols["dispatch_in_flight"], cols["combine_in_flight"], costs.mc_in_flight
         disp = disp * drawn_contention(rng, costs.xfer_contention, n_d, n_d + p_d)
         comb = comb * drawn_contention(rng, costs.xfer_contention, n_c, n_c + p_c)
     a_add, m_add, m_all_add, x_add = unmeasured_ns(wl, costs, it, tp=tp, experts=experts)
     xs = transfer_factor(wl, costs, asynchronous) * costs.whatif_transfer_scale
     moe_s = costs.whatif_moe_scale
-    a_late = m_late = np.zeros(it.height)
+    a_late = m_late = np.zeros(cols["n"])
     if asynchronous:
         # nothing holds a group's members or the pool's dies together but an item's result: each die
         # runs its own queue and an item is back when its slowest die is (the max − busy part rides
@@ -201,11 +237,11 @@ def item_costs(
         # pool pays per item the expected slowest die's mean over that window; a group's members
         # (whose next layer waits only on the pool) pay their measured busiest member's own Σ
         # (``attn_thr``; 1 when a collective inside the layers holds them together every item)
-        a_thr = it["attn_thr"].fill_null(1.0).to_numpy() if "attn_thr" in it.columns else 1.0
+        a_thr = cols["attn_thr"]
         a_busy = attn * a_thr * a_mean / g_a1
         # … and never less than its busiest die's own measured Σ (``moe_thr``: a persistently slower
         # die, a hot expert, is a level, not noise)
-        m_thr = it["moe_thr"].fill_null(1.0).to_numpy() if "moe_thr" in it.columns else 0.0
+        m_thr = cols["moe_thr"]
         m_level = moe * np.maximum(busy_share(experts, costs.moe_sigma, windows[1]) / g_e, m_thr)
         m_busy = m_level * m_mean / g_m1
         a_late, m_late = np.maximum(attn_late, a_busy) - a_busy, np.maximum(moe_late, m_busy) - m_busy
@@ -213,21 +249,13 @@ def item_costs(
     else:  # in lockstep every die waits for the slowest at each barrier
         attn, moe = attn_late, moe_late
     attn = attn + a_add  # the parts the measured times do not hold (0: none)
-    return pl.DataFrame(
-        {
-            "step": it["step"],
-            "dp_group": it["dp_group"],
-            "micro_batch": it["micro_batch"],
-            "layer": it["layer"],
-            "attention_ns": np.rint(attn).astype(np.int64),
-            "dispatch_ns": np.where(pool > 0, np.rint(disp * xs + a_late + x_add), 0).astype(np.int64),
-            "moe_ns": np.rint(moe * moe_s + m_add).astype(np.int64),
-            "moe_all_ns": np.rint(moe_all * moe_s + m_all_add).astype(np.int64),
-            "combine_ns": np.where(pool > 0, np.rint(comb * xs + m_late * moe_s + x_add), 0).astype(np.int64),
-            "tokens": it["tokens"],
-            "max_len": it["max_len"],
-        }
-    ).sort("step", "dp_group", "micro_batch", "layer", nulls_last=True)
+    return {
+        "attention_ns": np.rint(attn).astype(np.int64),
+        "dispatch_ns": np.where(pool > 0, np.rint(disp * xs + a_late + x_add), 0).astype(np.int64),
+        "moe_ns": np.rint(moe * moe_s + m_add).astype(np.int64),
+        "moe_all_ns": np.rint(moe_all * moe_s + m_all_add).astype(np.int64),
+        "combine_ns": np.where(pool > 0, np.rint(comb * xs + m_late * moe_s + x_add), 0).astype(np.int64),
+    }
 
 
 def unmeasured_ns(
@@ -265,45 +293,88 @@ def offline_batches(
 ) -> list[Batch]:
     """The store's batches with their costs on the target deployment, ready at their step's start.
 
-    ``long_tokens``: a batch holding a prompt longer than this runs alone (None or 0: never).
+    ``long_tokens``: a batch holding a prompt longer than this runs alone (None or 0: never). Which
+    micro-batch holds the long prompt: the batches table says, or (when it does not say) the
+    group's micro-batch with the most attention work (:func:`_batches_of_frame`). The batches'
+    layout is kept per work (:func:`_layout`): only their costs change from one replay to the next.
     """
-    ic = item_costs(wl, costs, tp=tp, experts=experts, windows=windows)
-    # which micro-batch holds the long prompt: the batches table says, or (when it does not say)
-    # the group's micro-batch with the most attention work
-    per = ic.group_by("step", "dp_group", "micro_batch").agg(
-        pl.col("attention_ns").sum(), pl.col("max_len").max()
-    )
+    got = item_cost_arrays(wl, costs, tp=tp, experts=experts, windows=windows)
+    lay = _layout(wl)
+    cols = {c: got[c][lay.order] for c in ("attention_ns", "dispatch_ns", "moe_ns", "combine_ns")}
+    longest = lay.longest
     if wl.batches.height and wl.batches["micro_batch"].null_count() and wl.micro_batches > 1:
-        heaviest = per.sort("attention_ns", descending=True).unique(["step", "dp_group"], keep="first")
-        per = per.join(
-            heaviest.select("step", "dp_group", pl.col("micro_batch").alias("_h")), on=["step", "dp_group"]
+        longest = _in_heaviest(lay, cols["attention_ns"])
+    return [
+        Batch(
+            batch_id=i,
+            ready_ns=ready,
+            attention_ns=cols["attention_ns"][a:b],
+            dispatch_ns=cols["dispatch_ns"][a:b],
+            moe_ns=cols["moe_ns"][a:b],
+            combine_ns=cols["combine_ns"][a:b],
+            alone=bool(long_tokens and top is not None and top > long_tokens),
+            step=key[0],
+            key=key,
         )
-        per = per.with_columns(
-            max_len=pl.when(pl.col("micro_batch") == pl.col("_h")).then("max_len").otherwise(0)
+        for i, ((a, b), key, ready, top) in enumerate(
+            zip(lay.rows, lay.keys, lay.ready, longest, strict=True)
         )
-    longest_of = {(s, g, m): v for s, g, m, _, v, *_ in per.iter_rows()}
+    ]
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """The measured batches as runs of the items sorted by (step, group, micro-batch, layer) (the
+    order :func:`item_costs` sorts in): ``order`` the items' permutation; per batch its rows
+    [a, b), its key (step, group, micro-batch or −1), its step's ready time, its longest prompt and
+    whether its micro-batch is known; ``groups`` each (step, group)'s batches."""
+
+    order: np.ndarray
+    rows: list[tuple[int, int]]
+    keys: list[tuple[int, int, int]]
+    ready: list[int]
+    longest: list[Any]
+    known: list[bool]
+    groups: list[list[int]]
+
+
+@kept_per_work
+def _layout(wl: MeasuredWork) -> _Layout:
+    it = _joined(wl)
+    keyed = it.select("step", "dp_group", "micro_batch", "layer", "max_len").with_row_index("_i")
+    srt = keyed.sort("step", "dp_group", "micro_batch", "layer", nulls_last=True)
+    per = srt.group_by("step", "dp_group", "micro_batch").agg(pl.col("max_len").max())
+    longest_of = {(st, g, m): v for st, g, m, v in per.iter_rows()}
     ready = dict(zip(wl.steps["step"].to_list(), wl.steps["start_ns"].to_list(), strict=True))
-    out = []
-    # ic is sorted by (step, group, micro-batch, layer): each batch is one run of rows
-    keys = list(zip(*(ic[c].to_list() for c in ("step", "dp_group", "micro_batch")), strict=True))
-    cols = {c: ic[c].to_numpy() for c in ("attention_ns", "dispatch_ns", "moe_ns", "combine_ns")}
+    keys = list(zip(*(srt[c].to_list() for c in ("step", "dp_group", "micro_batch")), strict=True))
     starts = [j for j in range(len(keys)) if j == 0 or keys[j] != keys[j - 1]]
-    for i, (a, b) in enumerate(zip(starts, [*starts[1:], len(keys)], strict=True)):
+    lay = _Layout(srt["_i"].to_numpy(), [], [], [], [], [], [])
+    lay.order.flags.writeable = False
+    for k, (a, b) in enumerate(zip(starts, [*starts[1:], len(keys)], strict=True)):
         step, g, mb = keys[a]
-        longest = longest_of[(step, g, mb)]
-        out.append(
-            Batch(
-                batch_id=i,
-                ready_ns=int(ready[step]),
-                attention_ns=cols["attention_ns"][a:b],
-                dispatch_ns=cols["dispatch_ns"][a:b],
-                moe_ns=cols["moe_ns"][a:b],
-                combine_ns=cols["combine_ns"][a:b],
-                alone=bool(long_tokens and longest is not None and longest > long_tokens),
-                step=int(step),
-                key=(int(step), int(g), -1 if mb is None else int(mb)),
-            )
-        )
+        lay.rows.append((a, b))
+        lay.keys.append((int(step), int(g), -1 if mb is None else int(mb)))
+        lay.ready.append(int(ready[step]))
+        lay.longest.append(longest_of[(step, g, mb)])
+        lay.known.append(mb is not None)
+        if not k or lay.keys[k - 1][:2] != lay.keys[k][:2]:
+            lay.groups.append([])
+        lay.groups[-1].append(k)
+    return lay
+
+
+def _in_heaviest(lay: _Layout, attention: np.ndarray) -> list[Any]:
+    """Each batch's longest prompt when the batches table does not say which micro-batch holds it:
+    its group's micro-batch with the most attention work (of these costs) holds the group's, the
+    others none (0); a group whose heaviest micro-batch is unknown, none at all."""
+    if not lay.rows:
+        return []
+    sums = np.add.reduceat(attention, [a for a, _ in lay.rows]).tolist()
+    out: list[Any] = [0] * len(lay.rows)
+    for members in lay.groups:
+        top = max(members, key=sums.__getitem__)  # the first of equals
+        if lay.known[top]:
+            out[top] = lay.longest[top]
     return out
 
 

@@ -9,10 +9,16 @@ the column tables are described there.
 
 from __future__ import annotations
 
+import functools
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import polars as pl
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -105,3 +111,23 @@ class MeasuredWork:
     @property
     def has_tokens(self) -> bool:
         return self.items.height > 0 and self.items["tokens"].null_count() == 0
+
+
+def kept_per_work(fn: Callable[[MeasuredWork], T]) -> Callable[[MeasuredWork], T]:
+    """``fn(work)`` kept for each work while it lives (by identity, a weak reference checking it is
+    the same; at most 16 works): what a what-if search derives from a work and nothing else, when
+    it replays that work dozens of times (every split, every setting, every Monte-Carlo draw)."""
+    kept: dict[int, tuple[weakref.ref, T]] = {}
+
+    @functools.wraps(fn)
+    def wrapper(wl: MeasuredWork) -> T:
+        hit = kept.get(id(wl))
+        if hit is not None and hit[0]() is wl:
+            return hit[1]
+        got = fn(wl)
+        if len(kept) >= 16:
+            kept.clear()
+        kept[id(wl)] = (weakref.ref(wl), got)
+        return got
+
+    return wrapper

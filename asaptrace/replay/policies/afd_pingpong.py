@@ -53,7 +53,7 @@ from asaptrace.replay.mechanics.offline import transfer_factor
 from asaptrace.replay.mechanics.pipeline_run import TokenRule
 from asaptrace.replay.mechanics.pipelined import PipelineConfig, PipelineTrace
 from asaptrace.replay.mechanics.planner import place_longest_first
-from asaptrace.replay.mechanics.work import MeasuredWork
+from asaptrace.replay.mechanics.work import MeasuredWork, kept_per_work
 from asaptrace.replay.policies.base import form_setting, serve_setting
 from asaptrace.replay.policies.lockstep_cost import piece_weight
 from asaptrace.replay.policies.pipelined_base import PipelinedPolicy
@@ -169,6 +169,32 @@ _HOOKS = (*COMPILED_HOOKS, "_cut_step", "_micro_batch")
 _NO_LEAST = (1 << 63) - 1  # a step has no least size (asap's min_batch_tokens): every take is below it
 
 
+@kept_per_work
+def _step_tables(wl: MeasuredWork) -> dict[int, tuple]:
+    """Per step (the steps table's order): its items' (dp_group, layer, attention, tokens) rows,
+    each group's attention over the layers (by group), and its pool and transfer items by layer."""
+    out = {}
+    for step in wl.steps["step"].to_list():
+        it = wl.items.filter(pl.col("step") == step)
+        per = it.group_by("dp_group", "layer").agg(pl.col("attn_ns").sum(), pl.col("tokens").sum())
+        tot = per.group_by("dp_group").agg(pl.col("attn_ns").sum()).sort("dp_group")
+        pool = (
+            wl.pool.filter(pl.col("step") == step)
+            .group_by("layer")
+            .agg(pl.col("pool_ns").sum(), pl.col("tokens").max())
+        )
+        xf = (
+            wl.transfers.filter(pl.col("step") == step)
+            .group_by("layer")
+            .agg(
+                ((pl.col("dispatch_ns") + pl.col("combine_ns")) / 2).sum().alias("x"),
+                pl.col("tokens_per_die").max(),
+            )
+        )
+        out[step] = (list(per.iter_rows()), tot, pool, xf)
+    return out
+
+
 @lru_cache(maxsize=1 << 16)
 def _per_layer(layers: int, attn: int, xfer: int, moe: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A micro-batch's per-layer (attention, dispatch = combine, pool) arrays, kept and read-only
@@ -266,23 +292,15 @@ class AfdPingpong(PipelinedPolicy):
         xs = transfer_factor(wl, costs, asynchronous=True) * costs.whatif_transfer_scale
         starts = dict(zip(wl.steps["step"].to_list(), wl.steps["start_ns"].to_list(), strict=True))
         batches: list[Batch] = []
-        for step in wl.steps["step"].to_list():
-            it = wl.items.filter(pl.col("step") == step)
-            per = it.group_by("dp_group", "layer").agg(pl.col("attn_ns").sum(), pl.col("tokens").sum())
-            layers = wl.layers
+        layers = wl.layers
+        for step, (per, tot, pool, xf) in _step_tables(wl).items():
             # deal measured groups longest-first onto the D attention groups (attention summed over layers)
-            tot = per.group_by("dp_group").agg(pl.col("attn_ns").sum()).sort("dp_group")
             placed = place_longest_first(tot["attn_ns"].to_numpy(), inner.groups)
             where = dict(zip(tot["dp_group"].to_list(), placed.tolist(), strict=True))
             stage = np.zeros((inner.groups, layers))
-            for g, layer, a, _ in per.iter_rows():
+            for g, layer, a, _ in per:
                 stage[where[g], layer] += a
             attn = stage.max(axis=0) * wl.tp / inner.tp / self.m
-            pool = (
-                wl.pool.filter(pl.col("step") == step)
-                .group_by("layer")
-                .agg(pl.col("pool_ns").sum(), pl.col("tokens").max())
-            )
             moe = np.zeros(layers)
             n_tot = float(pool["tokens"].max() or 0) * max(wl.micro_batches, 1)
             scale = (
@@ -292,14 +310,6 @@ class AfdPingpong(PipelinedPolicy):
                 else wl.expert_ranks / self.live_experts(inner) / self.m
             )
             moe[pool["layer"].to_numpy()] = pool["pool_ns"].to_numpy() * scale * costs.whatif_moe_scale
-            xf = (
-                wl.transfers.filter(pl.col("step") == step)
-                .group_by("layer")
-                .agg(
-                    ((pl.col("dispatch_ns") + pl.col("combine_ns")) / 2).sum().alias("x"),
-                    pl.col("tokens_per_die").max(),
-                )
-            )
             x = np.zeros(layers)
             if wl.has_tokens and xf.height:
                 tpd = float(xf["tokens_per_die"].max() or 0)

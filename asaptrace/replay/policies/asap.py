@@ -229,6 +229,9 @@ class Asap(PipelinedPolicy):
     def run(self, wl: MeasuredWork, costs: CostModel) -> PolicyRun:
         return super().run(wl, costs) if self.asynchronous else self._run_lockstep(wl, costs)
 
+    def makespan(self, wl: MeasuredWork, costs: CostModel) -> int:
+        return super().makespan(wl, costs) if self.asynchronous else self._run_lockstep(wl, costs).makespan_ns
+
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
         """Online: :class:`AsapFormer` on its D×T + E (:meth:`serve_deployment`), with its
         mechanisms; ``expert_failure``: E − 1 expert dies."""

@@ -19,8 +19,9 @@ import polars as pl
 
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.lockstep import scale_transfers
+from asaptrace.replay.mechanics.lockstep_run import WEIGHTS
 from asaptrace.replay.mechanics.planner import place_longest_first
-from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
+from asaptrace.replay.mechanics.work import MeasuredWork, StepChain, kept_per_work
 from asaptrace.replay.policies.base import NO_COMPOSITION, LockstepPolicy
 from asaptrace.replay.policies.lockstep_cost import piece_weight
 from asaptrace.replay.policies.lockstep_online import LockstepFormer
@@ -33,6 +34,7 @@ class BalancedFormer(LockstepFormer):
     c1·c + c2·c(2P+c), on Python floats: :func:`piece_weight`), so Σs² is balanced, not tokens); it always places at step formation."""
 
     routes_on_arrival = False
+    kernel_mode = WEIGHTS  # its weight, compiled (lockstep_run)
 
     def weight(self, request: int) -> float:
         return piece_weight(self.costs, self.remaining[request], self.done[request])
@@ -56,31 +58,48 @@ class Balanced(LockstepPolicy):
     def step_chains(self, wl: MeasuredWork, step: int, costs: CostModel) -> list[StepChain]:
         chain = scale_transfers(super().step_chains(wl, step, costs)[0], self.k_s)
         share = oracle_shares(wl, step, costs)  # (G,) new / mean attention
-        it = wl.items.filter(pl.col("step") == step)
+        by_item, by_layer = _dispatch_attention(wl)[step]
         group_of = dict(zip(wl.ranks["rank"].to_list(), wl.ranks["dp_group"].to_list(), strict=True))
         g_of = np.array([group_of[int(r)] for r in chain.ranks]) if wl.chains else chain.ranks // wl.tp
         gap = chain.gap.copy()
         for k, kind in enumerate(chain.kind):
             if kind != Kind.DISPATCH.value:
                 continue
-            sel = it.filter(
-                (pl.col("layer") == int(chain.layer[k]))
-                & (pl.col("micro_batch").fill_null(-1) == int(chain.micro_batch[k]))
-            )
-            if sel.height == 0 and not wl.chains:
-                sel = (
-                    it.filter(pl.col("layer") == int(chain.layer[k]))
-                    .group_by("dp_group")
-                    .agg(pl.col("attn_ns").sum())
-                )
-            if sel.height == 0:
+            layer = int(chain.layer[k])
+            sel = by_item.get((layer, int(chain.micro_batch[k])))
+            if sel is None and not wl.chains:
+                sel = by_layer.get(layer)
+            if sel is None:
                 continue
             measured = np.zeros(len(share))
-            measured[sel["dp_group"].to_numpy()] = sel["attn_ns"].to_numpy()
+            measured[sel[0]] = sel[1]
             target = measured.mean() * share
             delta = np.rint(target - measured).astype(np.int64)
             gap[k] = np.where(chain.part[k], np.maximum(gap[k] + delta[g_of], 0), 0)
         return [replace(chain, gap=gap)]
+
+
+@kept_per_work
+def _dispatch_attention(wl: MeasuredWork) -> dict[int, tuple[dict, dict]]:
+    """Per step, each dispatch's measured attention by DP group: by (layer, micro-batch; an unknown
+    one -1) its items' (groups, attention), and by layer the groups' sums over micro-batches."""
+    out: dict[int, tuple[dict, dict]] = {}
+    items = wl.items.with_columns(pl.col("micro_batch").fill_null(-1).cast(pl.Int64).alias("_mb"))
+    for step in wl.steps["step"].to_list():
+        it = items.filter(pl.col("step") == step)
+        by_item = {
+            (int(layer), int(mb)): (part["dp_group"].to_numpy(), part["attn_ns"].to_numpy())
+            for (layer, mb), part in it.partition_by(
+                "layer", "_mb", as_dict=True, maintain_order=True
+            ).items()
+        }
+        sums = it.group_by("layer", "dp_group").agg(pl.col("attn_ns").sum())
+        by_layer = {
+            int(layer): (part["dp_group"].to_numpy(), part["attn_ns"].to_numpy())
+            for (layer,), part in sums.partition_by("layer", as_dict=True).items()
+        }
+        out[step] = (by_item, by_layer)
+    return out
 
 
 def oracle_shares(wl: MeasuredWork, step: int, costs: CostModel) -> np.ndarray:

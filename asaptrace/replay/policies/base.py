@@ -132,6 +132,11 @@ class Policy:
         """Offline: replay a store's measured work on this policy's deployment."""
         raise NotImplementedError
 
+    def makespan(self, wl: MeasuredWork, costs: CostModel) -> int:
+        """:meth:`run`'s makespan alone (a Monte-Carlo band's draw needs nothing else): a family
+        that can reach it without building the rest of the run says so by overriding this."""
+        return self.run(wl, costs).makespan_ns
+
     def serve(self, requests: ServingRequests, scenario: Scenario) -> ServingResult:
         """Online: arrivals → batches → per-request times on this policy's own deployment and
         mechanisms (its fields), under ``scenario``'s layers, costs and SLO (DOMAIN.md §6): its

@@ -30,6 +30,7 @@ import polars as pl
 from asaptrace.errors import UsageError
 from asaptrace.replay.costs import CostModel
 from asaptrace.replay.mechanics.lockstep import chain_from_costs
+from asaptrace.replay.mechanics.lockstep_run import CHUNKS
 from asaptrace.replay.mechanics.work import MeasuredWork, StepChain
 from asaptrace.replay.policies.base import NO_COMPOSITION, LockstepPolicy, form_setting
 from asaptrace.replay.policies.lockstep_online import LockstepFormer, Piece
@@ -39,6 +40,8 @@ from asaptrace.replay.serving.scenario import Scenario
 
 class ChunkedFormer(LockstepFormer):
     """Online chunked prefill: sub-steps of at most ``chunk_tokens`` per group (module docstring)."""
+
+    kernel_mode = CHUNKS  # its form_step, compiled (lockstep_run)
 
     def __init__(self, req: ServingRequests, sc: Scenario, pol: Chunked) -> None:
         super().__init__(req, sc, pol)

@@ -25,6 +25,10 @@ Which pieces a step holds is the policy's :class:`LockstepFormer` (its ``online_
 * :meth:`LockstepFormer.form_step` — the step-forming hook itself (default: take by order and
   admit, then longest-first by weight onto the group with the least; chunked overrides it).
 
+The built-in formers' hooks also run compiled (:mod:`asaptrace.replay.mechanics.lockstep_run`: the
+same steps, each costed by the same :class:`~asaptrace.replay.policies.lockstep_cost.StepCoster`),
+unless a subclass replaced one or the routing is on arrival.
+
 Placement (the policy's ``routing = "step"``): the step takes queued requests FIFO up to
 its ``step_tokens`` and places them longest-first on the group with the fewest tokens
 (≤ ``group_tokens`` per group; a request that does not fit goes back to the queue's
@@ -42,6 +46,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from asaptrace.replay.mechanics.lockstep_run import TOKENS, run_compiled
 from asaptrace.replay.mechanics.planner import take_in_order
 from asaptrace.replay.policies.lockstep_cost import Piece, Served, ServedPolicy, step_coster
 from asaptrace.replay.serving.requests import ServingRequests, ServingResult
@@ -59,6 +64,9 @@ class LockstepFormer:
     chunk: int = 0
     #: whether ``routing = "arrival"`` is honoured (balanced always places at step formation)
     routes_on_arrival: bool = True
+    #: the compiled step former that runs this class's very hooks (None: none does;
+    #: :func:`~asaptrace.replay.mechanics.lockstep_run.kernel_mode`)
+    kernel_mode: int | None = TOKENS
 
     def __init__(self, req: ServingRequests, sc: Scenario, pol: ServedPolicy) -> None:
         self.st = Served.of(sc, pol)
@@ -120,8 +128,25 @@ class LockstepFormer:
 
 
 def serve_lockstep(req: ServingRequests, sc: Scenario, former: LockstepFormer, name: str) -> ServingResult:
-    """Serve ``req`` in lockstep steps formed by ``former`` (its policy's online former)."""
+    """Serve ``req`` in lockstep steps formed by ``former`` (its policy's online former): in the
+    kernel when it runs the former's hooks (:func:`~asaptrace.replay.mechanics.lockstep_run.run_compiled`,
+    the same answer), else here."""
     st = former.st
+    coster = step_coster(sc.costs, st)  # the step costs kept by their parts (lockstep_cost)
+    by_arrival = st.routing == "arrival" and former.routes_on_arrival
+    run = None if by_arrival else run_compiled(former, LockstepFormer, req.arrival_ns, coster.cost)
+    if run is not None:
+        start_a, end_a, own_a, steps = run
+        return ServingResult(
+            policy=name,
+            arrival_ns=req.arrival_ns,
+            start_ns=start_a,
+            end_ns=end_a,
+            own_ns=np.rint(own_a).astype(np.int64),
+            new_tokens=req.new_tokens,
+            steps=steps,
+            layer_items=steps * st.layers * st.dp,
+        )
     n, d = len(req), st.dp
     arrival = req.arrival_ns.tolist()
     new, remaining, done, carry = former.new, former.remaining, former.done, former.carry
@@ -130,8 +155,6 @@ def serve_lockstep(req: ServingRequests, sc: Scenario, former: LockstepFormer, n
     start = [-1] * n
     end = [-1] * n
     own = [0.0] * n
-    coster = step_coster(sc.costs, st)  # the step costs kept by their parts (lockstep_cost)
-    by_arrival = st.routing == "arrival" and former.routes_on_arrival
     gqueues: list[deque[int]] = [deque() for _ in range(d)]
     outstanding = [0] * d  # arrival routing: queued + running new tokens per group
     t, ptr, steps = 0, 0, 0

@@ -205,10 +205,32 @@ def make_stream(
 FILE_GROUPS = 8
 
 
+#: the request files read lately, by path, size and mtime (a search builds one stream per seed from
+#: the same file, and opening a store checks its every file): read-only arrays, at most 4 files
+_READ: dict[tuple[str, int, int], tuple[np.ndarray | None, np.ndarray, np.ndarray, int]] = {}
+
+
 def _trace_requests(path: Path) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, int]:
     """(arrival_ns, seq_len, cached_len, DP groups) of a Mooncake / Azure file, or of a store's
     ``batches`` (a directory: each request once; arrival_ns None when any request has no arrival
-    time; its own DP groups)."""
+    time; its own DP groups). Kept while the file's size and mtime stay (:data:`_READ`)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return _read_requests(path)  # (its own error, naming the file)
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _READ:
+        got = _read_requests(path)
+        for a in got[:3]:
+            if a is not None:
+                a.flags.writeable = False
+        if len(_READ) >= 4:
+            _READ.clear()
+        _READ[key] = got
+    return _READ[key]
+
+
+def _read_requests(path: Path) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, int]:
     if not path.is_dir():
         from asaptrace.workload.requests import replay_requests
 

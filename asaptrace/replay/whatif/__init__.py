@@ -24,6 +24,8 @@ Modules, in the order data flows through them:
 * :mod:`~asaptrace.replay.whatif.sweep_result` — ``SweepResult``, its versioned JSON;
 * :mod:`~asaptrace.replay.whatif.sweep_reading` — a sweep's words: where its costs came from, its
   plain reading beside the paper's numbers;
+* :mod:`~asaptrace.replay.whatif.sweep_grid` — where an SLO search starts: each policy's grid of
+  rates, walked from near its bound up and down to a bracket;
 * :mod:`~asaptrace.replay.whatif.sweep` — the SLO sweep: rate → TTFT curves and SLO-compliant
   throughput per policy;
 * :mod:`~asaptrace.replay.whatif.sweep_near` — the SLO search started from a known answer (the

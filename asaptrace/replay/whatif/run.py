@@ -394,7 +394,7 @@ def mc_band(
     if not isinstance(pol, Asap) or (spread == (0.0, 0.0, 0.0, 0.0) and not prior):
         return {"mc_status": "none"}
     draws = [replace(costs, mc_draw=i, mc_seed=seed) for i in range(runs)]
-    spans = np.array([pol.run(wl, c).makespan_ns for c in draws], np.float64)
+    spans = np.array([pol.makespan(wl, c) for c in draws], np.float64)
     lo, hi = (round(float(v)) for v in np.percentile(spans, [5, 95]))
     contention = {"mc_contention": costs.xfer_contention} if costs.xfer_contention > 0 else {}
     if prior:  # the run cannot show link contention: the same draws again with κ over the prior;
@@ -403,7 +403,7 @@ def mc_band(
         n = tuple(contention["mc_contention_prior"]["in_flight"].values())
         kappas = prior_draws(seed, runs)
         slowed = [replace(c, xfer_contention=k, mc_in_flight=n) for c, k in zip(draws, kappas, strict=True)]
-        hi = round(float(np.percentile([pol.run(wl, c).makespan_ns for c in slowed], 95)))
+        hi = round(float(np.percentile([pol.makespan(wl, c) for c in slowed], 95)))
     return contention | {
         "mc_status": "drawn",
         "mc_runs": runs,

@@ -36,11 +36,10 @@ from asaptrace.replay.serving.arrivals import ArrivalStream, make_stream
 from asaptrace.replay.serving.capacity import binding, served_bounds
 from asaptrace.replay.serving.scenario import Scenario, paper_for
 from asaptrace.replay.whatif.simulate import policy_names, serving_policy, simulate
+from asaptrace.replay.whatif.sweep_grid import curve_points, grid
 from asaptrace.replay.whatif.sweep_point import point_stats
 from asaptrace.replay.whatif.sweep_reading import costs_from, question_of, reading
 from asaptrace.replay.whatif.sweep_result import SweepResult, median_over_seeds, slo_ratio
-
-AUTO_RATES = tuple(0.5 * 2**k for k in range(12))
 
 Progress = Callable[[str], None]
 
@@ -73,6 +72,9 @@ class SweepOptions:
     #: policy settings over every swept policy they reach (``asap.experts`` → 12; old names such as
     #: ``asap_experts`` routed: :mod:`asaptrace.replay.policies.settings`)
     settings: tuple[tuple[str, Any], ...] = ()
+    #: the first seed's curve also runs the grid's low-load fractions (:func:`curve_points`, the
+    #: picture's; ``advise --online``, which draws no curve, does not: the same answers)
+    curve: bool = True
 
     def __post_init__(self) -> None:
         for key, _ in self.settings:
@@ -269,59 +271,6 @@ def _search(runner: _Runner, policies: tuple[str, ...], grid: dict[str, list[flo
             brackets[p] = (mid, hi) if runner.mean(p, mid) <= slo_ns else (lo, mid)
 
 
-def _grid(runner: _Runner, slo_ns: float) -> dict[str, list[float]]:
-    opt = runner.opt
-    if opt.rates is not None:
-        rates = sorted(set(opt.rates))
-        runner.run((p, r) for p in opt.policies for r in rates)
-        return {p: rates for p in opt.policies}
-    if opt.min_arrivals and all(b is not None for b in runner.caps.values()):
-        return _bound_grid(runner, slo_ns, {p: b["bound_rps"] for p, b in runner.caps.items()})  # type: ignore[index]
-    grid: dict[str, list[float]] = {p: [] for p in opt.policies}
-    live = list(opt.policies)
-    for rate in AUTO_RATES:
-        if not live:
-            break
-        runner.run((p, rate) for p in live)
-        for p in list(live):
-            grid[p].append(rate)
-            if runner.mean(p, rate) > slo_ns:
-                live.remove(p)
-    return grid
-
-
-#: a steady-state search's grid, as fractions of each policy's capacity bound (the SLO rate lies
-#: below the bound, so the search starts there; halved further down while the lowest misses)
-BOUND_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25)
-
-
-def _bound_grid(runner: _Runner, slo_ns: float, bound: dict[str, float]) -> dict[str, list[float]]:
-    """Rates at fractions of each policy's bound until one misses the SLO; below the first
-    fraction, halvings (to 1/64 of the bound) while even the lowest misses."""
-    grid: dict[str, list[float]] = {p: [] for p in bound}
-    live = list(bound)
-    for f in BOUND_FRACTIONS:
-        if not live:
-            break
-        runner.run((p, round(bound[p] * f, 4)) for p in live)
-        for p in list(live):
-            r = round(bound[p] * f, 4)
-            grid[p].append(r)
-            if runner.mean(p, r) > slo_ns:
-                live.remove(p)
-    low = [p for p in bound if runner.mean(p, grid[p][0]) > slo_ns]
-    f = BOUND_FRACTIONS[0]
-    while low and f > 1 / 64:
-        f /= 2
-        runner.run((p, round(bound[p] * f, 4)) for p in low)
-        for p in list(low):
-            r = round(bound[p] * f, 4)
-            grid[p].insert(0, r)
-            if runner.mean(p, r) <= slo_ns:
-                low.remove(p)
-    return grid
-
-
 def search_slo(
     sc: Scenario, opt: SweepOptions, *, progress: Progress | None = None, reference: bool = True
 ) -> tuple[dict[str, Any], _Runner]:
@@ -329,9 +278,10 @@ def search_slo(
     runner = _Runner(sc, opt, progress)
     try:
         slo_ns = sc.slo_ttft_s * 1e9
-        grid = _grid(runner, slo_ns)
-        _search(runner, opt.policies, grid, slo_ns)
+        _search(runner, opt.policies, grid(runner, slo_ns), slo_ns)
         if reference:  # before the answer: every point a table shows is one the answer read
+            if opt.curve:
+                curve_points(runner, opt.policies)
             runner.run(
                 ((p, r) for r in (1.0, opt.decomposition_rate) for p in opt.policies), kind="reference"
             )

@@ -1,0 +1,84 @@
+"""The lockstep family's online loop in the compiled kernel (``_lkernel``), when it can run it.
+
+:func:`~asaptrace.replay.policies.lockstep_online.serve_lockstep` forms a few hundred steps a
+serving run, and forming one in Python costs tens of microseconds: most of a coupled, balanced or
+chunked run. The kernel runs the same loop with the built-in formers' hooks compiled (the FIFO
+take, the stable heaviest-first order, the (load, group) minimum, the chunked cut) and asks
+Python only what each step costs (the policy's step coster, which keeps them by shape). It runs
+a former only when the former's class names its mode (``kernel_mode``) and no subclass or instance
+replaced one of :data:`HOOKS`, its budgets are integers and its tokens integer;
+``ASAPTRACE_PIPELINE_ENGINE=python`` keeps the Python loop (the reference: the kernel gives the
+same start, end and own time to the bit, tests/test_compiled_lockstep.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+try:  # the kernel is optional: without it the Python loop runs
+    from asaptrace.replay.mechanics import _lkernel  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _lkernel = None
+
+#: the compiled step formers: the lockstep former's (weight: remaining tokens), balanced's
+#: (weight: its piece_weight), chunked's with a budget
+TOKENS, WEIGHTS, CHUNKS = 0, 1, 2
+#: the former's hooks the kernel runs in place of Python's: overriding any keeps the Python loop
+HOOKS = ("order", "admit", "weight", "take", "form_step")
+ENGINE_ENV = "ASAPTRACE_PIPELINE_ENGINE"  # (pipeline_run's: "python" keeps both loops in Python)
+
+
+def kernel_mode(former: Any) -> int | None:
+    """The kernel's step former for ``former`` (None: it runs in Python): its class's nearest
+    ``kernel_mode``, when the former runs that class's very :data:`HOOKS`."""
+    cls = next((c for c in type(former).__mro__ if "kernel_mode" in vars(c)), None)
+    if cls is None or cls.kernel_mode is None:
+        return None
+    if any(getattr(type(former), h) is not getattr(cls, h) or h in vars(former) for h in HOOKS):
+        return None
+    mode = int(cls.kernel_mode)
+    return TOKENS if mode == CHUNKS and not former.chunk else mode  # no budget: whole prompts
+
+
+def run_compiled(
+    former: Any, base: type, arrival_ns: np.ndarray, cost: Callable[[list], tuple[int, list[float]]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """Serve on the kernel: each request's start and end (int64 ns, -1: never), its own time (float
+    ns, before rounding) and the step count; None when the Python loop must run (module docstring).
+    ``base`` is the lockstep former class (its budgets: ``former.st``)."""
+    if _lkernel is None or os.environ.get(ENGINE_ENV) == "python" or not isinstance(former, base):
+        return None
+    mode = kernel_mode(former)
+    st = former.st
+    ints = (st.step_tokens, st.group_tokens, former.chunk)
+    if mode is None or not all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in ints):
+        return None
+    remaining, done = np.asarray(former.remaining), np.asarray(former.done)
+    if remaining.dtype.kind != "i" or done.dtype.kind != "i" or max(former.carry, default=-1) >= 0:
+        return None  # float tokens (the Python loop's arithmetic), or a run already under way
+    c1 = c2 = 0.0
+    if mode == WEIGHTS:
+        c1, c2 = float(former.costs.attn_c1_ms), float(former.costs.attn_c2_ms)
+    start, end, own, steps = _lkernel.run_lockstep(
+        np.ascontiguousarray(arrival_ns, np.int64).tobytes(),
+        remaining.astype(np.int64).tobytes(),
+        done.astype(np.int64).tobytes(),
+        int(st.dp),
+        int(st.step_tokens),
+        int(st.group_tokens),
+        mode,
+        int(former.chunk),
+        c1,
+        c2,
+        cost,
+    )
+    return (
+        np.frombuffer(start, np.int64).copy(),
+        np.frombuffer(end, np.int64).copy(),
+        np.frombuffer(own, np.float64).copy(),
+        steps,
+    )
