@@ -44,11 +44,13 @@ CASES = [
     ("coupled", {"attention": "4x2"}),
     ("coupled", {"attention": "8x1", "step_tokens": 20000, "group_tokens": 6000}),
     ("coupled", {"attention": "3x4", "micro_batch_overlap": True}),
+    ("coupled", {"attention": "5x2", "k_s": 1.37}),  # a collective factor: k_s·X rounds
     ("balanced", {"attention": "4x2"}),
     ("balanced", {"attention": "6x2", "step_tokens": 30000, "group_tokens": 9000}),
     ("chunked", {"attention": "4x2", "chunk_tokens": 4096}),
     ("chunked", {"attention": "7x1", "chunk_tokens": 1000}),
     ("chunked", {"attention": "2x4", "chunk_tokens": 16384}),
+    ("chunked", {"attention": "3x2", "chunk_tokens": 3000, "k_s": 1.61}),
 ]
 
 
@@ -88,6 +90,7 @@ def test_a_step_is_placed_longest_first_onto_the_least_loaded_group():
         0.0,
         0.0,
         cost,
+        None,  # each step's cost asked of cost(groups)
     )
     assert seen == [[[(1, 300, 0), (3, 50, 0)], [(2, 200, 0), (0, 100, 0)]]]
     assert steps == 1
@@ -119,6 +122,7 @@ def test_a_piece_that_does_not_fit_waits_for_the_next_step_in_arrival_order():
         0.0,
         0.0,
         cost,
+        None,  # each step's cost asked of cost(groups)
     )
     assert seen == [[[1]], [[0, 2]]]
     assert steps == 2 and np.frombuffer(end, np.int64).tolist() == [20, 10, 20]

@@ -3,8 +3,10 @@
 :func:`~asaptrace.replay.policies.lockstep_online.serve_lockstep` forms a few hundred steps a
 serving run, and forming one in Python costs tens of microseconds: most of a coupled, balanced or
 chunked run. The kernel runs the same loop with the built-in formers' hooks compiled (the FIFO
-take, the stable heaviest-first order, the (load, group) minimum, the chunked cut) and asks
-Python only what each step costs (the policy's step coster, which keeps them by shape). It runs
+take, the stable heaviest-first order, the (load, group) minimum, the chunked cut) and each step's
+cost from its groups' parts (the step coster's arithmetic; the parts, which the cost model's
+registered parts compute, asked of the coster once per group a run; with micro-batch overlap the
+whole step is asked of it). It runs
 a former only when the former's class names its mode (``kernel_mode``) and no subclass or instance
 replaced one of :data:`HOOKS`, its budgets are integers and its tokens integer;
 ``ASAPTRACE_PIPELINE_ENGINE=python`` keeps the Python loop (the reference: the kernel gives the
@@ -14,7 +16,6 @@ same start, end and own time to the bit, tests/test_compiled_lockstep.py).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -45,11 +46,14 @@ def kernel_mode(former: Any) -> int | None:
 
 
 def run_compiled(
-    former: Any, base: type, arrival_ns: np.ndarray, cost: Callable[[list], tuple[int, list[float]]]
+    former: Any, base: type, arrival_ns: np.ndarray, coster: Any
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
     """Serve on the kernel: each request's start and end (int64 ns, -1: never), its own time (float
     ns, before rounding) and the step count; None when the Python loop must run (module docstring).
-    ``base`` is the lockstep former class (its budgets: ``former.st``)."""
+    ``base`` is the lockstep former class (its budgets: ``former.st``); ``coster`` the policy's
+    :class:`~asaptrace.replay.policies.lockstep_cost.StepCoster`: the kernel costs a step itself from
+    its groups' kept parts (``group_parts``, ``moe_at``, ``xfer_at``: the coster's ``_cost``
+    arithmetic), or, with micro-batch overlap, asks ``coster.cost(groups)``."""
     if _lkernel is None or os.environ.get(ENGINE_ENV) == "python" or not isinstance(former, base):
         return None
     mode = kernel_mode(former)
@@ -74,7 +78,16 @@ def run_compiled(
         int(former.chunk),
         c1,
         c2,
-        cost,
+        coster.cost,
+        None
+        if coster.st.overlap
+        else (
+            coster.group_parts,
+            coster.moe_at,
+            coster.xfer_at,
+            float(coster.costs.coupled_k_s),
+            int(coster.st.layers),
+        ),
     )
     return (
         np.frombuffer(start, np.int64).copy(),

@@ -148,6 +148,26 @@ class StepCoster:
                 ]
         return n_l * layer, shares
 
+    def group_parts(
+        self, keys: list[tuple[tuple[int, int], ...]]
+    ) -> list[tuple[float, int, list[float], float]]:
+        """Each group's (tokens, attention ns, its pieces' shares of it, dispatch + combine
+        2·k_s·X as a float) by its pieces' (new, prefix): what the lockstep kernel costs a step
+        from (:func:`~asaptrace.replay.mechanics.lockstep_run.run_compiled`), kept here."""
+        try:
+            return [self.groups[k] for k in keys]
+        except KeyError:
+            self._add_groups(tuple(keys))
+            return [self.groups[k] for k in keys]
+
+    def moe_at(self, tokens: float) -> int:
+        """M(tokens) on all D·T dies, as a step's cost reads it."""
+        return self._table(self.moe, tokens, self._moe_of)
+
+    def xfer_at(self, tokens: float) -> int:
+        """X(tokens / T): one send of a group of ``tokens``, before k_s."""
+        return self._xfer(tokens)
+
     def _xfer(self, tokens: float) -> int:
         return self._table(self.xfer, tokens, lambda n: send_ns(self.costs, n / self.st.tp))
 

@@ -26,8 +26,8 @@ Which pieces a step holds is the policy's :class:`LockstepFormer` (its ``online_
   admit, then longest-first by weight onto the group with the least; chunked overrides it).
 
 The built-in formers' hooks also run compiled (:mod:`asaptrace.replay.mechanics.lockstep_run`: the
-same steps, each costed by the same :class:`~asaptrace.replay.policies.lockstep_cost.StepCoster`),
-unless a subclass replaced one or the routing is on arrival.
+same steps, each costed from the parts the same :class:`~asaptrace.replay.policies.lockstep_cost.StepCoster`
+keeps), unless a subclass replaced one or the routing is on arrival.
 
 Placement (the policy's ``routing = "step"``): the step takes queued requests FIFO up to
 its ``step_tokens`` and places them longest-first on the group with the fewest tokens
@@ -134,7 +134,7 @@ def serve_lockstep(req: ServingRequests, sc: Scenario, former: LockstepFormer, n
     st = former.st
     coster = step_coster(sc.costs, st)  # the step costs kept by their parts (lockstep_cost)
     by_arrival = st.routing == "arrival" and former.routes_on_arrival
-    run = None if by_arrival else run_compiled(former, LockstepFormer, req.arrival_ns, coster.cost)
+    run = None if by_arrival else run_compiled(former, LockstepFormer, req.arrival_ns, coster)
     if run is not None:
         start_a, end_a, own_a, steps = run
         return ServingResult(
