@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from asaptrace.replay.mechanics.pipeline_run import ENGINE_ENV  # "python" keeps both loops in Python
+
 try:  # the kernel is optional: without it the Python loop runs
     from asaptrace.replay.mechanics import _lkernel  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - a build without a C compiler
@@ -30,7 +32,6 @@ except ImportError:  # pragma: no cover - a build without a C compiler
 TOKENS, WEIGHTS, CHUNKS = 0, 1, 2
 #: the former's hooks the kernel runs in place of Python's: overriding any keeps the Python loop
 HOOKS = ("order", "admit", "weight", "take", "form_step")
-ENGINE_ENV = "ASAPTRACE_PIPELINE_ENGINE"  # (pipeline_run's: "python" keeps both loops in Python)
 
 
 def kernel_mode(former: Any) -> int | None:
