@@ -20,6 +20,17 @@ import numpy as np
 from asaptrace.replay.costs import CostModel, LayerWork, layer_costs
 
 
+def runs_hooks_of(former: object, cls: type, hooks: tuple[str, ...]) -> bool:
+    """Whether ``former`` runs ``cls``'s very ``hooks`` (no subclass nor the instance replaced
+    one): what a compiled former needs before it runs in a former's place."""
+    return not any(getattr(type(former), h) is not getattr(cls, h) or h in vars(former) for h in hooks)
+
+
+def integer_settings(*values: object) -> bool:
+    """Whether every setting is an integer (not a bool): a compiled former's arithmetic is int64."""
+    return all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in values)
+
+
 @dataclass(frozen=True)
 class Batch:
     """One batch's work: per-layer costs (int64 ns arrays of equal length L).

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from asaptrace.replay.mechanics.formers import integer_settings, runs_hooks_of
 from asaptrace.replay.mechanics.pipeline_run import ENGINE_ENV  # "python" keeps both loops in Python
 
 try:  # the kernel is optional: without it the Python loop runs
@@ -40,7 +41,7 @@ def kernel_mode(former: Any) -> int | None:
     cls = next((c for c in type(former).__mro__ if "kernel_mode" in vars(c)), None)
     if cls is None or cls.kernel_mode is None:
         return None
-    if any(getattr(type(former), h) is not getattr(cls, h) or h in vars(former) for h in HOOKS):
+    if not runs_hooks_of(former, cls, HOOKS):
         return None
     mode = int(cls.kernel_mode)
     return TOKENS if mode == CHUNKS and not former.chunk else mode  # no budget: whole prompts
@@ -59,8 +60,7 @@ def run_compiled(
         return None
     mode = kernel_mode(former)
     st = former.st
-    ints = (st.step_tokens, st.group_tokens, former.chunk)
-    if mode is None or not all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in ints):
+    if mode is None or not integer_settings(st.step_tokens, st.group_tokens, former.chunk):
         return None
     remaining, done = np.asarray(former.remaining), np.asarray(former.done)
     if remaining.dtype.kind != "i" or done.dtype.kind != "i" or max(former.carry, default=-1) >= 0:

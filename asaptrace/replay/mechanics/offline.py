@@ -295,7 +295,7 @@ def offline_batches(
 
     ``long_tokens``: a batch holding a prompt longer than this runs alone (None or 0: never). Which
     micro-batch holds the long prompt: the batches table says, or (when it does not say) the
-    group's micro-batch with the most attention work (:func:`_batches_of_frame`). The batches'
+    group's micro-batch with the most attention work (:func:`_in_heaviest`). The batches'
     layout is kept per work (:func:`_layout`): only their costs change from one replay to the next.
     """
     got = item_cost_arrays(wl, costs, tp=tp, experts=experts, windows=windows)

@@ -14,7 +14,7 @@ sums are of integers, exact in float64), so the served times are identical to th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -128,17 +128,14 @@ class StepCoster:
         return got
 
     def _cost(self, keys: Shape) -> tuple[int, list[float]]:
-        """:func:`_step_cost`'s numbers from the kept parts (the shares flattened)."""
-        k_s, n_l, kept = self.costs.coupled_k_s, self.st.layers, self.groups
-        try:
-            parts = [kept[k] for k in keys]
-        except KeyError:
-            self._add_groups(keys)
-            parts = [kept[k] for k in keys]
+        """:func:`_step_cost`'s numbers from the kept parts (the shares flattened); the lockstep
+        kernel does the same arithmetic on the same parts (``step_cost_c``)."""
+        k_s, n_l = self.costs.coupled_k_s, self.st.layers
+        parts = self.group_parts(keys)
         toks = [p[0] for p in parts]
         n_total = float(sum(toks))
-        xfer = round(k_s * self._xfer(max(toks)))
-        moe = self._table(self.moe, n_total, self._moe_of)
+        xfer = round(k_s * self.xfer_at(max(toks)))
+        moe = self.moe_at(n_total)
         layer = max([p[1] for p in parts]) + xfer + moe + xfer
         shares: list[float] = []
         for key, (tg, _, sh, x2) in zip(keys, parts, strict=True):
@@ -149,11 +146,11 @@ class StepCoster:
         return n_l * layer, shares
 
     def group_parts(
-        self, keys: list[tuple[tuple[int, int], ...]]
+        self, keys: Sequence[tuple[tuple[int, int], ...]]
     ) -> list[tuple[float, int, list[float], float]]:
         """Each group's (tokens, attention ns, its pieces' shares of it, dispatch + combine
-        2·k_s·X as a float) by its pieces' (new, prefix): what the lockstep kernel costs a step
-        from (:func:`~asaptrace.replay.mechanics.lockstep_run.run_compiled`), kept here."""
+        2·k_s·X as a float) by its pieces' (new, prefix), kept: what a step's cost is made of (here
+        and in the lockstep kernel, :func:`~asaptrace.replay.mechanics.lockstep_run.run_compiled`)."""
         try:
             return [self.groups[k] for k in keys]
         except KeyError:
@@ -166,9 +163,6 @@ class StepCoster:
 
     def xfer_at(self, tokens: float) -> int:
         """X(tokens / T): one send of a group of ``tokens``, before k_s."""
-        return self._xfer(tokens)
-
-    def _xfer(self, tokens: float) -> int:
         return self._table(self.xfer, tokens, lambda n: send_ns(self.costs, n / self.st.tp))
 
     @staticmethod
@@ -202,7 +196,7 @@ class StepCoster:
         )
         k_s = self.costs.coupled_k_s
         for k, t, a, sh in zip(new, tok, attn_l, shares, strict=True):
-            self.groups[k] = (t, a, sh, 2 * (k_s * float(self._xfer(t))) if k else 0.0)
+            self.groups[k] = (t, a, sh, 2 * (k_s * float(self.xfer_at(t))) if k else 0.0)
 
 
 # --------------------------------------------------- a step's parts, through the cost registry

@@ -103,11 +103,7 @@ class PipelinedPolicy(Policy):
         given = getattr(former, "batches", [])
         keys = {b.batch_id: (b.step, *b.key) for b in given}
         ready = {b.batch_id: b.ready_ns for b in given}
-        chosen = self._simulate(dep, former, self.slots(), full=True, launch_ns=costs.launch_ns)
-        if self.interleave_choice and self.slots() > 1:
-            single = self._simulate(dep, former, 1, full=True, launch_ns=costs.launch_ns)
-            if _makespan(single, ready) < _makespan(chosen, ready):
-                chosen = single
+        chosen = self._full_run(dep, former, ready, costs.launch_ns)
         trace = chosen
         if not (self.super_kernel and self.overlap):
             trace = self._simulate(
@@ -138,12 +134,25 @@ class PipelinedPolicy(Policy):
         dep = self.deployment(wl)
         former = self.former(wl, costs, dep)
         ready = {b.batch_id: b.ready_ns for b in getattr(former, "batches", [])}
-        best = None
-        for slots in (self.slots(), 1) if self.interleave_choice and self.slots() > 1 else (self.slots(),):
-            trace = self._simulate(dep, former, slots, full=True, launch_ns=costs.launch_ns, spans=False)
-            span = _makespan(trace, ready)
-            best = span if best is None or span < best else best  # run()'s choice: the single only if shorter
-        return int(best)  # type: ignore[arg-type]
+        return _makespan(self._full_run(dep, former, ready, costs.launch_ns, spans=False), ready)
+
+    def _full_run(
+        self,
+        dep: Deployment,
+        former: BatchFormer,
+        ready: dict[int, int],
+        launch_ns: int,
+        *,
+        spans: bool = True,
+    ) -> PipelineTrace:
+        """The full mechanisms' simulation (:meth:`run`'s first): with an interleave choice and
+        two slots, the one-slot run instead when its makespan is shorter."""
+        chosen = self._simulate(dep, former, self.slots(), full=True, launch_ns=launch_ns, spans=spans)
+        if self.interleave_choice and self.slots() > 1:
+            single = self._simulate(dep, former, 1, full=True, launch_ns=launch_ns, spans=spans)
+            if _makespan(single, ready) < _makespan(chosen, ready):
+                chosen = single
+        return chosen
 
     def _simulate(
         self,

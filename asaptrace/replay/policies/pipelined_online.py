@@ -30,7 +30,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from asaptrace.replay.mechanics.formers import Batch
+from asaptrace.replay.mechanics.formers import Batch, integer_settings, runs_hooks_of
 from asaptrace.replay.mechanics.pipeline_run import FormedRun, TokenRule, run_formed, run_recorded
 from asaptrace.replay.mechanics.pipelined import PipelineConfig
 from asaptrace.replay.mechanics.planner import take_in_order
@@ -113,9 +113,7 @@ COMPILED_HOOKS = ("wakeups", "arrive", "quiet_until", "order", "admit", "take", 
 def runs_own_hooks(former: OnlineFormer, cls: type, hooks: tuple[str, ...], *settings: object) -> bool:
     """Whether ``former`` runs ``cls``'s very ``hooks`` (no subclass nor the instance replaced one)
     on integer ``settings``: what its :meth:`~OnlineFormer.compiled_rule` needs to be exact."""
-    if any(getattr(type(former), h) is not getattr(cls, h) or h in vars(former) for h in hooks):
-        return False
-    if not all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in settings):
+    if not runs_hooks_of(former, cls, hooks) or not integer_settings(*settings):
         return False
     new, cached = np.asarray(former.new), np.asarray(former.cached)
     return not new.size or (new.dtype.kind == "i" and cached.dtype.kind == "i")  # (not float tokens)

@@ -11,10 +11,21 @@ draws the curve's low-load end asks them of :func:`curve_points`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from asaptrace.replay.whatif.sweep import _Runner
+
+class Runner(Protocol):
+    """What a grid reads of the search's runner (:class:`~asaptrace.replay.whatif.sweep._Runner`):
+    its options (``rates``, ``min_arrivals``, ``policies``) and capacity bounds; points run and read."""
+
+    opt: Any
+    caps: dict[str, Any]
+
+    def run(self, wanted: Iterable[tuple[str, float]], *, kind: str = "grid") -> None: ...
+
+    def mean(self, policy: str, rate: float) -> float: ...
+
 
 #: the grid without a bound (a policy that does not say its capacity): doubling rates from 0.5/s
 AUTO_RATES = tuple(0.5 * 2**k for k in range(12))
@@ -25,7 +36,7 @@ BOUND_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25)
 START = 1
 
 
-def grid(runner: _Runner, slo_ns: float) -> dict[str, list[float]]:
+def grid(runner: Runner, slo_ns: float) -> dict[str, list[float]]:
     """Each policy's grid, run: the options' ``rates``; else the bound's fractions
     (:func:`bound_grid`) when every policy has a bound; else :data:`AUTO_RATES` until one misses."""
     opt = runner.opt
@@ -48,7 +59,7 @@ def grid(runner: _Runner, slo_ns: float) -> dict[str, list[float]]:
     return out
 
 
-def bound_grid(runner: _Runner, slo_ns: float, bound: dict[str, float]) -> dict[str, list[float]]:
+def bound_grid(runner: Runner, slo_ns: float, bound: dict[str, float]) -> dict[str, list[float]]:
     """Rates at fractions of each policy's bound from :data:`START`'s: up while they meet the SLO
     (to the first that misses), down while they miss (to the first that meets; below the first
     fraction, halvings to 1/64 of the bound). Each policy's rates sorted."""
@@ -78,7 +89,7 @@ def bound_grid(runner: _Runner, slo_ns: float, bound: dict[str, float]) -> dict[
     return out
 
 
-def curve_points(runner: _Runner, policies: tuple[str, ...]) -> None:
+def curve_points(runner: Runner, policies: tuple[str, ...]) -> None:
     """The bound's fractions below :data:`START`'s that the walk did not need (the curve's low-load
     end, for a face that draws it), run as grid points; no answer reads them (each lies below a rate
     that met the SLO, or the walk ran it). Only where the grid was the bound's."""
