@@ -62,15 +62,25 @@ _TWINS: dict[tuple[Any, ...], Any] = {}
 
 
 def twin_work(
-    root: Path, sigma: float, split: tuple[int, int, int] | None, *, contention: float = 0.0, **clock
+    root: Path,
+    sigma: float,
+    split: tuple[int, int, int] | None,
+    *,
+    contention: float = 0.0,
+    seed: int = 3,
+    noise_seed: int = -1,
+    routing_skew: float | None = None,
+    **clock,
 ):
     """The measured work of a replay twin: the coupled preset's requests (12 layers, one step of
-    131072 tokens, seed 3) run coupled (``split`` None) or disaggregated D×T + E, kernel noise
+    131072 tokens, ``seed``; ``noise_seed`` ≥ 0: the same requests under another draw of the
+    execution; ``routing_skew``: ``[straggler] routing_skew``, each layer's expert popularity)
+    run coupled (``split`` None) or disaggregated D×T + E, kernel noise
     ``sigma``, link ``contention``; ``clock`` overrides ``[clock]`` (``offset_max_us=0``: clocks
     agree). Synthesised and ingested once under ``root``, extracted once per process."""
-    key = (root, sigma, split, contention, tuple(sorted(clock.items())))
+    key = (root, sigma, split, contention, seed, noise_seed, routing_skew, tuple(sorted(clock.items())))
     if key not in _TWINS:
-        _TWINS[key] = _twin_work(root, sigma, split, contention, clock)
+        _TWINS[key] = _twin_work(root, sigma, split, contention, (seed, noise_seed), routing_skew, clock)
     return _TWINS[key]
 
 
@@ -89,7 +99,13 @@ def work_makespan(wl: Any) -> int:
 
 
 def _twin_work(
-    root: Path, sigma: float, split: tuple[int, int, int] | None, contention: float, clock: dict[str, Any]
+    root: Path,
+    sigma: float,
+    split: tuple[int, int, int] | None,
+    contention: float,
+    seeds: tuple[int, int],
+    routing_skew: float | None,
+    clock: dict[str, Any],
 ):
     from asaptrace.ingest.driver import ingest_paths
     from asaptrace.pipeline import enrich_store
@@ -98,6 +114,7 @@ def _twin_work(
     from asaptrace.synth.run import synthesize
 
     cfg = load_config("coupled")
+    straggler = cfg.straggler if routing_skew is None else replace(cfg.straggler, routing_skew=routing_skew)
     dep = replace(cfg.deployment, step_tokens=131072, micro_batches=1)
     if split:
         d, t, e = split
@@ -107,11 +124,14 @@ def _twin_work(
         model=replace(cfg.model, layers=12, dense_layers=1),
         deployment=dep,
         costs=replace(cfg.costs, jitter=sigma, contention=contention),
+        straggler=straggler,
         clock=replace(cfg.clock, **clock),
-        run=replace(cfg.run, steps=1, seed=3),
+        run=replace(cfg.run, steps=1, seed=seeds[0], noise_seed=seeds[1]),
     )
     clocks = "".join(f"-{k}{v}" for k, v in sorted(clock.items()))  # no [ ]: polars globs them
-    out = root / f"{sigma}-{contention}-{split}{clocks}".replace(" ", "")
+    seeded = (f"-seed{seeds[0]}" if seeds[0] != 3 else "") + (f"-noise{seeds[1]}" if seeds[1] >= 0 else "")
+    seeded += f"-skew{routing_skew}" if routing_skew is not None else ""
+    out = root / f"{sigma}-{contention}-{split}{clocks}{seeded}".replace(" ", "")
     if not (out / "s.store").exists():
         synthesize(cfg, out / "run")
         enrich_store(ingest_paths([out / "run" / "kineto"], out / "s.store", jobs=1))

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from asaptrace.replay.costs import fit_costs
-from asaptrace.replay.dispersion import busy_share, expected_max, max_draws
+from asaptrace.replay.dispersion import expected_max, fork_join_share, max_draws
 from tests._synth_helpers import predict_asap as predict
 from tests._synth_helpers import twin_work
 from tests._synth_helpers import work_makespan as makespan
@@ -41,14 +41,40 @@ def test_expected_max_has_its_closed_forms():
     assert expected_max(8, s) < expected_max(32, s)
 
 
-def test_max_draws_and_busy_share_agree_with_sampling():
+def test_max_draws_agree_with_sampling():
     rng = np.random.default_rng(7)
     z = np.exp(0.2 * rng.standard_normal((200_000, 8)))
     assert expected_max(8, 0.2) == pytest.approx(z.max(axis=1).mean(), rel=2e-3)
     assert max_draws(np.random.default_rng(1), 8, 0.2, 200_000).mean() == pytest.approx(1.0, abs=3e-3)
-    # window 1: the slowest die every item; a long window: the mean die
-    assert busy_share(8, 0.2, 1) == pytest.approx(expected_max(8, 0.2), rel=1e-9)
-    assert busy_share(8, 0.2, 10**6) == pytest.approx(expected_max(1, 0.2), rel=1e-3)
+
+
+def test_a_busy_pool_pays_between_its_slowest_and_its_mean_die():
+    s = 0.2
+    # one item in flight: every item waits for its slowest die; one die: always busy, its mean
+    assert fork_join_share(8, s, 1) == pytest.approx(expected_max(8, s), rel=1e-12)
+    assert fork_join_share(1, s, 16) == pytest.approx(expected_max(1, s), rel=1e-12)
+    assert fork_join_share(8, 0.0, 4) == 1.0
+    shares = [fork_join_share(8, s, w) for w in (1, 2, 4, 8, 64)]
+    assert shares == sorted(shares, reverse=True)  # more in flight: the dies drift further apart
+    assert expected_max(1, s) < shares[-1] < 1.01 * expected_max(1, s)  # many in flight: the mean die
+    assert fork_join_share(8, s, 8) == fork_join_share(8.0, s, 8)  # one value per argument set
+
+
+@pytest.mark.parametrize(("k", "window"), [(2, 2), (8, 8), (16, 3)])
+def test_the_busy_pool_rate_matches_a_recurrence(k, window):
+    """The loop written another way: every die is FIFO, so items end in order and item j is
+    released when item j − window ends; each die's end is max(its previous end, that release) +
+    its draw. The long-run rate of that recurrence (other draws) is the simulated share."""
+    rng = np.random.default_rng(12345)
+    n = 30_000
+    x = np.exp(0.2 * rng.standard_normal((n, k)))
+    free = np.zeros(k)
+    done = np.zeros(n)
+    for j in range(n):
+        free = np.maximum(free, done[j - window] if j >= window else 0.0) + x[j]
+        done[j] = free.max()
+    rate = (done[-1] - done[n // 2 - 1]) / (n - n // 2)
+    assert fork_join_share(k, 0.2, window) == pytest.approx(rate, rel=0.01)
 
 
 # ------------------------------------------------------------------------------------ twins
@@ -78,11 +104,39 @@ def test_the_pool_bound_split_at_low_noise(root):
     assert r.band["mc_low_ns"] <= truth <= r.band["mc_high_ns"]
 
 
-@pytest.mark.parametrize("split", [(4, 4, 16), (4, 4, 8)])
-def test_without_noise_the_twins_stay_within_1pct(root, split):
-    truth = makespan(twin(root, 0.0, split))
-    r = predict(twin(root, 0.0), split)
+def test_a_busy_pool_is_not_predicted_slow_under_independent_noise(root):
+    """The pool-bound split 4×4 + 8 (8 dies, 8 items in flight) under the noise the model assumes:
+    every kernel lognormal σ 0.2, independent per die and item (routing_skew 0: no layer makes one
+    die the hot one for all its items). The same requests under four draws of the noise (noise
+    seeds 11–14): the mean error is the model's bias. A busy pool costed as its slowest die's mean
+    over the items in flight (a lognormal window) read +5.3 / +3.8 / +0.2 / +6.1 % (mean +3.8 %);
+    the closed loop's rate reads +0.7 / +3.2 / −3.7 / +1.1 % (mean +0.3 %)."""
+    errors = []
+    for noise in (11, 12, 13, 14):
+        kw = {"noise_seed": noise, "routing_skew": 0.0}
+        truth = makespan(twin_work(root, 0.2, (4, 4, 8), **kw))
+        errors.append((predict(twin_work(root, 0.2, None, **kw), (4, 4, 8)).makespan_ns - truth) / truth)
+    assert abs(np.mean(errors)) < 0.02, errors
+    assert max(abs(e) for e in errors) < 0.05, errors
+
+
+def test_without_noise_the_twins_stay_within_1pct(root):
+    truth = makespan(twin(root, 0.0, (4, 4, 16)))
+    r = predict(twin(root, 0.0), (4, 4, 16))
     assert abs(r.makespan_ns - truth) / truth < 0.01
+
+
+def test_without_noise_the_pool_bound_split_is_within_2pct(root):
+    """4×4 + 8 without kernel noise reads −1.3 % (routing_skew 0, σ read 0.005: −1.5 %), under the
+    1 % the other splits hold: its pool items are an eighth of the one item per layer the coupled
+    run measured, and one token count cannot tell the MoE cost's intercept from its slope (the
+    pool's predicted work is 2.3 % under the twin's). Costing a busy pool as a lognormal window read
+    −0.3 % here only because it priced synth's per-layer routing levels (σ read 0.05) as a slower
+    pool: −1.3 % too with routing_skew 0."""
+    for skew in (None, 0.0):
+        truth = makespan(twin_work(root, 0.0, (4, 4, 8), routing_skew=skew))
+        r = predict(twin_work(root, 0.0, None, routing_skew=skew), (4, 4, 8))
+        assert abs(r.makespan_ns - truth) / truth < 0.02
 
 
 # ------------------------------------------------------------------ a disaggregated pool's noise

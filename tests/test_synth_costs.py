@@ -83,3 +83,21 @@ def test_a_renamed_cost_key_says_its_new_name(tmp_path):
     with pytest.raises(UsageError, match="combine_payload") as err:
         load_config(config_file=old)
     assert str(old) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_noise_seed_redraws_the_execution_not_the_requests():
+    """``[run] noise_seed``: the same requests and batches under another draw of the kernel noise
+    and the routing (how far one twin moves from the next: benchmarks/replay_noise_floor.py);
+    −1 keeps the run of ``seed`` exactly."""
+    cfg = tiny("coupled", run={"steps": 1, "seed": 4})
+    cfg = replace(cfg, costs=replace(cfg.costs, jitter=0.2))
+    base = build_timeline(cfg)
+    same = build_timeline(replace(cfg, run=replace(cfg.run, noise_seed=-1)))
+    other = build_timeline(replace(cfg, run=replace(cfg.run, noise_seed=11)))
+    assert np.array_equal(base.k_dur, same.k_dur)
+    requests = [k for k in base.truth["batches"] if k != "ttft_ns"]  # ttft: when the run served them
+    assert requests and all(base.truth["batches"][k] == other.truth["batches"][k] for k in requests)
+    attn = base.k_op == OP_CODE["attention"]
+    assert attn.sum() == (other.k_op == OP_CODE["attention"]).sum()
+    assert not np.array_equal(base.k_dur, other.k_dur)  # each kernel drawn again
+    assert base.truth["expert_loads"]["assignments"] != other.truth["expert_loads"]["assignments"]

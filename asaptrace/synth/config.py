@@ -21,7 +21,7 @@ from asaptrace.workload.requests import WorkloadConfig
 
 #: keys added after runs were bundled: written only when set, so an earlier run's config.toml stays
 #: byte-identical when regenerated
-_OMITTED_AT_DEFAULT = {("costs", "contention")}
+_OMITTED_AT_DEFAULT = {("costs", "contention"), ("run", "noise_seed")}
 
 
 @dataclass(frozen=True)
@@ -122,6 +122,7 @@ class ClockConfig:
 class RunConfig:
     steps: int = 2
     seed: int = 0
+    noise_seed: int = -1  # ≥ 0: the execution model's draws (kernel noise, routing) from this seed instead
     format: str = "kineto"  # kineto | ascend | both
 
 

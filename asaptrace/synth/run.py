@@ -11,7 +11,8 @@ never leaves half a run; an existing directory is replaced only if it is a previ
 Traces live in their own sub-folders so that ``asaptrace ingest OUT/kineto`` sees trace files only.
 Randomness: one ``SeedSequence(seed)`` is split into independent streams for the workload, the
 execution model and the clocks, so the coupled and disaggregated presets with the same seed get
-the same requests.
+the same requests. ``[run] noise_seed`` (≥ 0) draws the execution stream from a seed of its own:
+the same requests and clocks run again under another draw of the kernel noise and the routing.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class SynthResult:
 def build_timeline(cfg: SynthConfig) -> Timeline:
     """Simulate the run (no I/O)."""
     wl_seq, ex_seq, clock_seq = np.random.SeedSequence(cfg.run.seed).spawn(3)
+    if cfg.run.noise_seed >= 0:  # the same requests and clocks, another draw of the execution
+        ex_seq = np.random.SeedSequence(cfg.run.noise_seed).spawn(3)[1]
     reqs = make_requests(cfg.workload, np.random.default_rng(wl_seq))
     d = cfg.deployment
     rng = np.random.default_rng(ex_seq)

@@ -57,7 +57,7 @@ from asaptrace.replay.costs import (
     resource_ns,
 )
 from asaptrace.replay.costs.parts import RESOURCES
-from asaptrace.replay.dispersion import busy_share, die_stats, expected_max, max_draws, order_factor
+from asaptrace.replay.dispersion import die_stats, expected_max, fork_join_share, max_draws, order_factor
 from asaptrace.replay.mechanics.formers import Batch
 from asaptrace.replay.mechanics.planner import place_longest_first
 from asaptrace.replay.mechanics.work import MeasuredWork, kept_per_work
@@ -234,7 +234,8 @@ def item_cost_arrays(
         # runs its own queue and an item is back when its slowest die is (the max − busy part rides
         # on the send, which holds no compute; σ = 0: nothing moves). The pool's dies run ahead of
         # their slowest by at most the items in flight (``windows[1]``: groups × slots), so a busy
-        # pool pays per item the expected slowest die's mean over that window; a group's members
+        # pool pays per item the rate of that closed loop of k dies (``fork_join_share``: the
+        # slowest die every item with one in flight, the mean die with many); a group's members
         # (whose next layer waits only on the pool) pay their measured busiest member's own Σ
         # (``attn_thr``; 1 when a collective inside the layers holds them together every item)
         a_thr = cols["attn_thr"]
@@ -242,7 +243,7 @@ def item_cost_arrays(
         # … and never less than its busiest die's own measured Σ (``moe_thr``: a persistently slower
         # die, a hot expert, is a level, not noise)
         m_thr = cols["moe_thr"]
-        m_level = moe * np.maximum(busy_share(experts, costs.moe_sigma, windows[1]) / g_e, m_thr)
+        m_level = moe * np.maximum(fork_join_share(experts, costs.moe_sigma, windows[1]) / g_e, m_thr)
         m_busy = m_level * m_mean / g_m1
         a_late, m_late = np.maximum(attn_late, a_busy) - a_busy, np.maximum(moe_late, m_busy) - m_busy
         attn, moe = a_busy, m_busy
