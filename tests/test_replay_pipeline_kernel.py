@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _batch(i, attn, moe, xfer, alone=False, ready=0, combine=None, late=None) -> Batch:
+def _batch(i, attn, moe, xfer, alone=False, ready=0, combine=None) -> Batch:
     return Batch(
         batch_id=i,
         ready_ns=ready,
@@ -41,7 +41,6 @@ def _batch(i, attn, moe, xfer, alone=False, ready=0, combine=None, late=None) ->
         combine_ns=np.array(xfer if combine is None else combine, np.int64),
         alone=alone,
         key=(0, i, 0),
-        combine_late_ns=None if late is None else np.array(late, np.int64),
     )
 
 
@@ -87,20 +86,6 @@ def test_two_groups_without_barrier_by_hand():
     _, ker = both(PipelineConfig(groups=2, slots=1), lambda: StaticBatches(b, groups=2))
     assert ker.done == {1: 22, 0: 25} and list(ker.done) == [1, 0]
     assert sorted(ker.moe) == [(0, 0, 11, 14), (0, 1, 21, 24), (1, 0, 5, 7), (1, 1, 19, 21)]
-
-
-def test_the_pool_sends_its_combines_one_at_a_time_by_hand():
-    # two groups, one layer, attention 0–1 on each, no dispatch: the pool serves b0 1–3, b1 3–5.
-    # Each combine is 10; the pool's dies send one combine at a time: b0 sends 3–13, b1 waits for
-    # it, 13–23. With b1's combine 9 of lag (its slowest die late) and 1 of send, its send starts at
-    # 5 + 9 = 14, past b0's: back at 15, its lag hiding the stream.
-    b = [_batch(0, [1], [2], [0], combine=[10]), _batch(1, [1], [2], [0], combine=[10])]
-    _, ker = both(PipelineConfig(groups=2, slots=1), lambda: StaticBatches(b, groups=2))
-    assert ker.done == {0: 13, 1: 23}
-    assert sorted(ker.combine) == [(0, 0, 3, 13), (1, 0, 5, 23)]  # pool done → back
-    b[1] = _batch(1, [1], [2], [0], combine=[10], late=[9])
-    _, ker = both(PipelineConfig(groups=2, slots=1), lambda: StaticBatches(b, groups=2))
-    assert ker.done == {0: 13, 1: 15}
 
 
 def test_dual_batch_and_alone_by_hand():
@@ -240,11 +225,7 @@ def _random_batches(rng: random.Random, n: int) -> list[Batch]:
         disp = [rng.randint(0, 7) for _ in range(layers)]
         comb = [rng.randint(0, 7) for _ in range(layers)]
         ready = rng.choice([0, 0, 5, 17, rng.randint(0, 100)])
-        # the combine's part before its send (None: all of it is the send); past the combine or
-        # below 0 it is clamped to it, by both engines
-        late = [rng.randint(-1, c + 1) for c in comb] if rng.random() < 0.5 else None
-        alone = rng.random() < 0.15
-        out.append(_batch(i * 7 + 3, attn, moe, disp, alone=alone, ready=ready, combine=comb, late=late))
+        out.append(_batch(i * 7 + 3, attn, moe, disp, alone=rng.random() < 0.15, ready=ready, combine=comb))
     return out
 
 

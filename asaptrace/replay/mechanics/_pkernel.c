@@ -212,7 +212,6 @@ typedef struct {
     int64_t id, layers, group, slot, done;
     int alone, owned;                  /* owned: attn heads a block of its own (else a Former's costs) */
     int64_t *attn, *disp, *moe, *comb; /* one block of 4 * layers */
-    int64_t *late;                     /* combine_late_ns after them in the block, or NULL: none */
     uint8_t *cready, *pready;          /* fixed order only: item put in its compute / pool queue */
 } Batch;
 
@@ -243,7 +242,6 @@ typedef struct {
     /* pool */
     int pool_busy;
     int64_t pool_held;
-    int64_t send_free; /* the pool's send stream is through its combines (INT64_MIN: none yet) */
     Ring pq, blocked;
     Order porder;
     /* engine */
@@ -258,7 +256,7 @@ typedef struct {
     Vec out_ids, out_grp, out_slt; /* the handed-out batches' ids, groups and slots, in hand-out order (at the end) */
 } Sim;
 
-static PyObject *S_batch_id, *S_alone, *S_attention_ns, *S_dispatch_ns, *S_moe_ns, *S_combine_ns, *S_combine_late_ns;
+static PyObject *S_batch_id, *S_alone, *S_attention_ns, *S_dispatch_ns, *S_moe_ns, *S_combine_ns;
 
 static int push(Sim *s, int kind, int64_t t, int64_t b, int64_t layer) {
     if (t < s->now) {
@@ -308,8 +306,8 @@ static int int64_view(Sim *s, PyObject *obj, Py_buffer *view) {
 
 /* copy a handed-out Batch object into the state; returns its index or -1 */
 static int64_t add_batch(Sim *s, PyObject *obj, int64_t group) {
-    PyObject *fields[5] = {S_attention_ns, S_dispatch_ns, S_moe_ns, S_combine_ns, S_combine_late_ns};
-    Py_buffer views[5];
+    PyObject *fields[4] = {S_attention_ns, S_dispatch_ns, S_moe_ns, S_combine_ns};
+    Py_buffer views[4];
     int nviews = 0;
     int64_t idx = -1, id;
     PyObject *pid = PyObject_GetAttr(obj, S_batch_id);
@@ -326,26 +324,15 @@ static int64_t add_batch(Sim *s, PyObject *obj, int64_t group) {
     int alone = PyObject_IsTrue(palone);
     Py_DECREF(palone);
     if (alone < 0) return -1;
-    int has_late = 0; /* combine_late_ns: absent or None is none */
-    for (; nviews < 5; nviews++) {
+    for (; nviews < 4; nviews++) {
         PyObject *arr = PyObject_GetAttr(obj, fields[nviews]);
-        if (!arr) {
-            if (nviews < 4 || !PyErr_ExceptionMatches(PyExc_AttributeError)) goto done;
-            PyErr_Clear();
-            break;
-        }
-        if (nviews == 4 && arr == Py_None) {
-            Py_DECREF(arr);
-            break;
-        }
+        if (!arr) goto done;
         int rc = int64_view(s, arr, &views[nviews]);
         Py_DECREF(arr);
         if (rc < 0) goto done;
-        has_late = nviews == 4;
     }
     int64_t L = views[0].shape[0];
-    if (L < 1 || views[1].shape[0] < L || views[2].shape[0] < L || views[3].shape[0] < L ||
-        (has_late && views[4].shape[0] < L)) {
+    if (L < 1 || views[1].shape[0] < L || views[2].shape[0] < L || views[3].shape[0] < L) {
         PyErr_Format(PyExc_ValueError, "batch %lld: no layer, or per-layer cost arrays shorter than its attention",
                      (long long)id);
         goto done;
@@ -355,8 +342,7 @@ static int64_t add_batch(Sim *s, PyObject *obj, int64_t group) {
         goto done;
     }
     if (grow((void **)&s->bs, &s->capb, s->nb, sizeof *s->bs, 256) < 0) goto done;
-    int na = 4 + has_late; /* int64 arrays in the block */
-    size_t bytes = (size_t)na * (size_t)L * sizeof(int64_t) + (s->ordered ? 2 * (size_t)L : 0);
+    size_t bytes = 4 * (size_t)L * sizeof(int64_t) + (s->ordered ? 2 * (size_t)L : 0);
     char *block = calloc(1, bytes);
     if (!block) {
         PyErr_NoMemory();
@@ -374,9 +360,8 @@ static int64_t add_batch(Sim *s, PyObject *obj, int64_t group) {
     b->disp = b->attn + L;
     b->moe = b->disp + L;
     b->comb = b->moe + L;
-    b->late = has_late ? b->comb + L : NULL;
-    for (int i = 0; i < na; i++) memcpy((int64_t *)block + i * L, views[i].buf, (size_t)L * sizeof(int64_t));
-    b->cready = s->ordered ? (uint8_t *)((int64_t *)block + na * L) : NULL;
+    for (int i = 0; i < 4; i++) memcpy((int64_t *)block + i * L, views[i].buf, (size_t)L * sizeof(int64_t));
+    b->cready = s->ordered ? (uint8_t *)(b->comb + L) : NULL;
     b->pready = s->ordered ? b->cready + L : NULL;
     if (map_put(&s->ids, id, (int64_t)s->nb) < 0 || PyList_Append(s->batch_objs, obj) < 0) {
         free(block);
@@ -615,17 +600,10 @@ static int handle(Sim *s, const Ev *e) {
         }
         if (start_pool(s, t) < 0) return -1;
         b = &s->bs[bi];
-        /* the pool's send stream: the combine's send proper (all but its late part, the slowest
-         * die's lag) after the previous item's, one at a time */
-        int64_t comb = b->comb[layer], late = b->late ? b->late[layer] : 0, ready, back;
-        if (late > comb) late = comb;
-        if (late < 0) late = 0;
-        if (add_ns(t, late, &ready) < 0) return -1;
-        if (ready < s->send_free) ready = s->send_free;
-        if (add_ns(ready, comb - late, &back) < 0) return -1;
-        s->send_free = back;
+        int64_t back;
+        if (add_ns(t, b->comb[layer], &back) < 0) return -1;
         if (s->record) {
-            int64_t r[4] = {b->id, layer, t, back}; /* pool done → back: its dies' sends, the last's wait */
+            int64_t r[4] = {b->id, layer, t, back};
             if (rec(&s->sp_comb, r, 4) < 0) return -1;
         }
         return next_layer(s, bi, layer, back);
@@ -1118,7 +1096,6 @@ static int sim_init(Sim *s, long long groups, long long slots, long long buffer_
     s->nwk = (size_t)wt->len / sizeof(int64_t);
     s->seq = s->nwk;
     s->quiet = INT64_MIN;
-    s->send_free = INT64_MIN;
     s->pq.w = 2;
     s->blocked.w = 3;
     if (s->nwk && s->wk_t[0] < 0) /* a store's clock may start before 0: as Engine(start_ns=min(0, …)) */
@@ -1283,10 +1260,7 @@ static int pk_exec(PyObject *m) {
     S_dispatch_ns = PyUnicode_InternFromString("dispatch_ns");
     S_moe_ns = PyUnicode_InternFromString("moe_ns");
     S_combine_ns = PyUnicode_InternFromString("combine_ns");
-    S_combine_late_ns = PyUnicode_InternFromString("combine_late_ns");
-    if (!S_batch_id || !S_alone || !S_attention_ns || !S_dispatch_ns || !S_moe_ns || !S_combine_ns ||
-        !S_combine_late_ns)
-        return -1;
+    if (!S_batch_id || !S_alone || !S_attention_ns || !S_dispatch_ns || !S_moe_ns || !S_combine_ns) return -1;
     return 0;
 }
 

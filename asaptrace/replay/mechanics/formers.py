@@ -37,9 +37,6 @@ class Batch:
 
     ``moe_ns[l] == 0`` marks a dense layer (no pool item: the MLP is in ``attention_ns``).
     ``key`` is what the former wants back in the results (e.g. (step, dp_group, micro_batch)).
-    ``combine_late_ns`` (≤ ``combine_ns``; None: 0) is the part of each combine before its send: the
-    pool's slowest die's lag behind its busy time. The rest, the send, runs on the pool's one send
-    stream, after the previous item's (each die sends its combines one at a time).
     """
 
     batch_id: int
@@ -51,7 +48,6 @@ class Batch:
     alone: bool = False
     step: int = 0
     key: tuple = ()
-    combine_late_ns: np.ndarray | None = None
 
     @property
     def layers(self) -> int:

@@ -256,8 +256,6 @@ def item_cost_arrays(
         "moe_ns": np.rint(moe * moe_s + m_add).astype(np.int64),
         "moe_all_ns": np.rint(moe_all * moe_s + m_all_add).astype(np.int64),
         "combine_ns": np.where(pool > 0, np.rint(comb * xs + m_late * moe_s + x_add), 0).astype(np.int64),
-        # its part before the send: the pool's slowest die's lag (the send runs on the pool's stream)
-        "combine_late_ns": np.where(pool > 0, np.rint(m_late * moe_s), 0).astype(np.int64),
     }
 
 
@@ -303,7 +301,7 @@ def offline_batches(
     """
     got = item_cost_arrays(wl, costs, tp=tp, experts=experts, windows=windows)
     lay = _layout(wl)
-    cols = {c: v[lay.order] for c, v in got.items()}
+    cols = {c: got[c][lay.order] for c in ("attention_ns", "dispatch_ns", "moe_ns", "combine_ns")}
     longest = lay.longest
     if wl.batches.height and wl.batches["micro_batch"].null_count() and wl.micro_batches > 1:
         longest = _in_heaviest(lay, cols["attention_ns"])
@@ -315,7 +313,6 @@ def offline_batches(
             dispatch_ns=cols["dispatch_ns"][a:b],
             moe_ns=cols["moe_ns"][a:b],
             combine_ns=cols["combine_ns"][a:b],
-            combine_late_ns=cols["combine_late_ns"][a:b],
             alone=bool(long_tokens and top is not None and top > long_tokens),
             step=key[0],
             key=key,

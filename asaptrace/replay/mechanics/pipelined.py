@@ -65,7 +65,6 @@ class PipelineTrace:
     )  # batch, group, layer, t0, t1
     dispatch: list[tuple[int, int, int, int]] = field(default_factory=list)  # batch, layer, t0, t1
     moe: list[tuple[int, int, int, int]] = field(default_factory=list)
-    # pool done → back: the item's dies' sends, its last die's lag and wait for the stream included
     combine: list[tuple[int, int, int, int]] = field(default_factory=list)
     done: dict[int, int] = field(default_factory=dict)  # batch → completion time
     group_of: dict[int, int] = field(default_factory=dict)
@@ -181,7 +180,6 @@ class Pipeline:
         self.pool_busy = False
         self.pool_queue = _Queue(None if order is None else order.pool)
         self.pool_held = 0  # items in the pool's buffer (queued or in service)
-        self.send_free = -(1 << 63)  # the pool's send stream is through its combines
         self.blocked: deque[tuple[int, int, int]] = deque()
         self.quiet = -(1 << 63)  # the former said: no batch for any group before this time
         self._handlers = {
@@ -317,11 +315,7 @@ class Pipeline:
             yield PoolArrive(max(arrive, ev.t_ns), batch=bid, layer=layer)
         yield from self._start_pool(ev.t_ns)
         b = self.batches[ev.batch]
-        # the pool's send stream: the combine's send proper (all but its late part, the slowest
-        # die's lag) after the previous item's, one at a time
-        comb = int(b.combine_ns[ev.layer])
-        late = 0 if b.combine_late_ns is None else min(max(int(b.combine_late_ns[ev.layer]), 0), comb)
-        back = self.send_free = max(ev.t_ns + late, self.send_free) + comb - late
+        back = ev.t_ns + int(b.combine_ns[ev.layer])
         self.trace.combine.append((ev.batch, ev.layer, ev.t_ns, back))
         yield from self._next_layer(b, ev.layer, back)
 
